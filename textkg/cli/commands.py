@@ -1,0 +1,133 @@
+"""Handlers behind the ``textkg`` sub-commands (thin: parse → library call → JSON)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+from textkg.errors import ConfigError
+
+
+def data_stats(args) -> dict:
+    from textkg.data import kg_stats, load_dataset, make_split
+
+    kwargs = {"inductive_dir": args.inductive_dir} if args.inductive_dir else {}
+    kg = load_dataset(args.dataset, **kwargs)
+    split = make_split(kg, args.split) if args.split else None
+    return kg_stats(kg, split)
+
+
+def train(args) -> dict:
+    from textkg.training.config import RunConfig
+    from textkg.training.pipeline import run
+
+    if args.resume:
+        run_dir = Path(args.resume)
+        cfg_path = run_dir / "config.json"
+        if not cfg_path.is_file():
+            raise ConfigError("cannot resume: no config.json (was the run started?)", file=run_dir)
+        if not (run_dir / "checkpoint.pt").is_file():
+            raise ConfigError("cannot resume: no checkpoint.pt yet", file=run_dir)
+        cfg = RunConfig.from_dict(json.loads(cfg_path.read_text()), source=str(cfg_path))
+        metrics = run(cfg, run_dir, resume=True, progress=not args.no_progress)
+        out = run_dir
+    else:
+        from textkg.cli.config_loading import build_run_config
+
+        cfg = build_run_config(args)
+        out = Path(args.out) if args.out else Path("runs") / f"{cfg.model_name}-{Path(cfg.data.dataset).name}-{cfg.data.split}"
+        metrics = run(cfg, out, progress=not args.no_progress)
+    print(f"wrote {out / 'metrics.json'}", file=sys.stderr)
+    return {"out": str(out), "test": _headline(metrics["test"]), "valid": metrics["valid"],
+            "privacy": metrics["privacy"]}
+
+
+def _headline(m: dict) -> dict:
+    return {k: m[k] for k in ("mrr", "mr", "hits@1", "hits@3", "hits@10", "num_triples") if k in m}
+
+
+def evaluate(args) -> dict:
+    from textkg.training.pipeline import evaluate_run
+
+    return evaluate_run(Path(args.run_dir))
+
+
+def predict(args) -> dict:
+    from textkg.predict import load_predictor
+
+    predictor = load_predictor(args.run_dir)
+    if args.batch:
+        entities = _read_batch_file(args.batch)
+        return {"results": [predictor.predict(description=d, name=n, relation=args.relation,
+                                              direction=args.direction, top_k=args.top_k)
+                            for n, d in entities]}
+    if not args.description:
+        raise ConfigError("give --description TEXT (or --batch FILE)", field="description")
+    return predictor.predict(description=args.description, name=args.name, relation=args.relation,
+                             direction=args.direction, top_k=args.top_k)
+
+
+def _read_batch_file(path: str) -> list[tuple[str, str]]:
+    from textkg.errors import DataError
+
+    rows = []
+    try:
+        text = Path(path).read_bytes().decode("utf-8")
+    except FileNotFoundError:
+        raise DataError("file not found", file=path) from None
+    except UnicodeDecodeError as exc:
+        line = Path(path).read_bytes()[: exc.start].count(b"\n") + 1
+        raise DataError("not valid UTF-8", file=path, line=line) from None
+    for i, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        parts = line.split("\t")
+        if len(parts) != 2:
+            raise DataError(f"expected 2 tab-separated columns (name, description), got {len(parts)}",
+                            file=path, line=i)
+        if not parts[1].strip():
+            raise DataError("empty description", file=path, line=i, field="description")
+        rows.append((parts[0], parts[1]))
+    return rows
+
+
+def models_list(args) -> dict:
+    from textkg.models.presets import get_preset, list_presets
+
+    return {name: get_preset(name).to_dict() for name in list_presets()}
+
+
+def encoders_list(args) -> dict:
+    from encoders import list_encoders
+
+    return {"encoders": list(list_encoders())}
+
+
+def charlm_train(args) -> dict:
+    from encoders.charlm import train_char_lm
+    from textkg.data import load_dataset
+
+    kg = load_dataset(args.dataset)
+    result = train_char_lm(list(kg.entity_descriptions), direction=args.direction, out_dir=args.out,
+                           hidden_size=args.hidden_size, max_epochs=args.max_epochs,
+                           max_seconds=60 * args.max_minutes, seed=args.seed)
+    return {"model": str(result)} if not isinstance(result, dict) else result
+
+
+def pretrain_aec(args) -> dict:
+    import torch
+
+    from encoders import get_encoder
+    from encoders.lstm_ae import pretrain_autoencoder
+    from textkg.data import load_dataset
+
+    kg = load_dataset(args.dataset)
+    encoder = get_encoder(args.encoder)
+    tokens, mask = encoder.encode_tokens(list(kg.entity_descriptions))
+    module, history = pretrain_autoencoder(tokens, mask, code_dim=args.code_dim, epochs=args.epochs,
+                                           seed=args.seed)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    torch.save(module.state_dict(), out / "lstm_ae.pt")
+    return {"out": str(out), "history": history}

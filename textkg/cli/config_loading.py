@@ -1,0 +1,124 @@
+"""Fill the frozen config dataclasses from defaults, a preset, a config file and flags.
+
+Precedence (later wins): dataclass defaults < model preset < ``--config`` file < CLI flags.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+
+from textkg.errors import ConfigError
+from textkg.training.config import DataConfig, PrivacyConfig, RunConfig, TrainConfig
+
+#: CLI flag (argparse dest) → (section, field)
+FLAG_FIELDS = {
+    "dataset": ("data", "dataset"),
+    "split": ("data", "split"),
+    "split_seed": ("data", "split_seed"),
+    "inductive_dir": ("data", "inductive_dir"),
+    "description": ("data", "description"),
+    "epochs": ("train", "epochs"),
+    "batch_size": ("train", "batch_size"),
+    "lr": ("train", "lr"),
+    "num_negatives": ("train", "num_negatives"),
+    "loss": ("train", "loss"),
+    "margin": ("train", "margin"),
+    "seed": ("train", "seed"),
+    "eval_every": ("train", "eval_every"),
+    "valid_max_triples": ("train", "valid_max_triples"),
+    "candidates": ("train", "candidates"),
+    "max_minutes": ("train", "max_minutes"),
+    "checkpoint_every": ("train", "checkpoint_every"),
+    "privacy": ("privacy", "mode"),
+    "mechanism": ("privacy", "mechanism"),
+    "noise_multiplier": ("privacy", "noise_multiplier"),
+    "target_epsilon": ("privacy", "target_epsilon"),
+    "delta": ("privacy", "delta"),
+    "max_grad_norm": ("privacy", "max_grad_norm"),
+    "confidential_relations": ("privacy", "confidential_relations"),
+    "confidential_fraction": ("privacy", "confidential_fraction"),
+    "orders": ("privacy", "orders"),
+}
+
+#: CLI flag → ModelConfig field (override the preset)
+MODEL_FLAGS = {"encoder": "encoder", "dim": "dim", "fusion": "fusion",
+               "structural_dropout": "structural_dropout"}
+
+SECTIONS = {"data": DataConfig, "train": TrainConfig, "privacy": PrivacyConfig}
+
+
+def read_config_file(path: str) -> dict:
+    """Parse a YAML or JSON config; errors name the file and line."""
+    p = Path(path)
+    if not p.is_file():
+        raise ConfigError("config file not found", file=path)
+    text = p.read_text(encoding="utf-8")
+    try:
+        if p.suffix == ".json":
+            data = json.loads(text)
+        else:
+            import yaml
+
+            data = yaml.safe_load(text)
+    except json.JSONDecodeError as exc:
+        raise ConfigError(exc.msg, file=path, line=exc.lineno) from None
+    except Exception as exc:  # yaml.YAMLError
+        mark = getattr(exc, "problem_mark", None)
+        raise ConfigError(str(getattr(exc, "problem", exc)), file=path,
+                          line=None if mark is None else mark.line + 1) from None
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise ConfigError("top level must be a mapping", file=path, line=1)
+    allowed = set(SECTIONS) | {"model", "model_name", "textkg_version"}
+    for key in data:
+        if key not in allowed:
+            raise ConfigError(f"unknown section; expected one of {', '.join(sorted(allowed))}",
+                              file=path, field=str(key))
+    for section, cls in SECTIONS.items():
+        names = {f.name for f in dataclasses.fields(cls)}
+        for key in data.get(section) or {}:
+            if key not in names:
+                raise ConfigError(f"unknown key; {section} takes {', '.join(sorted(names))}",
+                                  file=path, field=f"{section}.{key}")
+    return data
+
+
+def build_run_config(args) -> RunConfig:
+    """Combine defaults, preset, ``--config`` and flags into one :class:`RunConfig`."""
+    from textkg.models.config import ModelConfig
+    from textkg.models.presets import get_preset
+
+    file_data = read_config_file(args.config) if getattr(args, "config", None) else {}
+    sections = {name: dict(file_data.get(name) or {}) for name in SECTIONS}
+    for dest, (section, fld) in FLAG_FIELDS.items():
+        value = getattr(args, dest, None)
+        if value is not None:
+            sections[section][fld] = value
+    conf = sections["privacy"].get("confidential_relations")
+    if isinstance(conf, str):
+        sections["privacy"]["confidential_relations"] = tuple(r for r in conf.split(",") if r)
+    elif conf is not None:
+        sections["privacy"]["confidential_relations"] = tuple(conf)
+    model_name = getattr(args, "model", None) or file_data.get("model_name") or "transe"
+    model_cfg = get_preset(model_name)
+    overrides = dict(file_data.get("model") or {})
+    for dest, fld in MODEL_FLAGS.items():
+        value = getattr(args, dest, None)
+        if value is not None:
+            overrides[fld] = value
+    if overrides:
+        merged = {**model_cfg.to_dict(), **overrides}
+        model_cfg = ModelConfig.from_dict(merged)
+    try:
+        return RunConfig(
+            data=DataConfig(**sections["data"]),
+            model=model_cfg,
+            train=TrainConfig(**sections["train"]),
+            privacy=PrivacyConfig(**sections["privacy"]),
+            model_name=model_name,
+        )
+    except TypeError as exc:
+        raise ConfigError(str(exc), file=getattr(args, "config", None)) from None

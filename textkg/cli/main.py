@@ -1,0 +1,163 @@
+"""``textkg`` command line: data, train, evaluate, predict, charlm, encoders, audit, sweep.
+
+User errors (:class:`textkg.errors.TextKGError`) are printed as one line
+``error: <file:line, field 'x': message>`` on stderr with exit status 2 — no
+traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+
+from textkg.errors import TextKGError
+
+
+def _add_train_flags(p: argparse.ArgumentParser) -> None:
+    # Every flag defaults to None so that the config file / preset default wins.
+    p.add_argument("--config", help="YAML/JSON file filling the same config as the flags")
+    p.add_argument("--dataset", help="hpo, hpo-small, or a BLP-format directory")
+    p.add_argument("--split", choices=["transductive", "inductive"])
+    p.add_argument("--split-seed", type=int)
+    p.add_argument("--inductive-dir", help="sub-directory with ind-*.tsv (BLP-format datasets)")
+    p.add_argument("--description", choices=["short", "long"])
+    p.add_argument("--model", help="model preset (textkg models list)")
+    p.add_argument("--encoder", help="override the preset's text encoder")
+    p.add_argument("--fusion", help="override the preset's fusion")
+    p.add_argument("--dim", type=int)
+    p.add_argument("--structural-dropout", type=float)
+    p.add_argument("--epochs", type=int)
+    p.add_argument("--batch-size", type=int)
+    p.add_argument("--lr", type=float)
+    p.add_argument("--num-negatives", type=int)
+    p.add_argument("--loss", choices=["margin", "softplus"])
+    p.add_argument("--margin", type=float)
+    p.add_argument("--seed", type=int)
+    p.add_argument("--eval-every", type=int)
+    p.add_argument("--valid-max-triples", type=int)
+    p.add_argument("--candidates", choices=["blp", "all", "split"])
+    p.add_argument("--max-minutes", type=float)
+    p.add_argument("--checkpoint-every", type=int)
+    p.add_argument("--privacy", choices=["none", "full", "confidential"])
+    p.add_argument("--mechanism", choices=["dp-sgd", "simulation"])
+    p.add_argument("--noise-multiplier", type=float)
+    p.add_argument("--target-epsilon", type=float)
+    p.add_argument("--delta", type=float)
+    p.add_argument("--max-grad-norm", type=float)
+    p.add_argument("--confidential-relations", help="comma-separated relation ids")
+    p.add_argument("--confidential-fraction", type=float)
+    p.add_argument("--orders", help="RDP orders, e.g. 2-64 (default: 1.1..10.9, 11..63, 128..1024)")
+    p.add_argument("--out", help="run directory (must be new or empty)")
+    p.add_argument("--resume", metavar="DIR", help="continue a run directory from its checkpoint")
+    p.add_argument("--no-progress", action="store_true")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="textkg", description=__doc__.splitlines()[0])
+    parser.add_argument("--version", action="store_true", help="print the version")
+    sub = parser.add_subparsers(dest="command")
+
+    data = sub.add_parser("data", help="dataset utilities").add_subparsers(dest="data_command")
+    stats = data.add_parser("stats", help="entity/relation/triple counts as JSON")
+    stats.add_argument("dataset")
+    stats.add_argument("--split", choices=["transductive", "inductive"])
+    stats.add_argument("--inductive-dir")
+
+    _add_train_flags(sub.add_parser("train", help="train and evaluate a model"))
+
+    ev = sub.add_parser("evaluate", help="re-evaluate a run directory's best model")
+    ev.add_argument("run_dir")
+
+    pr = sub.add_parser("predict", help="zero-shot links for a brand-new entity")
+    pr.add_argument("run_dir")
+    pr.add_argument("--description", help="the new entity's description")
+    pr.add_argument("--name", help="the new entity's name")
+    pr.add_argument("--relation", help="only this relation (default: all)")
+    pr.add_argument("--direction", choices=["head", "tail"],
+                    help="the new entity is the head (predict tails) or the tail (predict heads)")
+    pr.add_argument("--top-k", type=int, default=10)
+    pr.add_argument("--batch", metavar="FILE", help="TSV of new entities: name<TAB>description per line")
+
+    models = sub.add_parser("models", help="model presets").add_subparsers(dest="models_command")
+    models.add_parser("list", help="list model presets")
+
+    charlm = sub.add_parser("charlm", help="flair character language models").add_subparsers(dest="charlm_command")
+    ct = charlm.add_parser("train", help="train a char LM on a dataset's descriptions")
+    ct.add_argument("--dataset", required=True)
+    ct.add_argument("--direction", choices=["forward", "backward"], required=True)
+    ct.add_argument("--out", required=True)
+    ct.add_argument("--hidden-size", type=int, default=256)
+    ct.add_argument("--max-epochs", type=int, default=10)
+    ct.add_argument("--max-minutes", type=float, default=15.0)
+    ct.add_argument("--seed", type=int, default=0)
+
+    enc = sub.add_parser("encoders", help="text encoders").add_subparsers(dest="encoders_command")
+    enc.add_parser("list", help="list registered encoders")
+    pa = enc.add_parser("pretrain-aec", help="pre-train the LSTM autoencoder on a dataset's descriptions")
+    pa.add_argument("--dataset", required=True)
+    pa.add_argument("--encoder", default="glove-bow", help="token-level encoder feeding the autoencoder")
+    pa.add_argument("--code-dim", type=int, default=128)
+    pa.add_argument("--epochs", type=int, default=5)
+    pa.add_argument("--out", required=True)
+    pa.add_argument("--seed", type=int, default=0)
+
+    from textkg.cli import extra_commands
+
+    extra_commands.add_parsers(sub)
+    return parser
+
+
+def _print_json(obj) -> None:
+    json.dump(obj, sys.stdout, indent=2)
+    sys.stdout.write("\n")
+
+
+def dispatch(args) -> int:
+    from textkg.cli import commands
+
+    if args.version:
+        import textkg
+
+        print(textkg.__version__)
+        return 0
+    handlers = {
+        ("data", "stats"): commands.data_stats,
+        ("train", None): commands.train,
+        ("evaluate", None): commands.evaluate,
+        ("predict", None): commands.predict,
+        ("models", "list"): commands.models_list,
+        ("charlm", "train"): commands.charlm_train,
+        ("encoders", "list"): commands.encoders_list,
+        ("encoders", "pretrain-aec"): commands.pretrain_aec,
+    }
+    from textkg.cli import extra_commands
+
+    handlers.update(extra_commands.HANDLERS)
+    sub = getattr(args, f"{args.command}_command", None) if args.command else None
+    handler = handlers.get((args.command, sub))
+    if handler is None:
+        build_parser().print_help(sys.stderr)
+        return 2
+    result = handler(args)
+    if result is not None:
+        _print_json(result)
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    args = build_parser().parse_args(argv)
+    try:
+        return dispatch(args)
+    except TextKGError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

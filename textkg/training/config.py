@@ -1,0 +1,196 @@
+"""Frozen run configuration.
+
+YAML/JSON config files and CLI flags only *fill in* these dataclasses; every
+default is documented here, once. ``RunConfig.to_dict()`` is what a run writes
+to ``config.json``; ``RunConfig.from_dict()`` reads it back (``--resume``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any
+
+from textkg.errors import ConfigError
+
+PRIVACY_MODES = ("none", "full", "confidential")
+PRIVACY_MECHANISMS = ("dp-sgd", "simulation")
+LOSSES = ("margin", "softplus")
+CANDIDATE_PROTOCOLS = ("blp", "all", "split")
+SPLITS = ("transductive", "inductive")
+
+
+@dataclass(frozen=True)
+class DataConfig:
+    """Which graph and split.
+
+    Attributes:
+        dataset: registered name (``hpo``, ``hpo-small``) or a BLP-format directory.
+        split: ``transductive`` (as given) or ``inductive`` (BLP protocol).
+        split_seed: seed of a split built by textkg (ignored for given splits).
+        inductive_dir: sub-directory holding ``ind-*.tsv`` files, if not the dataset dir.
+        description: ``short`` (entity2text) or ``long`` (entity2textlong).
+    """
+
+    dataset: str = "hpo-small"
+    split: str = "transductive"
+    split_seed: int = 0
+    inductive_dir: str | None = None
+    description: str = "short"
+
+    def __post_init__(self) -> None:
+        _check_choice("split", self.split, SPLITS)
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """Optimisation and model selection.
+
+    Attributes:
+        epochs: passes over the training triples (for DP: expected passes).
+        batch_size: batch size (for DP: the *expected* Poisson batch size).
+        lr: Adam learning rate.
+        num_negatives: corruptions per positive, drawn uniformly and
+            independently of the other examples in the batch.
+        loss: ``margin`` (ranking loss) or ``softplus`` (logistic).
+        margin: margin of the ranking loss.
+        seed: seed of initialisation, negatives, sampling and noise.
+        eval_every: validate every this many epochs (model selection by MRR).
+        valid_max_triples: validate on a seeded subset of at most this many
+            triples (``0`` = all).
+        eval_batch_size: queries scored at once during evaluation.
+        candidates: candidate protocol, ``blp`` (valid: train+valid entities,
+            test: all), ``all`` or ``split``.
+        weight_decay: Adam weight decay.
+        max_minutes: stop training after this wall time (``None`` = no limit).
+        checkpoint_every: also checkpoint every this many steps (``0`` = only per epoch).
+    """
+
+    epochs: int = 20
+    batch_size: int = 512
+    lr: float = 1e-3
+    num_negatives: int = 32
+    loss: str = "margin"
+    margin: float = 1.0
+    seed: int = 0
+    eval_every: int = 1
+    valid_max_triples: int = 2000
+    eval_batch_size: int = 256
+    candidates: str = "blp"
+    weight_decay: float = 0.0
+    max_minutes: float | None = None
+    checkpoint_every: int = 0
+
+    def __post_init__(self) -> None:
+        _check_choice("loss", self.loss, LOSSES)
+        _check_choice("candidates", self.candidates, CANDIDATE_PROTOCOLS)
+        for name in ("epochs", "batch_size", "num_negatives", "eval_every"):
+            if getattr(self, name) < 1:
+                raise ConfigError(f"must be >= 1, got {getattr(self, name)}", field=f"train.{name}")
+        if self.lr <= 0:
+            raise ConfigError(f"must be > 0, got {self.lr}", field="train.lr")
+
+
+@dataclass(frozen=True)
+class PrivacyConfig:
+    """What is private and how it is protected.
+
+    Attributes:
+        mode: ``none``; ``full`` (every training triple is private, q = B/N);
+            ``confidential`` (DPKGE, Han et al. 2022: only confidential
+            statements get DP, q = B/|C|).
+        mechanism: ``dp-sgd`` (Poisson sampling, per-example clipping of the
+            whole gradient, Gaussian noise on every trained parameter: the
+            only mechanism reported as ``dp``) or ``simulation`` (the seed
+            paper's batch-level clipping: always reported as ``simulation``).
+        noise_multiplier: σ. If ``None``, calibrated to ``target_epsilon``.
+        target_epsilon: budget ε; with σ given, training stops before the
+            step that would exceed it.
+        delta: δ of the (ε, δ) guarantee; ``None`` = 1/(10·N_private).
+        max_grad_norm: clipping bound C of each example's whole gradient.
+        confidential_relations: relations whose statements are confidential.
+        confidential_fraction: alternatively a seeded random fraction of
+            training statements marked confidential.
+        orders: RDP orders, e.g. ``"2-64"`` (the seed's integer grid);
+            ``None`` = the default grid 1.1…10.9, 11…63, 128…1024.
+    """
+
+    mode: str = "none"
+    mechanism: str = "dp-sgd"
+    noise_multiplier: float | None = None
+    target_epsilon: float | None = None
+    delta: float | None = None
+    max_grad_norm: float = 1.0
+    confidential_relations: tuple[str, ...] = ()
+    confidential_fraction: float | None = None
+    orders: str | None = None
+
+    def __post_init__(self) -> None:
+        _check_choice("mode", self.mode, PRIVACY_MODES, prefix="privacy")
+        _check_choice("mechanism", self.mechanism, PRIVACY_MECHANISMS, prefix="privacy")
+        if self.mode == "none":
+            return
+        if self.noise_multiplier is None and self.target_epsilon is None:
+            raise ConfigError(
+                "privacy needs --noise-multiplier or --target-epsilon", field="privacy.noise_multiplier"
+            )
+        if self.noise_multiplier is not None and self.noise_multiplier <= 0:
+            raise ConfigError("must be > 0", field="privacy.noise_multiplier")
+        if self.target_epsilon is not None and self.target_epsilon <= 0:
+            raise ConfigError("must be > 0", field="privacy.target_epsilon")
+        if self.max_grad_norm <= 0:
+            raise ConfigError("must be > 0", field="privacy.max_grad_norm")
+        if self.delta is not None and not 0 < self.delta < 1:
+            raise ConfigError("must be in (0, 1)", field="privacy.delta")
+        if self.mode == "confidential":
+            if not self.confidential_relations and self.confidential_fraction is None:
+                raise ConfigError(
+                    "confidential privacy needs --confidential-relations or --confidential-fraction",
+                    field="privacy.confidential_relations",
+                )
+            if self.confidential_fraction is not None and not 0 < self.confidential_fraction <= 1:
+                raise ConfigError("must be in (0, 1]", field="privacy.confidential_fraction")
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    """Everything a run needs; written to ``config.json``."""
+
+    data: DataConfig = field(default_factory=DataConfig)
+    model: Any = None  # textkg.models.ModelConfig
+    train: TrainConfig = field(default_factory=TrainConfig)
+    privacy: PrivacyConfig = field(default_factory=PrivacyConfig)
+    model_name: str = "transe"
+
+    def to_dict(self) -> dict:
+        return {
+            "data": dataclasses.asdict(self.data),
+            "model_name": self.model_name,
+            "model": self.model.to_dict() if self.model is not None else None,
+            "train": dataclasses.asdict(self.train),
+            "privacy": {**dataclasses.asdict(self.privacy),
+                        "confidential_relations": list(self.privacy.confidential_relations)},
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict, *, source: str = "config") -> "RunConfig":
+        from textkg.models.config import ModelConfig
+
+        try:
+            privacy = dict(d.get("privacy") or {})
+            privacy["confidential_relations"] = tuple(privacy.get("confidential_relations") or ())
+            return cls(
+                data=DataConfig(**(d.get("data") or {})),
+                model=ModelConfig.from_dict(d["model"]) if d.get("model") else None,
+                train=TrainConfig(**(d.get("train") or {})),
+                privacy=PrivacyConfig(**privacy),
+                model_name=d.get("model_name", "transe"),
+            )
+        except TypeError as exc:
+            raise ConfigError(f"unknown or missing key: {exc}", file=source) from None
+
+
+def _check_choice(name: str, value: str, choices: tuple[str, ...], prefix: str = "") -> None:
+    if value not in choices:
+        full = f"{prefix}.{name}" if prefix else name
+        raise ConfigError(f"{value!r} is not one of {', '.join(choices)}", field=full)

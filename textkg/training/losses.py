@@ -1,0 +1,55 @@
+"""Per-example losses over ``(…, 1 + K)`` scores (positive first).
+
+Losses return one value per example (no reduction over the batch) so that
+the DP trainer can clip per example; the ordinary trainer takes the mean.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+import torch
+import torch.nn.functional as F
+
+from textkg.errors import ConfigError
+
+LossFn = Callable[[torch.Tensor], torch.Tensor]
+
+
+def margin_ranking(scores: torch.Tensor, *, margin: float = 1.0) -> torch.Tensor:
+    """Margin ranking loss, mean over the K negatives (Bordes et al. 2013).
+
+    Args:
+        scores: ``(..., 1 + K)``, positive at index 0.
+
+    Returns:
+        ``(...)``: ``mean_k max(0, margin - s_pos + s_neg_k)``.
+    """
+    pos, neg = scores[..., :1], scores[..., 1:]
+    return F.relu(margin - pos + neg).mean(dim=-1)
+
+
+def softplus_loss(scores: torch.Tensor, *, margin: float = 0.0) -> torch.Tensor:
+    """Logistic loss (Trouillon et al. 2016): ``softplus(-s_pos) + mean_k softplus(s_neg_k)``.
+
+    Args:
+        scores: ``(..., 1 + K)``, positive at index 0.
+        margin: unused; kept for a uniform signature.
+    """
+    del margin
+    return F.softplus(-scores[..., 0]) + F.softplus(scores[..., 1:]).mean(dim=-1)
+
+
+LOSSES: dict[str, Callable[..., torch.Tensor]] = {
+    "margin": margin_ranking,
+    "softplus": softplus_loss,
+}
+
+
+def get_loss(name: str) -> Callable[..., torch.Tensor]:
+    """Look a loss up by name; unknown names list the registered ones."""
+    try:
+        return LOSSES[name]
+    except KeyError:
+        raise ConfigError(f"unknown loss {name!r}; choose from {', '.join(sorted(LOSSES))}",
+                          field="train.loss") from None

@@ -1,0 +1,196 @@
+"""End-to-end run: data → features → model → training (+privacy) → evaluation → files.
+
+Inputs are validated before anything is written. A run directory holds
+``config.json``, ``graph.json`` (id maps for prediction), ``checkpoint.pt``
+(with the privacy ledger), ``best_model.pt`` and, last, ``metrics.json``.
+Every file is written atomically.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+import textkg
+from textkg.data import candidate_entities, load_dataset, make_split
+from textkg.errors import ConfigError
+from textkg.evaluation import FilterIndex, evaluate
+from textkg.models import build_model
+from textkg.training import checkpoint as ckpt
+from textkg.training.config import RunConfig
+from textkg.training.features import entity_texts, text_inputs
+from textkg.training.losses import get_loss
+from textkg.training.private_training import PrivateTraining, select_confidential
+from textkg.training.trainer import Trainer
+
+
+@dataclass
+class Prepared:
+    """Everything built from the config before training starts."""
+
+    kg: object
+    split: object
+    model: torch.nn.Module
+    filter_index: FilterIndex
+
+
+def load_graph_and_split(cfg: RunConfig):
+    kwargs = {}
+    if cfg.data.inductive_dir:
+        kwargs["inductive_dir"] = cfg.data.inductive_dir
+    if cfg.data.description != "short":
+        kwargs["description"] = cfg.data.description
+    kg = load_dataset(cfg.data.dataset, **kwargs)
+    split = make_split(kg, cfg.data.split, seed=cfg.data.split_seed)
+    return kg, split
+
+
+def prepare(cfg: RunConfig) -> Prepared:
+    """Load, split, encode and build the model (no files written)."""
+    torch.manual_seed(cfg.train.seed)
+    kg, split = load_graph_and_split(cfg)
+    features = text_inputs(cfg.model, entity_texts(kg), seed=cfg.train.seed)
+    model = build_model(cfg.model, num_entities=kg.num_entities, num_relations=kg.num_relations,
+                        seen_entities=split.train_entities, **features)
+    filter_index = FilterIndex.from_triples(split.filter_triples, kg.num_entities, kg.num_relations)
+    return Prepared(kg=kg, split=split, model=model, filter_index=filter_index)
+
+
+def _subset(triples: torch.Tensor, max_triples: int, seed: int) -> torch.Tensor:
+    if not max_triples or len(triples) <= max_triples:
+        return triples
+    g = torch.Generator().manual_seed(seed)
+    return triples[torch.randperm(len(triples), generator=g)[:max_triples]]
+
+
+def _unseen_masks(triples: torch.Tensor, seen: torch.Tensor, num_entities: int) -> dict:
+    is_seen = torch.zeros(num_entities, dtype=torch.bool)
+    is_seen[seen] = True
+    head_seen, tail_seen = is_seen[triples[:, 0]], is_seen[triples[:, 2]]
+    masks = {"both_seen": head_seen & tail_seen, "head_unseen": ~head_seen, "tail_unseen": ~tail_seen,
+             "any_unseen": ~(head_seen & tail_seen)}
+    return {k: v for k, v in masks.items() if v.any()}
+
+
+def evaluate_split(prep: Prepared, cfg: RunConfig, which: str, *, max_triples: int = 0,
+                   progress: bool = False):
+    triples = _subset(prep.split.triples(which), max_triples, cfg.train.seed)
+    candidates = candidate_entities(prep.kg, prep.split, which, cfg.train.candidates)
+    prep.model.eval()
+    with torch.no_grad():
+        return evaluate(prep.model, triples, filter_index=prep.filter_index, candidates=candidates,
+                        num_entities=prep.kg.num_entities, batch_size=cfg.train.eval_batch_size,
+                        subset_masks=_unseen_masks(triples, prep.split.train_entities, prep.kg.num_entities),
+                        progress=progress)
+
+
+def _trained_parameter_names(model) -> list[str]:
+    names = [f"table:{k}" for k in model.tables()]
+    return names + list(model.dense_parameters())
+
+
+def build_trainer(prep: Prepared, cfg: RunConfig, out_dir: Path) -> tuple[Trainer, PrivateTraining | None]:
+    train = prep.split.train
+    loss = get_loss(cfg.train.loss)
+    margin = cfg.train.margin
+
+    def loss_fn(scores):
+        return loss(scores, margin=margin)
+
+    entity_pool = prep.split.train_entities
+    private = None
+    public = train
+    if cfg.privacy.mode != "none":
+        mask = select_confidential(train, prep.kg.relations, cfg.privacy, seed=cfg.train.seed)
+        public, private_triples = train[~mask], train[mask]
+        private = PrivateTraining(cfg.privacy, private_triples=private_triples,
+                                  batch_size=cfg.train.batch_size, planned_epochs=cfg.train.epochs,
+                                  entity_pool=entity_pool, loss_fn=loss_fn,
+                                  num_negatives=cfg.train.num_negatives,
+                                  trained_parameters=_trained_parameter_names(prep.model))
+
+    def validate(model) -> float:
+        if not len(prep.split.valid):
+            return 0.0
+        return evaluate_split(prep, cfg, "valid", max_triples=cfg.train.valid_max_triples).to_dict()["mrr"]
+
+    trainer = Trainer(prep.model, config=cfg, public_triples=public, entity_pool=entity_pool,
+                      validate=validate, out_dir=out_dir, private=private, loss_fn=loss_fn)
+    return trainer, private
+
+
+def graph_record(kg, split) -> dict:
+    """Id maps a predictor needs to name its answers."""
+    return {
+        "name": kg.name,
+        "entities": list(kg.entities),
+        "entity_names": list(kg.entity_names),
+        "entity_types": None if kg.entity_types is None else list(kg.entity_types),
+        "relations": list(kg.relations),
+        "relation_texts": list(kg.relation_texts),
+        "train_entities": split.train_entities.tolist(),
+    }
+
+
+def run(cfg: RunConfig, out_dir: Path, *, resume: bool = False, progress: bool = True) -> dict:
+    """Train and evaluate; returns the metrics dict written to ``metrics.json``."""
+    out_dir = Path(out_dir)
+    if not resume and out_dir.exists() and any(out_dir.iterdir()):
+        raise ConfigError(f"output directory {out_dir} is not empty; pass --resume {out_dir} "
+                          "to continue it or choose another --out", field="out")
+    prep = prepare(cfg)  # validates every input before anything is written
+    trainer, private = build_trainer(prep, cfg, out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    if resume:
+        trainer.restore(ckpt.load(out_dir / ckpt.CHECKPOINT))
+    else:
+        ckpt.atomic_write_json(out_dir / "config.json", {"textkg_version": textkg.__version__, **cfg.to_dict()})
+        ckpt.atomic_write_json(out_dir / "graph.json", graph_record(prep.kg, prep.split))
+    started = time.perf_counter()
+    state = trainer.fit()
+    del started
+    metrics = {
+        "textkg_version": textkg.__version__,
+        "dataset": cfg.data.dataset,
+        "split": cfg.data.split,
+        "model": {"name": cfg.model_name, **cfg.model.to_dict(),
+                  "num_parameters": sum(p.numel() for p in prep.model.parameters() if p.requires_grad),
+                  **_fusion_weights(prep.model)},
+        "train": {"epochs": state.epoch, "steps": state.step, "seconds": state.seconds,
+                  "best_epoch": state.best_epoch, "stopped": state.stopped, "history": state.history},
+        "valid": _flat(evaluate_split(prep, cfg, "valid", progress=progress)) if len(prep.split.valid) else None,
+        "test": evaluate_split(prep, cfg, "test", progress=progress).to_dict(),
+        "privacy": None if private is None else private.report(),
+    }
+    ckpt.atomic_write_json(out_dir / "metrics.json", metrics)
+    return metrics
+
+
+def _flat(result) -> dict:
+    d = result.to_dict()
+    return {k: d[k] for k in ("mrr", "mr", "hits@1", "hits@3", "hits@10", "num_triples")}
+
+
+def _fusion_weights(model) -> dict:
+    fn = getattr(model, "fusion_weights", None)
+    return {"fusion_weights": fn()} if callable(fn) else {}
+
+
+def evaluate_run(run_dir: Path, *, progress: bool = True) -> dict:
+    """Re-evaluate a finished run's best model on its test split."""
+    from textkg.training.config import RunConfig as _RC
+
+    run_dir = Path(run_dir)
+    cfg_path = run_dir / "config.json"
+    if not cfg_path.exists():
+        raise ConfigError("not a textkg run directory (no config.json)", file=run_dir)
+    cfg = _RC.from_dict(json.loads(cfg_path.read_text()), source=str(cfg_path))
+    prep = prepare(cfg)
+    state = ckpt.load(run_dir / ckpt.BEST_MODEL)
+    prep.model.load_state_dict(state)
+    return {"valid": _flat(evaluate_split(prep, cfg, "valid", progress=progress)) if len(prep.split.valid) else None,
+            "test": evaluate_split(prep, cfg, "test", progress=progress).to_dict()}

@@ -1,0 +1,165 @@
+"""The training loop: schedule → steps → validation → checkpoints.
+
+Model selection is by validation MRR (on a seeded subset of at most
+``valid_max_triples`` triples). Validation and test statements are treated as
+public: only training statements are protected by the privacy mechanism.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Callable
+
+import torch
+from tqdm.auto import tqdm
+
+from textkg.training import checkpoint as ckpt
+from textkg.training.config import RunConfig
+from textkg.training.negatives import corrupt
+from textkg.training.schedule import interleave, plan_epoch, public_batches
+
+
+@dataclass
+class TrainState:
+    """Counters and model-selection state saved in every checkpoint."""
+
+    epoch: int = 0
+    step: int = 0
+    private_steps: int = 0
+    best_mrr: float = -1.0
+    best_epoch: int = -1
+    seconds: float = 0.0
+    stopped: str | None = None
+    history: list = field(default_factory=list)
+
+
+class Trainer:
+    """Trains a KG model with ordinary and/or DP-SGD steps.
+
+    Args:
+        model: a :class:`textkg.models.KGEModel`.
+        config: the run configuration.
+        public_triples: ``(N_U, 3)`` statements trained without DP.
+        entity_pool: ``(P,)`` entities negatives are drawn from.
+        validate: ``model -> valid MRR`` used for model selection.
+        out_dir: where checkpoints go.
+        private: a :class:`textkg.training.privacy_setup.PrivateTraining`
+            (DP or simulation steps on the private statements), or ``None``.
+        loss_fn: per-example loss over ``(…, 1 + K)`` scores.
+    """
+
+    def __init__(self, model, *, config: RunConfig, public_triples, entity_pool,
+                 validate: Callable, out_dir: Path, private=None, loss_fn: Callable) -> None:
+        self.model = model
+        self.config = config
+        self.public = public_triples
+        self.entity_pool = entity_pool
+        self.validate = validate
+        self.out_dir = Path(out_dir)
+        self.private = private
+        self.loss_fn = loss_fn
+        tc = config.train
+        params = list(model.parameters())
+        self.optimizer = torch.optim.Adam([p for p in params if p.requires_grad], lr=tc.lr,
+                                          weight_decay=tc.weight_decay)
+        self.generator = torch.Generator().manual_seed(tc.seed)
+        self.plan = plan_epoch(num_public=len(public_triples),
+                               num_private=0 if private is None else private.num_private,
+                               batch_size=tc.batch_size)
+        self.state = TrainState()
+
+    # -- checkpoints ---------------------------------------------------------------
+    def save(self) -> None:
+        payload = {
+            "model": self.model.state_dict(),
+            "optimizer": self.optimizer.state_dict(),
+            "generator": self.generator.get_state(),
+            "state": asdict(self.state),
+            "privacy": None if self.private is None else self.private.state_dict(),
+        }
+        ckpt.atomic_torch_save(self.out_dir / ckpt.CHECKPOINT, payload)
+
+    def restore(self, payload: dict) -> None:
+        self.model.load_state_dict(payload["model"])
+        self.optimizer.load_state_dict(payload["optimizer"])
+        self.generator.set_state(payload["generator"])
+        self.state = TrainState(**payload["state"])
+        if self.private is not None and payload.get("privacy") is not None:
+            self.private.load_state_dict(payload["privacy"])
+
+    # -- steps ---------------------------------------------------------------------
+    def _public_step(self, idx: torch.Tensor) -> float:
+        batch = corrupt(self.public[idx], num_negatives=self.config.train.num_negatives,
+                        entity_pool=self.entity_pool, generator=self.generator)
+        self.optimizer.zero_grad(set_to_none=True)
+        loss = self.loss_fn(self.model(batch, generator=self.generator)).mean()
+        loss.backward()
+        self.optimizer.step()
+        return float(loss)
+
+    def _private_step(self) -> bool:
+        """One private step; False when the budget forbids it."""
+        if self.private.budget_exhausted():
+            return False
+        self.optimizer.zero_grad(set_to_none=True)
+        self.private.step(self.model, self.generator)
+        self.optimizer.step()
+        self.state.private_steps += 1
+        return True
+
+    def _run_epoch(self, bar) -> None:
+        tc = self.config.train
+        kinds = interleave(self.plan) if self.plan.public_steps and self.plan.private_steps else (
+            ["public"] * self.plan.public_steps + ["private"] * self.plan.private_steps)
+        public_iter = public_batches(len(self.public), batch_size=tc.batch_size, generator=self.generator)
+        losses = []
+        self.model.train()
+        for kind in kinds:
+            if kind == "public":
+                losses.append(self._public_step(next(public_iter)))
+            elif not self._private_step():
+                self.state.stopped = "privacy budget reached"
+                break
+            self.state.step += 1
+            bar.update(1)
+            if tc.checkpoint_every and self.state.step % tc.checkpoint_every == 0:
+                self.save()
+        postfix = {}
+        if losses:
+            postfix["public_loss"] = f"{sum(losses) / len(losses):.4f}"
+        if self.private is not None:
+            postfix["eps"] = f"{self.private.epsilon():.3f}"
+        bar.set_postfix(postfix)
+        return sum(losses) / len(losses) if losses else None
+
+    def fit(self, *, deadline: float | None = None) -> TrainState:
+        """Train until ``epochs``, the privacy budget or ``max_minutes``; keep the best model."""
+        tc = self.config.train
+        steps_per_epoch = self.plan.public_steps + self.plan.private_steps
+        bar = tqdm(total=tc.epochs * steps_per_epoch, initial=self.state.epoch * steps_per_epoch,
+                   desc="train", unit="step", dynamic_ncols=True, mininterval=2.0)
+        start = time.perf_counter() - self.state.seconds
+        while self.state.epoch < tc.epochs and self.state.stopped is None:
+            public_loss = self._run_epoch(bar)
+            self.state.epoch += 1
+            self.state.seconds = time.perf_counter() - start
+            record = {"epoch": self.state.epoch, "step": self.state.step, "seconds": self.state.seconds,
+                      "public_loss": public_loss}
+            if self.private is not None:
+                record["epsilon"] = self.private.epsilon()
+            if self.state.epoch % tc.eval_every == 0 or self.state.epoch == tc.epochs or self.state.stopped:
+                mrr = self.validate(self.model)
+                record["valid_mrr"] = mrr
+                if mrr > self.state.best_mrr:
+                    self.state.best_mrr, self.state.best_epoch = mrr, self.state.epoch
+                    ckpt.atomic_torch_save(self.out_dir / ckpt.BEST_MODEL, self.model.state_dict())
+            self.state.history.append(record)
+            if tc.max_minutes is not None and self.state.seconds > 60 * tc.max_minutes:
+                self.state.stopped = f"max_minutes={tc.max_minutes} reached"
+            self.save()
+        bar.close()
+        if (self.out_dir / ckpt.BEST_MODEL).exists():
+            self.model.load_state_dict(ckpt.load(self.out_dir / ckpt.BEST_MODEL))
+        return self.state
