@@ -31,6 +31,7 @@ FLAG_FIELDS = {
     "candidates": ("train", "candidates"),
     "max_minutes": ("train", "max_minutes"),
     "checkpoint_every": ("train", "checkpoint_every"),
+    "audit_candidates": ("train", "audit_candidates"),
     "privacy": ("privacy", "mode"),
     "mechanism": ("privacy", "mechanism"),
     "noise_multiplier": ("privacy", "noise_multiplier"),

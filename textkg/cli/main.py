@@ -40,6 +40,8 @@ def _add_train_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--candidates", choices=["blp", "all", "split"])
     p.add_argument("--max-minutes", type=float)
     p.add_argument("--checkpoint-every", type=int)
+    p.add_argument("--audit-candidates", type=int,
+                   help="hold out half of N candidate statements as audit non-members")
     p.add_argument("--privacy", choices=["none", "full", "confidential"])
     p.add_argument("--mechanism", choices=["dp-sgd", "simulation"])
     p.add_argument("--noise-multiplier", type=float)

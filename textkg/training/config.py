@@ -64,6 +64,12 @@ class TrainConfig:
         weight_decay: Adam weight decay.
         max_minutes: stop training after this wall time (``None`` = no limit).
         checkpoint_every: also checkpoint every this many steps (``0`` = only per epoch).
+        audit_candidates: for membership-inference audits, this many candidate
+            statements (confidential ones when privacy is ``confidential`` or
+            confidential relations are named; otherwise any training statement)
+            are drawn before training and split at random, half into members
+            (trained on) and half into non-members (removed from training);
+            the split is recorded in ``audit_split.json``. ``0`` = no audit split.
     """
 
     epochs: int = 20
@@ -80,6 +86,7 @@ class TrainConfig:
     weight_decay: float = 0.0
     max_minutes: float | None = None
     checkpoint_every: int = 0
+    audit_candidates: int = 0
 
     def __post_init__(self) -> None:
         _check_choice("loss", self.loss, LOSSES)

@@ -21,6 +21,7 @@ from textkg.errors import ConfigError
 from textkg.evaluation import FilterIndex, evaluate
 from textkg.models import build_model
 from textkg.training import checkpoint as ckpt
+from textkg.training.audit_split import draw_audit_split
 from textkg.training.config import RunConfig
 from textkg.training.features import entity_texts, text_inputs
 from textkg.training.losses import get_loss
@@ -93,8 +94,30 @@ def _trained_parameter_names(model) -> list[str]:
     return names + list(model.dense_parameters())
 
 
-def build_trainer(prep: Prepared, cfg: RunConfig, out_dir: Path) -> tuple[Trainer, PrivateTraining | None]:
+def confidential_mask(prep: Prepared, cfg: RunConfig) -> torch.Tensor:
+    """``(N,)`` statements of the training split that are private (all in ``full`` mode).
+
+    With no privacy but named confidential relations/fraction (a non-private
+    baseline of a confidential run), the same statements are marked, so that
+    audits of DP and non-DP runs draw from the same pool.
+    """
     train = prep.split.train
+    named = cfg.privacy.confidential_relations or cfg.privacy.confidential_fraction is not None
+    if cfg.privacy.mode == "full" or (cfg.privacy.mode == "none" and not named):
+        return torch.ones(len(train), dtype=torch.bool)
+    return select_confidential(train, prep.kg.relations, cfg.privacy, seed=cfg.train.seed)
+
+
+def build_trainer(prep: Prepared, cfg: RunConfig, out_dir: Path) -> tuple[Trainer, PrivateTraining | None, dict | None]:
+    train = prep.split.train
+    private_mask = confidential_mask(prep, cfg)
+    audit = None
+    if cfg.train.audit_candidates:
+        keep, members, non_members = draw_audit_split(
+            train, private_mask, num_candidates=cfg.train.audit_candidates, seed=cfg.train.seed)
+        train, private_mask = train[keep], private_mask[keep]
+        audit = {"seed": cfg.train.seed, "members": members.tolist(), "non_members": non_members.tolist(),
+                 "candidate_pool": "all training statements" if bool(private_mask.all()) else "confidential"}
     loss = get_loss(cfg.train.loss)
     margin = cfg.train.margin
 
@@ -105,8 +128,7 @@ def build_trainer(prep: Prepared, cfg: RunConfig, out_dir: Path) -> tuple[Traine
     private = None
     public = train
     if cfg.privacy.mode != "none":
-        mask = select_confidential(train, prep.kg.relations, cfg.privacy, seed=cfg.train.seed)
-        public, private_triples = train[~mask], train[mask]
+        public, private_triples = train[~private_mask], train[private_mask]
         private = PrivateTraining(cfg.privacy, private_triples=private_triples,
                                   batch_size=cfg.train.batch_size, planned_epochs=cfg.train.epochs,
                                   entity_pool=entity_pool, loss_fn=loss_fn,
@@ -120,7 +142,7 @@ def build_trainer(prep: Prepared, cfg: RunConfig, out_dir: Path) -> tuple[Traine
 
     trainer = Trainer(prep.model, config=cfg, public_triples=public, entity_pool=entity_pool,
                       validate=validate, out_dir=out_dir, private=private, loss_fn=loss_fn)
-    return trainer, private
+    return trainer, private, audit
 
 
 def graph_record(kg, split) -> dict:
@@ -143,13 +165,15 @@ def run(cfg: RunConfig, out_dir: Path, *, resume: bool = False, progress: bool =
         raise ConfigError(f"output directory {out_dir} is not empty; pass --resume {out_dir} "
                           "to continue it or choose another --out", field="out")
     prep = prepare(cfg)  # validates every input before anything is written
-    trainer, private = build_trainer(prep, cfg, out_dir)
+    trainer, private, audit = build_trainer(prep, cfg, out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     if resume:
         trainer.restore(ckpt.load(out_dir / ckpt.CHECKPOINT))
     else:
         ckpt.atomic_write_json(out_dir / "config.json", {"textkg_version": textkg.__version__, **cfg.to_dict()})
         ckpt.atomic_write_json(out_dir / "graph.json", graph_record(prep.kg, prep.split))
+        if audit is not None:
+            ckpt.atomic_write_json(out_dir / "audit_split.json", audit)
     started = time.perf_counter()
     state = trainer.fit()
     del started

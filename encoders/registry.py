@@ -1,0 +1,119 @@
+"""Registries of encoders, by name.
+
+Two families, one registry each (house style: one registry per family):
+
+* **frozen text encoders** (:func:`get_encoder`, :func:`list_encoders`):
+  ``"bert"``, ``"sentence-transformers"``, ``"glove-bow"``, ``"flair"``;
+  each is a :class:`encoders.base.TextEncoder` with ``.encode(texts)``.
+* **trainable text modules** (:func:`get_trainable_encoder`,
+  :func:`list_trainable_encoders`): ``"dkrl"``, ``"lstm-ae"``; each is an
+  ``nn.Module`` mapping token features ``(n, L, d)`` + mask ``(n, L)`` to
+  ``(n, out_dim)``, trained together with (or before) the KG model.
+
+Both accept a name, a class or an instance plus keyword arguments. Allowed
+names in error messages come from the registry itself.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+import torch
+
+from textkg.errors import ConfigError
+
+from .base import TextEncoder
+
+# name -> "module:Class"; imported lazily so `import encoders` stays cheap.
+_FROZEN: dict[str, str] = {
+    "bert": "encoders.bert:BertEncoder",
+    "sentence-transformers": "encoders.sbert:SentenceTransformerEncoder",
+    "glove-bow": "encoders.glove:GloveBowEncoder",
+    "flair": "encoders.flair_stack:FlairStackEncoder",
+}
+_TRAINABLE: dict[str, str] = {
+    "dkrl": "encoders.dkrl:DKRLEncoder",
+    "lstm-ae": "encoders.lstm_ae:LSTMAutoencoder",
+}
+
+
+def register_encoder(name: str, target: str | type, *, trainable: bool = False) -> None:
+    """Make an encoder class available by name.
+
+    Args:
+        name: Registry name (must be new).
+        target: The class, or ``"module:Class"`` for a lazy import.
+        trainable: Register in the trainable-module family instead.
+    """
+    table = _TRAINABLE if trainable else _FROZEN
+    if name in table:
+        raise ConfigError(f"encoder name '{name}' is already registered", field="name")
+    table[name] = target if isinstance(target, str) else f"{target.__module__}:{target.__qualname__}"
+
+
+def list_encoders() -> list[str]:
+    """Names of the frozen text encoders, sorted."""
+    return sorted(_FROZEN)
+
+
+def list_trainable_encoders() -> list[str]:
+    """Names of the trainable text modules, sorted."""
+    return sorted(_TRAINABLE)
+
+
+def _resolve(table: dict[str, str], name: str, family: str) -> type:
+    if name not in table:
+        raise ConfigError(
+            f"unknown {family} '{name}'; choose one of: {', '.join(sorted(table))}", field="encoder"
+        )
+    module, _, cls = table[name].partition(":")
+    return getattr(importlib.import_module(module), cls)
+
+
+def get_encoder(name_or_class_or_instance: str | type | TextEncoder, **kwargs: Any) -> TextEncoder:
+    """Build a frozen text encoder.
+
+    Args:
+        name_or_class_or_instance: A registry name (see :func:`list_encoders`),
+            a :class:`TextEncoder` subclass, or an instance (returned as is;
+            then ``kwargs`` must be empty).
+        **kwargs: Constructor arguments (e.g. ``device="cpu"``, ``pooling="mean"``).
+
+    Raises:
+        ConfigError: Unknown name, or kwargs given with an instance.
+    """
+    obj = name_or_class_or_instance
+    if isinstance(obj, TextEncoder):
+        if kwargs:
+            raise ConfigError("keyword arguments cannot be applied to an encoder instance", field="encoder")
+        return obj
+    if isinstance(obj, str):
+        obj = _resolve(_FROZEN, obj, "encoder")
+    if isinstance(obj, type) and issubclass(obj, TextEncoder):
+        return obj(**kwargs)
+    raise ConfigError(f"expected an encoder name, class or instance, got {obj!r}", field="encoder")
+
+
+def get_trainable_encoder(
+    name_or_class_or_instance: str | type | torch.nn.Module, **kwargs: Any
+) -> torch.nn.Module:
+    """Build a trainable text module (``"dkrl"``, ``"lstm-ae"``).
+
+    Args:
+        name_or_class_or_instance: Registry name, ``nn.Module`` subclass or instance.
+        **kwargs: Constructor arguments, e.g. ``token_dim=50, out_dim=128``.
+
+    Raises:
+        ConfigError: Unknown name, or kwargs given with an instance.
+    """
+    obj = name_or_class_or_instance
+    if isinstance(obj, torch.nn.Module):
+        if kwargs:
+            raise ConfigError("keyword arguments cannot be applied to a module instance", field="encoder")
+        return obj
+    if isinstance(obj, str):
+        obj = _resolve(_TRAINABLE, obj, "trainable encoder")
+    if isinstance(obj, type) and issubclass(obj, torch.nn.Module):
+        return obj(**kwargs)
+    raise ConfigError(f"expected a module name, class or instance, got {obj!r}", field="encoder")
