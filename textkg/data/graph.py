@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal, Mapping
 
+import numpy as np
 import torch
 
 SplitKind = Literal["transductive", "inductive"]
@@ -36,6 +37,10 @@ class KnowledgeGraph:
         entity_types: Optional type per entity (``"phenotype"``, ``"disease"``,
             ``"gene"`` for ``hpo``).
         source: Where the graph was loaded from.
+        entity_splits: Entity sets of a GIVEN inductive split, keyed
+            ``"ind-train"``, ``"ind-valid"``, ``"ind-test"`` (sorted long
+            tensors), or ``None`` when the dataset ships no inductive split.
+        info: Loader details (files read, text sources), JSON-serialisable.
     """
 
     name: str
@@ -47,6 +52,8 @@ class KnowledgeGraph:
     triples: Mapping[str, torch.Tensor]
     entity_types: tuple[str, ...] | None = None
     source: str = ""
+    entity_splits: Mapping[str, torch.Tensor] | None = None
+    info: Mapping[str, object] = field(default_factory=dict)
 
     @property
     def num_entities(self) -> int:
@@ -57,11 +64,28 @@ class KnowledgeGraph:
         return len(self.relations)
 
     def all_triples(self) -> torch.Tensor:
-        """Every distinct triple of every set, ``(n, 3)`` long."""
+        """Every distinct triple of every set, ``(n, 3)`` long, sorted lexicographically."""
         parts = [t for t in self.triples.values() if t.numel()]
         if not parts:
             return torch.empty(0, 3, dtype=torch.long)
-        return torch.unique(torch.cat(parts), dim=0)
+        return unique_triples(torch.cat(parts))
+
+
+def unique_ids(ids: torch.Tensor) -> torch.Tensor:
+    """Sorted distinct values of a long tensor, ``(k,)`` (numpy: far faster than torch on CPU)."""
+    return torch.from_numpy(np.unique(ids.reshape(-1).numpy()))
+
+
+def unique_triples(triples: torch.Tensor) -> torch.Tensor:
+    """Distinct rows of ``(n, 3)`` long triples, sorted lexicographically by (h, r, t)."""
+    if not len(triples):
+        return triples.reshape(0, 3)
+    arr = triples.numpy()
+    order = np.lexsort((arr[:, 2], arr[:, 1], arr[:, 0]))
+    arr = arr[order]
+    keep = np.ones(len(arr), dtype=bool)
+    keep[1:] = np.any(arr[1:] != arr[:-1], axis=1)
+    return torch.from_numpy(np.ascontiguousarray(arr[keep]))
 
 
 @dataclass(frozen=True, eq=False)
@@ -77,6 +101,8 @@ class Split:
             ids belonging to each split. In an inductive split they are
             disjoint and ``train`` mentions only ``train_entities``.
         filter_triples: every known true triple, used for filtered ranking.
+        seed: the seed a generated split was drawn with (``None`` if given).
+        extra: split details (protocol, parameters, shortfalls), JSON-serialisable.
     """
 
     kind: SplitKind

@@ -1,0 +1,229 @@
+"""Train flair character language models on the descriptions themselves.
+
+:func:`train_char_lm` writes the corpus folder flair's ``TextCorpus`` expects::
+
+    <out_dir>/corpus/train/train_split_<k>   one description per line
+    <out_dir>/corpus/valid.txt
+    <out_dir>/corpus/test.txt
+
+builds the character dictionary from the texts (plus upper/lower variants,
+because flair flips the case of ~2 % of lines during training), trains a
+``flair.models.LanguageModel`` with ``flair.trainers.LanguageModelTrainer``,
+and returns ``<out_dir>/best-lm.pt`` — the checkpoint with the lowest
+validation loss. Perplexities are written to ``<out_dir>/metrics.json``.
+Everything is local: pass the returned path to ``FlairEmbeddings``.
+
+CLI wiring (for the lead): ``textkg charlm train --dataset NAME --direction
+forward --out DIR`` = ``train_char_lm(list(kg.entity_descriptions),
+direction=..., out_dir=DIR)``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import random
+import time
+import warnings
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from textkg.errors import ConfigError
+
+from .base import validate_texts
+
+DIRECTIONS = ("forward", "backward")
+
+
+def _char_dictionary(texts: Sequence[str]) -> Any:
+    from flair.data import Dictionary
+
+    chars = set("\n ")
+    for text in texts:
+        chars.update(text)
+        chars.update(text.lower())
+        chars.update(text.upper())
+    dictionary = Dictionary(add_unk=True)
+    for ch in sorted(chars):
+        dictionary.add_item(ch)
+    return dictionary
+
+
+def write_corpus(
+    texts: Sequence[str], corpus_dir: Path, *, valid_fraction: float, seed: int, split_chars: int = 1_000_000
+) -> dict[str, int]:
+    """Shuffle descriptions into flair's train/valid/test layout.
+
+    Returns:
+        Character counts per part: ``{"train": ..., "valid": ..., "test": ...}``.
+    """
+    lines = [" ".join(t.split()) for t in texts]  # newlines delimit documents
+    random.Random(seed).shuffle(lines)
+    n_held = max(1, int(len(lines) * valid_fraction))
+    if len(lines) < 3:
+        lines = lines * 3  # tiny input: reuse it so every part is non-empty
+        n_held = 1
+    valid, test, train = lines[:n_held], lines[n_held : 2 * n_held], lines[2 * n_held :]
+    if not train:
+        train = valid + test
+    (corpus_dir / "train").mkdir(parents=True, exist_ok=True)
+    chunk: list[str] = []
+    size, k = 0, 0
+    for line in train:
+        chunk.append(line)
+        size += len(line) + 1
+        if size >= split_chars:
+            (corpus_dir / "train" / f"train_split_{k}").write_text("\n".join(chunk) + "\n", encoding="utf-8")
+            chunk, size, k = [], 0, k + 1
+    if chunk:
+        (corpus_dir / "train" / f"train_split_{k}").write_text("\n".join(chunk) + "\n", encoding="utf-8")
+    (corpus_dir / "valid.txt").write_text("\n".join(valid) + "\n", encoding="utf-8")
+    (corpus_dir / "test.txt").write_text("\n".join(test) + "\n", encoding="utf-8")
+    return {"train": sum(len(x) + 1 for x in train), "valid": sum(len(x) + 1 for x in valid),
+            "test": sum(len(x) + 1 for x in test)}
+
+
+def _deadline_trainer(base: type, deadline: float | None) -> type:
+    """A LanguageModelTrainer that stops cleanly (as on Ctrl-C) after ``deadline``."""
+
+    class _Trainer(base):  # type: ignore[misc, valid-type]
+        def _get_batch(self, source, i, sequence_length):  # noqa: ANN001
+            if deadline is not None and self.model.training and time.monotonic() > deadline:
+                raise KeyboardInterrupt  # flair's trainer catches it and finishes up
+            return base._get_batch(source, i, sequence_length)
+
+    return _Trainer
+
+
+def train_char_lm(
+    texts: Sequence[str],
+    *,
+    direction: str,
+    out_dir: str | Path,
+    hidden_size: int = 256,
+    nlayers: int = 1,
+    embedding_size: int = 100,
+    sequence_length: int = 250,
+    mini_batch_size: int = 64,
+    learning_rate: float = 20.0,
+    epochs: int = 10,
+    max_seconds: float | None = None,
+    valid_fraction: float = 0.05,
+    seed: int = 0,
+    verbose: bool = False,
+) -> Path:
+    """Train a character LM on ``texts`` and return the path of the best model.
+
+    Args:
+        texts: The descriptions (blank ones raise DataError).
+        direction: ``"forward"`` or ``"backward"``.
+        out_dir: Output folder (corpus, ``best-lm.pt``, ``loss.txt``, ``metrics.json``).
+        hidden_size: LSTM hidden size (flair's published models use 2048; 256 is
+            a CPU-friendly default; use 32 for tests).
+        nlayers: LSTM layers.
+        embedding_size: Character embedding size.
+        sequence_length: Truncated-BPTT length in characters.
+        mini_batch_size: Parallel streams (reduced automatically for tiny corpora).
+        learning_rate: SGD learning rate (flair's default 20, annealed on plateau).
+        epochs: Maximum passes over the training split files.
+        max_seconds: Wall-clock training budget; training stops cleanly after it
+            and the best checkpoint so far is kept.
+        valid_fraction: Share of descriptions held out for validation (and again for test).
+        seed: Seeds Python, NumPy and torch (``flair.set_seed``).
+        verbose: Keep flair's INFO logging.
+
+    Returns:
+        Path to ``<out_dir>/best-lm.pt``. ``<out_dir>/metrics.json`` holds
+        ``valid_perplexity``, ``test_perplexity``, ``seconds`` and the settings.
+
+    Raises:
+        ConfigError: Bad direction or sizes.
+        DataError: A blank description.
+    """
+    if direction not in DIRECTIONS:
+        raise ConfigError(f"direction must be one of {', '.join(DIRECTIONS)}, got '{direction}'", field="direction")
+    for field, value in (("hidden_size", hidden_size), ("epochs", epochs), ("sequence_length", sequence_length),
+                         ("mini_batch_size", mini_batch_size)):
+        if not isinstance(value, int) or value < 1:
+            raise ConfigError(f"{field} must be a positive integer, got {value!r}", field=field)
+    texts = validate_texts(texts)
+    if not texts:
+        raise ConfigError("no descriptions to train a character LM on", field="texts")
+
+    import flair
+    from flair.models import LanguageModel
+    from flair.trainers.language_model_trainer import LanguageModelTrainer, TextCorpus
+
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    flair.set_seed(seed)
+    counts = write_corpus(texts, out / "corpus", valid_fraction=valid_fraction, seed=seed)
+    dictionary = _char_dictionary(texts)
+    is_forward = direction == "forward"
+    corpus = TextCorpus(out / "corpus", dictionary, forward=is_forward, character_level=True)
+    batch = max(1, min(mini_batch_size, counts["valid"] // 4, counts["test"] // 4))
+    seq_len = max(2, min(sequence_length, counts["train"] // (2 * batch)))
+    model = LanguageModel(dictionary, is_forward, hidden_size=hidden_size, nlayers=nlayers,
+                          embedding_size=embedding_size)
+    start = time.monotonic()
+    deadline = None if max_seconds is None else start + float(max_seconds)
+    trainer = _deadline_trainer(LanguageModelTrainer, deadline)(model, corpus)
+    logger = logging.getLogger("flair")
+    level = logger.level
+    if not verbose:
+        logger.setLevel(logging.WARNING)
+        model.generate_text = lambda *a, **k: ("", 0.0)  # skip 1000-char samples per split
+    try:
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", category=FutureWarning)  # flair's GradScaler call
+            trainer.train(out, sequence_length=seq_len, learning_rate=learning_rate, mini_batch_size=batch,
+                          max_epochs=epochs, num_workers=0, patience=max(1, epochs // 4))
+    finally:
+        logger.setLevel(level)
+    seconds = time.monotonic() - start
+    best = out / "best-lm.pt"
+    if not best.exists():  # stopped before the first validation
+        model.__dict__.pop("generate_text", None)
+        model.save(best)
+    metrics = {
+        "direction": direction,
+        "model": str(best),
+        "seconds": round(seconds, 2),
+        "hidden_size": hidden_size,
+        "nlayers": nlayers,
+        "epochs": epochs,
+        "max_seconds": max_seconds,
+        "mini_batch_size": batch,
+        "sequence_length": seq_len,
+        "n_texts": len(texts),
+        "chars": counts,
+        "seed": seed,
+        **char_lm_perplexity(best, corpus, mini_batch_size=batch, sequence_length=seq_len),
+    }
+    (out / "metrics.json").write_text(json.dumps(metrics, indent=2) + "\n", encoding="utf-8")
+    return best
+
+
+def char_lm_perplexity(model_path: Path, corpus: Any, *, mini_batch_size: int, sequence_length: int) -> dict[str, float]:
+    """Validation and test perplexity (``exp`` of mean per-character cross-entropy)."""
+    from flair.models import LanguageModel
+    from flair.trainers.language_model_trainer import LanguageModelTrainer
+
+    model = LanguageModel.load_language_model(model_path)
+    trainer = LanguageModelTrainer(model, corpus)
+    result = {}
+    for part in ("valid", "test"):
+        data = trainer._batchify(getattr(corpus, part), mini_batch_size)
+        with torch.no_grad():
+            loss = trainer.evaluate(data, mini_batch_size, sequence_length)
+        result[f"{part}_perplexity"] = round(math.exp(loss), 4)
+    return result
+
+
+def read_char_lm_metrics(model_path: str | Path) -> dict[str, Any]:
+    """The ``metrics.json`` written next to a model by :func:`train_char_lm`."""
+    return json.loads((Path(model_path).parent / "metrics.json").read_text(encoding="utf-8"))

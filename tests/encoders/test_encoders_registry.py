@@ -1,0 +1,45 @@
+import pytest
+import torch
+
+from encoders import get_encoder, get_trainable_encoder, list_encoders, list_trainable_encoders
+from encoders.dkrl import DKRLEncoder
+from encoders.glove import GloveBowEncoder
+from textkg.errors import ConfigError
+
+
+def test_lists():
+    assert list_encoders() == ["bert", "flair", "glove-bow", "sentence-transformers"]
+    assert list_trainable_encoders() == ["dkrl", "lstm-ae"]
+
+
+def test_unknown_name_lists_registry_names():
+    with pytest.raises(ConfigError) as info:
+        get_encoder("word2vec")
+    for name in list_encoders():
+        assert name in str(info.value)
+    with pytest.raises(ConfigError, match="dkrl, lstm-ae"):
+        get_trainable_encoder("cnn")
+
+
+def test_class_and_instance():
+    enc = get_encoder(GloveBowEncoder)
+    assert get_encoder(enc) is enc
+    with pytest.raises(ConfigError):
+        get_encoder(enc, device="cpu")
+    module = get_trainable_encoder(DKRLEncoder, token_dim=4, out_dim=3)
+    assert get_trainable_encoder(module) is module
+    assert isinstance(get_trainable_encoder("lstm-ae", token_dim=4, code_dim=3), torch.nn.Module)
+
+
+def test_glove_bow_shape():
+    assert get_encoder("glove-bow").encode(["Abnormal enlargement of the kidney."]).shape == (1, 50)
+
+
+def test_flair_needs_paths():
+    with pytest.raises(ConfigError, match="forward_model"):
+        get_encoder("flair")
+
+
+def test_bad_batch_size():
+    with pytest.raises(ConfigError, match="batch_size"):
+        get_encoder("glove-bow").encode(["a"], batch_size=0)

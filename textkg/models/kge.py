@@ -1,0 +1,284 @@
+"""The KG embedding model: representations + fusion + interaction.
+
+A :class:`KGEModel` is a pure function of the table rows it touches (see
+docs/architecture.md). Training asks it which rows a batch reads
+(:meth:`KGEModel.lookup_plan`), gathers them, and scores from the gathered
+rows (:meth:`KGEModel.score_rows`); the DP trainer does the same per example
+under ``torch.func.vmap(grad(...))``, so per-example gradients of the tables
+are gradients of the gathered copies. Evaluation uses the Scorer protocol
+(:meth:`KGEModel.score_tails`, :meth:`KGEModel.score_heads`) on a cached
+matrix of all entity vectors.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Iterator
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from textkg.errors import ConfigError
+from textkg.models.fusion import Fusion
+from textkg.models.interactions import Interaction, init_relation_table
+from textkg.models.representations import StructuralRepresentation, TextRepresentation, check_seen_entities
+
+
+class KGEModel(nn.Module):
+    """Scores triples from fused structural + description entity vectors.
+
+    Args:
+        interaction: How triples of vectors are scored.
+        fusion: How structural and description vectors combine (its
+            ``uses_structure`` / ``uses_text`` decide which parts exist).
+        num_entities: Size of the global entity id space.
+        num_relations: Number of relations ``R``.
+        dim: Entity width ``d``; relations have ``interaction.relation_dim(d)``.
+        seen_entities: ``(n_seen,)`` ids of the training entities: the only
+            ones with their own structural row.
+        text: Description representation (required iff ``fusion.uses_text``).
+        structural_dropout: Probability that a seen entity reads the unseen
+            row in a training lookup (see :meth:`lookup_plan`).
+        normalize_entities: L2-normalise each fused entity vector (BLP does
+            for TransE).
+
+    Tables (:meth:`tables`): ``"entity"`` ``(n_seen + 1, d)`` when the fusion
+    uses structure (the last row is the unseen row) and ``"relation"``
+    ``(R, dr)``.
+    """
+
+    def __init__(self, *, interaction: Interaction, fusion: Fusion, num_entities: int, num_relations: int,
+                 dim: int, seen_entities: torch.Tensor, text: TextRepresentation | None = None,
+                 structural_dropout: float = 0.0, normalize_entities: bool = False) -> None:
+        super().__init__()
+        interaction.check_dim(dim)
+        if fusion.dim != dim:
+            raise ConfigError(f"fusion was built for dim {fusion.dim}, model dim is {dim}", field="model.dim")
+        if fusion.uses_text and text is None:
+            raise ConfigError(f"fusion '{fusion.name}' needs text features; set model.encoder",
+                              field="model.encoder")
+        if text is not None and text.num_entities != num_entities:
+            raise ConfigError(f"text inputs cover {text.num_entities} entities, the graph has {num_entities}",
+                              field="text_features")
+        if isinstance(num_relations, bool) or not isinstance(num_relations, int) or num_relations < 1:
+            raise ConfigError(f"num_relations must be a positive integer, got {num_relations!r}",
+                              field="num_relations")
+        self.interaction = interaction
+        self.fusion = fusion
+        self.dim = dim
+        self.num_entities = num_entities
+        self.num_relations = num_relations
+        self.normalize_entities = bool(normalize_entities)
+        self.register_buffer("seen_entities", check_seen_entities(seen_entities, num_entities))
+        self.structural = (StructuralRepresentation(num_entities, self.seen_entities, dim,
+                                                    dropout=structural_dropout)
+                           if fusion.uses_structure else None)
+        if not fusion.uses_structure and structural_dropout:
+            raise ConfigError(f"structural_dropout has no effect with fusion '{fusion.name}'",
+                              field="model.structural_dropout")
+        self.text = text if fusion.uses_text else None
+        self.relation_embeddings = nn.Parameter(torch.empty(num_relations, interaction.relation_dim(dim)))
+        init_relation_table(interaction, self.relation_embeddings)
+        self._cache: tuple[tuple, torch.Tensor] | None = None
+        self._force_cache = False
+
+    # -- the gathered-row contract -------------------------------------------------------
+    def tables(self) -> dict[str, nn.Parameter]:
+        """Trainable row-indexed tables: ``"entity"`` (if structural) and ``"relation"``."""
+        out = {}
+        if self.structural is not None:
+            out["entity"] = self.structural.weight
+        out["relation"] = self.relation_embeddings
+        return out
+
+    def dense_parameters(self) -> dict[str, nn.Parameter]:
+        """Every trainable parameter that is not a table, by its ``named_parameters`` name."""
+        table_ids = {id(p) for p in self.tables().values()}
+        return {name: p for name, p in self.named_parameters() if p.requires_grad and id(p) not in table_ids}
+
+    def lookup_plan(self, triples: torch.Tensor, generator: torch.Generator | None = None) -> dict[str, torch.Tensor]:
+        """Rows of each table that each triple reads.
+
+        Args:
+            triples: ``(..., 3)`` long ``(head, relation, tail)`` ids.
+            generator: Randomness for structural dropout, which applies only
+                in training mode and only when a generator is given.
+
+        Returns:
+            ``{"entity": (..., 2) [head row, tail row], "relation": (..., 1)}``;
+            no ``"entity"`` key for text-only models.
+        """
+        plan = {}
+        if self.structural is not None:
+            ends = torch.stack([triples[..., 0], triples[..., 2]], dim=-1)
+            plan["entity"] = self.structural.rows(ends, generator=generator, training=self.training)
+        plan["relation"] = triples[..., 1:2]
+        return plan
+
+    def gather(self, plan: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        """``{table: (..., m, d)}``: the rows named by ``plan`` (differentiable)."""
+        tables = self.tables()
+        return {name: tables[name][idx] for name, idx in plan.items()}
+
+    def score_rows(self, triples: torch.Tensor, rows: dict[str, torch.Tensor]) -> torch.Tensor:
+        """Scores from gathered rows, dense parameters and public buffers only.
+
+        ``torch.func.vmap``-compatible: no data-dependent control flow, no
+        in-place writes to inputs.
+
+        Args:
+            triples: ``(..., 3)`` long ids (text inputs are looked up by id).
+            rows: ``{"entity": (..., 2, d), "relation": (..., 1, dr)}`` as
+                gathered from :meth:`lookup_plan`.
+
+        Returns:
+            ``(...)`` float scores, higher = more plausible.
+        """
+        ends = torch.stack([triples[..., 0], triples[..., 2]], dim=-1)  # (..., 2)
+        structural = rows["entity"] if self.structural is not None else None
+        text = self.text(ends) if self.text is not None else None
+        ent = self._finish(self.fusion(structural, text))  # (..., 2, d)
+        return self.interaction.score(ent[..., 0, :], rows["relation"][..., 0, :], ent[..., 1, :])
+
+    def forward(self, triples: torch.Tensor, generator: torch.Generator | None = None) -> torch.Tensor:
+        """``(...)`` scores of ``(..., 3)`` triples: ``score_rows(triples, gather(lookup_plan(triples)))``."""
+        return self.score_rows(triples, self.gather(self.lookup_plan(triples, generator)))
+
+    def _finish(self, ent: torch.Tensor) -> torch.Tensor:
+        return F.normalize(ent, p=2.0, dim=-1) if self.normalize_entities else ent
+
+    # -- seen / unseen ---------------------------------------------------------------------
+    def is_seen(self, entities: torch.Tensor) -> torch.Tensor:
+        """BoolTensor ``entities.shape``: True for entities seen in training."""
+        return torch.isin(entities, self.seen_entities)
+
+    # -- evaluation ------------------------------------------------------------------------
+    def _entity_vectors(self, entities: torch.Tensor) -> torch.Tensor:
+        """``(n, d)`` vectors without dropout; unseen entities use the unseen row."""
+        structural = None
+        if self.structural is not None:
+            structural = self.structural.weight[self.structural.struct_index[entities]]
+        text = self.text(entities) if self.text is not None else None
+        return self._finish(self.fusion(structural, text))
+
+    def entity_matrix(self, entities: torch.Tensor | None = None, *, batch_size: int = 4096) -> torch.Tensor:
+        """Entity vectors ``(n, d)`` of ``entities`` (all when ``None``), no dropout.
+
+        Computed in chunks of ``batch_size`` entities (text modules can be
+        costly). Differentiable when grad mode is on.
+        """
+        if entities is None:
+            entities = torch.arange(self.num_entities, device=self.relation_embeddings.device)
+        if batch_size < 1:
+            raise ConfigError(f"batch_size must be positive, got {batch_size}", field="batch_size")
+        parts = [self._entity_vectors(entities[i:i + batch_size]) for i in range(0, len(entities), batch_size)]
+        return torch.cat(parts) if parts else self.relation_embeddings.new_zeros(0, self.dim)
+
+    def relation_matrix(self) -> torch.Tensor:
+        """Relation vectors ``(R, dr)``."""
+        return self.relation_embeddings
+
+    def _state_key(self) -> tuple:
+        # Every in-place update of a parameter or buffer (optimiser steps,
+        # load_state_dict) bumps its version counter, so a changed model
+        # never reuses a stale cache. (Writes through ``.data`` bypass the
+        # counter: call clear_cache() after those.)
+        return tuple((t._version, t.data_ptr()) for t in (*self.parameters(), *self.buffers()))
+
+    def _all_entities_cached(self) -> torch.Tensor | None:
+        """The cached ``(num_entities, d)`` matrix when caching applies, else ``None``."""
+        if not (self._force_cache or (not self.training and not torch.is_grad_enabled())):
+            return None
+        key = (self.training, self._state_key())
+        if self._cache is None or self._cache[0] != key:
+            with torch.no_grad():
+                self._cache = (key, self.entity_matrix())
+        return self._cache[1]
+
+    def clear_cache(self) -> None:
+        """Drop the cached entity matrix."""
+        self._cache = None
+
+    @contextlib.contextmanager
+    def eval_cache(self) -> Iterator[KGEModel]:
+        """Within this block, scorers reuse one entity matrix (computed without grad).
+
+        Outside it, the matrix is cached automatically in eval mode under
+        ``torch.no_grad()`` and recomputed whenever a parameter changes.
+        """
+        previous = self._force_cache
+        self._force_cache = True
+        try:
+            yield self
+        finally:
+            self._force_cache = previous
+            self.clear_cache()
+
+    def _vectors(self, entities: torch.Tensor) -> torch.Tensor:
+        cached = self._all_entities_cached()
+        return cached[entities] if cached is not None else self.entity_matrix(entities)
+
+    def score_tails(self, heads: torch.Tensor, relations: torch.Tensor, candidates: torch.Tensor) -> torch.Tensor:
+        """``(b, c)`` scores of ``(heads[i], relations[i], candidates[j])`` from ids ``(b,), (b,), (c,)``."""
+        return self.interaction.score_tails(self._vectors(heads), self.relation_embeddings[relations],
+                                            self._vectors(candidates))
+
+    def score_heads(self, relations: torch.Tensor, tails: torch.Tensor, candidates: torch.Tensor) -> torch.Tensor:
+        """``(b, c)`` scores of ``(candidates[j], relations[i], tails[i])`` from ids ``(b,), (b,), (c,)``."""
+        return self.interaction.score_heads(self.relation_embeddings[relations], self._vectors(tails),
+                                            self._vectors(candidates))
+
+    def train(self, mode: bool = True) -> KGEModel:
+        self.clear_cache()
+        return super().train(mode)
+
+    # -- zero-shot: brand-new entities -------------------------------------------------------
+    def embed_new_entities(self, **text_inputs: torch.Tensor) -> torch.Tensor:
+        """Vectors ``(n, d)`` of entities outside the graph, from their text alone.
+
+        Args:
+            **text_inputs: The same kinds of public inputs the model was built
+                with, for the ``n`` new entities: ``text_features=(n, D)``, or
+                ``token_features=(n, L, d_tok), token_mask=(n, L)``, or
+                ``input_ids=…, attention_mask=…``.
+
+        The structural part (if any) is the learned unseen row.
+
+        Raises:
+            ConfigError: The model has no text part, or the inputs are not the
+                ones it was built with.
+        """
+        if self.text is None:
+            raise ConfigError("a structural-only model cannot embed new entities; use a text model",
+                              field="model.fusion")
+        if set(text_inputs) != set(self.text.keys):
+            raise ConfigError(f"expected text inputs {', '.join(self.text.keys)}, got "
+                              f"{', '.join(text_inputs) or 'none'}", field="text_features")
+        x = self.text.encode(*(text_inputs[k] for k in self.text.keys))
+        structural = None
+        if self.structural is not None:
+            structural = self.structural.weight[self.structural.unseen_row].expand(x.shape[0], -1)
+        return self._finish(self.fusion(structural, x))
+
+    def score_new_entities(self, new: torch.Tensor, relations: torch.Tensor, *, direction: str = "tail",
+                           candidates: torch.Tensor | None = None) -> torch.Tensor:
+        """``(n, c)`` scores linking new entity vectors to known candidates.
+
+        Args:
+            new: ``(n, d)`` from :meth:`embed_new_entities`.
+            relations: ``(n,)`` relation ids.
+            direction: ``"tail"`` scores ``(new, r, cand)``; ``"head"`` scores ``(cand, r, new)``.
+            candidates: ``(c,)`` entity ids; ``None`` = all entities.
+        """
+        if direction not in ("tail", "head"):
+            raise ConfigError(f"direction must be 'tail' or 'head', got {direction!r}", field="direction")
+        cands = self.entity_matrix() if candidates is None else self._vectors(candidates)
+        r = self.relation_embeddings[relations]
+        if direction == "tail":
+            return self.interaction.score_tails(new, r, cands)
+        return self.interaction.score_heads(r, new, cands)
+
+    def fusion_weights(self) -> dict[str, float]:
+        """Learned fusion weights for reports (empty for ``structural``/``text``)."""
+        return self.fusion.weights()

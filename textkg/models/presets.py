@@ -1,0 +1,74 @@
+"""Named model configurations (``textkg models list``).
+
+Each preset is a :class:`ModelConfig`; override any field with
+``dataclasses.replace(get_preset(name), dim=64)`` or a config file's
+``model`` section. See docs/models.md for the table.
+"""
+
+from __future__ import annotations
+
+from textkg.errors import ConfigError
+from textkg.models.config import ModelConfig
+
+_L1 = {"p": 1}
+_BERT_CLS = {"pooling": "cls"}
+_BERT_MEAN = {"pooling": "mean"}
+
+_PRESETS: dict[str, ModelConfig] = {
+    # structural baselines (classic transductive KGE; unseen entities share the unseen row)
+    "transe": ModelConfig(interaction="transe", interaction_kwargs=_L1),
+    "transe-l2": ModelConfig(interaction="transe", interaction_kwargs={"p": 2}),
+    "distmult": ModelConfig(interaction="distmult", interaction_kwargs={}),
+    "complex": ModelConfig(interaction="complex", interaction_kwargs={}),
+    "rotate": ModelConfig(interaction="rotate", interaction_kwargs={}),
+    # BLP (Daza et al. 2021): description only, BERT [CLS] → linear
+    "blp-transe": ModelConfig(interaction="transe", interaction_kwargs=_L1, fusion="text", encoder="bert",
+                              encoder_kwargs=_BERT_CLS, normalize_entities=True),
+    "blp-distmult": ModelConfig(interaction="distmult", interaction_kwargs={}, fusion="text", encoder="bert",
+                                encoder_kwargs=_BERT_CLS),
+    "blp-complex": ModelConfig(interaction="complex", interaction_kwargs={}, fusion="text", encoder="bert",
+                               encoder_kwargs=_BERT_CLS),
+    # BLP's GloVe bag-of-words baseline
+    "glove-bow": ModelConfig(interaction="transe", interaction_kwargs=_L1, fusion="text", encoder="glove-bow",
+                             normalize_entities=True),
+    # DKRL CNN (Xie et al. 2016) trained over frozen token features
+    "dkrl-bert": ModelConfig(interaction="transe", interaction_kwargs=_L1, fusion="text", encoder="bert",
+                             text_module="dkrl", normalize_entities=True),
+    "dkrl-flair": ModelConfig(interaction="transe", interaction_kwargs=_L1, fusion="text", encoder="flair",
+                              text_module="dkrl", normalize_entities=True),
+    # the seed paper: LSTM autoencoder codes of GloVe tokens, learned global fusion weights
+    "torchcoder-aec": ModelConfig(interaction="transe", interaction_kwargs=_L1, fusion="weighted",
+                                  encoder="glove-bow", text_module="lstm-ae"),
+    # structure + description with learned unseen row and structural dropout
+    "fused-transe": ModelConfig(interaction="transe", interaction_kwargs=_L1, fusion="weighted", encoder="bert",
+                                encoder_kwargs=_BERT_MEAN, structural_dropout=0.3),
+    "gated-transe": ModelConfig(interaction="transe", interaction_kwargs=_L1, fusion="gate", encoder="bert",
+                                encoder_kwargs=_BERT_MEAN, structural_dropout=0.3),
+}
+
+
+def list_presets() -> list[str]:
+    """Preset names, in the order of docs/models.md."""
+    return list(_PRESETS)
+
+
+def get_preset(name: str) -> ModelConfig:
+    """The :class:`ModelConfig` registered as ``name``.
+
+    Raises:
+        ConfigError: Unknown name (the message lists the presets).
+    """
+    try:
+        return _PRESETS[name]
+    except (KeyError, TypeError):
+        raise ConfigError(f"unknown model preset {name!r}; choose one of: {', '.join(list_presets())}",
+                          field="model") from None
+
+
+def register_preset(name: str, config: ModelConfig) -> None:
+    """Add a preset (the name must be new)."""
+    if name in _PRESETS:
+        raise ConfigError(f"preset '{name}' is already registered", field="model")
+    if not isinstance(config, ModelConfig):
+        raise ConfigError(f"expected a ModelConfig, got {config!r}", field="model")
+    _PRESETS[name] = config
