@@ -110,6 +110,8 @@ def build_run_config(args) -> RunConfig:
         value = getattr(args, dest, None)
         if value is not None:
             overrides[fld] = value
+    if overrides.get("encoder") not in (None, model_cfg.encoder) and "encoder_kwargs" not in overrides:
+        overrides["encoder_kwargs"] = {}  # the preset's kwargs belong to the encoder it named
     if overrides:
         merged = {**model_cfg.to_dict(), **overrides}
         model_cfg = ModelConfig.from_dict(merged)
@@ -123,3 +125,8 @@ def build_run_config(args) -> RunConfig:
         )
     except TypeError as exc:
         raise ConfigError(str(exc), file=getattr(args, "config", None)) from None
+    except ConfigError as exc:
+        source = getattr(args, "config", None)
+        if source is None or exc.file is not None:
+            raise
+        raise ConfigError(exc.message, file=source, field=exc.field) from None

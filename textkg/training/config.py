@@ -39,7 +39,7 @@ class DataConfig:
     description: str = "short"
 
     def __post_init__(self) -> None:
-        _check_choice("split", self.split, SPLITS)
+        _check_choice("split", self.split, SPLITS, prefix="data")
 
 
 @dataclass(frozen=True)
@@ -89,8 +89,8 @@ class TrainConfig:
     audit_candidates: int = 0
 
     def __post_init__(self) -> None:
-        _check_choice("loss", self.loss, LOSSES)
-        _check_choice("candidates", self.candidates, CANDIDATE_PROTOCOLS)
+        _check_choice("loss", self.loss, LOSSES, prefix="train")
+        _check_choice("candidates", self.candidates, CANDIDATE_PROTOCOLS, prefix="train")
         for name in ("epochs", "batch_size", "num_negatives", "eval_every"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"must be >= 1, got {getattr(self, name)}", field=f"train.{name}")
