@@ -68,12 +68,27 @@ def _subset(triples: torch.Tensor, max_triples: int, seed: int) -> torch.Tensor:
     return triples[torch.randperm(len(triples), generator=g)[:max_triples]]
 
 
-def _unseen_masks(triples: torch.Tensor, seen: torch.Tensor, num_entities: int) -> dict:
-    is_seen = torch.zeros(num_entities, dtype=torch.bool)
+#: Graphs with at most this many relations also get one metrics subset per relation.
+MAX_RELATIONS_FOR_SUBSETS = 20
+
+
+def _subset_masks(triples: torch.Tensor, seen: torch.Tensor, kg) -> dict:
+    """Named boolean masks over ``triples`` for the ``test.subsets`` metrics.
+
+    ``both_seen`` / ``head_unseen`` / ``tail_unseen`` / ``any_unseen`` split the
+    triples by whether their entities were in the training graph; graphs with
+    few relations (``hpo``) also get ``relation:<name>`` (e.g. ``relation:is_a``
+    restricted to ``head_unseen`` is "place a new term under its parents").
+    Empty subsets are left out.
+    """
+    is_seen = torch.zeros(kg.num_entities, dtype=torch.bool)
     is_seen[seen] = True
     head_seen, tail_seen = is_seen[triples[:, 0]], is_seen[triples[:, 2]]
     masks = {"both_seen": head_seen & tail_seen, "head_unseen": ~head_seen, "tail_unseen": ~tail_seen,
              "any_unseen": ~(head_seen & tail_seen)}
+    if kg.num_relations <= MAX_RELATIONS_FOR_SUBSETS:
+        for rel_id, name in enumerate(kg.relations):
+            masks[f"relation:{name}"] = triples[:, 1] == rel_id
     return {k: v for k, v in masks.items() if v.any()}
 
 
@@ -85,7 +100,7 @@ def evaluate_split(prep: Prepared, cfg: RunConfig, which: str, *, max_triples: i
     with torch.no_grad():
         return evaluate(prep.model, triples, filter_index=prep.filter_index, candidates=candidates,
                         num_entities=prep.kg.num_entities, batch_size=cfg.train.eval_batch_size,
-                        subset_masks=_unseen_masks(triples, prep.split.train_entities, prep.kg.num_entities),
+                        subset_masks=_subset_masks(triples, prep.split.train_entities, prep.kg),
                         progress=progress)
 
 
@@ -186,12 +201,20 @@ def run(cfg: RunConfig, out_dir: Path, *, resume: bool = False, progress: bool =
                   **_fusion_weights(prep.model)},
         "train": {"epochs": state.epoch, "steps": state.step, "seconds": state.seconds,
                   "best_epoch": state.best_epoch, "stopped": state.stopped, "history": state.history},
-        "valid": _flat(evaluate_split(prep, cfg, "valid", progress=progress)) if len(prep.split.valid) else None,
+        "valid": _final_valid(prep, cfg, progress),
         "test": evaluate_split(prep, cfg, "test", progress=progress).to_dict(),
         "privacy": None if private is None else private.report(),
     }
     ckpt.atomic_write_json(out_dir / "metrics.json", metrics)
     return metrics
+
+
+def _final_valid(prep: Prepared, cfg: RunConfig, progress: bool) -> dict | None:
+    """Validation metrics of the selected model, on the same seeded subset that
+    selected it (``train.valid_max_triples``; ``num_triples`` says how many)."""
+    if not len(prep.split.valid):
+        return None
+    return _flat(evaluate_split(prep, cfg, "valid", max_triples=cfg.train.valid_max_triples, progress=progress))
 
 
 def _flat(result) -> dict:

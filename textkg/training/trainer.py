@@ -33,6 +33,9 @@ class TrainState:
     seconds: float = 0.0
     stopped: str | None = None
     history: list = field(default_factory=list)
+    step_in_epoch: int = 0  # steps of the current epoch already taken (mid-epoch checkpoints)
+    epoch_loss_sum: float = 0.0
+    epoch_loss_count: int = 0
 
 
 class Trainer:
@@ -97,7 +100,7 @@ class Trainer:
         loss = self.loss_fn(self.model(batch, generator=self.generator)).mean()
         loss.backward()
         self.optimizer.step()
-        return float(loss)
+        return float(loss.detach())
 
     def _private_step(self) -> bool:
         """One private step; False when the budget forbids it."""
@@ -109,36 +112,51 @@ class Trainer:
         self.state.private_steps += 1
         return True
 
-    def _run_epoch(self, bar) -> None:
+    def _epoch_generator(self) -> torch.Generator:
+        """Seeds the epoch's public permutation from (seed, epoch) alone, so a
+        run resumed from a mid-epoch checkpoint sees the same batches."""
+        return torch.Generator().manual_seed(self.config.train.seed * 1_000_003 + self.state.epoch)
+
+    def _run_epoch(self, bar) -> float | None:
+        """Run the rest of the current epoch (all of it unless resumed mid-epoch)."""
         tc = self.config.train
         kinds = interleave(self.plan) if self.plan.public_steps and self.plan.private_steps else (
             ["public"] * self.plan.public_steps + ["private"] * self.plan.private_steps)
-        public_iter = public_batches(len(self.public), batch_size=tc.batch_size, generator=self.generator)
-        losses = []
-        self.model.train()
-        for kind in kinds:
+        public_iter = public_batches(len(self.public), batch_size=tc.batch_size,
+                                     generator=self._epoch_generator())
+        for kind in kinds[:self.state.step_in_epoch]:  # taken before the checkpoint we resumed from
             if kind == "public":
-                losses.append(self._public_step(next(public_iter)))
+                next(public_iter)
+        st = self.state
+        self.model.train()
+        for kind in kinds[st.step_in_epoch:]:
+            if kind == "public":
+                st.epoch_loss_sum += self._public_step(next(public_iter))
+                st.epoch_loss_count += 1
             elif not self._private_step():
-                self.state.stopped = "privacy budget reached"
+                st.stopped = "privacy budget reached"
                 break
-            self.state.step += 1
+            st.step += 1
+            st.step_in_epoch += 1
             bar.update(1)
-            if tc.checkpoint_every and self.state.step % tc.checkpoint_every == 0:
+            if tc.checkpoint_every and st.step % tc.checkpoint_every == 0:
                 self.save()
+        mean_loss = st.epoch_loss_sum / st.epoch_loss_count if st.epoch_loss_count else None
+        st.step_in_epoch, st.epoch_loss_sum, st.epoch_loss_count = 0, 0.0, 0
         postfix = {}
-        if losses:
-            postfix["public_loss"] = f"{sum(losses) / len(losses):.4f}"
+        if mean_loss is not None:
+            postfix["public_loss"] = f"{mean_loss:.4f}"
         if self.private is not None:
             postfix["eps"] = f"{self.private.epsilon():.3f}"
         bar.set_postfix(postfix)
-        return sum(losses) / len(losses) if losses else None
+        return mean_loss
 
     def fit(self, *, deadline: float | None = None) -> TrainState:
         """Train until ``epochs``, the privacy budget or ``max_minutes``; keep the best model."""
         tc = self.config.train
         steps_per_epoch = self.plan.public_steps + self.plan.private_steps
-        bar = tqdm(total=tc.epochs * steps_per_epoch, initial=self.state.epoch * steps_per_epoch,
+        bar = tqdm(total=tc.epochs * steps_per_epoch,
+                   initial=self.state.epoch * steps_per_epoch + self.state.step_in_epoch,
                    desc="train", unit="step", dynamic_ncols=True, mininterval=2.0)
         start = time.perf_counter() - self.state.seconds
         while self.state.epoch < tc.epochs and self.state.stopped is None:
