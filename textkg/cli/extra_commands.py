@@ -1,4 +1,4 @@
-"""Commands added by later work (audit, sweep, plot); registered here to keep main.py small.
+"""Commands added by later work (audit, sweep, plot, account, calibrate); registered here to keep main.py small.
 
 * ``textkg audit DIR [--attack score|loss|rank] [--out FILE]``
 * ``textkg sweep --privacy-modes none,full --noise-multipliers 0.5,1,2 --out DIR [train flags]``
@@ -34,6 +34,10 @@ def add_parsers(sub) -> None:
     sw.add_argument("--target-epsilons", help="comma-separated target epsilons (sigma calibrated)")
     sw.add_argument("--audit", metavar="ATTACK", choices=list_attacks(),
                     help="audit every run with this attack (needs --audit-candidates)")
+
+    from textkg.cli import privacy_commands
+
+    privacy_commands.add_parsers(sub)
 
     pl = sub.add_parser("plot", help="PNG plots of run / sweep directories into DIR/plots/")
     pl.add_argument("run_dirs", nargs="+", metavar="DIR")
@@ -102,7 +106,10 @@ def plot(args) -> dict:
     return {"plots": written}
 
 
+from textkg.cli.privacy_commands import HANDLERS as _PRIVACY_HANDLERS  # noqa: E402
+
 HANDLERS: dict = {
+    **_PRIVACY_HANDLERS,
     ("audit", None): audit,
     ("sweep", None): sweep,
     ("plot", None): plot,

@@ -1,4 +1,4 @@
-"""``textkg`` command line: data, train, evaluate, predict, charlm, encoders, audit, sweep.
+"""``textkg`` command line: data, train, evaluate, predict, charlm, encoders, audit, sweep, plot, account, calibrate.
 
 User errors (:class:`textkg.errors.TextKGError`) are printed as one line
 ``error: <file:line, field 'x': message>`` on stderr with exit status 2 — no
