@@ -132,7 +132,7 @@ class DPSGDStep:
         summed = aggregate_clipped(dense_grads, row_grads, coefficients, table_sizes)
         out = {
             name: add_noise(s, noise_multiplier=self.noise_multiplier, max_grad_norm=self.max_grad_norm,
-                            generator=self.generator) / self.expected_batch_size
+                            generator=self.generator).div_(self.expected_batch_size)
             for name, s in summed.items()
         }
         self.last_norms = norms.detach()

@@ -29,4 +29,4 @@ def add_noise(summed_grad: torch.Tensor, *, noise_multiplier: float, max_grad_no
         return summed_grad.clone()
     noise = torch.randn(summed_grad.shape, generator=generator, dtype=summed_grad.dtype,
                         device=summed_grad.device)
-    return summed_grad + std * noise
+    return noise.mul_(std).add_(summed_grad)  # one fresh tensor, no temporaries

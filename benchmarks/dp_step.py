@@ -2,8 +2,9 @@
 
 Usage::
 
-    python benchmarks/dp_step_speed.py [--out benchmarks/results/dp_step_speed.json]
-        [--batch-sizes 64,256] [--negatives 32] [--steps 10] [--methods autograd,rowsparse,opacus]
+    python benchmarks/dp_step.py [--out benchmarks/results/dp_step.json]
+        [--batch-sizes 64,256,1024] [--negatives 32] [--steps 10] [--methods autograd,rowsparse,opacus]
+        [--opacus-max-batch 256]
 
 Setting (FB15k-237 sized): entity table 14,541 × 200, relation table 237 × 200,
 each example = 1 positive (h, r, t) + k corrupted tails, score
@@ -21,7 +22,13 @@ among the 1 + k scores. Methods:
 Each (method, B) runs in its own subprocess with 2 torch threads; peak RSS
 is the process RSS polled every 2 ms by a psutil thread (torch's allocator is
 invisible to tracemalloc). Reported: ms/step (median over timed steps, after
-2 warm-up steps), baseline RSS after setup, peak RSS during the steps.
+2 warm-up steps), baseline RSS after setup, peak RSS during the steps, and per
+B the ratios rowsparse/autograd of time and peak RSS (targets: ≤ 1.5 and ≤ 2).
+Opacus's dense per-example tables need B·V·d floats (11 GiB at B = 1024), so
+it is skipped above ``--opacus-max-batch``.
+
+Also timed: ε of 10⁵ composed SGM steps at δ = 1e-5 (``RDPAccountant``, the
+default 156-order grid; target ≤ 50 ms), median of 5 calls.
 """
 
 from __future__ import annotations
@@ -178,14 +185,47 @@ def worker(method: str, b: int, k: int, steps: int) -> dict:
             "rss_after_setup_mb": baseline, "peak_rss_mb": poller.peak / 2 ** 20}
 
 
+def _ratios(results: list[dict]) -> list[dict]:
+    """rowsparse / autograd time and peak-RSS ratios per batch size."""
+    by = {(r["method"], r["batch_size"]): r for r in results if "ms_per_step_median" in r}
+    rows = []
+    for (method, b), dp in sorted(by.items(), key=lambda kv: kv[0][1]):
+        base = by.get(("autograd", b))
+        if method != "rowsparse" or base is None:
+            continue
+        rows.append({"batch_size": b,
+                     "time_ratio": dp["ms_per_step_median"] / base["ms_per_step_median"],
+                     "peak_rss_ratio": dp["peak_rss_mb"] / base["peak_rss_mb"],
+                     "time_target": 1.5, "memory_target": 2.0})
+    return rows
+
+
+def _time_accounting(steps: int = 100_000, repeats: int = 5) -> dict:
+    """Wall time of ε for ``steps`` composed SGM steps (q = 512/272,115, σ = 1)."""
+    from privacy import RDPAccountant, SampledGaussianEvent
+
+    times, eps = [], None
+    for _ in range(repeats):
+        start = time.perf_counter()
+        acc = RDPAccountant()
+        acc.step(SampledGaussianEvent(sample_rate=512 / 272_115, noise_multiplier=1.0, steps=steps))
+        eps, alpha = acc.get_privacy_spent(delta=1e-5)
+        times.append(time.perf_counter() - start)
+    return {"steps": steps, "sample_rate": 512 / 272_115, "noise_multiplier": 1.0, "delta": 1e-5,
+            "epsilon": eps, "alpha": alpha, "num_orders": len(acc.orders),
+            "ms_median": 1000 * statistics.median(times), "target_ms": 50}
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "dp_step_speed.json"))
-    parser.add_argument("--batch-sizes", default="64,256")
+    parser.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "dp_step.json"))
+    parser.add_argument("--batch-sizes", default="64,256,1024")
     parser.add_argument("--negatives", type=int, default=32)
     parser.add_argument("--steps", type=int, default=10)
     parser.add_argument("--opacus-steps", type=int, default=5)
     parser.add_argument("--methods", default="autograd,rowsparse,opacus")
+    parser.add_argument("--opacus-max-batch", type=int, default=256,
+                        help="skip opacus above this batch size (its per-example tables are B*V*d floats)")
     parser.add_argument("--timeout", type=float, default=900.0, help="seconds per (method, B) subprocess")
     parser.add_argument("--worker", nargs=4, metavar=("METHOD", "B", "K", "STEPS"), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -200,6 +240,11 @@ def main(argv: list[str] | None = None) -> int:
     results = []
     for b in (int(x) for x in args.batch_sizes.split(",")):
         for method in args.methods.split(","):
+            if method == "opacus" and b > args.opacus_max_batch:
+                results.append({"method": method, "batch_size": b,
+                                "skipped": f"B > --opacus-max-batch {args.opacus_max_batch} "
+                                           f"(dense per-example grads: {b * NUM_ENTITIES * DIM * 4 / 2**30:.1f} GiB)"})
+                continue
             steps = args.opacus_steps if method == "opacus" else args.steps
             cmd = [sys.executable, __file__, "--worker", method, str(b), str(args.negatives), str(steps)]
             print(f"{method:10s} B={b:<4d} …", end=" ", flush=True, file=sys.stderr)
@@ -219,6 +264,8 @@ def main(argv: list[str] | None = None) -> int:
             results.append(row)
             print(f"{row['ms_per_step_median']:.1f} ms/step, peak {row['peak_rss_mb']:.0f} MiB", file=sys.stderr)
     out = {
+        "ratios": _ratios(results),
+        "accounting": _time_accounting(),
         "setting": {"num_entities": NUM_ENTITIES, "num_relations": NUM_RELATIONS, "dim": DIM,
                     "negatives": args.negatives, "noise_multiplier": SIGMA, "max_grad_norm": C,
                     "score": "TransE -||h + r - t||_2, cross-entropy over 1 + k"},
