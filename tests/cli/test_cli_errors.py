@@ -74,3 +74,13 @@ def test_readme_test_command_is_what_ci_runs():
     test_command = commands[-1]
     assert test_command in ci.splitlines() or any(ln.strip() == test_command for ln in ci.splitlines())
     assert "pip install torch==2.13.0" in ci
+
+
+def test_finetune_text_module_is_refused_by_the_pipeline(tmp_path, capsys):
+    cfg = tmp_path / "ft.yaml"
+    cfg.write_text("model:\n  text_module: finetune\n")
+    code, err = _run(["train", "--model", "blp-transe", "--encoder", "glove-bow", "--dataset", "hpo-small",
+                      "--config", str(cfg), "--out", str(tmp_path / "o")], capsys)
+    assert code == 2
+    assert "model.text_module" in err and "PooledTransformer" in err
+    assert not (tmp_path / "o").exists()

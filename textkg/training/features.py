@@ -38,6 +38,13 @@ def text_inputs(model_cfg, texts: list[str], *, seed: int = 0, cache_dir: Path |
     cache_dir = Path(cache_dir) if cache_dir is not None else default_cache_dir()
     encoder = get_encoder(model_cfg.encoder, **dict(model_cfg.encoder_kwargs or {}))
     module = getattr(model_cfg, "text_module", None)
+    if module == "finetune":
+        from textkg.errors import ConfigError
+
+        raise ConfigError("text_module 'finetune' is built through the Python API (pass "
+                          "textkg.models.PooledTransformer to build_model with input_ids); the training "
+                          "pipeline trains over frozen encoder features: use text_module null, dkrl or lstm-ae",
+                          field="model.text_module")
     if module is None:
         return {"text_features": cached_encode(encoder, texts, cache_dir=cache_dir).float()}
     tokens, mask = _token_features(encoder, texts, cache_dir)
