@@ -190,7 +190,7 @@ def run(cfg: RunConfig, out_dir: Path, *, resume: bool = False, progress: bool =
         if audit is not None:
             ckpt.atomic_write_json(out_dir / "audit_split.json", audit)
     started = time.perf_counter()
-    state = trainer.fit()
+    state = trainer.fit(progress=progress)
     del started
     metrics = {
         "textkg_version": textkg.__version__,

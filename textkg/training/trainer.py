@@ -151,11 +151,11 @@ class Trainer:
         bar.set_postfix(postfix)
         return mean_loss
 
-    def fit(self, *, deadline: float | None = None) -> TrainState:
+    def fit(self, *, deadline: float | None = None, progress: bool = True) -> TrainState:
         """Train until ``epochs``, the privacy budget or ``max_minutes``; keep the best model."""
         tc = self.config.train
         steps_per_epoch = self.plan.public_steps + self.plan.private_steps
-        bar = tqdm(total=tc.epochs * steps_per_epoch,
+        bar = tqdm(total=tc.epochs * steps_per_epoch, disable=not progress,
                    initial=self.state.epoch * steps_per_epoch + self.state.step_in_epoch,
                    desc="train", unit="step", dynamic_ncols=True, mininterval=2.0)
         start = time.perf_counter() - self.state.seconds
