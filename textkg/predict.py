@@ -51,6 +51,10 @@ class Predictor:
         if cfg.encoder is None:
             raise ConfigError(f"model {self.config.model_name!r} has no text encoder: zero-shot prediction "
                               "needs a text model (e.g. --model fused-transe or blp-transe)", field="model")
+        if cfg.text_module == "lstm-ae":
+            raise ConfigError("zero-shot prediction is not available for LSTM-autoencoder models "
+                              "(torchcoder-aec): the autoencoder is pre-trained inside each run and not "
+                              "saved, so a new description cannot be coded consistently", field="model")
         from textkg.training.features import text_inputs
 
         return text_inputs(cfg, descriptions, seed=self.config.train.seed)
