@@ -5,6 +5,7 @@ A directory holds::
     train.tsv, dev.tsv, test.tsv      head<TAB>relation<TAB>tail   (required)
     entity2text.txt                   id<TAB>name                  (required)
     entity2textlong.txt               id<TAB>long description      (description="long")
+    entity2text_firstsentence_StAR.txt  id<TAB>name -- first sentence (description="first-sentence")
     relation2text.txt                 relation<TAB>text            (optional)
     ind-train.tsv, ind-dev.tsv, ind-test.tsv   a given inductive split (optional;
                                       here or in ``inductive_dir``)
@@ -33,7 +34,8 @@ TRIPLE_FILES = {"train": "train.tsv", "valid": "dev.tsv", "test": "test.tsv"}
 INDUCTIVE_FILES = {"ind-train": "ind-train.tsv", "ind-valid": "ind-dev.tsv", "ind-test": "ind-test.tsv"}
 ENTITY_LIST_FILES = {"ind-train": "train-ents.txt", "ind-valid": "dev-ents.txt", "ind-test": "test-ents.txt"}
 NAME_FILE = "entity2text.txt"
-DESCRIPTION_FILES = {"short": "entity2text.txt", "long": "entity2textlong.txt"}
+DESCRIPTION_FILES = {"short": "entity2text.txt", "long": "entity2textlong.txt",
+                     "first-sentence": "entity2text_firstsentence_StAR.txt"}
 RELATION_FILE = "relation2text.txt"
 
 class _TripleFile:
@@ -73,8 +75,11 @@ def load_blp_directory(directory: str | Path, *, description: str = "short",
 
     Args:
         directory: The dataset directory.
-        description: ``"short"`` (``entity2text.txt``) or ``"long"``
-            (``entity2textlong.txt``; an error if absent — no silent fallback).
+        description: ``"short"`` (``entity2text.txt``), ``"long"``
+            (``entity2textlong.txt``) or ``"first-sentence"``
+            (``entity2text_firstsentence_StAR.txt``, the StAR release's
+            "Name -- first Wikipedia sentence" that BLP-style models need);
+            an error if the file is absent — no silent fallback.
         description_file: Read descriptions from this file instead (a name in
             ``directory`` or a path), e.g. ``entity2text_firstsentence_StAR.txt``.
         inductive_dir: Folder with ``ind-*.tsv`` (relative to ``directory`` or

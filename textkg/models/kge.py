@@ -136,9 +136,16 @@ class KGEModel(nn.Module):
             ``(...)`` float scores, higher = more plausible.
         """
         ends = torch.stack([triples[..., 0], triples[..., 2]], dim=-1)  # (..., 2)
-        structural = rows["entity"] if self.structural is not None else None
-        text = self.text(ends) if self.text is not None else None
-        ent = self._finish(self.fusion(structural, text))  # (..., 2, d)
+        if self.structural is None and ends.numel() > self.num_entities:
+            # Text-only model, batch reading more rows than there are entities
+            # (many negatives): fuse and normalise every entity once, then
+            # gather. Same function, far fewer elementwise ops per step.
+            ent = self._finish(self.fusion(None, self.text(torch.arange(self.num_entities,
+                                                                        device=ends.device))))[ends]
+        else:
+            structural = rows["entity"] if self.structural is not None else None
+            text = self.text(ends) if self.text is not None else None
+            ent = self._finish(self.fusion(structural, text))  # (..., 2, d)
         return self.interaction.score(ent[..., 0, :], rows["relation"][..., 0, :], ent[..., 1, :])
 
     def forward(self, triples: torch.Tensor, generator: torch.Generator | None = None) -> torch.Tensor:

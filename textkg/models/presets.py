@@ -39,6 +39,11 @@ _PRESETS: dict[str, ModelConfig] = {
     # the seed paper: LSTM autoencoder codes of GloVe tokens, learned global fusion weights
     "torchcoder-aec": ModelConfig(interaction="transe", interaction_kwargs=_L1, fusion="weighted",
                                   encoder="glove-bow", text_module="lstm-ae"),
+    # BLP-TransE for 2 CPU cores: frozen MiniLM features with mean pooling (the pooling the
+    # sentence encoder was trained with), only the projection and relations are trained.
+    # Train it with a high learning rate (benchmarks/README.md, reproduce_fb15k237.py).
+    "cpu-best": ModelConfig(interaction="transe", interaction_kwargs=_L1, fusion="text", encoder="bert",
+                            encoder_kwargs=_BERT_MEAN, normalize_entities=True),
     # structure + description with learned unseen row and structural dropout
     "fused-transe": ModelConfig(interaction="transe", interaction_kwargs=_L1, fusion="weighted", encoder="bert",
                                 encoder_kwargs=_BERT_MEAN, structural_dropout=0.3),

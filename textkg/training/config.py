@@ -29,7 +29,10 @@ class DataConfig:
         split: ``transductive`` (as given) or ``inductive`` (BLP protocol).
         split_seed: seed of a split built by textkg (ignored for given splits).
         inductive_dir: sub-directory holding ``ind-*.tsv`` files, if not the dataset dir.
-        description: ``short`` (entity2text) or ``long`` (entity2textlong).
+        description: ``short`` (entity2text), ``long`` (entity2textlong) or
+            ``first-sentence`` (entity2text_firstsentence_StAR.txt: name and
+            first Wikipedia sentence, the text BLP-style models need on
+            FB15k-237). Reachable from config files (``data.description``).
     """
 
     dataset: str = "hpo-small"
