@@ -50,7 +50,9 @@ class TrainConfig:
     """Optimisation and model selection.
 
     Attributes:
-        epochs: passes over the training triples (for DP: expected passes).
+        epochs: passes over the training triples (for DP: expected passes). Default 5:
+            on 2 CPU cores ``hpo`` transductive TransE then trains in ~4 minutes
+            (docs/benchmarks.md); pass more for longer runs.
         batch_size: batch size (for DP: the *expected* Poisson batch size).
         lr: Adam learning rate.
         num_negatives: corruptions per positive, drawn uniformly and
@@ -75,7 +77,7 @@ class TrainConfig:
             the split is recorded in ``audit_split.json``. ``0`` = no audit split.
     """
 
-    epochs: int = 20
+    epochs: int = 5
     batch_size: int = 512
     lr: float = 1e-3
     num_negatives: int = 32
