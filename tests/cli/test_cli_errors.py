@@ -84,3 +84,12 @@ def test_finetune_text_module_is_refused_by_the_pipeline(tmp_path, capsys):
     assert code == 2
     assert "model.text_module" in err and "PooledTransformer" in err
     assert not (tmp_path / "o").exists()
+
+
+def test_unknown_description_kind_lists_the_loaders_choices(tmp_path, capsys):
+    fixture = Path(__file__).resolve().parents[1] / "fixtures" / "tiny_blp"
+    code, err = _run(["train", "--dataset", str(fixture), "--description", "medium",
+                      "--out", str(tmp_path / "o")], capsys)
+    assert code == 2
+    assert "field 'description'" in err and "first-sentence" in err and "long" in err
+    assert not (tmp_path / "o").exists()

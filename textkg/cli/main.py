@@ -22,7 +22,10 @@ def _add_train_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--split", choices=["transductive", "inductive"])
     p.add_argument("--split-seed", type=int)
     p.add_argument("--inductive-dir", help="sub-directory with ind-*.tsv (BLP-format datasets)")
-    p.add_argument("--description", choices=["short", "long"])
+    # validated by the loader against its own table (importing it here would load torch on every call)
+    p.add_argument("--description", help="description file of a BLP-format directory: short "
+                   "(entity2text.txt), long (entity2textlong.txt), first-sentence "
+                   "(entity2text_firstsentence_StAR.txt)")
     p.add_argument("--model", help="model preset (textkg models list)")
     p.add_argument("--encoder", help="override the preset's text encoder")
     p.add_argument("--fusion", help="override the preset's fusion")

@@ -32,7 +32,7 @@ class DataConfig:
         description: ``short`` (entity2text), ``long`` (entity2textlong) or
             ``first-sentence`` (entity2text_firstsentence_StAR.txt: name and
             first Wikipedia sentence, the text BLP-style models need on
-            FB15k-237). Reachable from config files (``data.description``).
+            FB15k-237). Flag ``--description`` or ``data.description``.
     """
 
     dataset: str = "hpo-small"
