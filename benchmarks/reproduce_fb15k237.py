@@ -4,7 +4,8 @@ Usage::
 
     python benchmarks/reproduce_fb15k237.py --data PATH/fb15k237 --preset blp-transe \\
         [--inductive-dir ind_rebuilt_seed0] [--description first-sentence] [--epochs N] \\
-        [--lr LR] [--batch-size B] [--num-negatives K] [--loss margin|softplus] [--margin M] \\
+        [--lr LR] [--batch-size B] [--num-negatives K] [--loss margin|softplus|softmax] [--margin M] \\
+        [--negatives sampled|all] [--temperature T] \\
         [--dim D] [--max-minutes M] [--seed S] [--threads T] \\
         [--set model.encoder_kwargs.pooling=\\"mean\\" --set train.weight_decay=1e-6 ...] \\
         [--tag NAME] [--out benchmarks/results/reproduce_fb15k237.json] [--run-dir DIR]
@@ -87,7 +88,10 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--lr", type=float)
     p.add_argument("--batch-size", type=int)
     p.add_argument("--num-negatives", type=int)
-    p.add_argument("--loss", choices=["margin", "softplus"])
+    p.add_argument("--loss", choices=["margin", "softplus", "softmax"])
+    p.add_argument("--negatives", choices=["sampled", "all"],
+                   help="all = 1-vs-all against every training entity (with --loss softmax)")
+    p.add_argument("--temperature", type=float, help="softmax loss temperature")
     p.add_argument("--margin", type=float)
     p.add_argument("--dim", type=int)
     p.add_argument("--max-minutes", type=float)
@@ -143,6 +147,7 @@ def build_config(args):
     flags = {"lr": ("train", "lr"), "batch_size": ("train", "batch_size"),
              "num_negatives": ("train", "num_negatives"), "loss": ("train", "loss"),
              "margin": ("train", "margin"), "max_minutes": ("train", "max_minutes"),
+             "negatives": ("train", "negatives"), "temperature": ("train", "temperature"),
              "dim": ("model", "dim")}
     for flag, (section, key) in flags.items():
         value = getattr(args, flag)
@@ -210,13 +215,27 @@ def _settings_text(row: dict) -> str:
     m, t, d = s["model"], s["train"], s["data"]
     pooling = (m.get("encoder_kwargs") or {}).get("pooling", "")
     enc = f"{m['encoder']}{'/' + pooling if pooling else ''}" if m.get("encoder") else "-"
-    parts = [f"{enc}", f"{d['description']}", f"d={m['dim']}", f"lr={t['lr']:g}", f"B={t['batch_size']}",
-             f"K={t['num_negatives']}", f"{t['loss']}" + (f" {t['margin']:g}" if t["loss"] == "margin" else "")]
+    norm = (m.get("interaction_kwargs") or {}).get("p")
+    interaction = m["interaction"] + (f"-L{norm}" if norm == 2 else "")
+    parts = [f"{enc}", interaction, f"{d['description']}", f"d={m['dim']}", f"lr={t['lr']:g}", f"B={t['batch_size']}",
+             _negatives_text(t), _loss_text(t)]
     if m.get("text_hidden"):  # an experimental option tried during the recipe search (since removed)
         parts.append(f"text MLP {m['text_hidden']}")
     if t.get("max_minutes"):
         parts.append(f"max {t['max_minutes']:g} min")
     return ", ".join(parts)
+
+
+def _negatives_text(t: dict) -> str:
+    return "1-vs-all" if t.get("negatives") == "all" else f"K={t['num_negatives']}"
+
+
+def _loss_text(t: dict) -> str:
+    if t["loss"] == "margin":
+        return f"margin {t['margin']:g}"
+    if t["loss"] == "softmax":
+        return f"softmax τ={t.get('temperature', 1.0):g}"
+    return t["loss"]
 
 
 def render_table(rows: list[dict]) -> str:

@@ -71,24 +71,25 @@ def score_attack(predictor, triples: torch.Tensor, *, seed: int = 0, batch_size:
 def loss_attack(predictor, triples: torch.Tensor, *, seed: int = 0, batch_size: int = 1024) -> torch.Tensor:
     """``(n,)`` minus the per-example training loss against seeded corruptions.
 
-    The corruptions are drawn exactly as in training (``num_negatives`` per
-    statement, uniformly from the training entities), from a generator seeded
+    The corruptions are drawn exactly as in sampled training (``num_negatives``
+    per statement, uniformly from the training entities; also for a model
+    trained with ``negatives: all``), from a generator seeded
     with ``seed``, for all candidates at once.
     """
     import torch
 
-    from textkg.training.losses import get_loss
+    from textkg.training.losses import make_loss
     from textkg.training.negatives import corrupt
 
     cfg = predictor.config.train
-    loss = get_loss(cfg.loss)
+    loss = make_loss(cfg)
     g = torch.Generator().manual_seed(seed + 15485863)
     batch = corrupt(triples, num_negatives=cfg.num_negatives,
                     entity_pool=predictor.prepared.split.train_entities, generator=g)
     model = predictor.model
     model.eval()
     with torch.no_grad():
-        losses = [loss(model(batch[s]), margin=cfg.margin) for s in _batches(len(batch), batch_size)]
+        losses = [loss(model(batch[s])) for s in _batches(len(batch), batch_size)]
     return -torch.cat(losses).reshape(-1)
 
 

@@ -25,6 +25,8 @@ FLAG_FIELDS = {
     "num_negatives": ("train", "num_negatives"),
     "loss": ("train", "loss"),
     "margin": ("train", "margin"),
+    "temperature": ("train", "temperature"),
+    "negatives": ("train", "negatives"),
     "seed": ("train", "seed"),
     "eval_every": ("train", "eval_every"),
     "valid_max_triples": ("train", "valid_max_triples"),

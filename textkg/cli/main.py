@@ -35,8 +35,12 @@ def _add_train_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--batch-size", type=int)
     p.add_argument("--lr", type=float)
     p.add_argument("--num-negatives", type=int)
-    p.add_argument("--loss", choices=["margin", "softplus"])
+    p.add_argument("--loss", choices=["margin", "softplus", "softmax"])
+    p.add_argument("--negatives", choices=["sampled", "all"],
+                   help="sampled: --num-negatives corruptions per triple; all: every training entity "
+                   "(1-vs-all, needs --loss softmax, not with --privacy)")
     p.add_argument("--margin", type=float)
+    p.add_argument("--temperature", type=float, help="softmax loss: divide scores by this")
     p.add_argument("--seed", type=int)
     p.add_argument("--eval-every", type=int)
     p.add_argument("--valid-max-triples", type=int)

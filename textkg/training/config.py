@@ -15,7 +15,8 @@ from textkg.errors import ConfigError
 
 PRIVACY_MODES = ("none", "full", "confidential")
 PRIVACY_MECHANISMS = ("dp-sgd", "simulation")
-LOSSES = ("margin", "softplus")
+LOSSES = ("margin", "softplus", "softmax")
+NEGATIVES = ("sampled", "all")
 CANDIDATE_PROTOCOLS = ("blp", "all", "split")
 SPLITS = ("transductive", "inductive")
 
@@ -57,8 +58,16 @@ class TrainConfig:
         lr: Adam learning rate.
         num_negatives: corruptions per positive, drawn uniformly and
             independently of the other examples in the batch.
-        loss: ``margin`` (ranking loss) or ``softplus`` (logistic).
+        loss: ``margin`` (ranking loss), ``softplus`` (logistic) or
+            ``softmax`` (cross-entropy of the softmax over the positive and
+            its negatives).
+        negatives: ``sampled`` (``num_negatives`` corruptions per positive)
+            or ``all``: every training entity is a negative for both the head
+            and the tail (1-vs-all, :mod:`textkg.training.one_vs_all`; needs
+            ``loss: softmax``; not available with privacy).
         margin: margin of the ranking loss.
+        temperature: ``softmax`` only: scores are divided by it (smaller =
+            sharper). 0.05 suits TransE-L2 on normalised vectors (``cpu-best``).
         seed: seed of initialisation, negatives, sampling and noise.
         eval_every: validate every this many epochs (model selection by MRR).
         valid_max_triples: validate on a seeded subset of at most this many
@@ -82,7 +91,9 @@ class TrainConfig:
     lr: float = 1e-3
     num_negatives: int = 32
     loss: str = "margin"
+    negatives: str = "sampled"
     margin: float = 1.0
+    temperature: float = 1.0
     seed: int = 0
     eval_every: int = 1
     valid_max_triples: int = 2000
@@ -95,12 +106,18 @@ class TrainConfig:
 
     def __post_init__(self) -> None:
         _check_choice("loss", self.loss, LOSSES, prefix="train")
+        _check_choice("negatives", self.negatives, NEGATIVES, prefix="train")
+        if self.negatives == "all" and self.loss != "softmax":
+            raise ConfigError(f"negatives 'all' (1-vs-all) needs loss 'softmax', got {self.loss!r}",
+                              field="train.negatives")
         _check_choice("candidates", self.candidates, CANDIDATE_PROTOCOLS, prefix="train")
         for name in ("epochs", "batch_size", "num_negatives", "eval_every"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"must be >= 1, got {getattr(self, name)}", field=f"train.{name}")
         if self.lr <= 0:
             raise ConfigError(f"must be > 0, got {self.lr}", field="train.lr")
+        if not self.temperature > 0:
+            raise ConfigError(f"must be > 0, got {self.temperature}", field="train.temperature")
 
 
 @dataclass(frozen=True)
@@ -173,6 +190,12 @@ class RunConfig:
     train: TrainConfig = field(default_factory=TrainConfig)
     privacy: PrivacyConfig = field(default_factory=PrivacyConfig)
     model_name: str = "transe"
+
+    def __post_init__(self) -> None:
+        if self.train.negatives == "all" and self.privacy.mode != "none":
+            raise ConfigError("negatives 'all' (1-vs-all) gives every example a gradient on every entity row; "
+                              "private training draws its own negatives per example: use negatives 'sampled'",
+                              field="train.negatives")
 
     def to_dict(self) -> dict:
         return {

@@ -6,6 +6,7 @@ the DP trainer can clip per example; the ordinary trainer takes the mean.
 
 from __future__ import annotations
 
+import functools
 from typing import Callable
 
 import torch
@@ -40,10 +41,35 @@ def softplus_loss(scores: torch.Tensor, *, margin: float = 0.0) -> torch.Tensor:
     return F.softplus(-scores[..., 0]) + F.softplus(scores[..., 1:]).mean(dim=-1)
 
 
+def softmax_cross_entropy(scores: torch.Tensor, *, temperature: float = 1.0) -> torch.Tensor:
+    """Cross-entropy of the softmax over ``scores / temperature``, target the positive.
+
+    With sampled negatives this is the sampled-softmax loss; over every
+    training entity (``train.negatives: all``) it is the 1-vs-all loss of
+    :mod:`textkg.training.one_vs_all`.
+
+    Args:
+        scores: ``(..., 1 + K)``, positive at index 0.
+        temperature: ``τ > 0``.
+    """
+    return -torch.log_softmax(scores / temperature, dim=-1)[..., 0]
+
+
 LOSSES: dict[str, Callable[..., torch.Tensor]] = {
     "margin": margin_ranking,
     "softplus": softplus_loss,
+    "softmax": softmax_cross_entropy,
 }
+
+
+def make_loss(train_config) -> LossFn:
+    """The per-example loss over ``(…, 1 + K)`` scores that ``train_config`` names, with its options."""
+    loss = get_loss(train_config.loss)
+    if train_config.loss == "margin":
+        return functools.partial(loss, margin=train_config.margin)
+    if train_config.loss == "softmax":
+        return functools.partial(loss, temperature=train_config.temperature)
+    return loss
 
 
 def get_loss(name: str) -> Callable[..., torch.Tensor]:

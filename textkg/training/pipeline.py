@@ -24,7 +24,7 @@ from textkg.training import checkpoint as ckpt
 from textkg.training.audit_split import draw_audit_split
 from textkg.training.config import RunConfig
 from textkg.training.features import entity_texts, text_inputs
-from textkg.training.losses import get_loss
+from textkg.training.losses import make_loss
 from textkg.training.private_training import PrivateTraining, select_confidential
 from textkg.training.trainer import Trainer
 
@@ -133,11 +133,7 @@ def build_trainer(prep: Prepared, cfg: RunConfig, out_dir: Path) -> tuple[Traine
         train, private_mask = train[keep], private_mask[keep]
         audit = {"seed": cfg.train.seed, "members": members.tolist(), "non_members": non_members.tolist(),
                  "candidate_pool": "all training statements" if bool(private_mask.all()) else "confidential"}
-    loss = get_loss(cfg.train.loss)
-    margin = cfg.train.margin
-
-    def loss_fn(scores):
-        return loss(scores, margin=margin)
+    loss_fn = make_loss(cfg.train)
 
     entity_pool = prep.split.train_entities
     private = None

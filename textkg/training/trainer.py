@@ -18,6 +18,7 @@ from tqdm.auto import tqdm
 from textkg.training import checkpoint as ckpt
 from textkg.training.config import RunConfig
 from textkg.training.negatives import corrupt
+from textkg.training.one_vs_all import one_vs_all_loss, pool_positions
 from textkg.training.schedule import interleave, plan_epoch, public_batches
 
 
@@ -72,6 +73,8 @@ class Trainer:
                                num_private=0 if private is None else private.num_private,
                                batch_size=tc.batch_size)
         self.state = TrainState()
+        self._pool_positions = (pool_positions(entity_pool, model.num_entities)
+                                if tc.negatives == "all" else None)
 
     # -- checkpoints ---------------------------------------------------------------
     def save(self) -> None:
@@ -94,10 +97,15 @@ class Trainer:
 
     # -- steps ---------------------------------------------------------------------
     def _public_step(self, idx: torch.Tensor) -> float:
-        batch = corrupt(self.public[idx], num_negatives=self.config.train.num_negatives,
-                        entity_pool=self.entity_pool, generator=self.generator)
+        tc = self.config.train
         self.optimizer.zero_grad(set_to_none=True)
-        loss = self.loss_fn(self.model(batch, generator=self.generator)).mean()
+        if self._pool_positions is not None:  # 1-vs-all: every training entity is a negative
+            loss = one_vs_all_loss(self.model, self.public[idx], entity_pool=self.entity_pool,
+                                   positions=self._pool_positions, temperature=tc.temperature).mean()
+        else:
+            batch = corrupt(self.public[idx], num_negatives=tc.num_negatives,
+                            entity_pool=self.entity_pool, generator=self.generator)
+            loss = self.loss_fn(self.model(batch, generator=self.generator)).mean()
         loss.backward()
         self.optimizer.step()
         return float(loss.detach())

@@ -1,0 +1,63 @@
+"""1-vs-all softmax cross-entropy: every training entity is a negative.
+
+For a positive ``(h, r, t)`` the loss is the cross-entropy of the softmax
+over ``score(h, r, e) / τ`` for every entity ``e`` of the pool (target
+``t``), plus the same over ``score(e, r, t) / τ`` (target ``h``). This is the
+"1vsAll + cross-entropy" training of Ruffinelli, Broscheit & Gemulla, "You
+CAN Teach an Old Dog New Tricks! On Training Knowledge Graph Embeddings"
+(ICLR 2020), and the full-softmax objective of Lacroix, Usunier & Obozinski
+(ICML 2018); the temperature ``τ`` is the one of contrastive text encoders
+(e.g. SimKGC, Wang et al. 2022). Other true answers in the pool count as
+negatives (training is not filtered), as in both papers.
+
+Each example's loss depends on its own triple and on the fixed pool only,
+never on the other examples of the batch. It is still not used under DP:
+the per-example gradient would reach every entity row, so the DP trainer
+refuses it (see :class:`textkg.training.config.RunConfig`).
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+from textkg.errors import ConfigError
+
+
+def pool_positions(entity_pool: torch.Tensor, num_entities: int) -> torch.Tensor:
+    """``(num_entities,)`` position of each entity in ``entity_pool``; ``-1`` if absent."""
+    positions = torch.full((num_entities,), -1, dtype=torch.long)
+    positions[entity_pool] = torch.arange(len(entity_pool))
+    return positions
+
+
+def one_vs_all_loss(model, triples: torch.Tensor, *, entity_pool: torch.Tensor, positions: torch.Tensor,
+                    temperature: float = 1.0, label_smoothing: float = 0.0) -> torch.Tensor:
+    """Per-example 1-vs-all loss, tail and head prediction summed.
+
+    Args:
+        model: a :class:`textkg.models.KGEModel` (its ``entity_matrix`` and
+            ``interaction`` are used, so it must be in the mode you want).
+        triples: ``(B, 3)`` positive triples whose ends all lie in ``entity_pool``.
+        entity_pool: ``(P,)`` the candidate entities (the training entities).
+        positions: :func:`pool_positions` of ``entity_pool``.
+        temperature: ``τ > 0``; scores are divided by it before the softmax.
+        label_smoothing: as in :func:`torch.nn.functional.cross_entropy`.
+
+    Returns:
+        ``(B,)`` losses.
+
+    Raises:
+        ConfigError: A triple's head or tail is not in the pool.
+    """
+    heads, tails = positions[triples[:, 0]], positions[triples[:, 2]]
+    if bool((heads < 0).any() or (tails < 0).any()):
+        raise ConfigError("1-vs-all training needs every head and tail in the entity pool (training entities)",
+                          field="train.loss")
+    pool_vectors = model.entity_matrix(entity_pool)  # one text/fusion pass for the whole pool
+    relations = model.relation_embeddings[triples[:, 1]]
+    h, t = pool_vectors[heads], pool_vectors[tails]
+    tail_scores = model.interaction.score_tails(h, relations, pool_vectors) / temperature
+    head_scores = model.interaction.score_heads(relations, t, pool_vectors) / temperature
+    return (F.cross_entropy(tail_scores, tails, reduction="none", label_smoothing=label_smoothing)
+            + F.cross_entropy(head_scores, heads, reduction="none", label_smoothing=label_smoothing))
