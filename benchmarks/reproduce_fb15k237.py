@@ -133,6 +133,7 @@ def _set_nested(d: dict, dotted: str, value) -> None:
 
 def build_config(args):
     from textkg.models import get_preset
+    from textkg.models.presets import preset_train_defaults
     from textkg.training.config import RunConfig
 
     cfg = {
@@ -144,6 +145,7 @@ def build_config(args):
                   "valid_max_triples": args.valid_max_triples},
         "privacy": {"mode": "none"},
     }
+    cfg["train"].update(preset_train_defaults(args.preset))  # then the flags below override
     flags = {"lr": ("train", "lr"), "batch_size": ("train", "batch_size"),
              "num_negatives": ("train", "num_negatives"), "loss": ("train", "loss"),
              "margin": ("train", "margin"), "max_minutes": ("train", "max_minutes"),

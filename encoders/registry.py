@@ -3,7 +3,8 @@
 Two families, one registry each (house style: one registry per family):
 
 * **frozen text encoders** (:func:`get_encoder`, :func:`list_encoders`):
-  ``"bert"``, ``"sentence-transformers"``, ``"glove-bow"``, ``"flair"``;
+  ``"bert"``, ``"sentence-transformers"``, ``"glove-bow"``, ``"flair"``,
+  and ``"concat"`` (several of them side by side);
   each is a :class:`encoders.base.TextEncoder` with ``.encode(texts)``.
 * **trainable text modules** (:func:`get_trainable_encoder`,
   :func:`list_trainable_encoders`): ``"dkrl"``, ``"lstm-ae"``; each is an
@@ -31,6 +32,7 @@ _FROZEN: dict[str, str] = {
     "sentence-transformers": "encoders.sbert:SentenceTransformerEncoder",
     "glove-bow": "encoders.glove:GloveBowEncoder",
     "flair": "encoders.flair_stack:FlairStackEncoder",
+    "concat": "encoders.concat:ConcatEncoder",
 }
 _TRAINABLE: dict[str, str] = {
     "dkrl": "encoders.dkrl:DKRLEncoder",

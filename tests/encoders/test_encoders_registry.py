@@ -8,7 +8,7 @@ from textkg.errors import ConfigError
 
 
 def test_lists():
-    assert list_encoders() == ["bert", "flair", "glove-bow", "sentence-transformers"]
+    assert list_encoders() == ["bert", "concat", "flair", "glove-bow", "sentence-transformers"]
     assert list_trainable_encoders() == ["dkrl", "lstm-ae"]
 
 
@@ -43,3 +43,24 @@ def test_flair_needs_paths():
 def test_bad_batch_size():
     with pytest.raises(ConfigError, match="batch_size"):
         get_encoder("glove-bow").encode(["a"], batch_size=0)
+
+
+def test_concat_is_normalised_parts_side_by_side():
+    texts = ["Abnormal enlargement of the kidney.", "Seizures."]
+    glove = get_encoder("glove-bow")
+    bert = get_encoder("bert", pooling="mean")
+    both = get_encoder("concat", parts=[{"name": "glove-bow"}, {"name": "bert", "pooling": "mean"}])
+    assert both.dim == glove.dim + bert.dim
+    x = both.encode(texts)
+    g, b = glove.encode(texts), bert.encode(texts)
+    torch.testing.assert_close(x[:, :glove.dim], g / g.norm(dim=1, keepdim=True))
+    torch.testing.assert_close(x[:, glove.dim:], b / b.norm(dim=1, keepdim=True))
+    raw = get_encoder("concat", parts=[{"name": "glove-bow"}], normalize=False)
+    torch.testing.assert_close(raw.encode(texts), g)
+    assert raw.identity != get_encoder("concat", parts=[{"name": "glove-bow"}]).identity
+
+
+@pytest.mark.parametrize("parts", [[], "glove-bow", [{"pooling": "mean"}], [{"name": "concat"}], [{"name": "nope"}]])
+def test_concat_bad_parts(parts):
+    with pytest.raises(ConfigError):
+        get_encoder("concat", parts=parts)

@@ -53,6 +53,24 @@ def test_many_reads_path_matches_gather_path(name):
 def test_cpu_best_preset():
     assert "cpu-best" in list_presets()
     cfg = get_preset("cpu-best")
-    assert cfg.fusion == "text" and cfg.encoder == "bert" and cfg.text_module is None
-    assert cfg.encoder_kwargs == {"pooling": "mean"} and cfg.normalize_entities
+    assert cfg.fusion == "text" and cfg.encoder == "concat" and cfg.text_module is None
+    assert [p["name"] for p in cfg.encoder_kwargs["parts"]] == ["bert", "bert", "glove-bow"]
+    assert cfg.interaction_kwargs == {"p": 2} and cfg.normalize_entities
     assert ModelConfig.from_dict(cfg.to_dict()) == cfg
+
+
+def test_cpu_best_training_defaults_apply_below_flags():
+    from types import SimpleNamespace
+
+    from textkg.cli.config_loading import FLAG_FIELDS, build_run_config
+
+    def args(**given):
+        base = {dest: None for dest in (*FLAG_FIELDS, "encoder", "dim", "fusion", "structural_dropout")}
+        return SimpleNamespace(**{**base, "model": "cpu-best", "config": None, **given})
+
+    train = build_run_config(args()).train
+    assert (train.loss, train.negatives, train.temperature, train.lr) == ("softmax", "all", 0.05, 5e-3)
+    assert build_run_config(args(lr=1e-3, temperature=0.1)).train.lr == 1e-3
+    private = build_run_config(args(privacy="full", noise_multiplier=1.0)).train
+    assert (private.loss, private.negatives) == ("softmax", "sampled")  # DP samples its negatives
+    assert build_run_config(SimpleNamespace(**{**vars(args()), "model": "transe"})).train.loss == "margin"

@@ -90,9 +90,14 @@ def read_config_file(path: str) -> dict:
 
 
 def build_run_config(args) -> RunConfig:
-    """Combine defaults, preset, ``--config`` and flags into one :class:`RunConfig`."""
+    """Combine defaults, preset, ``--config`` and flags into one :class:`RunConfig`.
+
+    Precedence, lowest first: the dataclass defaults, the preset's training
+    settings (:data:`textkg.models.presets.PRESET_TRAIN_DEFAULTS`), the config
+    file, the flags.
+    """
     from textkg.models.config import ModelConfig
-    from textkg.models.presets import get_preset
+    from textkg.models.presets import get_preset, preset_train_defaults
 
     file_data = read_config_file(args.config) if getattr(args, "config", None) else {}
     sections = {name: dict(file_data.get(name) or {}) for name in SECTIONS}
@@ -107,6 +112,9 @@ def build_run_config(args) -> RunConfig:
         sections["privacy"]["confidential_relations"] = tuple(conf)
     model_name = getattr(args, "model", None) or file_data.get("model_name") or "transe"
     model_cfg = get_preset(model_name)
+    private = sections["privacy"].get("mode", "none") != "none"
+    for key, value in preset_train_defaults(model_name, private=private).items():
+        sections["train"].setdefault(key, value)
     overrides = dict(file_data.get("model") or {})
     for dest, fld in MODEL_FLAGS.items():
         value = getattr(args, dest, None)

@@ -39,17 +39,37 @@ _PRESETS: dict[str, ModelConfig] = {
     # the seed paper: LSTM autoencoder codes of GloVe tokens, learned global fusion weights
     "torchcoder-aec": ModelConfig(interaction="transe", interaction_kwargs=_L1, fusion="weighted",
                                   encoder="glove-bow", text_module="lstm-ae"),
-    # BLP-TransE for 2 CPU cores: frozen MiniLM features with mean pooling (the pooling the
-    # sentence encoder was trained with), only the projection and relations are trained.
-    # Train it with a high learning rate (benchmarks/README.md, reproduce_fb15k237.py).
-    "cpu-best": ModelConfig(interaction="transe", interaction_kwargs=_L1, fusion="text", encoder="bert",
-                            encoder_kwargs=_BERT_MEAN, normalize_entities=True),
+    # BLP-TransE for 2 CPU cores: frozen features (MiniLM mean and [CLS] pooling, GloVe
+    # bag of words, each L2-normalised, side by side), TransE L2 on normalised vectors; only
+    # the projection and relations are trained, with the 1-vs-all softmax loss
+    # (PRESET_TRAIN_DEFAULTS; docs/benchmarks.md section 8).
+    "cpu-best": ModelConfig(interaction="transe", interaction_kwargs={"p": 2}, fusion="text", encoder="concat",
+                            encoder_kwargs={"parts": [{"name": "bert", "pooling": "mean"},
+                                                      {"name": "bert", "pooling": "cls"},
+                                                      {"name": "glove-bow"}]},
+                            normalize_entities=True),
     # structure + description with learned unseen row and structural dropout
     "fused-transe": ModelConfig(interaction="transe", interaction_kwargs=_L1, fusion="weighted", encoder="bert",
                                 encoder_kwargs=_BERT_MEAN, structural_dropout=0.3),
     "gated-transe": ModelConfig(interaction="transe", interaction_kwargs=_L1, fusion="gate", encoder="bert",
                                 encoder_kwargs=_BERT_MEAN, structural_dropout=0.3),
 }
+
+
+#: Training settings a preset is meant to be trained with. The CLI applies them
+#: unless the config file or a flag sets the key; ``negatives: all`` only
+#: without privacy (DP training samples its negatives per example).
+PRESET_TRAIN_DEFAULTS: dict[str, dict] = {
+    "cpu-best": {"loss": "softmax", "negatives": "all", "temperature": 0.05, "lr": 5e-3},
+}
+
+
+def preset_train_defaults(name: str, *, private: bool = False) -> dict:
+    """The training settings preset ``name`` is meant for (``{}`` for most presets)."""
+    defaults = dict(PRESET_TRAIN_DEFAULTS.get(name, {}))
+    if private:
+        defaults.pop("negatives", None)
+    return defaults
 
 
 def list_presets() -> list[str]:
