@@ -4,7 +4,7 @@ Usage::
 
     python benchmarks/dp_step.py [--out benchmarks/results/dp_step.json]
         [--batch-sizes 64,256,1024] [--negatives 32] [--steps 10] [--methods autograd,rowsparse,opacus]
-        [--opacus-max-batch 256]
+        [--opacus-max-batch 256] [--threads 1] [--repeats 1]
 
 Setting (FB15k-237 sized): entity table 14,541 × 200, relation table 237 × 200,
 each example = 1 positive (h, r, t) + k corrupted tails, score
@@ -13,17 +13,36 @@ among the 1 + k scores. Methods:
 
 - ``autograd``: non-private; mean loss, ``backward``, SGD update.
 - ``rowsparse``: ours — gather the rows each example reads, per-example grads
-  with ``vmap(grad)`` (:func:`privacy.per_example_grads`), coalesce + clip per
-  example, sum with ``index_add``, Gaussian noise on EVERY row of both tables
+  from ONE batched backward through the gathered copies
+  (:func:`privacy.per_example_input_grads`; the model has no dense
+  parameters, as in :class:`textkg.training.private_step.PrivateStep` for
+  structural models), clip each example's whole (coalesced) gradient,
+  Gaussian noise on EVERY row of both tables drawn straight into the averaged
+  gradient and the clipped rows added with ``index_add``
   (:class:`privacy.DPSGDStep`), SGD update.
+- ``rowsparse-vmap``: the same with per-example grads from ``vmap(grad)``
+  (:func:`privacy.per_example_grads`, the path for models with dense
+  parameters); not in the default ``--methods``.
 - ``opacus``: Opacus ``GradSampleModule`` over ``nn.Embedding`` (dense
   per-example grads ``(B, V, d)``) + ``DPOptimizer`` (clip, noise, step).
 
-Each (method, B) runs in its own subprocess with 2 torch threads; peak RSS
-is the process RSS polled every 2 ms by a psutil thread (torch's allocator is
-invisible to tracemalloc). Reported: ms/step (median over timed steps, after
-2 warm-up steps), baseline RSS after setup, peak RSS during the steps, and per
-B the ratios rowsparse/autograd of time and peak RSS (targets: ≤ 1.5 and ≤ 2).
+Each (method, B) runs in its own subprocess with ``--threads`` torch threads
+(default 1: the benchmark machine is shared); peak RSS is the kernel's
+high-water mark of the process (``VmHWM``; torch's allocator is invisible
+to tracemalloc, and a polling thread would compete with the timed steps for
+the GIL). Reported: ms/step (median over timed steps, after 2 warm-up
+steps) of wall time and of process CPU time (``time.process_time``: on a
+loaded machine a 1-thread worker's wall time also counts waiting for a
+core; CPU time does not, though cache and memory-bandwidth contention still
+show), RSS after setup, peak RSS of the
+worker, and per B the ratios rowsparse/autograd of wall time, CPU time and
+peak RSS (targets: time ≤ 1.5, memory ≤ 2), plus ``best_time_ratio``: the
+fastest rowsparse step over the fastest autograd step across all repeats
+(interference from other jobs only ever adds time, so best-of-N is the
+least load-sensitive estimate).
+With ``--repeats R`` the autograd and rowsparse workers run R times each,
+alternating; the ratios are the median over repeats, with the per-repeat
+values alongside so the noise of a loaded machine is visible.
 Opacus's dense per-example tables need B·V·d floats (11 GiB at B = 1024), so
 it is skipped above ``--opacus-max-batch``.
 
@@ -39,7 +58,6 @@ import platform
 import statistics
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 
@@ -48,33 +66,12 @@ NUM_ENTITIES, NUM_RELATIONS, DIM = 14_541, 237, 200
 SIGMA, C, LR = 1.0, 1.0, 0.1
 
 
-class RSSPoller:
-    """Peak process RSS (MiB) sampled in a background thread."""
-
-    def __init__(self, interval: float = 0.002) -> None:
-        import psutil
-
-        self.process, self.interval, self.peak = psutil.Process(), interval, 0
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            self.peak = max(self.peak, self.process.memory_info().rss)
-            time.sleep(self.interval)
-
-    def rss_mb(self) -> float:
-        return self.process.memory_info().rss / 2 ** 20
-
-    def __enter__(self) -> "RSSPoller":
-        self.peak = self.process.memory_info().rss
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self._stop.set()
-        self._thread.join()
-        self.peak = max(self.peak, self.process.memory_info().rss)
+def _rss_mb(field: str) -> float:
+    """``VmRSS`` (current) or ``VmHWM`` (peak, tracked by the kernel) of this process, MiB."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith(field + ":"):
+            return int(line.split()[1]) / 1024  # kB
+    raise RuntimeError(f"{field} not in /proc/self/status")
 
 
 def _batch(generator, b: int, k: int):
@@ -100,6 +97,14 @@ def _example_loss(params, rows):
     return -F.log_softmax(scores, dim=-1)[0]
 
 
+def _batch_loss(rows):
+    """Per-example losses ``(B,)`` of a whole batch of gathered rows."""
+    import torch.nn.functional as F
+
+    scores = _scores(rows["entity"], rows["relation"])  # (B, 1 + k)
+    return -F.log_softmax(scores, dim=-1)[:, 0]
+
+
 def make_step(method: str, b: int, k: int, generator):
     import torch
     import torch.nn.functional as F
@@ -116,10 +121,10 @@ def make_step(method: str, b: int, k: int, generator):
             grads = torch.autograd.grad(loss, list(params.values()))
             with torch.no_grad():
                 for p, g in zip(params.values(), grads):
-                    p.sub_(LR * g)
+                    p.add_(g, alpha=-LR)  # as torch.optim.SGD: in place, no temporary
         return step
 
-    if method == "rowsparse":
+    if method in ("rowsparse", "rowsparse-vmap"):
         from privacy import DPSGDStep, RDPAccountant, as_row_grads, per_example_grads
 
         accountant = RDPAccountant()
@@ -131,10 +136,15 @@ def make_step(method: str, b: int, k: int, generator):
             ent_idx, rel_idx = _batch(generator, b, k)
             idx = {"entity": ent_idx, "relation": rel_idx}
             gathered = {n: tables[n][i] for n, i in idx.items()}
-            _, (row_g,) = per_example_grads(_example_loss, {}, (gathered,))
+            if method == "rowsparse":
+                from privacy import per_example_input_grads
+
+                row_g = per_example_input_grads(_batch_loss, gathered)
+            else:
+                _, (row_g,) = per_example_grads(_example_loss, {}, (gathered,))
             noised = mech({}, as_row_grads(idx, row_g), sizes)
             for n, t in tables.items():
-                t.sub_(LR * noised[n])
+                t.add_(noised[n], alpha=-LR)
         return step
 
     if method == "opacus":
@@ -164,38 +174,49 @@ def make_step(method: str, b: int, k: int, generator):
     raise ValueError(f"unknown method {method!r}")
 
 
-def worker(method: str, b: int, k: int, steps: int) -> dict:
+def worker(method: str, b: int, k: int, steps: int, threads: int) -> dict:
     import torch
 
-    torch.set_num_threads(2)
+    torch.set_num_threads(threads)
     generator = torch.Generator().manual_seed(0)
-    with RSSPoller() as poller:
-        step = make_step(method, b, k, generator)
-        baseline = poller.rss_mb()
-        for _ in range(2):
-            step()
-        times = []
-        for _ in range(steps):
-            t0 = time.perf_counter()
-            step()
-            times.append(time.perf_counter() - t0)
-    return {"method": method, "batch_size": b, "negatives": k, "timed_steps": steps,
+    step = make_step(method, b, k, generator)
+    baseline = _rss_mb("VmRSS")
+    for _ in range(2):
+        step()
+    times, cpu_times = [], []
+    for _ in range(steps):
+        t0, c0 = time.perf_counter(), time.process_time()
+        step()
+        times.append(time.perf_counter() - t0)
+        cpu_times.append(time.process_time() - c0)
+    return {"method": method, "batch_size": b, "negatives": k, "timed_steps": steps, "threads": threads,
             "ms_per_step_median": 1000 * statistics.median(times),
             "ms_per_step_mean": 1000 * statistics.fmean(times),
-            "rss_after_setup_mb": baseline, "peak_rss_mb": poller.peak / 2 ** 20}
+            "ms_per_step_min": 1000 * min(times),
+            "cpu_ms_per_step_median": 1000 * statistics.median(cpu_times),
+            "rss_after_setup_mb": baseline, "peak_rss_mb": _rss_mb("VmHWM")}
 
 
 def _ratios(results: list[dict]) -> list[dict]:
-    """rowsparse / autograd time and peak-RSS ratios per batch size."""
-    by = {(r["method"], r["batch_size"]): r for r in results if "ms_per_step_median" in r}
+    """rowsparse / autograd time and peak-RSS ratios per batch size (median over repeats)."""
+    by = {(r["method"], r["batch_size"], r.get("repeat", 0)): r for r in results if "ms_per_step_median" in r}
     rows = []
-    for (method, b), dp in sorted(by.items(), key=lambda kv: kv[0][1]):
-        base = by.get(("autograd", b))
-        if method != "rowsparse" or base is None:
+    for b in sorted({key[1] for key in by}):
+        pairs = [(by[("rowsparse", b, i)], by[("autograd", b, i)]) for (m, bb, i) in sorted(by)
+                 if m == "rowsparse" and bb == b and ("autograd", b, i) in by]
+        if not pairs:
             continue
+        time_ratios = [dp["ms_per_step_median"] / base["ms_per_step_median"] for dp, base in pairs]
+        cpu_ratios = [dp["cpu_ms_per_step_median"] / base["cpu_ms_per_step_median"] for dp, base in pairs]
+        rss_ratios = [dp["peak_rss_mb"] / base["peak_rss_mb"] for dp, base in pairs]
+        best = min(dp["ms_per_step_min"] for dp, _ in pairs) / min(base["ms_per_step_min"] for _, base in pairs)
         rows.append({"batch_size": b,
-                     "time_ratio": dp["ms_per_step_median"] / base["ms_per_step_median"],
-                     "peak_rss_ratio": dp["peak_rss_mb"] / base["peak_rss_mb"],
+                     "time_ratio": statistics.median(time_ratios),
+                     "best_time_ratio": best,
+                     "cpu_time_ratio": statistics.median(cpu_ratios),
+                     "peak_rss_ratio": statistics.median(rss_ratios),
+                     "time_ratio_per_repeat": time_ratios, "cpu_time_ratio_per_repeat": cpu_ratios,
+                     "peak_rss_ratio_per_repeat": rss_ratios,
                      "time_target": 1.5, "memory_target": 2.0})
     return rows
 
@@ -216,6 +237,13 @@ def _time_accounting(steps: int = 100_000, repeats: int = 5) -> dict:
             "ms_median": 1000 * statistics.median(times), "target_ms": 50}
 
 
+def _loadavg() -> str | None:
+    try:
+        return Path("/proc/loadavg").read_text().strip()
+    except OSError:
+        return None
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "dp_step.json"))
@@ -226,43 +254,51 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--methods", default="autograd,rowsparse,opacus")
     parser.add_argument("--opacus-max-batch", type=int, default=256,
                         help="skip opacus above this batch size (its per-example tables are B*V*d floats)")
+    parser.add_argument("--threads", type=int, default=1, help="torch threads per worker (both arms)")
+    parser.add_argument("--repeats", type=int, default=1,
+                        help="run autograd/rowsparse this many times per B, alternating (opacus once)")
     parser.add_argument("--timeout", type=float, default=900.0, help="seconds per (method, B) subprocess")
-    parser.add_argument("--worker", nargs=4, metavar=("METHOD", "B", "K", "STEPS"), help=argparse.SUPPRESS)
+    parser.add_argument("--worker", nargs=5, metavar=("METHOD", "B", "K", "STEPS", "THREADS"),
+                        help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.worker:
-        method, b, k, steps = args.worker
-        print(json.dumps(worker(method, int(b), int(k), int(steps))))
+        method, b, k, steps, threads = args.worker
+        print(json.dumps(worker(method, int(b), int(k), int(steps), int(threads))))
         return 0
 
     import psutil
     import torch
 
     results = []
-    for b in (int(x) for x in args.batch_sizes.split(",")):
-        for method in args.methods.split(","):
-            if method == "opacus" and b > args.opacus_max_batch:
-                results.append({"method": method, "batch_size": b,
-                                "skipped": f"B > --opacus-max-batch {args.opacus_max_batch} "
-                                           f"(dense per-example grads: {b * NUM_ENTITIES * DIM * 4 / 2**30:.1f} GiB)"})
-                continue
-            steps = args.opacus_steps if method == "opacus" else args.steps
-            cmd = [sys.executable, __file__, "--worker", method, str(b), str(args.negatives), str(steps)]
-            print(f"{method:10s} B={b:<4d} …", end=" ", flush=True, file=sys.stderr)
-            try:
-                proc = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout, cwd=ROOT)
-            except subprocess.TimeoutExpired:
-                results.append({"method": method, "batch_size": b, "error": f"timeout after {args.timeout}s"})
-                print("timeout", file=sys.stderr)
-                continue
-            if proc.returncode != 0:
-                tail = (proc.stderr or "").strip().splitlines()[-3:]
-                results.append({"method": method, "batch_size": b,
-                                "error": f"exit {proc.returncode}: {' | '.join(tail)}"})
-                print(f"failed ({proc.returncode})", file=sys.stderr)
-                continue
-            row = json.loads(proc.stdout.strip().splitlines()[-1])
-            results.append(row)
-            print(f"{row['ms_per_step_median']:.1f} ms/step, peak {row['peak_rss_mb']:.0f} MiB", file=sys.stderr)
+    load_before = _loadavg()
+    runs = [(b, method, rep) for b in (int(x) for x in args.batch_sizes.split(","))
+            for rep in range(args.repeats) for method in args.methods.split(",")
+            if rep == 0 or method in ("autograd", "rowsparse")]
+    for b, method, rep in runs:
+        if method == "opacus" and b > args.opacus_max_batch:
+            results.append({"method": method, "batch_size": b,
+                            "skipped": f"B > --opacus-max-batch {args.opacus_max_batch} "
+                                       f"(dense per-example grads: {b * NUM_ENTITIES * DIM * 4 / 2**30:.1f} GiB)"})
+            continue
+        steps = args.opacus_steps if method == "opacus" else args.steps
+        cmd = [sys.executable, __file__, "--worker", method, str(b), str(args.negatives), str(steps),
+               str(args.threads)]
+        print(f"{method:14s} B={b:<4d} #{rep} …", end=" ", flush=True, file=sys.stderr)
+        try:
+            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout, cwd=ROOT)
+        except subprocess.TimeoutExpired:
+            results.append({"method": method, "batch_size": b, "error": f"timeout after {args.timeout}s"})
+            print("timeout", file=sys.stderr)
+            continue
+        if proc.returncode != 0:
+            tail = (proc.stderr or "").strip().splitlines()[-3:]
+            results.append({"method": method, "batch_size": b,
+                            "error": f"exit {proc.returncode}: {' | '.join(tail)}"})
+            print(f"failed ({proc.returncode})", file=sys.stderr)
+            continue
+        row = {**json.loads(proc.stdout.strip().splitlines()[-1]), "repeat": rep}
+        results.append(row)
+        print(f"{row['ms_per_step_median']:.1f} ms/step, peak {row['peak_rss_mb']:.0f} MiB", file=sys.stderr)
     out = {
         "ratios": _ratios(results),
         "accounting": _time_accounting(),
@@ -270,7 +306,8 @@ def main(argv: list[str] | None = None) -> int:
                     "negatives": args.negatives, "noise_multiplier": SIGMA, "max_grad_norm": C,
                     "score": "TransE -||h + r - t||_2, cross-entropy over 1 + k"},
         "machine": {"python": platform.python_version(), "torch": torch.__version__,
-                    "cpus": psutil.cpu_count(), "torch_threads": 2,
+                    "cpus": psutil.cpu_count(), "torch_threads": args.threads,
+                    "loadavg_before": load_before, "loadavg_after": _loadavg(),
                     "memory_gb": round(psutil.virtual_memory().total / 2 ** 30, 1),
                     "platform": platform.platform()},
         "results": results,

@@ -9,16 +9,17 @@ from privacy.accountant import RDPAccountant, get_accountant, register_accountan
 from privacy.calibration import calibrate_noise_multiplier
 from privacy.clipping import aggregate_clipped, clip_coefficients, coalesce_rows, per_example_norms
 from privacy.conversion import PrivacyWarning, rdp_to_epsilon
-from privacy.dp_sgd import DPSGDStep, as_row_grads, per_example_grads
+from privacy.dp_sgd import DPSGDStep, as_row_grads, per_example_grads, per_example_input_grads
 from privacy.events import SampledGaussianEvent
-from privacy.noise import add_noise
+from privacy.noise import add_noise, gaussian_noise
 from privacy.rdp import DEFAULT_ORDERS, compute_rdp, parse_orders
 from privacy.sampling import PoissonBatches, poisson_sample
 
 __all__ = [
     "DEFAULT_ORDERS", "DPSGDStep", "PoissonBatches", "PrivacyWarning", "RDPAccountant",
     "SampledGaussianEvent", "add_noise", "aggregate_clipped", "as_row_grads",
-    "calibrate_noise_multiplier", "clip_coefficients", "coalesce_rows", "compute_rdp",
-    "get_accountant", "parse_orders", "per_example_grads", "per_example_norms", "poisson_sample",
+    "calibrate_noise_multiplier", "clip_coefficients", "coalesce_rows", "compute_rdp", "gaussian_noise",
+    "get_accountant", "parse_orders", "per_example_grads", "per_example_input_grads", "per_example_norms",
+    "poisson_sample",
     "rdp_to_epsilon", "register_accountant", "registered_accountants",
 ]

@@ -66,22 +66,56 @@ def coalesce_rows(indices: torch.Tensor, grads: torch.Tensor) -> tuple[torch.Ten
     return unique // num_rows, unique % num_rows, summed
 
 
+def _row_sq_norms(indices: torch.Tensor, grads: torch.Tensor) -> torch.Tensor:
+    """``(B,)`` squared norms of each example's coalesced row gradient.
+
+    Equal to ``index_add(example, ||summed||²)`` over :func:`coalesce_rows`,
+    but only the reads that share their row with another read of the same
+    example are coalesced (a per-example sort finds them); every other read's
+    gradient is already that row's whole gradient.
+    """
+    b, m = indices.shape
+    if b * m == 0:
+        return grads.new_zeros(b)
+    sq = torch.linalg.vector_norm(grads, dim=-1).square()  # (B, M), one pass over the grads
+    if m == 1:
+        return sq.sum(dim=1)
+    ordered, order = indices.sort(dim=1)
+    same = ordered[:, 1:] == ordered[:, :-1]  # (B, M - 1): equal neighbours in sorted order
+    if not bool(same.any()):
+        return sq.sum(dim=1)
+    repeated_sorted = torch.zeros_like(ordered, dtype=torch.bool)
+    repeated_sorted[:, 1:] |= same
+    repeated_sorted[:, :-1] |= same
+    repeated = torch.zeros_like(repeated_sorted).scatter_(1, order, repeated_sorted)
+    out = sq.masked_fill(repeated, 0.0).sum(dim=1)
+    example, position = repeated.nonzero(as_tuple=True)
+    rows = indices[example, position]
+    key = example * (int(rows.max()) + 1) + rows
+    unique, inverse = torch.unique(key, return_inverse=True)
+    summed = grads.new_zeros(unique.shape[0], grads.shape[-1]).index_add_(0, inverse, grads[example, position])
+    owner = torch.zeros_like(unique).index_copy_(0, inverse, example)
+    return out.index_add_(0, owner, torch.linalg.vector_norm(summed, dim=-1).square())
+
+
 def per_example_norms(dense_grads: DenseGrads, row_grads: RowGrads) -> torch.Tensor:
     """L2 norm of each example's whole gradient, ``(B,)``.
 
     Dense entries contribute ``||g_b||²``; table entries contribute the squared
-    norms of the example's coalesced rows (:func:`coalesce_rows`).
+    norms of the example's coalesced rows (:func:`coalesce_rows`: reads of the
+    same row by the same example are summed first).
     """
     b = batch_size_of(dense_grads, row_grads)
     dtypes = [g.dtype for g in dense_grads.values()] + [g.dtype for _, g in row_grads.values()]
     devices = [g.device for g in dense_grads.values()] + [g.device for _, g in row_grads.values()]
     sq = torch.zeros(b, dtype=dtypes[0] if dtypes else torch.float32,
                      device=devices[0] if devices else None)
+    if b == 0:
+        return sq
     for g in dense_grads.values():
-        sq = sq + (g.pow(2).sum(dim=tuple(range(1, g.dim()))) if g.dim() > 1 else g.pow(2))
+        sq += torch.linalg.vector_norm(g.reshape(b, -1), dim=1).square().to(sq.dtype)
     for idx, g in row_grads.values():
-        example, _, summed = coalesce_rows(idx, g)
-        sq = sq.index_add(0, example, summed.pow(2).sum(dim=1).to(sq.dtype))
+        sq += _row_sq_norms(idx, g).to(sq.dtype)
     return sq.sqrt()
 
 

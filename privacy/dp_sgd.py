@@ -13,10 +13,12 @@ from typing import Any, Callable, Mapping, Sequence
 import torch
 from torch.func import grad, vmap
 
-from privacy.clipping import (DenseGrads, RowGrads, aggregate_clipped, clip_coefficients,
-                              per_example_norms)
+from privacy.clipping import DenseGrads, RowGrads, clip_coefficients, per_example_norms
 from privacy.events import SampledGaussianEvent
-from privacy.noise import add_noise
+from privacy.noise import gaussian_noise
+
+#: entries of row gradients scaled per chunk in DPSGDStep (~2 MB of float32)
+_CHUNK_ENTRIES = 1 << 19
 
 
 def per_example_grads(loss_fn: Callable[..., torch.Tensor], params: Mapping[str, torch.Tensor],
@@ -64,6 +66,39 @@ def per_example_grads(loss_fn: Callable[..., torch.Tensor], params: Mapping[str,
                    chunk_size=chunk_size, randomness=randomness)
     param_grads, input_grads = compute(detached, diff, rest)
     return dict(param_grads), tuple(input_grads)
+
+
+def per_example_input_grads(batch_loss_fn: Callable[[Mapping[str, torch.Tensor]], torch.Tensor],
+                            inputs: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor] | None:
+    """Per-example gradients w.r.t. per-example inputs from ONE ordinary backward (no ``vmap``).
+
+    ``batch_loss_fn(inputs) -> (B,)`` returns one loss per example, where
+    example b's loss reads only ``inputs[k][b]`` (e.g. its own gathered copy
+    of the table rows) and no parameter that needs a per-example gradient.
+    Then ``∂(Σ_b L_b)/∂inputs[k][b] = ∂L_b/∂inputs[k][b]``: the gradient of the
+    summed loss IS the stack of per-example gradients, at the cost of one
+    batched backward. (With dense trainable parameters, which every example
+    shares, use :func:`per_example_grads`.)
+
+    Args:
+        batch_loss_fn: batched per-example loss.
+        inputs: ``{name: Tensor(B, ...)}`` (detached internally).
+
+    Returns:
+        ``{name: Tensor(B, ...)}`` shaped like ``inputs`` (zeros for an
+        input the loss does not read), or ``None`` when ``batch_loss_fn`` did
+        not return one loss per example (shape ``(B,)``).
+    """
+    leaves = {k: v.detach().requires_grad_(True) for k, v in inputs.items()}
+    b = next(iter(leaves.values())).shape[0] if leaves else 0
+    with torch.enable_grad():
+        losses = batch_loss_fn(leaves)
+    if losses.shape != (b,):
+        return None
+    if not losses.requires_grad:
+        return {k: torch.zeros_like(v) for k, v in leaves.items()}
+    grads = torch.autograd.grad(losses.sum(), list(leaves.values()), allow_unused=True)
+    return {k: torch.zeros_like(v) if g is None else g for (k, v), g in zip(leaves.items(), grads)}
 
 
 def as_row_grads(indices: Mapping[str, torch.Tensor], grads: Mapping[str, torch.Tensor]) -> dict:
@@ -127,14 +162,33 @@ class DPSGDStep:
         Returns:
             ``{name: (*shape)}`` and ``{table: (V, d)}``.
         """
+        missing = set(row_grads) ^ set(table_sizes)
+        if missing:
+            raise ValueError(f"table_sizes and row_grads must name the same tables; mismatch: {sorted(missing)}")
         norms = per_example_norms(dense_grads, row_grads)
-        coefficients = clip_coefficients(norms, max_grad_norm=self.max_grad_norm)
-        summed = aggregate_clipped(dense_grads, row_grads, coefficients, table_sizes)
-        out = {
-            name: add_noise(s, noise_multiplier=self.noise_multiplier, max_grad_norm=self.max_grad_norm,
-                            generator=self.generator).div_(self.expected_batch_size)
-            for name, s in summed.items()
-        }
+        # (Σ_b c_b g_b + N(0, σ²C²)) / (qN), computed as N(0, (σC/qN)²) + Σ_b (c_b/qN) g_b: the noise is
+        # drawn straight into the output and the clipped gradients are added into it (one pass per table)
+        scale = clip_coefficients(norms, max_grad_norm=self.max_grad_norm) / self.expected_batch_size
+        std = self.noise_multiplier * self.max_grad_norm / self.expected_batch_size
+        b = norms.shape[0]
+        out: dict[str, torch.Tensor] = {}
+        for name, g in dense_grads.items():
+            noised = gaussian_noise(g.shape[1:], std=std, generator=self.generator, dtype=g.dtype, device=g.device)
+            if b and noised.numel():
+                noised.view(-1).addmv_(g.reshape(b, -1).t(), scale.to(g.dtype))
+            out[name] = noised
+        for name, (idx, g) in row_grads.items():
+            d = g.shape[-1]
+            noised = gaussian_noise((int(table_sizes[name]), d), std=std, generator=self.generator,
+                                    dtype=g.dtype, device=g.device)
+            if idx.numel():
+                # scale-and-add a few examples at a time: the scaled copy stays small (no B·M·d temporary)
+                chunk = max(1, _CHUNK_ENTRIES // max(1, idx.shape[1] * d))
+                coef = scale.to(g.dtype)
+                for s in range(0, b, chunk):
+                    noised.index_add_(0, idx[s:s + chunk].reshape(-1),
+                                      (g[s:s + chunk] * coef[s:s + chunk, None, None]).reshape(-1, d))
+            out[name] = noised
         self.last_norms = norms.detach()
         if self.accountant is not None:
             self.accountant.step(self.event)

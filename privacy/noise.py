@@ -30,3 +30,26 @@ def add_noise(summed_grad: torch.Tensor, *, noise_multiplier: float, max_grad_no
     noise = torch.randn(summed_grad.shape, generator=generator, dtype=summed_grad.dtype,
                         device=summed_grad.device)
     return noise.mul_(std).add_(summed_grad)  # one fresh tensor, no temporaries
+
+
+def gaussian_noise(shape: tuple[int, ...] | torch.Size, *, std: float, generator: torch.Generator | None,
+                   dtype: torch.dtype = torch.float32, device: torch.device | str | None = None) -> torch.Tensor:
+    """A fresh tensor of i.i.d. ``N(0, std²)`` entries, drawn in place (``normal_``), no temporaries.
+
+    The building block of :class:`privacy.dp_sgd.DPSGDStep`, which draws the
+    noise of the AVERAGED gradient directly (``std = σC / (qN)``) and adds the
+    clipped per-example gradients into it, instead of noising the sum and
+    dividing: the same distribution, a single pass over every table.
+
+    Args:
+        shape: the parameter's shape (every entry is noised).
+        std: ``>= 0``; ``0`` gives zeros (no randomness consumed).
+        generator: the randomness (on ``device``).
+        dtype, device: of the result.
+    """
+    if not std >= 0:
+        raise ValueError(f"std must be >= 0, got {std}")
+    out = torch.empty(shape, dtype=dtype, device=device)
+    if std == 0.0:
+        return out.zero_()
+    return out.normal_(0.0, float(std), generator=generator)

@@ -3,10 +3,18 @@
 The KG-specific half of the mechanism: draw a Poisson sample of private
 triples, give each example its own corruptions, gather the table rows each
 example reads (``model.lookup_plan``), and compute every example's gradient
-with respect to all dense parameters and to its gathered rows with
-``torch.func.vmap(grad(...))``. Because each example reads its own gathered
-copy of the rows, these per-example row gradients are exact and cost
-O(B·rows·d) instead of Opacus's dense O(B·V·d) per-example tables.
+with respect to all dense parameters and to its gathered rows. Because each
+example reads its own gathered copy of the rows, these per-example row
+gradients are exact and cost O(B·rows·d) instead of Opacus's dense O(B·V·d)
+per-example tables:
+
+- a model with no trainable dense parameter (e.g. structural TransE): ONE
+  ordinary batched backward of ``Σ_b L_b`` through the gathered ``(B, …, d)``
+  copies (:func:`privacy.per_example_input_grads`); example b's loss reads
+  only its own copy, so the gradient w.r.t. copy b is exactly ∂L_b/∂rows_b;
+- otherwise ``torch.func.vmap(grad(...))`` over the dense parameters and the
+  gathered rows together (one vmapped forward/backward, consistent
+  randomness between dense and row gradients).
 
 The mechanism half (clip the whole per-example gradient, add N(0, σ²C²) to
 every entry of every trained parameter, divide by the expected batch size,
@@ -22,7 +30,7 @@ import torch
 from torch import nn
 from torch.func import functional_call, grad, vmap
 
-from privacy.dp_sgd import DPSGDStep
+from privacy.dp_sgd import DPSGDStep, per_example_input_grads
 from privacy.sampling import poisson_sample
 from textkg.training.negatives import corrupt
 
@@ -88,6 +96,23 @@ class PrivateStep:
         tables = model.tables()
         plan = model.lookup_plan(batch, generator=self.generator)
         gathered = {name: tables[name].detach()[idx] for name, idx in plan.items()}
+        b = batch.shape[0]
+        row_grads = None
+        if not model.dense_parameters():
+            row_grads = per_example_input_grads(lambda rows: self.loss_fn(model.score_rows(batch, rows)), gathered)
+        if row_grads is not None:  # None: the loss was not one value per example; use vmap
+            dense_out = {}
+        else:
+            dense_out, row_grads = self._vmap_gradients(batch, gathered)
+        rows_out = {
+            name: (plan[name].reshape(b, -1), row_grads[name].reshape(b, -1, row_grads[name].shape[-1]))
+            for name in plan
+        }
+        return dense_out, rows_out
+
+    def _vmap_gradients(self, batch: torch.Tensor, gathered: dict[str, torch.Tensor]):
+        """``vmap(grad)`` over (dense parameters, gathered rows): ``({name: (B, *shape)}, {table: (B, …, d)})``."""
+        model = self.model
         dense = {f"model.{k}": v.detach() for k, v in model.dense_parameters().items()}
         buffers = {f"model.{k}": v for k, v in model.named_buffers()}
         wrapper, loss_fn = self._wrapper, self.loss_fn
@@ -100,13 +125,7 @@ class PrivateStep:
         dense_grads, row_grads = vmap(
             grad(example_loss, argnums=(0, 1)), in_dims=(None, 0, 0), randomness="different"
         )(dense, gathered, batch)
-        b = batch.shape[0]
-        dense_out = {k[len("model."):]: g for k, g in dense_grads.items()}
-        rows_out = {
-            name: (plan[name].reshape(b, -1), row_grads[name].reshape(b, -1, row_grads[name].shape[-1]))
-            for name in plan
-        }
-        return dense_out, rows_out
+        return {k[len("model."):]: g for k, g in dense_grads.items()}, row_grads
 
     def __call__(self) -> int:
         """Take one DP step; fills ``.grad`` of every trained parameter.
