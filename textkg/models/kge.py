@@ -125,7 +125,10 @@ class KGEModel(nn.Module):
         """Scores from gathered rows, dense parameters and public buffers only.
 
         ``torch.func.vmap``-compatible: no data-dependent control flow, no
-        in-place writes to inputs.
+        in-place writes to inputs. Row-wise: the score of ``triples[i]``
+        depends only on ``triples[i]``, its own gathered rows, the dense
+        parameters and the buffers (the DP step's batched per-example row
+        gradients rely on this).
 
         Args:
             triples: ``(..., 3)`` long ids (text inputs are looked up by id).
