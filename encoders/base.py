@@ -186,8 +186,11 @@ class TextEncoder(abc.ABC):
         if not texts:
             return torch.zeros(0, self.dim)
         with _eval_mode(self._modules()), torch.inference_mode():
+            # clone: a batch's rows may be a view of a much larger tensor (BERT's CLS
+            # row of the (B, L, d) hidden states) that would otherwise stay alive
+            # until the final cat (~1.8 GB for MiniLM over 36k descriptions)
             parts = [
-                self._encode_batch(texts[i : i + batch_size]).float().cpu()
+                self._encode_batch(texts[i : i + batch_size]).float().cpu().clone()
                 for i in range(0, len(texts), batch_size)
             ]
         return torch.cat(parts)

@@ -91,8 +91,11 @@ def _deadline_trainer(base: type, deadline: float | None) -> type:
     """A LanguageModelTrainer that stops cleanly (as on Ctrl-C) after ``deadline``."""
 
     class _Trainer(base):  # type: ignore[misc, valid-type]
+        stopped_at_deadline = False
+
         def _get_batch(self, source, i, sequence_length):  # noqa: ANN001
             if deadline is not None and self.model.training and time.monotonic() > deadline:
+                self.stopped_at_deadline = True
                 raise KeyboardInterrupt  # flair's trainer catches it and finishes up
             return base._get_batch(source, i, sequence_length)
 
@@ -131,7 +134,9 @@ def train_char_lm(
         learning_rate: SGD learning rate (flair's default 20, annealed on plateau).
         epochs: Maximum passes over the training split files.
         max_seconds: Wall-clock training budget; training stops cleanly after it
-            and the best checkpoint so far is kept.
+            and whichever validates better is kept: the best end-of-split
+            checkpoint so far or the model as trained up to the deadline
+            (``metrics.json``: ``stopped_at_deadline``, ``kept_final_model``).
         valid_fraction: Share of descriptions held out for validation (and again for test).
         seed: Seeds Python, NumPy and torch (``flair.set_seed``).
         verbose: Keep flair's INFO logging.
@@ -186,9 +191,12 @@ def train_char_lm(
         logger.setLevel(level)
     seconds = time.monotonic() - start
     best = out / "best-lm.pt"
-    if not best.exists():  # stopped before the first validation
-        model.__dict__.pop("generate_text", None)
-        model.save(best)
+    # flair validates (and saves the best model) only at the end of each training split
+    # (~1M characters): a deadline mid-split would throw away everything trained since.
+    # Keep the in-memory model when it validates better than the saved one.
+    kept_final = False
+    if trainer.stopped_at_deadline or not best.exists():
+        kept_final = _keep_final_if_better(model, best, corpus, mini_batch_size=batch, sequence_length=seq_len)
     metrics = {
         "direction": direction,
         "model": str(best),
@@ -202,10 +210,35 @@ def train_char_lm(
         "n_texts": len(texts),
         "chars": counts,
         "seed": seed,
+        "stopped_at_deadline": bool(trainer.stopped_at_deadline),
+        "kept_final_model": kept_final,
         **char_lm_perplexity(best, corpus, mini_batch_size=batch, sequence_length=seq_len),
     }
     (out / "metrics.json").write_text(json.dumps(metrics, indent=2) + "\n", encoding="utf-8")
     return best
+
+
+def _validation_loss(model: Any, corpus: Any, *, mini_batch_size: int, sequence_length: int) -> float:
+    from flair.trainers.language_model_trainer import LanguageModelTrainer
+
+    trainer = LanguageModelTrainer(model, corpus)
+    data = trainer._batchify(corpus.valid, mini_batch_size)
+    with torch.no_grad():
+        return float(trainer.evaluate(data, mini_batch_size, sequence_length))
+
+
+def _keep_final_if_better(model: Any, best: Path, corpus: Any, *, mini_batch_size: int, sequence_length: int) -> bool:
+    """Save ``model`` as ``best`` if there is none yet or it has the lower validation loss."""
+    from flair.models import LanguageModel
+
+    if best.exists():
+        saved = LanguageModel.load_language_model(best)
+        kw = {"mini_batch_size": mini_batch_size, "sequence_length": sequence_length}
+        if _validation_loss(model, corpus, **kw) >= _validation_loss(saved, corpus, **kw):
+            return False
+    model.__dict__.pop("generate_text", None)
+    model.save(best)
+    return True
 
 
 def char_lm_perplexity(model_path: Path, corpus: Any, *, mini_batch_size: int, sequence_length: int) -> dict[str, float]:
