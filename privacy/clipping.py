@@ -130,6 +130,9 @@ def aggregate_clipped(dense_grads: DenseGrads, row_grads: RowGrads, coefficients
                       table_sizes: Mapping[str, int]) -> dict[str, torch.Tensor]:
     """Sum of the clipped per-example gradients, one dense tensor per parameter.
 
+    The plain reference form: :class:`privacy.dp_sgd.DPSGDStep` computes the
+    same sum fused with the noise (in chunks); tests check one against the other.
+
     Args:
         dense_grads: ``{name: (B, *shape)}``.
         row_grads: ``{table: (indices (B, M), grads (B, M, d))}``.

@@ -10,6 +10,10 @@ CAN Teach an Old Dog New Tricks! On Training Knowledge Graph Embeddings"
 (e.g. SimKGC, Wang et al. 2022). Other true answers in the pool count as
 negatives (training is not filtered), as in both papers.
 
+Entity vectors come from ``model.entity_matrix`` (no structural dropout), so
+fusions with a structural part never learn the unseen row this way: use
+it with description-only models (``fusion: text``, e.g. ``cpu-best``).
+
 Each example's loss depends on its own triple and on the fixed pool only,
 never on the other examples of the batch. It is still not used under DP:
 the per-example gradient would reach every entity row, so the DP trainer
