@@ -140,3 +140,38 @@ def test_pipeline_trains_with_one_vs_all(tmp_path):
     for k in (0, 5):
         out = predictor.predict(description=ANIMALS[k], relation="likes", direction="tail", top_k=1)
         assert out["predictions"][0]["entity"] == f"/f/{FOODS[k]}"
+
+
+def _unseen_row_grad(model, generator):
+    model.zero_grad()
+    triples = random_triples((8,), seed=7, num_entities=len(SEEN))
+    one_vs_all_loss(model, triples, entity_pool=SEEN, positions=pool_positions(SEEN, NUM_ENTITIES),
+                    temperature=0.5, generator=generator).sum().backward()
+    return model.structural.weight.grad[model.structural.unseen_row]
+
+
+def test_structural_dropout_trains_the_unseen_row_under_one_vs_all():
+    """Every pool entity is seen, so only dropout can make the loss read the unseen row."""
+    model = _model("fused-transe", structural_dropout=0.5)
+    model.train()
+    assert _unseen_row_grad(model, None).abs().sum() == 0  # no generator: no dropout
+    assert _unseen_row_grad(model, torch.Generator().manual_seed(0)).abs().sum() > 0
+    model.eval()  # evaluation never drops, even with a generator
+    assert _unseen_row_grad(model, torch.Generator().manual_seed(0)).abs().sum() == 0
+
+
+def test_one_vs_all_dropout_matches_oracle_with_the_same_rows():
+    """With dropout, the loss equals the oracle on a model whose dropped rows are the unseen row."""
+    model = _model("fused-transe", structural_dropout=0.5)
+    model.train()
+    triples = random_triples((5,), seed=9, num_entities=len(SEEN))
+    got = one_vs_all_loss(model, triples, entity_pool=SEEN, positions=pool_positions(SEEN, NUM_ENTITIES),
+                          temperature=0.5, generator=torch.Generator().manual_seed(3))
+    rows = model.structural.rows(SEEN, generator=torch.Generator().manual_seed(3), training=True)
+    dropped = SEEN[rows == model.structural.unseen_row]
+    assert 0 < len(dropped) < len(SEEN)
+    with torch.no_grad():  # the oracle model: dropped entities map to the unseen row for good
+        model.structural.struct_index[dropped] = model.structural.unseen_row
+    model.eval()
+    want = torch.stack([_oracle(model, tr, SEEN, 0.5) for tr in triples])
+    assert torch.allclose(got, want, atol=1e-5)

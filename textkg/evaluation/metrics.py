@@ -6,6 +6,12 @@ PyKEEN's ``"both"`` side do. Ranks are the filtered realistic ranks of
 :func:`textkg.evaluation.ranking.compute_ranks`, so Hits@k counts a target
 only when its realistic rank is ``<= k`` (a target tied with one other
 candidate for first place, rank 1.5, is not a Hits@1).
+
+Subsets select ranking *queries*: a ``(n,)`` bool mask keeps both queries of
+the triples it selects (a triple-level subset such as "head entity unseen");
+a :class:`QueryMask` keeps head and tail queries separately (a query-level
+subset such as "the entity being predicted was seen in training": for a test
+triple ``(new_term, is_a, seen_parent)`` only its tail query has a seen answer).
 """
 
 from __future__ import annotations
@@ -59,6 +65,28 @@ def _mean(x: torch.Tensor) -> float:
 
 
 @dataclass(frozen=True)
+class QueryMask:
+    """Which ranking queries of ``n`` triples a subset keeps, per direction.
+
+    Attributes:
+        head: ``(n,)`` bool; ``head[i]`` keeps triple ``i``'s head query ``(?, r, t)``.
+        tail: ``(n,)`` bool; ``tail[i]`` keeps triple ``i``'s tail query ``(h, r, ?)``.
+    """
+
+    head: torch.Tensor
+    tail: torch.Tensor
+
+    @classmethod
+    def of_triples(cls, mask: torch.Tensor) -> "QueryMask":
+        """Both queries of the triples ``mask`` (``(n,)`` bool) selects."""
+        return cls(head=mask, tail=mask)
+
+    def any(self) -> bool:
+        """Whether any query is kept."""
+        return bool(self.head.any() or self.tail.any())
+
+
+@dataclass(frozen=True)
 class RankingMetrics:
     """Metrics of one evaluation: both directions together, head, tail, and subsets.
 
@@ -67,7 +95,8 @@ class RankingMetrics:
             ``num_triples`` there counts triples, not ranks.
         head: Metrics of head prediction ``(?, r, t)``.
         tail: Metrics of tail prediction ``(h, r, ?)``.
-        subsets: The same per named subset of the triples (e.g. ``"head_unseen"``).
+        subsets: The same per named subset of the queries (e.g. ``"head_unseen"``,
+            ``"answer_seen"``); see :meth:`from_query_mask` for what the counts mean.
     """
 
     both: dict
@@ -86,6 +115,23 @@ class RankingMetrics:
         both["num_triples"] = len(head_ranks)
         return cls(both=both, head=rank_metrics(head_ranks, ks), tail=rank_metrics(tail_ranks, ks))
 
+    @classmethod
+    def from_query_mask(cls, head_ranks: torch.Tensor, tail_ranks: torch.Tensor, mask: QueryMask, *,
+                        ks: Sequence[int] = DEFAULT_KS) -> "RankingMetrics":
+        """Metrics of the queries ``mask`` keeps among ``(n,)`` head and ``(n,)`` tail ranks.
+
+        ``head`` and ``tail`` summarise the kept queries of each direction
+        (their ``num_triples`` counts those queries; an empty direction has
+        NaN metrics); ``both`` averages over every kept query, and its
+        ``num_triples`` counts the triples with at least one kept query. For a
+        triple-level mask (:meth:`QueryMask.of_triples`) this equals
+        :meth:`from_ranks` of the selected triples.
+        """
+        both = rank_metrics(torch.cat([head_ranks[mask.head], tail_ranks[mask.tail]]), ks)
+        both["num_triples"] = int((mask.head | mask.tail).sum())
+        return cls(both=both, head=rank_metrics(head_ranks[mask.head], ks),
+                   tail=rank_metrics(tail_ranks[mask.tail], ks))
+
     def to_dict(self) -> dict:
         """``{**both, "head": {...}, "tail": {...}}``, plus ``"subsets"`` when any."""
         out = {**self.both, "head": dict(self.head), "tail": dict(self.tail)}
@@ -102,7 +148,7 @@ def evaluate(
     candidates: torch.Tensor | None = None,
     num_entities: int,
     batch_size: int = 512,
-    subset_masks: Mapping[str, torch.Tensor] | None = None,
+    subset_masks: Mapping[str, torch.Tensor | QueryMask] | None = None,
     ks: Sequence[int] = DEFAULT_KS,
     progress: bool = False,
 ) -> RankingMetrics:
@@ -115,8 +161,10 @@ def evaluate(
         candidates: ``(c,)`` entity ids to rank against; ``None`` = all entities.
         num_entities: Number of entity ids in the graph.
         batch_size: Queries scored at once.
-        subset_masks: Optional ``{name: (n,) bool}``; metrics are also reported
-            for the triples each mask selects.
+        subset_masks: Optional ``{name: mask}``; metrics are also reported for
+            each subset. A ``(n,)`` bool tensor selects triples (both their
+            queries); a :class:`QueryMask` selects head and tail queries
+            separately (see :meth:`RankingMetrics.from_query_mask`).
         ks: Hits@k cut-offs.
         progress: Show a tqdm progress bar.
 
@@ -133,19 +181,28 @@ def evaluate(
                            num_entities=num_entities, batch_size=batch_size, progress=progress)
     head, tail = result.head_ranks, result.tail_ranks
     metrics = RankingMetrics.from_ranks(head, tail, ks=ks)
-    subsets = {name: RankingMetrics.from_ranks(head[mask], tail[mask], ks=ks) for name, mask in subset_masks.items()}
+    subsets = {name: RankingMetrics.from_query_mask(head, tail, mask, ks=ks) for name, mask in subset_masks.items()}
     return RankingMetrics(both=metrics.both, head=metrics.head, tail=metrics.tail, subsets=subsets)
 
 
-def _check_subset_masks(masks: Mapping[str, torch.Tensor] | None, n: int) -> dict[str, torch.Tensor]:
+def _check_subset_masks(masks: Mapping[str, torch.Tensor | QueryMask] | None, n: int) -> dict[str, QueryMask]:
     if masks is None:
         return {}
     out = {}
     for name, mask in masks.items():
-        if not isinstance(mask, torch.Tensor) or mask.dtype != torch.bool or tuple(mask.shape) != (n,):
-            shape = tuple(mask.shape) if isinstance(mask, torch.Tensor) else type(mask).__name__
-            dtype = mask.dtype if isinstance(mask, torch.Tensor) else None
-            raise ConfigError(f"subset mask {name!r} must be a bool tensor of shape ({n},), "
-                              f"got {dtype} {shape}", field="subset_masks")
-        out[str(name)] = mask.cpu()
+        if isinstance(mask, QueryMask):
+            head = _check_mask(mask.head, n, f"subset mask {name!r} (head queries)")
+            tail = _check_mask(mask.tail, n, f"subset mask {name!r} (tail queries)")
+            out[str(name)] = QueryMask(head=head, tail=tail)
+        else:
+            out[str(name)] = QueryMask.of_triples(_check_mask(mask, n, f"subset mask {name!r}"))
     return out
+
+
+def _check_mask(mask, n: int, what: str) -> torch.Tensor:
+    if not isinstance(mask, torch.Tensor) or mask.dtype != torch.bool or tuple(mask.shape) != (n,):
+        shape = tuple(mask.shape) if isinstance(mask, torch.Tensor) else type(mask).__name__
+        dtype = mask.dtype if isinstance(mask, torch.Tensor) else None
+        raise ConfigError(f"{what} must be a bool tensor of shape ({n},), got {dtype} {shape}",
+                          field="subset_masks")
+    return mask.cpu()

@@ -164,25 +164,32 @@ class KGEModel(nn.Module):
         return torch.isin(entities, self.seen_entities)
 
     # -- evaluation ------------------------------------------------------------------------
-    def _entity_vectors(self, entities: torch.Tensor) -> torch.Tensor:
-        """``(n, d)`` vectors without dropout; unseen entities use the unseen row."""
+    def _entity_vectors(self, entities: torch.Tensor, generator: torch.Generator | None = None) -> torch.Tensor:
+        """``(n, d)`` vectors; unseen entities use the unseen row (dropout as in :meth:`lookup_plan`)."""
         structural = None
         if self.structural is not None:
-            structural = self.structural.weight[self.structural.struct_index[entities]]
+            rows = self.structural.rows(entities, generator=generator, training=self.training)
+            structural = self.structural.weight[rows]
         text = self.text(entities) if self.text is not None else None
         return self._finish(self.fusion(structural, text))
 
-    def entity_matrix(self, entities: torch.Tensor | None = None, *, batch_size: int = 4096) -> torch.Tensor:
-        """Entity vectors ``(n, d)`` of ``entities`` (all when ``None``), no dropout.
+    def entity_matrix(self, entities: torch.Tensor | None = None, *, batch_size: int = 4096,
+                      generator: torch.Generator | None = None) -> torch.Tensor:
+        """Entity vectors ``(n, d)`` of ``entities`` (all when ``None``).
 
         Computed in chunks of ``batch_size`` entities (text modules can be
-        costly). Differentiable when grad mode is on.
+        costly). Differentiable when grad mode is on. Structural dropout
+        applies only in training mode with a ``generator`` (the 1-vs-all
+        loss passes one, so each seen entity of the pool reads the unseen
+        row with probability ``structural_dropout`` at each step); evaluation
+        never passes one.
         """
         if entities is None:
             entities = torch.arange(self.num_entities, device=self.relation_embeddings.device)
         if batch_size < 1:
             raise ConfigError(f"batch_size must be positive, got {batch_size}", field="batch_size")
-        parts = [self._entity_vectors(entities[i:i + batch_size]) for i in range(0, len(entities), batch_size)]
+        parts = [self._entity_vectors(entities[i:i + batch_size], generator)
+                 for i in range(0, len(entities), batch_size)]
         return torch.cat(parts) if parts else self.relation_embeddings.new_zeros(0, self.dim)
 
     def relation_matrix(self) -> torch.Tensor:

@@ -10,9 +10,14 @@ CAN Teach an Old Dog New Tricks! On Training Knowledge Graph Embeddings"
 (e.g. SimKGC, Wang et al. 2022). Other true answers in the pool count as
 negatives (training is not filtered), as in both papers.
 
-Entity vectors come from ``model.entity_matrix`` (no structural dropout), so
-fusions with a structural part never learn the unseen row this way: use
-it with description-only models (``fusion: text``, e.g. ``cpu-best``).
+Entity vectors come from ``model.entity_matrix`` with the step's generator,
+so structural dropout applies to the pool: at each step each seen entity
+independently reads the learned unseen row with probability
+``structural_dropout``, as query *and* as candidate. Fused models therefore
+practise both test-time situations of an inductive split: a new entity as
+the query, and a new entity as the answer ranked among seen entities that
+have structure. (Without dropout a fused model would never train its unseen
+row under this loss.)
 
 Each example's loss depends on its own triple and on the fixed pool only,
 never on the other examples of the batch. It is still not used under DP:
@@ -36,7 +41,8 @@ def pool_positions(entity_pool: torch.Tensor, num_entities: int) -> torch.Tensor
 
 
 def one_vs_all_loss(model, triples: torch.Tensor, *, entity_pool: torch.Tensor, positions: torch.Tensor,
-                    temperature: float = 1.0, label_smoothing: float = 0.0) -> torch.Tensor:
+                    temperature: float = 1.0, label_smoothing: float = 0.0,
+                    generator: torch.Generator | None = None) -> torch.Tensor:
     """Per-example 1-vs-all loss, tail and head prediction summed.
 
     Args:
@@ -47,6 +53,8 @@ def one_vs_all_loss(model, triples: torch.Tensor, *, entity_pool: torch.Tensor, 
         positions: :func:`pool_positions` of ``entity_pool``.
         temperature: ``τ > 0``; scores are divided by it before the softmax.
         label_smoothing: as in :func:`torch.nn.functional.cross_entropy`.
+        generator: randomness for structural dropout (training mode only);
+            ``None`` = no dropout.
 
     Returns:
         ``(B,)`` losses.
@@ -58,7 +66,7 @@ def one_vs_all_loss(model, triples: torch.Tensor, *, entity_pool: torch.Tensor, 
     if bool((heads < 0).any() or (tails < 0).any()):
         raise ConfigError("1-vs-all training needs every head and tail in the entity pool (training entities)",
                           field="train.loss")
-    pool_vectors = model.entity_matrix(entity_pool)  # one text/fusion pass for the whole pool
+    pool_vectors = model.entity_matrix(entity_pool, generator=generator)  # one text/fusion pass for the pool
     relations = model.relation_embeddings[triples[:, 1]]
     h, t = pool_vectors[heads], pool_vectors[tails]
     tail_scores = model.interaction.score_tails(h, relations, pool_vectors) / temperature

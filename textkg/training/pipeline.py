@@ -19,6 +19,7 @@ import textkg
 from textkg.data import candidate_entities, load_dataset, make_split
 from textkg.errors import ConfigError
 from textkg.evaluation import FilterIndex, evaluate
+from textkg.evaluation.metrics import QueryMask
 from textkg.models import build_model
 from textkg.training import checkpoint as ckpt
 from textkg.training.audit_split import draw_audit_split
@@ -73,23 +74,32 @@ MAX_RELATIONS_FOR_SUBSETS = 20
 
 
 def _subset_masks(triples: torch.Tensor, seen: torch.Tensor, kg) -> dict:
-    """Named boolean masks over ``triples`` for the ``test.subsets`` metrics.
+    """Named masks over ``triples``' ranking queries for the ``test.subsets`` metrics.
 
-    ``both_seen`` / ``head_unseen`` / ``tail_unseen`` / ``any_unseen`` split the
-    triples by whether their entities were in the training graph; graphs with
-    few relations (``hpo``) also get ``relation:<name>`` (e.g. ``relation:is_a``
+    Triple level (both queries of each selected triple): ``both_seen`` /
+    ``head_unseen`` / ``tail_unseen`` / ``any_unseen`` split the triples by
+    whether their entities were in the training graph; graphs with few
+    relations (``hpo``) also get ``relation:<name>`` (e.g. ``relation:is_a``
     restricted to ``head_unseen`` is "place a new term under its parents").
+
+    Query level (:class:`QueryMask`): ``answer_seen`` / ``answer_unseen`` take
+    every head and tail query and split them by whether the entity being
+    predicted was in the training graph; for ``(new_term, is_a, seen_parent)``
+    the tail query is ``answer_seen`` and the head query ``answer_unseen``.
+
     Empty subsets are left out.
     """
     is_seen = torch.zeros(kg.num_entities, dtype=torch.bool)
     is_seen[seen] = True
     head_seen, tail_seen = is_seen[triples[:, 0]], is_seen[triples[:, 2]]
     masks = {"both_seen": head_seen & tail_seen, "head_unseen": ~head_seen, "tail_unseen": ~tail_seen,
-             "any_unseen": ~(head_seen & tail_seen)}
+             "any_unseen": ~(head_seen & tail_seen),
+             "answer_seen": QueryMask(head=head_seen, tail=tail_seen),
+             "answer_unseen": QueryMask(head=~head_seen, tail=~tail_seen)}
     if kg.num_relations <= MAX_RELATIONS_FOR_SUBSETS:
         for rel_id, name in enumerate(kg.relations):
             masks[f"relation:{name}"] = triples[:, 1] == rel_id
-    return {k: v for k, v in masks.items() if v.any()}
+    return {k: v for k, v in masks.items() if bool(v.any())}
 
 
 def evaluate_split(prep: Prepared, cfg: RunConfig, which: str, *, max_triples: int = 0,

@@ -101,7 +101,8 @@ class Trainer:
         self.optimizer.zero_grad(set_to_none=True)
         if self._pool_positions is not None:  # 1-vs-all: every training entity is a negative
             loss = one_vs_all_loss(self.model, self.public[idx], entity_pool=self.entity_pool,
-                                   positions=self._pool_positions, temperature=tc.temperature).mean()
+                                   positions=self._pool_positions, temperature=tc.temperature,
+                                   generator=self.generator).mean()
         else:
             batch = corrupt(self.public[idx], num_negatives=tc.num_negatives,
                             entity_pool=self.entity_pool, generator=self.generator)
