@@ -4,6 +4,9 @@ A new entity (say, a phenotype term added by a new ontology release) has no
 structural vector: the model embeds it from its description alone, through
 the same encoder and projection as training entities, with the learned
 "unseen" structural row. It is then scored against every known entity.
+A fine-tuned run (``text_module: finetune``) tokenises the new description
+with the transformer's own tokenizer and encodes it with the fine-tuned
+weights saved in ``best_model.pt``.
 
 ``direction="tail"``: the new entity is the head; predict tails ``(new, r, ?)``.
 ``direction="head"``: the new entity is the tail; predict heads ``(?, r, new)``.
@@ -44,7 +47,7 @@ class Predictor:
         self.model.load_state_dict(ckpt.load(self.run_dir / ckpt.BEST_MODEL))
         self.model.eval()
         self.kg = self.prepared.kg
-        self._encoder = None
+        self._tokenizer = None  # loaded on first use (fine-tuned runs only)
 
     def _encode(self, descriptions: list[str]) -> torch.Tensor:
         cfg = self.config.model
@@ -55,6 +58,12 @@ class Predictor:
             raise ConfigError("zero-shot prediction is not available for LSTM-autoencoder models "
                               "(torchcoder-aec): the autoencoder is pre-trained inside each run and not "
                               "saved, so a new description cannot be coded consistently", field="model")
+        if cfg.text_module == "finetune":  # same tokenizer and length as the training entities
+            from textkg.training.features import finetune_token_ids, finetune_tokenizer
+
+            if self._tokenizer is None:
+                self._tokenizer = finetune_tokenizer(cfg)
+            return finetune_token_ids(cfg, descriptions, tokenizer=self._tokenizer)
         from textkg.training.features import text_inputs
 
         return text_inputs(cfg, descriptions, seed=self.config.train.seed)

@@ -76,13 +76,14 @@ def test_readme_test_command_is_what_ci_runs():
     assert "pip install torch==2.13.0" in ci
 
 
-def test_finetune_text_module_is_refused_by_the_pipeline(tmp_path, capsys):
+def test_finetune_text_module_needs_a_bert_encoder(tmp_path, capsys):
+    fixture = Path(__file__).resolve().parents[1] / "fixtures" / "tiny_blp"
     cfg = tmp_path / "ft.yaml"
     cfg.write_text("model:\n  text_module: finetune\n")
-    code, err = _run(["train", "--model", "blp-transe", "--encoder", "glove-bow", "--dataset", "hpo-small",
+    code, err = _run(["train", "--model", "blp-transe", "--encoder", "glove-bow", "--dataset", str(fixture),
                       "--config", str(cfg), "--out", str(tmp_path / "o")], capsys)
     assert code == 2
-    assert "model.text_module" in err and "PooledTransformer" in err
+    assert "model.encoder" in err and "'bert'" in err and "Traceback" not in err
     assert not (tmp_path / "o").exists()
 
 

@@ -37,9 +37,11 @@ class ModelConfig:
         text_module: Trainable module over the encoder's output: ``dkrl``
             (CNN over token features, trained with the model), ``lstm-ae``
             (LSTM autoencoder codes, pre-trained by the pipeline, then used as
-            pooled features), ``finetune`` (a transformer fine-tuned over token
-            ids; the caller passes the module), or ``None`` (pooled features
-            → linear projection).
+            pooled features), ``finetune`` (the ``bert`` encoder's transformer
+            fine-tuned end to end over word-piece ids, BLP's recipe; the
+            pipeline builds it from ``encoder_kwargs`` ``model_name_or_path``,
+            ``pooling``, ``max_tokens``, and ``train.lr`` applies to it), or
+            ``None`` (pooled features → linear projection).
         text_module_kwargs: Constructor arguments of the ``dkrl`` module
             (e.g. ``{"hidden_dim": 64}``) or pre-training arguments of ``lstm-ae``
             (``code_dim``, ``epochs``, ``lr``).

@@ -148,7 +148,11 @@ class TextRepresentation(nn.Module):
 class PooledTransformer(nn.Module):
     """Adapter: a Hugging Face encoder as ``forward(input_ids, attention_mask) -> (n, D)``.
 
-    For fine-tuning a transformer as the text module (``text_module="finetune"``).
+    For fine-tuning a transformer as the text module (``text_module="finetune"``;
+    the training pipeline builds one in :func:`textkg.training.features.finetune_module`).
+    Per-example gradients (DP-SGD) run it under ``torch.func.vmap``, which needs
+    the model loaded with ``attn_implementation="eager"``: the SDPA mask helper
+    branches on the data (``torch.all(mask == 1)``).
 
     Args:
         model: A ``transformers`` model returning ``last_hidden_state``.
@@ -160,6 +164,9 @@ class PooledTransformer(nn.Module):
         if pooling not in ("cls", "mean"):
             raise ConfigError(f"pooling must be 'cls' or 'mean', got {pooling!r}", field="pooling")
         self.model, self.pooling = model, pooling
+        hidden = getattr(getattr(model, "config", None), "hidden_size", None)
+        if isinstance(hidden, int) and not isinstance(hidden, bool):
+            self.out_dim = hidden  # ``D``; build_model reads it instead of a dry run
 
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
         hidden = self.model(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state

@@ -2,16 +2,30 @@
 
 Descriptions are public inputs. Frozen encoders' features are cached on disk
 by (encoder identity, text hash), so the second run of a recipe skips encoding.
+
+``text_module: finetune`` (BLP's recipe: fine-tune the transformer end to end)
+encodes nothing here. The descriptions become word-piece ids from the
+``bert`` encoder's own tokenizer, loaded from the same place as the frozen
+encoder (``model_name_or_path``, default: the packaged MiniLM), and the same
+transformer comes back as a trainable :class:`textkg.models.PooledTransformer`
+with the encoder's pooling.
 """
 
 from __future__ import annotations
 
+import inspect
 import os
 from pathlib import Path
 
 import torch
 
 from textkg.data.graph import KnowledgeGraph
+from textkg.errors import ConfigError
+
+#: Frozen encoders whose transformer ``text_module: finetune`` can fine-tune.
+FINETUNE_ENCODERS = ("bert",)
+#: The ``encoder_kwargs`` of ``bert`` that a fine-tuned module reads.
+FINETUNE_ENCODER_KWARGS = ("model_name_or_path", "pooling", "max_tokens")
 
 
 def default_cache_dir() -> Path:
@@ -27,24 +41,26 @@ def text_inputs(model_cfg, texts: list[str], *, seed: int = 0, cache_dir: Path |
     """Keyword arguments for :func:`textkg.models.build_model` carrying text features.
 
     Returns ``{}`` for structural models; ``{"text_features": (n, D)}`` for
-    pooled encoders; ``{"token_features": (n, L, d), "token_mask": (n, L),
-    "text_module": nn.Module}`` for DKRL; LSTM-AE codes are pre-trained here
-    (as in the seed paper) and returned as pooled ``text_features``.
+    pooled encoders; ``{"token_features": (n, L, d), "token_mask": (n, L)}``
+    for DKRL (``build_model`` builds the CNN); LSTM-AE codes are pre-trained
+    here (as in the seed paper) and returned as pooled ``text_features``;
+    ``{"input_ids": (n, L), "attention_mask": (n, L), "text_module":
+    PooledTransformer}`` for ``finetune``.
+
+    Raises:
+        ConfigError: Bad encoder settings (``finetune``: not a ``bert``
+            encoder, an unknown ``encoder_kwargs`` key, bad pooling/length).
     """
     if getattr(model_cfg, "encoder", None) is None:
         return {}
+    module = getattr(model_cfg, "text_module", None)
+    if module == "finetune":
+        ids = finetune_token_ids(model_cfg, texts)  # validates the settings before loading weights
+        return {**ids, "text_module": finetune_module(model_cfg)}
     from encoders import cached_encode, get_encoder
 
     cache_dir = Path(cache_dir) if cache_dir is not None else default_cache_dir()
     encoder = get_encoder(model_cfg.encoder, **dict(model_cfg.encoder_kwargs or {}))
-    module = getattr(model_cfg, "text_module", None)
-    if module == "finetune":
-        from textkg.errors import ConfigError
-
-        raise ConfigError("text_module 'finetune' is built through the Python API (pass "
-                          "textkg.models.PooledTransformer to build_model with input_ids); the training "
-                          "pipeline trains over frozen encoder features: use text_module null, dkrl or lstm-ae",
-                          field="model.text_module")
     if module is None:
         return {"text_features": cached_encode(encoder, texts, cache_dir=cache_dir).float()}
     tokens, mask = _token_features(encoder, texts, cache_dir)
@@ -69,3 +85,96 @@ def _token_features(encoder, texts, cache_dir):
     else:
         tokens, mask = encoder.encode_tokens(texts)
     return tokens, mask
+
+
+def finetune_settings(model_cfg) -> dict:
+    """Validated settings of a ``finetune`` text module.
+
+    Unset keys take the frozen ``bert`` encoder's defaults (``pooling="cls"``,
+    ``max_tokens=32``, the packaged MiniLM), read from its signature.
+
+    Returns:
+        ``{"model_name_or_path": str, "pooling": str, "max_tokens": int}``.
+
+    Raises:
+        ConfigError: The encoder is not in :data:`FINETUNE_ENCODERS`, or an
+            ``encoder_kwargs`` key or value is invalid (the field is named).
+    """
+    from encoders.bert import POOLINGS, BertEncoder, default_minilm_path
+
+    if model_cfg.encoder not in FINETUNE_ENCODERS:
+        raise ConfigError(f"text_module 'finetune' fine-tunes the transformer of encoder "
+                          f"{' or '.join(repr(e) for e in FINETUNE_ENCODERS)}, got {model_cfg.encoder!r}",
+                          field="model.encoder")
+    kwargs = dict(model_cfg.encoder_kwargs or {})
+    unknown = sorted(set(kwargs) - set(FINETUNE_ENCODER_KWARGS))
+    if unknown:
+        raise ConfigError(f"text_module 'finetune' reads encoder_kwargs {', '.join(FINETUNE_ENCODER_KWARGS)} "
+                          f"(every transformer parameter is trained, on the pipeline's CPU device); "
+                          f"got {', '.join(unknown)}", field=f"model.encoder_kwargs.{unknown[0]}")
+    defaults = inspect.signature(BertEncoder).parameters
+    pooling = kwargs.get("pooling", defaults["pooling"].default)
+    max_tokens = kwargs.get("max_tokens", defaults["max_tokens"].default)
+    if pooling not in POOLINGS:
+        raise ConfigError(f"pooling must be one of {', '.join(POOLINGS)}, got {pooling!r}",
+                          field="model.encoder_kwargs.pooling")
+    if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 2:
+        raise ConfigError(f"max_tokens must be an integer >= 2, got {max_tokens!r}",
+                          field="model.encoder_kwargs.max_tokens")
+    path = kwargs.get("model_name_or_path") or default_minilm_path()
+    return {"model_name_or_path": str(path), "pooling": pooling, "max_tokens": max_tokens}
+
+
+def finetune_tokenizer(model_cfg):
+    """The ``finetune`` transformer's own tokenizer (offline from a local folder or the HF cache)."""
+    from transformers import AutoTokenizer
+
+    from encoders.bert import load_pretrained
+
+    return load_pretrained(AutoTokenizer, finetune_settings(model_cfg)["model_name_or_path"], "tokenizer")
+
+
+def finetune_token_ids(model_cfg, texts: list[str], *, tokenizer=None) -> dict[str, torch.Tensor]:
+    """Word-piece inputs of a ``finetune`` text module, one row per text.
+
+    Training entities and brand-new ones (``textkg predict``) go through this
+    same function. Rows are padded to the longest text, truncated at
+    ``max_tokens`` (special tokens included).
+
+    Args:
+        model_cfg: The model configuration (``text_module: finetune``).
+        texts: Descriptions; blank ones raise :class:`textkg.errors.DataError`.
+        tokenizer: A tokenizer from :func:`finetune_tokenizer` (loaded if ``None``).
+
+    Returns:
+        ``{"input_ids": (n, L), "attention_mask": (n, L)}`` long tensors, ``L <= max_tokens``.
+    """
+    from encoders.base import validate_texts
+
+    texts = validate_texts(texts)
+    settings = finetune_settings(model_cfg)
+    tokenizer = tokenizer if tokenizer is not None else finetune_tokenizer(model_cfg)
+    batch = tokenizer(texts, padding=True, truncation=True, max_length=settings["max_tokens"],
+                      return_tensors="pt")
+    return {"input_ids": batch["input_ids"].long(), "attention_mask": batch["attention_mask"].long()}
+
+
+def finetune_module(model_cfg):
+    """A trainable :class:`textkg.models.PooledTransformer` over the encoder's pretrained weights.
+
+    Loaded with ``attn_implementation="eager"`` so that DP-SGD can take
+    per-example gradients under ``torch.func.vmap`` (the SDPA path branches on
+    the attention mask's values). A pooler head, which the pooled output never
+    reads, is frozen so that it is neither trained nor noised.
+    """
+    from transformers import AutoModel
+
+    from encoders.bert import load_pretrained
+    from textkg.models import PooledTransformer
+
+    settings = finetune_settings(model_cfg)
+    model = load_pretrained(AutoModel, settings["model_name_or_path"], "model", attn_implementation="eager")
+    if getattr(model, "pooler", None) is not None:
+        model.pooler.requires_grad_(False)
+    model.train()
+    return PooledTransformer(model, pooling=settings["pooling"])
