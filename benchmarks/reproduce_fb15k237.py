@@ -71,6 +71,7 @@ REFERENCES = {
     "dkrl-flair": ["DKRL-Flair"],
     "torchcoder-aec": ["Torchcoder-AEC"],
     "cpu-best": ["BLP-TransE", "StATIK"],
+    "cpu-fused": ["BLP-TransE", "StATIK"],
 }
 DEFAULT_REFERENCES = ["BLP-TransE", "StATIK"]
 

@@ -53,6 +53,14 @@ _PRESETS: dict[str, ModelConfig] = {
                                                       {"name": "bert", "pooling": "cls"},
                                                       {"name": "glove-bow"}]},
                             normalize_entities=True),
+    # cpu-best plus a structural table for training entities (learned global weights), trained
+    # with 1-vs-all and structural dropout on the pool: new entities are ranked from text and
+    # the unseen row, seen candidates from text + structure (docs/benchmarks.md section 8)
+    "cpu-fused": ModelConfig(interaction="transe", interaction_kwargs={"p": 2}, fusion="weighted", encoder="concat",
+                             encoder_kwargs={"parts": [{"name": "bert", "pooling": "mean"},
+                                                       {"name": "bert", "pooling": "cls"},
+                                                       {"name": "glove-bow"}]},
+                             normalize_entities=True, structural_dropout=0.5),
     # structure + description with learned unseen row and structural dropout
     "fused-transe": ModelConfig(interaction="transe", interaction_kwargs=_L1, fusion="weighted", encoder="bert",
                                 encoder_kwargs=_BERT_MEAN, structural_dropout=0.3),
@@ -68,6 +76,7 @@ PRESET_TRAIN_DEFAULTS: dict[str, dict] = {
     "cpu-best": {"loss": "softmax", "negatives": "all", "temperature": 0.05, "lr": 5e-3},
     # BLP (Daza et al. 2021): margin 1, Adam lr 2e-5 for the transformer and the rest alike, batch 64
     "blp-transe-finetune": {"loss": "margin", "margin": 1.0, "lr": 2e-5, "batch_size": 64},
+    "cpu-fused": {"loss": "softmax", "negatives": "all", "temperature": 0.05, "lr": 5e-3},
 }
 
 
