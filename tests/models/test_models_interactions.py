@@ -31,6 +31,14 @@ class TestTransEL2(InteractionCase):
     name, kwargs = "transe", {"p": 2}
 
 
+class TestTypedTransEL1(InteractionCase):
+    name, kwargs = "transe-typed", {"p": 1}
+
+
+class TestTypedTransEL2(InteractionCase):
+    name, kwargs = "transe-typed", {"p": 2}
+
+
 class TestDistMult(InteractionCase):
     name = "distmult"
 
@@ -43,7 +51,7 @@ class TestRotatE(InteractionCase):
     name = "rotate"
 
 
-CASES = [TestTransEL1, TestTransEL2, TestDistMult, TestComplEx, TestRotatE]
+CASES = [TestTransEL1, TestTransEL2, TestTypedTransEL1, TestTypedTransEL2, TestDistMult, TestComplEx, TestRotatE]
 
 
 def test_every_registered_interaction_has_a_contract_test():
@@ -53,7 +61,15 @@ def test_every_registered_interaction_has_a_contract_test():
 
 
 def test_registry_names():
-    assert list_interactions() == ["complex", "distmult", "rotate", "transe"]
+    assert list_interactions() == ["complex", "distmult", "rotate", "transe", "transe-typed"]
+
+
+def test_typed_transe_known_value():
+    h, t = torch.tensor([1.0, 0.0]), torch.tensor([0.0, 2.0])
+    r = torch.tensor([0.0, 1.0, 3.0, 0.0, 0.0, -1.0])  # translation, head type, tail type
+    # −‖(1, 1) − (0, 2)‖₁ + ⟨(3, 0), h⟩ + ⟨(0, −1), t⟩ = −2 + 3 − 2
+    assert float(get_interaction("transe-typed", p=1).score(h, r, t)) == pytest.approx(-1.0)
+    assert get_interaction("transe-typed").relation_dim(4) == 12
 
 
 def test_unknown_name_lists_the_registry():
