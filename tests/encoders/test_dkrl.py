@@ -44,3 +44,31 @@ def test_state_dict_round_trip(module, tmp_path):
     other.load_state_dict(torch.load(tmp_path / "dkrl.pt", weights_only=True))
     x, m = torch.randn(2, 4, 6), torch.ones(2, 4, dtype=torch.bool)
     assert torch.equal(other(x, m), module(x, m))
+
+
+def test_length_buckets_match_one_pass():
+    """Sorting rows into length buckets (each cut to its longest row) changes no output or gradient."""
+    torch.manual_seed(1)
+    bucketed = DKRLEncoder(token_dim=6, out_dim=5, bucket_size=4)
+    single = DKRLEncoder(token_dim=6, out_dim=5, bucket_size=1000)
+    single.load_state_dict(bucketed.state_dict())
+    lengths = torch.tensor([1, 30, 3, 0, 7, 2, 19, 4, 5, 30, 1, 11, 8])
+    tokens = torch.randn(len(lengths), 33, 6)
+    mask = torch.arange(33) < lengths[:, None]
+    out_b, out_s = bucketed(tokens, mask), single(tokens, mask)
+    torch.testing.assert_close(out_b, out_s, atol=1e-6, rtol=0)
+    out_b.square().sum().backward()
+    out_s.square().sum().backward()
+    for pb, ps in zip(bucketed.parameters(), single.parameters()):
+        torch.testing.assert_close(pb.grad, ps.grad, atol=1e-5, rtol=1e-5)
+
+
+def test_encode_rows_equals_gather_then_forward():
+    torch.manual_seed(2)
+    module = DKRLEncoder(token_dim=6, out_dim=5, bucket_size=3)
+    lengths = torch.tensor([4, 1, 25, 0, 9, 2, 13, 6])
+    tokens = torch.randn(len(lengths), 25, 6)
+    mask = torch.arange(25) < lengths[:, None]
+    rows = torch.tensor([2, 0, 0, 7, 5, 3, 6, 1, 4, 2])
+    torch.testing.assert_close(module.encode_rows(tokens, mask, rows), module(tokens[rows], mask[rows]),
+                               atol=1e-6, rtol=0)

@@ -140,6 +140,11 @@ class TextRepresentation(nn.Module):
             # function at a fraction of the cost (pooled features only).
             out = self.encode(getattr(self, f"text_{self.keys[0]}"))[flat]
             return out.reshape(*entities.shape, out.shape[-1])
+        if self.module is not None and hasattr(self.module, "encode_rows"):
+            # the module gathers its own rows (DKRL: per length bucket, without the padding)
+            x = self.module.encode_rows(*(getattr(self, f"text_{k}") for k in self.keys), rows=flat)
+            out = self.projection(x.to(self.projection.weight.dtype))
+            return out.reshape(*entities.shape, out.shape[-1])
         gathered = [getattr(self, f"text_{k}")[flat] for k in self.keys]
         out = self.encode(*gathered)
         return out.reshape(*entities.shape, out.shape[-1])
