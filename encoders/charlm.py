@@ -165,55 +165,56 @@ def train_char_lm(
 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    flair.set_seed(seed)
-    counts = write_corpus(texts, out / "corpus", valid_fraction=valid_fraction, seed=seed)
-    dictionary = _char_dictionary(texts)
-    is_forward = direction == "forward"
-    corpus = TextCorpus(out / "corpus", dictionary, forward=is_forward, character_level=True)
-    batch = max(1, min(mini_batch_size, counts["valid"] // 4, counts["test"] // 4))
-    seq_len = max(2, min(sequence_length, counts["train"] // (2 * batch)))
-    model = LanguageModel(dictionary, is_forward, hidden_size=hidden_size, nlayers=nlayers,
-                          embedding_size=embedding_size)
-    start = time.monotonic()
-    deadline = None if max_seconds is None else start + float(max_seconds)
-    trainer = _deadline_trainer(LanguageModelTrainer, deadline)(model, corpus)
-    logger = logging.getLogger("flair")
+    logger = logging.getLogger("flair")  # flair logs INFO to stdout, where the CLI writes its JSON
     level = logger.level
     if not verbose:
         logger.setLevel(logging.WARNING)
-        model.generate_text = lambda *a, **k: ("", 0.0)  # skip 1000-char samples per split
     try:
+        flair.set_seed(seed)
+        counts = write_corpus(texts, out / "corpus", valid_fraction=valid_fraction, seed=seed)
+        dictionary = _char_dictionary(texts)
+        is_forward = direction == "forward"
+        corpus = TextCorpus(out / "corpus", dictionary, forward=is_forward, character_level=True)
+        batch = max(1, min(mini_batch_size, counts["valid"] // 4, counts["test"] // 4))
+        seq_len = max(2, min(sequence_length, counts["train"] // (2 * batch)))
+        model = LanguageModel(dictionary, is_forward, hidden_size=hidden_size, nlayers=nlayers,
+                              embedding_size=embedding_size)
+        start = time.monotonic()
+        deadline = None if max_seconds is None else start + float(max_seconds)
+        trainer = _deadline_trainer(LanguageModelTrainer, deadline)(model, corpus)
+        if not verbose:
+            model.generate_text = lambda *a, **k: ("", 0.0)  # skip 1000-char samples per split
         with warnings.catch_warnings():
             warnings.filterwarnings("ignore", category=FutureWarning)  # flair's GradScaler call
             trainer.train(out, sequence_length=seq_len, learning_rate=learning_rate, mini_batch_size=batch,
                           max_epochs=epochs, num_workers=0, patience=max(1, epochs // 4))
+        seconds = time.monotonic() - start
+        best = out / "best-lm.pt"
+        # flair validates (and saves the best model) only at the end of each training split
+        # (~1M characters): a deadline mid-split would throw away everything trained since.
+        # Keep the in-memory model when it validates better than the saved one.
+        kept_final = False
+        if trainer.stopped_at_deadline or not best.exists():
+            kept_final = _keep_final_if_better(model, best, corpus, mini_batch_size=batch, sequence_length=seq_len)
+        metrics = {
+            "direction": direction,
+            "model": str(best),
+            "seconds": round(seconds, 2),
+            "hidden_size": hidden_size,
+            "nlayers": nlayers,
+            "epochs": epochs,
+            "max_seconds": max_seconds,
+            "mini_batch_size": batch,
+            "sequence_length": seq_len,
+            "n_texts": len(texts),
+            "chars": counts,
+            "seed": seed,
+            "stopped_at_deadline": bool(trainer.stopped_at_deadline),
+            "kept_final_model": kept_final,
+            **char_lm_perplexity(best, corpus, mini_batch_size=batch, sequence_length=seq_len),
+        }
     finally:
         logger.setLevel(level)
-    seconds = time.monotonic() - start
-    best = out / "best-lm.pt"
-    # flair validates (and saves the best model) only at the end of each training split
-    # (~1M characters): a deadline mid-split would throw away everything trained since.
-    # Keep the in-memory model when it validates better than the saved one.
-    kept_final = False
-    if trainer.stopped_at_deadline or not best.exists():
-        kept_final = _keep_final_if_better(model, best, corpus, mini_batch_size=batch, sequence_length=seq_len)
-    metrics = {
-        "direction": direction,
-        "model": str(best),
-        "seconds": round(seconds, 2),
-        "hidden_size": hidden_size,
-        "nlayers": nlayers,
-        "epochs": epochs,
-        "max_seconds": max_seconds,
-        "mini_batch_size": batch,
-        "sequence_length": seq_len,
-        "n_texts": len(texts),
-        "chars": counts,
-        "seed": seed,
-        "stopped_at_deadline": bool(trainer.stopped_at_deadline),
-        "kept_final_model": kept_final,
-        **char_lm_perplexity(best, corpus, mini_batch_size=batch, sequence_length=seq_len),
-    }
     (out / "metrics.json").write_text(json.dumps(metrics, indent=2) + "\n", encoding="utf-8")
     return best
 

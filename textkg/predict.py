@@ -6,7 +6,8 @@ the same encoder and projection as training entities, with the learned
 "unseen" structural row. It is then scored against every known entity.
 A fine-tuned run (``text_module: finetune``) tokenises the new description
 with the transformer's own tokenizer and encodes it with the fine-tuned
-weights saved in ``best_model.pt``.
+weights saved in ``best_model.pt``; an LSTM-autoencoder run (``torchcoder-aec``)
+codes it with the autoencoder saved as ``lstm_ae.pt``.
 
 ``direction="tail"``: the new entity is the head; predict tails ``(new, r, ?)``.
 ``direction="head"``: the new entity is the tail; predict heads ``(?, r, new)``.
@@ -21,6 +22,7 @@ import torch
 
 from textkg.errors import ConfigError
 from textkg.training import checkpoint as ckpt
+from textkg.training.features import AUTOENCODER_FILE
 
 
 class Predictor:
@@ -42,7 +44,7 @@ class Predictor:
             raise ConfigError("run has no best_model.pt (training did not finish an epoch)",
                               file=self.run_dir)
         self.config = RunConfig.from_dict(json.loads(cfg_path.read_text()), source=str(cfg_path))
-        self.prepared = prepare(self.config)
+        self.prepared = prepare(self.config, self.run_dir)
         self.model = self.prepared.model
         self.model.load_state_dict(ckpt.load(self.run_dir / ckpt.BEST_MODEL))
         self.model.eval()
@@ -54,10 +56,10 @@ class Predictor:
         if cfg.encoder is None:
             raise ConfigError(f"model {self.config.model_name!r} has no text encoder: zero-shot prediction "
                               "needs a text model (e.g. --model fused-transe or blp-transe)", field="model")
-        if cfg.text_module == "lstm-ae":
-            raise ConfigError("zero-shot prediction is not available for LSTM-autoencoder models "
-                              "(torchcoder-aec): the autoencoder is pre-trained inside each run and not "
-                              "saved, so a new description cannot be coded consistently", field="model")
+        if cfg.text_module == "lstm-ae" and not (self.run_dir / AUTOENCODER_FILE).is_file():
+            raise ConfigError(f"this LSTM-autoencoder run has no {AUTOENCODER_FILE} (runs from before "
+                              "the autoencoder was saved have none), so a new description cannot be coded with "
+                              "the run's autoencoder; retrain it", file=self.run_dir, field="model")
         if cfg.text_module == "finetune":  # same tokenizer and length as the training entities
             from textkg.training.features import finetune_token_ids, finetune_tokenizer
 
@@ -66,7 +68,9 @@ class Predictor:
             return finetune_token_ids(cfg, descriptions, tokenizer=self._tokenizer)
         from textkg.training.features import text_inputs
 
-        return text_inputs(cfg, descriptions, seed=self.config.train.seed)
+        inputs = text_inputs(cfg, descriptions, seed=self.config.train.seed, autoencoder=self.prepared.autoencoder)
+        inputs.pop("autoencoder", None)
+        return inputs
 
     def embed(self, descriptions: list[str]) -> torch.Tensor:
         """Embeddings ``(n, d)`` of brand-new entities from their descriptions."""

@@ -105,22 +105,23 @@ def encoders_list(args) -> dict:
 
 
 def charlm_train(args) -> dict:
-    from encoders.charlm import train_char_lm
+    from encoders.charlm import read_char_lm_metrics, train_char_lm
     from textkg.data import load_dataset
 
-    kg = load_dataset(args.dataset)
+    kg = load_dataset(args.dataset, **({"description": args.description} if args.description else {}))
     result = train_char_lm(list(kg.entity_descriptions), direction=args.direction, out_dir=args.out,
-                           hidden_size=args.hidden_size, max_epochs=args.max_epochs,
+                           hidden_size=args.hidden_size, epochs=args.max_epochs,
                            max_seconds=60 * args.max_minutes, seed=args.seed)
-    return {"model": str(result)} if not isinstance(result, dict) else result
+    return read_char_lm_metrics(result)  # includes "model": the path to pass to the flair encoder
 
 
 def pretrain_aec(args) -> dict:
-    import torch
-
+    """Pre-train an LSTM autoencoder; a ``torchcoder-aec`` run reads it with
+    ``model.text_module_kwargs.path`` (and then trains no autoencoder of its own)."""
     from encoders import get_encoder
     from encoders.lstm_ae import pretrain_autoencoder
     from textkg.data import load_dataset
+    from textkg.training.features import AUTOENCODER_FILE
 
     kg = load_dataset(args.dataset)
     encoder = get_encoder(args.encoder)
@@ -129,5 +130,7 @@ def pretrain_aec(args) -> dict:
                                            seed=args.seed)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    torch.save(module.state_dict(), out / "lstm_ae.pt")
-    return {"out": str(out), "history": history}
+    path = out / AUTOENCODER_FILE
+    module.save(path)
+    return {"out": str(path), "token_dim": module.token_dim, "code_dim": module.code_dim, "history": history,
+            "use_with": f"textkg train --model torchcoder-aec --autoencoder {path}"}

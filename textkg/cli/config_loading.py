@@ -26,6 +26,7 @@ FLAG_FIELDS = {
     "loss": ("train", "loss"),
     "margin": ("train", "margin"),
     "temperature": ("train", "temperature"),
+    "pool_size": ("train", "pool_size"),
     "negatives": ("train", "negatives"),
     "seed": ("train", "seed"),
     "eval_every": ("train", "eval_every"),
@@ -120,11 +121,16 @@ def build_run_config(args) -> RunConfig:
         value = getattr(args, dest, None)
         if value is not None:
             overrides[fld] = value
+    if getattr(args, "autoencoder", None) is not None:  # textkg encoders pretrain-aec output
+        overrides["text_module_kwargs"] = {"path": args.autoencoder}
     if overrides.get("encoder") not in (None, model_cfg.encoder) and "encoder_kwargs" not in overrides:
         overrides["encoder_kwargs"] = {}  # the preset's kwargs belong to the encoder it named
     if overrides:
         merged = {**model_cfg.to_dict(), **overrides}
         model_cfg = ModelConfig.from_dict(merged)
+    if getattr(args, "autoencoder", None) is not None and model_cfg.text_module != "lstm-ae":
+        raise ConfigError(f"--autoencoder is for LSTM-autoencoder models (torchcoder-aec); model "
+                          f"{model_name!r} has text module {model_cfg.text_module!r}", field="autoencoder")
     try:
         return RunConfig(
             data=DataConfig(**sections["data"]),

@@ -31,6 +31,9 @@ def _add_train_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--fusion", help="override the preset's fusion")
     p.add_argument("--dim", type=int)
     p.add_argument("--structural-dropout", type=float)
+    p.add_argument("--autoencoder", metavar="FILE",
+                   help="lstm-ae models (torchcoder-aec): use this pre-trained autoencoder "
+                   "(textkg encoders pretrain-aec) instead of pre-training one in the run")
     p.add_argument("--epochs", type=int)
     p.add_argument("--batch-size", type=int)
     p.add_argument("--lr", type=float)
@@ -39,6 +42,8 @@ def _add_train_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--negatives", choices=["sampled", "all"],
                    help="sampled: --num-negatives corruptions per triple; all: every training entity "
                    "(1-vs-all, needs --loss softmax, not with --privacy)")
+    p.add_argument("--pool-size", type=int, help="--negatives all: draw this many candidate entities per "
+                   "step instead of every training entity (sampled softmax; 0 = all)")
     p.add_argument("--margin", type=float)
     p.add_argument("--temperature", type=float, help="softmax loss: divide scores by this")
     p.add_argument("--seed", type=int)
@@ -95,6 +100,8 @@ def build_parser() -> argparse.ArgumentParser:
     charlm = sub.add_parser("charlm", help="flair character language models").add_subparsers(dest="charlm_command")
     ct = charlm.add_parser("train", help="train a char LM on a dataset's descriptions")
     ct.add_argument("--dataset", required=True)
+    ct.add_argument("--description", help="BLP-format datasets: which description file to train on "
+                    "(short, long, first-sentence; as for textkg train)")
     ct.add_argument("--direction", choices=["forward", "backward"], required=True)
     ct.add_argument("--out", required=True)
     ct.add_argument("--hidden-size", type=int, default=256)

@@ -65,6 +65,11 @@ class TrainConfig:
             or ``all``: every training entity is a negative for both the head
             and the tail (1-vs-all, :mod:`textkg.training.one_vs_all`; needs
             ``loss: softmax``; not available with privacy).
+        pool_size: ``negatives: all`` only. ``0``: the candidates are every
+            training entity. ``k > 0``: each step draws ``k`` training
+            entities uniformly, shared by the batch, plus the batch's own heads
+            and tails (sampled softmax; for text modules whose entity vectors
+            are costly, e.g. ``dkrl``).
         margin: margin of the ranking loss.
         temperature: ``softmax`` only: scores are divided by it (smaller =
             sharper). 0.05 suits TransE-L2 on normalised vectors (``cpu-best``).
@@ -76,7 +81,8 @@ class TrainConfig:
         candidates: candidate protocol, ``blp`` (valid: train+valid entities,
             test: all), ``all`` or ``split``.
         weight_decay: Adam weight decay.
-        max_minutes: stop training after this wall time (``None`` = no limit).
+        max_minutes: stop training after this wall time (``None`` = no limit),
+            checked after every step; a stopped run is validated at once.
         checkpoint_every: also checkpoint every this many steps (``0`` = only per epoch).
         audit_candidates: for membership-inference audits, this many candidate
             statements (confidential ones when privacy is ``confidential`` or
@@ -92,6 +98,7 @@ class TrainConfig:
     num_negatives: int = 32
     loss: str = "margin"
     negatives: str = "sampled"
+    pool_size: int = 0
     margin: float = 1.0
     temperature: float = 1.0
     seed: int = 0
@@ -110,6 +117,11 @@ class TrainConfig:
         if self.negatives == "all" and self.loss != "softmax":
             raise ConfigError(f"negatives 'all' (1-vs-all) needs loss 'softmax', got {self.loss!r}",
                               field="train.negatives")
+        if isinstance(self.pool_size, bool) or not isinstance(self.pool_size, int) or self.pool_size < 0:
+            raise ConfigError(f"must be an integer >= 0, got {self.pool_size!r}", field="train.pool_size")
+        if self.pool_size and self.negatives != "all":
+            raise ConfigError("pool_size samples the 1-vs-all candidates: it needs negatives 'all'",
+                              field="train.pool_size")
         _check_choice("candidates", self.candidates, CANDIDATE_PROTOCOLS, prefix="train")
         for name in ("epochs", "batch_size", "num_negatives", "eval_every"):
             if getattr(self, name) < 1:

@@ -37,13 +37,18 @@ def entity_texts(kg: KnowledgeGraph) -> list[str]:
     return list(kg.entity_descriptions)
 
 
-def text_inputs(model_cfg, texts: list[str], *, seed: int = 0, cache_dir: Path | None = None) -> dict:
+def text_inputs(model_cfg, texts: list[str], *, seed: int = 0, cache_dir: Path | None = None,
+                autoencoder=None) -> dict:
     """Keyword arguments for :func:`textkg.models.build_model` carrying text features.
 
     Returns ``{}`` for structural models; ``{"text_features": (n, D)}`` for
     pooled encoders; ``{"token_features": (n, L, d), "token_mask": (n, L)}``
-    for DKRL (``build_model`` builds the CNN); LSTM-AE codes are pre-trained
-    here (as in the seed paper) and returned as pooled ``text_features``;
+    for DKRL (``build_model`` builds the CNN); ``lstm-ae`` codes come back as
+    pooled ``text_features`` together with the ``autoencoder`` that made them
+    (pre-trained here as in the seed paper, or ``autoencoder`` when given, e.g.
+    a run's saved one, or loaded from ``text_module_kwargs.path``: see
+    :func:`lstm_autoencoder`); the caller pops ``autoencoder`` before
+    :func:`textkg.models.build_model`;
     ``{"input_ids": (n, L), "attention_mask": (n, L), "text_module":
     PooledTransformer}`` for ``finetune``.
 
@@ -65,14 +70,57 @@ def text_inputs(model_cfg, texts: list[str], *, seed: int = 0, cache_dir: Path |
         return {"text_features": cached_encode(encoder, texts, cache_dir=cache_dir).float()}
     tokens, mask = _token_features(encoder, texts, cache_dir)
     if module == "lstm-ae":
-        from encoders.lstm_ae import pretrain_autoencoder
-
-        kwargs = dict(getattr(model_cfg, "text_module_kwargs", None) or {})
-        ae, _history = pretrain_autoencoder(tokens, mask, seed=seed, **kwargs)
+        ae = autoencoder if autoencoder is not None else lstm_autoencoder(model_cfg, tokens, mask, seed=seed)
         with torch.no_grad():
             codes = ae.encode(tokens, mask)
-        return {"text_features": codes.float()}
+        return {"text_features": codes.float(), "autoencoder": ae}
     return {"token_features": tokens, "token_mask": mask}
+
+
+#: File name of a run's LSTM autoencoder (``text_module: lstm-ae``), next to ``best_model.pt``.
+AUTOENCODER_FILE = "lstm_ae.pt"
+
+
+def lstm_autoencoder(model_cfg, tokens: torch.Tensor, mask: torch.Tensor, *, seed: int = 0):
+    """The LSTM autoencoder of an ``lstm-ae`` model: loaded or pre-trained.
+
+    ``text_module_kwargs.path`` names a file written by ``textkg encoders
+    pretrain-aec`` (or a run's ``lstm_ae.pt``): it is loaded and checked
+    against the encoder's token size. Without it, the autoencoder is
+    pre-trained here on ``tokens`` with the other ``text_module_kwargs``
+    (``code_dim``, ``epochs``, ``lr``, ``batch_size``, ``num_layers``).
+
+    Raises:
+        ConfigError: Unreadable file, or token size mismatch (the file is named).
+    """
+    from encoders.lstm_ae import pretrain_autoencoder
+
+    kwargs = dict(getattr(model_cfg, "text_module_kwargs", None) or {})
+    path = kwargs.pop("path", None)
+    if path is None:
+        return pretrain_autoencoder(tokens, mask, seed=seed, **kwargs)[0]
+    if kwargs:
+        raise ConfigError(f"a pre-trained autoencoder ('path') takes no pre-training arguments, got "
+                          f"{', '.join(sorted(kwargs))}", field=f"model.text_module_kwargs.{sorted(kwargs)[0]}")
+    ae = load_autoencoder_file(path)
+    if ae.token_dim != tokens.shape[-1]:
+        raise ConfigError(f"autoencoder reads {ae.token_dim}-d tokens but encoder {model_cfg.encoder!r} gives "
+                          f"{tokens.shape[-1]}-d tokens", file=path, field="token_dim")
+    return ae
+
+
+def load_autoencoder_file(path):
+    """:meth:`LSTMAutoencoder.load` with a :class:`ConfigError` naming the file on failure."""
+    from encoders.lstm_ae import LSTMAutoencoder
+
+    path = Path(path)
+    if not path.is_file():
+        raise ConfigError("no such autoencoder file", file=path, field="model.text_module_kwargs.path")
+    try:
+        return LSTMAutoencoder.load(path)
+    except Exception as exc:  # noqa: BLE001 - any unreadable file becomes one clear error
+        raise ConfigError(f"not an LSTM autoencoder written by textkg ({type(exc).__name__}: {exc})",
+                          file=path, field="model.text_module_kwargs.path") from None
 
 
 def _token_features(encoder, texts, cache_dir):

@@ -73,3 +73,27 @@ def one_vs_all_loss(model, triples: torch.Tensor, *, entity_pool: torch.Tensor, 
     head_scores = model.interaction.score_heads(relations, t, pool_vectors) / temperature
     return (F.cross_entropy(tail_scores, tails, reduction="none", label_smoothing=label_smoothing)
             + F.cross_entropy(head_scores, heads, reduction="none", label_smoothing=label_smoothing))
+
+
+def sample_pool(entity_pool: torch.Tensor, triples: torch.Tensor, size: int, *, num_entities: int,
+                generator: torch.Generator | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """A step's candidate pool for sampled 1-vs-all (``train.pool_size``).
+
+    ``size`` entities drawn uniformly without replacement from ``entity_pool``,
+    shared by the whole batch, plus every head and tail of ``triples`` (so
+    each target is in the pool). This is the sampled softmax of Jean, Cho,
+    Memisevic & Bengio, "On Using Very Large Target Vocabulary for Neural
+    Machine Translation" (ACL 2015) with a uniform proposal, which makes its
+    correction term the same for every sampled candidate. It cuts the cost of
+    a step for models whose entity vectors are expensive (a DKRL CNN over
+    every pool entity's tokens) from the whole pool to ``size + 2B`` rows.
+
+    Returns:
+        ``(pool, positions)``: the sorted unique pool entities and their
+        :func:`pool_positions`.
+    """
+    if size >= len(entity_pool):
+        return entity_pool, pool_positions(entity_pool, num_entities)
+    drawn = entity_pool[torch.randperm(len(entity_pool), generator=generator)[:size]]
+    pool = torch.unique(torch.cat([drawn, triples[:, 0], triples[:, 2]]))
+    return pool, pool_positions(pool, num_entities)

@@ -1,7 +1,8 @@
 """End-to-end run: data → features → model → training (+privacy) → evaluation → files.
 
 Inputs are validated before anything is written. A run directory holds
-``config.json``, ``graph.json`` (id maps for prediction), ``checkpoint.pt``
+``config.json``, ``graph.json`` (id maps for prediction), ``lstm_ae.pt``
+(``lstm-ae`` models only: the autoencoder that codes descriptions), ``checkpoint.pt``
 (with the privacy ledger), ``best_model.pt`` and, last, ``metrics.json``.
 Every file is written atomically.
 """
@@ -24,7 +25,7 @@ from textkg.models import build_model
 from textkg.training import checkpoint as ckpt
 from textkg.training.audit_split import draw_audit_split
 from textkg.training.config import RunConfig
-from textkg.training.features import entity_texts, text_inputs
+from textkg.training.features import AUTOENCODER_FILE, entity_texts, load_autoencoder_file, text_inputs
 from textkg.training.losses import make_loss
 from textkg.training.private_training import PrivateTraining, select_confidential
 from textkg.training.trainer import Trainer
@@ -38,6 +39,8 @@ class Prepared:
     split: object
     model: torch.nn.Module
     filter_index: FilterIndex
+    #: ``lstm-ae`` models: the autoencoder that coded the descriptions (saved with the run).
+    autoencoder: torch.nn.Module | None = None
 
 
 def load_graph_and_split(cfg: RunConfig):
@@ -51,15 +54,22 @@ def load_graph_and_split(cfg: RunConfig):
     return kg, split
 
 
-def prepare(cfg: RunConfig) -> Prepared:
-    """Load, split, encode and build the model (no files written)."""
+def prepare(cfg: RunConfig, run_dir: Path | None = None) -> Prepared:
+    """Load, split, encode and build the model (no files written).
+
+    ``run_dir``: an existing run (resume, prediction); an ``lstm-ae`` model
+    reuses the autoencoder saved there instead of pre-training a new one.
+    """
     torch.manual_seed(cfg.train.seed)
     kg, split = load_graph_and_split(cfg)
-    features = text_inputs(cfg.model, entity_texts(kg), seed=cfg.train.seed)
+    saved = Path(run_dir) / AUTOENCODER_FILE if run_dir is not None else None
+    autoencoder = load_autoencoder_file(saved) if saved is not None and saved.is_file() else None
+    features = text_inputs(cfg.model, entity_texts(kg), seed=cfg.train.seed, autoencoder=autoencoder)
+    autoencoder = features.pop("autoencoder", None)
     model = build_model(cfg.model, num_entities=kg.num_entities, num_relations=kg.num_relations,
                         seen_entities=split.train_entities, **features)
     filter_index = FilterIndex.from_triples(split.filter_triples, kg.num_entities, kg.num_relations)
-    return Prepared(kg=kg, split=split, model=model, filter_index=filter_index)
+    return Prepared(kg=kg, split=split, model=model, filter_index=filter_index, autoencoder=autoencoder)
 
 
 def _subset(triples: torch.Tensor, max_triples: int, seed: int) -> torch.Tensor:
@@ -185,7 +195,7 @@ def run(cfg: RunConfig, out_dir: Path, *, resume: bool = False, progress: bool =
     if not resume and out_dir.exists() and any(out_dir.iterdir()):
         raise ConfigError(f"output directory {out_dir} is not empty; pass --resume {out_dir} "
                           "to continue it or choose another --out", field="out")
-    prep = prepare(cfg)  # validates every input before anything is written
+    prep = prepare(cfg, out_dir if resume else None)  # validates every input before anything is written
     trainer, private, audit = build_trainer(prep, cfg, out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     if resume:
@@ -193,6 +203,8 @@ def run(cfg: RunConfig, out_dir: Path, *, resume: bool = False, progress: bool =
     else:
         ckpt.atomic_write_json(out_dir / "config.json", {"textkg_version": textkg.__version__, **cfg.to_dict()})
         ckpt.atomic_write_json(out_dir / "graph.json", graph_record(prep.kg, prep.split))
+        if prep.autoencoder is not None:  # prediction codes new descriptions with the same autoencoder
+            prep.autoencoder.save(out_dir / AUTOENCODER_FILE)
         if audit is not None:
             ckpt.atomic_write_json(out_dir / "audit_split.json", audit)
     started = time.perf_counter()
@@ -242,7 +254,7 @@ def evaluate_run(run_dir: Path, *, progress: bool = True) -> dict:
     if not cfg_path.exists():
         raise ConfigError("not a textkg run directory (no config.json)", file=run_dir)
     cfg = _RC.from_dict(json.loads(cfg_path.read_text()), source=str(cfg_path))
-    prep = prepare(cfg)
+    prep = prepare(cfg, run_dir)
     state = ckpt.load(run_dir / ckpt.BEST_MODEL)
     prep.model.load_state_dict(state)
     return {"valid": _flat(evaluate_split(prep, cfg, "valid", progress=progress)) if len(prep.split.valid) else None,

@@ -18,7 +18,7 @@ from tqdm.auto import tqdm
 from textkg.training import checkpoint as ckpt
 from textkg.training.config import RunConfig
 from textkg.training.negatives import corrupt
-from textkg.training.one_vs_all import one_vs_all_loss, pool_positions
+from textkg.training.one_vs_all import one_vs_all_loss, pool_positions, sample_pool
 from textkg.training.schedule import interleave, plan_epoch, public_batches
 
 
@@ -100,9 +100,13 @@ class Trainer:
         tc = self.config.train
         self.optimizer.zero_grad(set_to_none=True)
         if self._pool_positions is not None:  # 1-vs-all: every training entity is a negative
-            loss = one_vs_all_loss(self.model, self.public[idx], entity_pool=self.entity_pool,
-                                   positions=self._pool_positions, temperature=tc.temperature,
-                                   generator=self.generator).mean()
+            triples = self.public[idx]
+            pool, positions = self.entity_pool, self._pool_positions
+            if tc.pool_size:  # sampled softmax: a random share of the pool, shared by the batch
+                pool, positions = sample_pool(self.entity_pool, triples, tc.pool_size,
+                                              num_entities=self.model.num_entities, generator=self.generator)
+            loss = one_vs_all_loss(self.model, triples, entity_pool=pool, positions=positions,
+                                   temperature=tc.temperature, generator=self.generator).mean()
         else:
             batch = corrupt(self.public[idx], num_negatives=tc.num_negatives,
                             entity_pool=self.entity_pool, generator=self.generator)
@@ -126,8 +130,12 @@ class Trainer:
         run resumed from a mid-epoch checkpoint sees the same batches."""
         return torch.Generator().manual_seed(self.config.train.seed * 1_000_003 + self.state.epoch)
 
-    def _run_epoch(self, bar) -> float | None:
-        """Run the rest of the current epoch (all of it unless resumed mid-epoch)."""
+    def _run_epoch(self, bar, deadline: float | None = None) -> float | None:
+        """Run the rest of the current epoch (all of it unless resumed mid-epoch).
+
+        ``deadline`` (``time.perf_counter()`` value): stop after the step that
+        passes it, so ``max_minutes`` holds even when one epoch is long.
+        """
         tc = self.config.train
         kinds = interleave(self.plan) if self.plan.public_steps and self.plan.private_steps else (
             ["public"] * self.plan.public_steps + ["private"] * self.plan.private_steps)
@@ -150,6 +158,9 @@ class Trainer:
             bar.update(1)
             if tc.checkpoint_every and st.step % tc.checkpoint_every == 0:
                 self.save()
+            if deadline is not None and time.perf_counter() > deadline:
+                st.stopped = f"max_minutes={tc.max_minutes} reached"
+                break
         mean_loss = st.epoch_loss_sum / st.epoch_loss_count if st.epoch_loss_count else None
         st.step_in_epoch, st.epoch_loss_sum, st.epoch_loss_count = 0, 0.0, 0
         postfix = {}
@@ -168,8 +179,9 @@ class Trainer:
                    initial=self.state.epoch * steps_per_epoch + self.state.step_in_epoch,
                    desc="train", unit="step", dynamic_ncols=True, mininterval=2.0)
         start = time.perf_counter() - self.state.seconds
+        limit = None if tc.max_minutes is None else start + 60 * tc.max_minutes
         while self.state.epoch < tc.epochs and self.state.stopped is None:
-            public_loss = self._run_epoch(bar)
+            public_loss = self._run_epoch(bar, limit)
             self.state.epoch += 1
             self.state.seconds = time.perf_counter() - start
             record = {"epoch": self.state.epoch, "step": self.state.step, "seconds": self.state.seconds,
