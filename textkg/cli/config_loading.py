@@ -27,6 +27,7 @@ FLAG_FIELDS = {
     "margin": ("train", "margin"),
     "temperature": ("train", "temperature"),
     "pool_size": ("train", "pool_size"),
+    "lr_schedule": ("train", "lr_schedule"),
     "negatives": ("train", "negatives"),
     "seed": ("train", "seed"),
     "eval_every": ("train", "eval_every"),

@@ -37,6 +37,8 @@ def _add_train_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--epochs", type=int)
     p.add_argument("--batch-size", type=int)
     p.add_argument("--lr", type=float)
+    p.add_argument("--lr-schedule", choices=["constant", "cosine"],
+                   help="cosine: decay the rate to 0 over --epochs (default constant)")
     p.add_argument("--num-negatives", type=int)
     p.add_argument("--loss", choices=["margin", "softplus", "softmax"])
     p.add_argument("--negatives", choices=["sampled", "all"],

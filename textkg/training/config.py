@@ -17,6 +17,7 @@ PRIVACY_MODES = ("none", "full", "confidential")
 PRIVACY_MECHANISMS = ("dp-sgd", "simulation")
 LOSSES = ("margin", "softplus", "softmax")
 NEGATIVES = ("sampled", "all")
+LR_SCHEDULES = ("constant", "cosine")
 CANDIDATE_PROTOCOLS = ("blp", "all", "split")
 SPLITS = ("transductive", "inductive")
 
@@ -81,6 +82,10 @@ class TrainConfig:
         candidates: candidate protocol, ``blp`` (valid: train+valid entities,
             test: all), ``all`` or ``split``.
         weight_decay: Adam weight decay.
+        lr_schedule: ``constant`` or ``cosine``: step ``t`` of ``T = epochs ×
+            steps per epoch`` uses ``lr · (1 + cos(π t / T)) / 2`` (SGDR without
+            restarts, Loshchilov & Hutter, ICLR 2017). Set ``epochs`` to what
+            ``max_minutes`` allows, or the run stops before the rate has decayed.
         max_minutes: stop training after this wall time (``None`` = no limit),
             checked after every step; a stopped run is validated at once.
         checkpoint_every: also checkpoint every this many steps (``0`` = only per epoch).
@@ -107,6 +112,7 @@ class TrainConfig:
     eval_batch_size: int = 256
     candidates: str = "blp"
     weight_decay: float = 0.0
+    lr_schedule: str = "constant"
     max_minutes: float | None = None
     checkpoint_every: int = 0
     audit_candidates: int = 0
@@ -114,6 +120,7 @@ class TrainConfig:
     def __post_init__(self) -> None:
         _check_choice("loss", self.loss, LOSSES, prefix="train")
         _check_choice("negatives", self.negatives, NEGATIVES, prefix="train")
+        _check_choice("lr_schedule", self.lr_schedule, LR_SCHEDULES, prefix="train")
         if self.negatives == "all" and self.loss != "softmax":
             raise ConfigError(f"negatives 'all' (1-vs-all) needs loss 'softmax', got {self.loss!r}",
                               field="train.negatives")

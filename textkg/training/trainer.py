@@ -7,6 +7,7 @@ public: only training statements are protected by the privacy mechanism.
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -73,6 +74,7 @@ class Trainer:
                                num_private=0 if private is None else private.num_private,
                                batch_size=tc.batch_size)
         self.state = TrainState()
+        self._base_lrs = [group["lr"] for group in self.optimizer.param_groups]
         self._pool_positions = (pool_positions(entity_pool, model.num_entities)
                                 if tc.negatives == "all" else None)
 
@@ -125,6 +127,16 @@ class Trainer:
         self.state.private_steps += 1
         return True
 
+    def _set_learning_rate(self, step: int) -> None:
+        """``train.lr_schedule`` at ``step``; computed from the step count alone, so resuming
+        from a checkpoint continues the same schedule."""
+        if self.config.train.lr_schedule == "constant":
+            return
+        total = self.config.train.epochs * (self.plan.public_steps + self.plan.private_steps)
+        factor = 0.5 * (1.0 + math.cos(math.pi * min(step, total) / total))
+        for group, base in zip(self.optimizer.param_groups, self._base_lrs):
+            group["lr"] = base * factor
+
     def _epoch_generator(self) -> torch.Generator:
         """Seeds the epoch's public permutation from (seed, epoch) alone, so a
         run resumed from a mid-epoch checkpoint sees the same batches."""
@@ -147,6 +159,7 @@ class Trainer:
         st = self.state
         self.model.train()
         for kind in kinds[st.step_in_epoch:]:
+            self._set_learning_rate(st.step)
             if kind == "public":
                 st.epoch_loss_sum += self._public_step(next(public_iter))
                 st.epoch_loss_count += 1
