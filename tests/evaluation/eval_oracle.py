@@ -18,10 +18,15 @@ class TableScorer:
         return self.table[candidates[None, :], relations[:, None], tails[:, None]]
 
 
-def oracle_rank(table: torch.Tensor, triple, direction: str, candidates, known: set) -> float:
-    """Filtered realistic rank by brute force, one candidate at a time (pure Python)."""
+def oracle_rank(table: torch.Tensor, triple, direction: str, candidates, known: set, *,
+                exclude_query: bool = False) -> float:
+    """Filtered realistic rank by brute force, one candidate at a time (pure Python).
+
+    ``exclude_query``: also skip the query's own entity (``h`` for tails, ``t`` for heads).
+    """
     h, r, t = triple
     target = t if direction == "tail" else h
+    query = h if direction == "tail" else t
 
     def score(e):
         return float(table[h, r, e]) if direction == "tail" else float(table[e, r, t])
@@ -29,7 +34,7 @@ def oracle_rank(table: torch.Tensor, triple, direction: str, candidates, known: 
     s_target = score(target)
     greater = equal = 0
     for e in candidates:
-        if e == target:
+        if e == target or (exclude_query and e == query):
             continue
         if ((h, r, e) if direction == "tail" else (e, r, t)) in known:
             continue

@@ -50,7 +50,7 @@ def _headline(m: dict) -> dict:
 def evaluate(args) -> dict:
     from textkg.training.pipeline import evaluate_run
 
-    return evaluate_run(Path(args.run_dir))
+    return evaluate_run(Path(args.run_dir), exclude_query=args.exclude_query)
 
 
 def predict(args) -> dict:

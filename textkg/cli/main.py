@@ -52,6 +52,8 @@ def _add_train_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--eval-every", type=int)
     p.add_argument("--valid-max-triples", type=int)
     p.add_argument("--candidates", choices=["blp", "all", "split"])
+    p.add_argument("--exclude-query", action="store_true", default=None,
+                   help="evaluation: remove each query's own entity from its ranking (irreflexive relations)")
     p.add_argument("--max-minutes", type=float)
     p.add_argument("--checkpoint-every", type=int)
     p.add_argument("--audit-candidates", type=int,
@@ -85,6 +87,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     ev = sub.add_parser("evaluate", help="re-evaluate a run directory's best model")
     ev.add_argument("run_dir")
+    ev.add_argument("--exclude-query", action=argparse.BooleanOptionalAction, default=None,
+                    help="remove each query's own entity from its ranking (default: as the run was trained)")
 
     pr = sub.add_parser("predict", help="zero-shot links for a brand-new entity")
     pr.add_argument("run_dir")

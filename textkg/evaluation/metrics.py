@@ -150,6 +150,7 @@ def evaluate(
     batch_size: int = 512,
     subset_masks: Mapping[str, torch.Tensor | QueryMask] | None = None,
     ks: Sequence[int] = DEFAULT_KS,
+    exclude_query: bool = False,
     progress: bool = False,
 ) -> RankingMetrics:
     """Filtered link-prediction metrics of ``scorer`` on ``triples``, both directions.
@@ -166,6 +167,8 @@ def evaluate(
             queries); a :class:`QueryMask` selects head and tail queries
             separately (see :meth:`RankingMetrics.from_query_mask`).
         ks: Hits@k cut-offs.
+        exclude_query: Remove each query's own entity from its ranking (see
+            :func:`textkg.evaluation.compute_ranks`).
         progress: Show a tqdm progress bar.
 
     Returns:
@@ -178,7 +181,8 @@ def evaluate(
     triples = _check_triples(triples, num_entities, filter_index.num_relations)
     subset_masks = _check_subset_masks(subset_masks, len(triples))
     result = compute_ranks(scorer, triples, filter_index=filter_index, candidates=candidates,
-                           num_entities=num_entities, batch_size=batch_size, progress=progress)
+                           num_entities=num_entities, batch_size=batch_size, exclude_query=exclude_query,
+                           progress=progress)
     head, tail = result.head_ranks, result.tail_ranks
     metrics = RankingMetrics.from_ranks(head, tail, ks=ks)
     subsets = {name: RankingMetrics.from_query_mask(head, tail, mask, ks=ks) for name, mask in subset_masks.items()}

@@ -107,6 +107,7 @@ def compute_ranks(
     num_entities: int,
     batch_size: int = 512,
     directions: Sequence[str] = DIRECTIONS,
+    exclude_query: bool = False,
     progress: bool = False,
 ) -> RankResult:
     """Rank each triple's true head and/or tail among the candidates, filtered.
@@ -122,6 +123,12 @@ def compute_ranks(
         batch_size: Queries scored at once; memory is about ``batch_size * c``
             floats.
         directions: Which of ``"head"``, ``"tail"`` to rank.
+        exclude_query: Also remove the query's own entity from its ranking
+            (``h`` when predicting tails of ``(h, r, ?)``, ``t`` for heads),
+            unless it is the target. Off by default, as in the standard
+            filtered protocol (Bordes et al. 2013) and BLP. For irreflexive
+            relations such as ``is_a`` the query entity is never an answer, and
+            ``textkg predict`` never proposes it (a new entity is not a candidate).
         progress: Show a tqdm progress bar.
 
     Returns:
@@ -150,7 +157,8 @@ def compute_ranks(
     with torch.no_grad(), _progress_bar(len(triples) * len(directions), progress) as bar:
         for direction in directions:
             ranks[direction] = _rank_direction(scorer, triples, direction, candidates, column,
-                                               target_columns[direction], filter_index, batch_size, bar)
+                                               target_columns[direction], filter_index, batch_size, bar,
+                                               exclude_query=exclude_query)
     return RankResult(head_ranks=ranks.get("head"), tail_ranks=ranks.get("tail"), num_candidates=len(candidates))
 
 
@@ -191,7 +199,7 @@ def realistic_ranks(scores: torch.Tensor, target_columns: torch.Tensor, filtered
 
 def _rank_direction(scorer: Scorer, triples: torch.Tensor, direction: str, candidates: torch.Tensor,
                     column: torch.Tensor, target_columns: torch.Tensor, filter_index: FilterIndex,
-                    batch_size: int, bar) -> torch.Tensor:
+                    batch_size: int, bar, *, exclude_query: bool = False) -> torch.Tensor:
     """``(n,)`` ranks of one direction, scored ``batch_size`` queries at a time."""
     out = torch.empty(len(triples), dtype=torch.float64)
     for start in range(0, len(triples), batch_size):
@@ -205,12 +213,24 @@ def _rank_direction(scorer: Scorer, triples: torch.Tensor, direction: str, candi
             rows, entities = filter_index.true_heads(r, t)
             target_entity = h
         _check_scores(scores, len(h), len(candidates), start, direction)
+        if exclude_query:
+            rows, entities = _with_query_entities(rows, entities, h if direction == "tail" else t,
+                                                  column.numel())
         cols = column[entities]
         keep = (cols >= 0) & (entities != target_entity[rows])
         out[start:start + len(h)] = realistic_ranks(scores, target_columns[start:start + len(h)],
                                                     rows[keep], cols[keep])
         bar.update(len(h))
     return out
+
+
+def _with_query_entities(rows: torch.Tensor, entities: torch.Tensor, query: torch.Tensor,
+                         num_entities: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Filtered ``(row, entity)`` pairs plus each row's query entity, without duplicates."""
+    rows = torch.cat([rows, torch.arange(len(query))])
+    entities = torch.cat([entities, query])
+    pairs = torch.unique(rows * num_entities + entities)
+    return pairs // num_entities, pairs % num_entities
 
 
 def _check_scores(scores: torch.Tensor, b: int, c: int, offset: int, direction: str) -> None:

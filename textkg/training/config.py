@@ -81,6 +81,10 @@ class TrainConfig:
         eval_batch_size: queries scored at once during evaluation.
         candidates: candidate protocol, ``blp`` (valid: train+valid entities,
             test: all), ``all`` or ``split``.
+        exclude_query: evaluation also removes each query's own entity from
+            its ranking (off: the standard filtered protocol; on suits
+            irreflexive relations such as ``is_a``; see
+            :func:`textkg.evaluation.compute_ranks`).
         weight_decay: Adam weight decay.
         lr_schedule: ``constant`` or ``cosine``: step ``t`` of ``T = epochs ×
             steps per epoch`` uses ``lr · (1 + cos(π t / T)) / 2`` (SGDR without
@@ -111,6 +115,7 @@ class TrainConfig:
     valid_max_triples: int = 2000
     eval_batch_size: int = 256
     candidates: str = "blp"
+    exclude_query: bool = False
     weight_decay: float = 0.0
     lr_schedule: str = "constant"
     max_minutes: float | None = None
@@ -130,6 +135,8 @@ class TrainConfig:
             raise ConfigError("pool_size samples the 1-vs-all candidates: it needs negatives 'all'",
                               field="train.pool_size")
         _check_choice("candidates", self.candidates, CANDIDATE_PROTOCOLS, prefix="train")
+        if not isinstance(self.exclude_query, bool):
+            raise ConfigError(f"must be true or false, got {self.exclude_query!r}", field="train.exclude_query")
         for name in ("epochs", "batch_size", "num_negatives", "eval_every"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"must be >= 1, got {getattr(self, name)}", field=f"train.{name}")

@@ -9,6 +9,7 @@ Every file is written atomically.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import time
 from dataclasses import dataclass
@@ -121,7 +122,7 @@ def evaluate_split(prep: Prepared, cfg: RunConfig, which: str, *, max_triples: i
         return evaluate(prep.model, triples, filter_index=prep.filter_index, candidates=candidates,
                         num_entities=prep.kg.num_entities, batch_size=cfg.train.eval_batch_size,
                         subset_masks=_subset_masks(triples, prep.split.train_entities, prep.kg),
-                        progress=progress)
+                        exclude_query=cfg.train.exclude_query, progress=progress)
 
 
 def _trained_parameter_names(model) -> list[str]:
@@ -245,8 +246,11 @@ def _fusion_weights(model) -> dict:
     return {"fusion_weights": fn()} if callable(fn) else {}
 
 
-def evaluate_run(run_dir: Path, *, progress: bool = True) -> dict:
-    """Re-evaluate a finished run's best model on its test split."""
+def evaluate_run(run_dir: Path, *, progress: bool = True, exclude_query: bool | None = None) -> dict:
+    """Re-evaluate a finished run's best model on its validation and test splits.
+
+    ``exclude_query``: override the run's ``train.exclude_query`` protocol.
+    """
     from textkg.training.config import RunConfig as _RC
 
     run_dir = Path(run_dir)
@@ -254,8 +258,11 @@ def evaluate_run(run_dir: Path, *, progress: bool = True) -> dict:
     if not cfg_path.exists():
         raise ConfigError("not a textkg run directory (no config.json)", file=run_dir)
     cfg = _RC.from_dict(json.loads(cfg_path.read_text()), source=str(cfg_path))
+    if exclude_query is not None:  # an evaluation protocol choice, not a training one
+        cfg = dataclasses.replace(cfg, train=dataclasses.replace(cfg.train, exclude_query=exclude_query))
     prep = prepare(cfg, run_dir)
     state = ckpt.load(run_dir / ckpt.BEST_MODEL)
     prep.model.load_state_dict(state)
-    return {"valid": _flat(evaluate_split(prep, cfg, "valid", progress=progress)) if len(prep.split.valid) else None,
+    return {"exclude_query": cfg.train.exclude_query,
+            "valid": _flat(evaluate_split(prep, cfg, "valid", progress=progress)) if len(prep.split.valid) else None,
             "test": evaluate_split(prep, cfg, "test", progress=progress).to_dict()}
