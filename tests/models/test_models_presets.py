@@ -157,3 +157,17 @@ def test_build_model_accepts_a_dict_config_and_float16_features():
     model = _build(get_preset("fused-transe").to_dict(), text_features=torch.randn(NUM_ENTITIES, 3).half())
     assert model.text.text_text_features.dtype == torch.float32
     assert model.structural.dropout == pytest.approx(0.3)
+
+
+@pytest.mark.parametrize("name", list_presets())
+@pytest.mark.parametrize("private", [False, True])
+def test_preset_train_defaults_make_a_valid_run_config(name, private):
+    """Every preset's training defaults are valid, with and without DP (1-vs-all keys dropped)."""
+    from textkg.models.presets import preset_train_defaults
+    from textkg.training.config import PrivacyConfig, RunConfig, TrainConfig
+
+    defaults = preset_train_defaults(name, private=private)
+    privacy = PrivacyConfig(mode="full", noise_multiplier=1.0) if private else PrivacyConfig()
+    cfg = RunConfig(model=get_preset(name), train=TrainConfig(**defaults), privacy=privacy, model_name=name)
+    if private:
+        assert cfg.train.negatives == "sampled" and cfg.train.pool_size == 0
