@@ -163,7 +163,14 @@ def pretrain_autoencoder(
 
 
 def load_autoencoder(path: str | os.PathLike[str]) -> LSTMAutoencoder:
-    """Alias of :meth:`LSTMAutoencoder.load`."""
-    return LSTMAutoencoder.load(path)
+    """:meth:`LSTMAutoencoder.load`, with one :class:`ConfigError` naming the file on any failure."""
+    path = Path(path)
+    if not path.is_file():
+        raise ConfigError("no such autoencoder file", file=path, field="model.text_module_kwargs.path")
+    try:
+        return LSTMAutoencoder.load(path)
+    except Exception as exc:  # noqa: BLE001 - any unreadable file becomes one clear error
+        raise ConfigError(f"not an LSTM autoencoder written by textkg ({type(exc).__name__}: {exc})",
+                          file=path, field="model.text_module_kwargs.path") from None
 
 

@@ -47,17 +47,19 @@ def problems(draw):
 
 
 @settings(max_examples=300, deadline=None)
-@given(problems())
-def test_ranks_match_oracle(problem):
+@given(problems(), st.booleans())
+def test_ranks_match_oracle(problem, exclude_query):
+    """``exclude_query``: the query's own entity also leaves the ranking, unless it is the target."""
     table, triples, filter_triples, candidates, batch_size = problem
     num_entities, num_relations = table.shape[0], table.shape[1]
     index = FilterIndex.from_triples(filter_triples, num_entities, num_relations)
     result = compute_ranks(TableScorer(table), triples, filter_index=index, candidates=candidates,
-                           num_entities=num_entities, batch_size=batch_size)
+                           num_entities=num_entities, batch_size=batch_size, exclude_query=exclude_query)
     known = {tuple(x) for x in filter_triples.tolist()}
     cands = list(range(num_entities)) if candidates is None else candidates.tolist()
     for direction, ranks in (("head", result.head_ranks), ("tail", result.tail_ranks)):
-        expected = [oracle_rank(table, tuple(x), direction, cands, known) for x in triples.tolist()]
+        expected = [oracle_rank(table, tuple(x), direction, cands, known, exclude_query=exclude_query)
+                    for x in triples.tolist()]
         assert ranks.dtype == torch.float64
         assert ranks.tolist() == expected, direction
 
@@ -98,23 +100,6 @@ def test_batch_size_does_not_change_ranks(problem, other_batch_size):
     a = compute_ranks(TableScorer(table), triples, batch_size=batch_size, **kwargs)
     b = compute_ranks(TableScorer(table), triples, batch_size=other_batch_size, **kwargs)
     assert torch.equal(a.all_ranks(), b.all_ranks())
-
-
-@settings(max_examples=200, deadline=None)
-@given(problems())
-def test_exclude_query_ranks_match_oracle(problem):
-    """The query's own entity leaves the ranking, except when it is the target (a self-loop)."""
-    table, triples, filter_triples, candidates, batch_size = problem
-    num_entities, num_relations = table.shape[0], table.shape[1]
-    index = FilterIndex.from_triples(filter_triples, num_entities, num_relations)
-    result = compute_ranks(TableScorer(table), triples, filter_index=index, candidates=candidates,
-                           num_entities=num_entities, batch_size=batch_size, exclude_query=True)
-    known = {tuple(x) for x in filter_triples.tolist()}
-    cands = list(range(num_entities)) if candidates is None else candidates.tolist()
-    for direction, ranks in (("head", result.head_ranks), ("tail", result.tail_ranks)):
-        expected = [oracle_rank(table, tuple(x), direction, cands, known, exclude_query=True)
-                    for x in triples.tolist()]
-        assert ranks.tolist() == expected, direction
 
 
 def test_exclude_query_lifts_a_self_scoring_query():

@@ -93,7 +93,7 @@ def lstm_autoencoder(model_cfg, tokens: torch.Tensor, mask: torch.Tensor, *, see
     Raises:
         ConfigError: Unreadable file, or token size mismatch (the file is named).
     """
-    from encoders.lstm_ae import pretrain_autoencoder
+    from encoders.lstm_ae import load_autoencoder, pretrain_autoencoder
 
     kwargs = dict(getattr(model_cfg, "text_module_kwargs", None) or {})
     path = kwargs.pop("path", None)
@@ -102,25 +102,11 @@ def lstm_autoencoder(model_cfg, tokens: torch.Tensor, mask: torch.Tensor, *, see
     if kwargs:
         raise ConfigError(f"a pre-trained autoencoder ('path') takes no pre-training arguments, got "
                           f"{', '.join(sorted(kwargs))}", field=f"model.text_module_kwargs.{sorted(kwargs)[0]}")
-    ae = load_autoencoder_file(path)
+    ae = load_autoencoder(path)
     if ae.token_dim != tokens.shape[-1]:
         raise ConfigError(f"autoencoder reads {ae.token_dim}-d tokens but encoder {model_cfg.encoder!r} gives "
                           f"{tokens.shape[-1]}-d tokens", file=path, field="token_dim")
     return ae
-
-
-def load_autoencoder_file(path):
-    """:meth:`LSTMAutoencoder.load` with a :class:`ConfigError` naming the file on failure."""
-    from encoders.lstm_ae import LSTMAutoencoder
-
-    path = Path(path)
-    if not path.is_file():
-        raise ConfigError("no such autoencoder file", file=path, field="model.text_module_kwargs.path")
-    try:
-        return LSTMAutoencoder.load(path)
-    except Exception as exc:  # noqa: BLE001 - any unreadable file becomes one clear error
-        raise ConfigError(f"not an LSTM autoencoder written by textkg ({type(exc).__name__}: {exc})",
-                          file=path, field="model.text_module_kwargs.path") from None
 
 
 def _token_features(encoder, texts, cache_dir):

@@ -26,7 +26,7 @@ from textkg.models import build_model
 from textkg.training import checkpoint as ckpt
 from textkg.training.audit_split import draw_audit_split
 from textkg.training.config import RunConfig
-from textkg.training.features import AUTOENCODER_FILE, entity_texts, load_autoencoder_file, text_inputs
+from textkg.training.features import AUTOENCODER_FILE, entity_texts, text_inputs
 from textkg.training.losses import make_loss
 from textkg.training.private_training import PrivateTraining, select_confidential
 from textkg.training.trainer import Trainer
@@ -64,7 +64,11 @@ def prepare(cfg: RunConfig, run_dir: Path | None = None) -> Prepared:
     torch.manual_seed(cfg.train.seed)
     kg, split = load_graph_and_split(cfg)
     saved = Path(run_dir) / AUTOENCODER_FILE if run_dir is not None else None
-    autoencoder = load_autoencoder_file(saved) if saved is not None and saved.is_file() else None
+    autoencoder = None
+    if saved is not None and saved.is_file():
+        from encoders.lstm_ae import load_autoencoder
+
+        autoencoder = load_autoencoder(saved)
     features = text_inputs(cfg.model, entity_texts(kg), seed=cfg.train.seed, autoencoder=autoencoder)
     autoencoder = features.pop("autoencoder", None)
     model = build_model(cfg.model, num_entities=kg.num_entities, num_relations=kg.num_relations,
