@@ -1,14 +1,14 @@
-"""Fused vs description-only vs structure-only on one split of ``hpo`` (or ``hpo-small``).
+"""Fused vs description-only vs structure-only, and the fusion alternatives, on ``hpo`` (or ``hpo-small``).
 
 Usage::
 
     OMP_NUM_THREADS=1 python benchmarks/hpo_ablations.py [--dataset hpo] [--split inductive]
         [--epochs 3] [--seed 0] [--runs-dir runs/ablate] [--out benchmarks/results/hpo_ablations.json]
-        [--only fused,text,structural] [--collect-only]
+        [--only fused,text,structural,gated,fused-no-dropout] [--collect-only]
 
-Trains three models one after the other with ``textkg train`` (same data,
-split, epochs, seed and training settings), each into
-``RUNS_DIR/<dataset>-<split>/<variant>``:
+Trains the variants below (by default all five) one after the other with
+``textkg train`` (same data, split, epochs, seed and training settings), each
+into ``RUNS_DIR/<dataset>-<split>/<variant>``:
 
 * ``fused``: preset ``fused-transe`` — TransE (L1) over ``w_s · structure +
   w_x · description``, MiniLM mean-pooled frozen features, structural dropout 0.3.
@@ -17,6 +17,12 @@ split, epochs, seed and training settings), each into
   structural table).
 * ``structural`` (structure-only): preset ``transe`` (TransE L1; unseen
   entities share one learned row).
+* ``gated``: preset ``gated-transe`` — the fusion alternative: a per-entity
+  gate ``g = σ(W x + b)`` computed from the description, ``g · s + (1 − g) · x``,
+  structural dropout 0.3.
+* ``fused-no-dropout``: ``fused-transe`` with ``--structural-dropout 0``
+  (the learned unseen row alone, trained only by triples that touch an unseen
+  entity): what structural dropout is worth.
 
 A variant whose run directory already holds ``metrics.json`` is not
 retrained (delete the directory to redo it); ``--collect-only`` trains
@@ -48,6 +54,8 @@ VARIANTS = {
     "fused": ["--model", "fused-transe"],
     "text": ["--model", "fused-transe", "--fusion", "text", "--structural-dropout", "0"],
     "structural": ["--model", "transe"],
+    "gated": ["--model", "gated-transe"],
+    "fused-no-dropout": ["--model", "fused-transe", "--structural-dropout", "0"],
 }
 
 #: Test subsets copied into the results (when the run reports them).

@@ -153,7 +153,11 @@ def test_dp_per_example_gradients_of_the_transformer_match_autograd(tmp_path):
         loss_fn(model(batch[i])).backward()
         params = dict(model.named_parameters())
         for name in names:
-            torch.testing.assert_close(dense[name][i], params[name].grad, rtol=1e-4, atol=1e-6)
+            # float32 through 2 attention layers, vmap vs. eager summation order: a CI
+            # install saw one of 3,072 entries differ by 1.5e-6 (rel 3.7e-4), so atol is
+            # 1e-5: still 77x below the median non-zero entry of the smallest gradient
+            # checked (7.7e-4, the attention query weight; 0.29 for the projection).
+            torch.testing.assert_close(dense[name][i], params[name].grad, rtol=1e-4, atol=1e-5)
 
 
 def test_dp_step_clips_and_noises_the_transformer(tmp_path):
