@@ -20,9 +20,10 @@ into ``RUNS_DIR/<dataset>-<split>/<variant>``:
 * ``gated``: preset ``gated-transe`` — the fusion alternative: a per-entity
   gate ``g = σ(W x + b)`` computed from the description, ``g · s + (1 − g) · x``,
   structural dropout 0.3.
-* ``fused-no-dropout``: ``fused-transe`` with ``--structural-dropout 0``
-  (the learned unseen row alone, trained only by triples that touch an unseen
-  entity): what structural dropout is worth.
+* ``fused-no-dropout``: ``fused-transe`` with ``--structural-dropout 0``:
+  what structural dropout is worth. The learned unseen row is kept, but in a
+  fully inductive split no training triple touches an unseen entity, so the
+  row stays at its initial value.
 
 A variant whose run directory already holds ``metrics.json`` is not
 retrained (delete the directory to redo it); ``--collect-only`` trains

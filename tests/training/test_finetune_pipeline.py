@@ -153,7 +153,7 @@ def test_dp_per_example_gradients_of_the_transformer_match_autograd(tmp_path):
         loss_fn(model(batch[i])).backward()
         params = dict(model.named_parameters())
         for name in names:
-            # float32 through 2 attention layers, vmap vs. eager summation order: a CI
+            # float32 through 2 attention layers, vmap vs. eager summation order: a fresh
             # install saw one of 3,072 entries differ by 1.5e-6 (rel 3.7e-4), so atol is
             # 1e-5: still 77x below the median non-zero entry of the smallest gradient
             # checked (7.7e-4, the attention query weight; 0.29 for the projection).
