@@ -151,13 +151,20 @@ class DPSGDStep:
         self.last_norms: torch.Tensor | None = None
 
     def __call__(self, dense_grads: DenseGrads, row_grads: RowGrads,
-                 table_sizes: Mapping[str, int]) -> dict[str, torch.Tensor]:
+                 table_sizes: Mapping[str, int],
+                 noise: Mapping[str, torch.Tensor] | None = None) -> dict[str, torch.Tensor]:
         """Noised, averaged gradient of every parameter.
 
         Args:
             dense_grads: ``{name: (B, *shape)}`` per-example dense gradients.
             row_grads: ``{table: (indices (B, M), grads (B, M, d))}``; B may be 0.
             table_sizes: ``{table: V}``; noise covers all V rows.
+            noise: ``{name: unit-variance float64 tensor}`` for every dense parameter
+                and table, drawn by the caller from a secret source
+                (:class:`privacy.randomness.SecretRandomness`). The sum is then formed
+                in float64 and rounded once to the gradient's dtype (see
+                ``privacy/randomness.py`` on floating-point attacks). ``None``: draw
+                from ``generator`` in the gradient's dtype (tests, benchmarks).
 
         Returns:
             ``{name: (*shape)}`` and ``{table: (V, d)}``.
@@ -172,23 +179,35 @@ class DPSGDStep:
         std = self.noise_multiplier * self.max_grad_norm / self.expected_batch_size
         b = norms.shape[0]
         out: dict[str, torch.Tensor] = {}
+        if noise is not None:
+            expected = set(dense_grads) | set(row_grads)
+            if set(noise) != expected:
+                raise ValueError(f"noise must cover every parameter; mismatch: {sorted(set(noise) ^ expected)}")
+
+        def start(name: str, shape, like: torch.Tensor) -> torch.Tensor:
+            if noise is None:
+                return gaussian_noise(shape, std=std, generator=self.generator, dtype=like.dtype, device=like.device)
+            unit = noise[name]
+            if tuple(unit.shape) != tuple(shape):
+                raise ValueError(f"noise for {name!r} has shape {tuple(unit.shape)}, expected {tuple(shape)}")
+            return unit.to(device=like.device, dtype=torch.float64) * std
+
         for name, g in dense_grads.items():
-            noised = gaussian_noise(g.shape[1:], std=std, generator=self.generator, dtype=g.dtype, device=g.device)
+            noised = start(name, g.shape[1:], g)
             if b and noised.numel():
-                noised.view(-1).addmv_(g.reshape(b, -1).t(), scale.to(g.dtype))
-            out[name] = noised
+                noised.view(-1).addmv_(g.reshape(b, -1).t().to(noised.dtype), scale.to(noised.dtype))
+            out[name] = noised.to(g.dtype)
         for name, (idx, g) in row_grads.items():
             d = g.shape[-1]
-            noised = gaussian_noise((int(table_sizes[name]), d), std=std, generator=self.generator,
-                                    dtype=g.dtype, device=g.device)
+            noised = start(name, (int(table_sizes[name]), d), g)
             if idx.numel():
                 # scale-and-add a few examples at a time: the scaled copy stays small (no B·M·d temporary)
                 chunk = max(1, _CHUNK_ENTRIES // max(1, idx.shape[1] * d))
-                coef = scale.to(g.dtype)
+                coef = scale.to(noised.dtype)
                 for s in range(0, b, chunk):
                     noised.index_add_(0, idx[s:s + chunk].reshape(-1),
-                                      (g[s:s + chunk] * coef[s:s + chunk, None, None]).reshape(-1, d))
-            out[name] = noised
+                                      (g[s:s + chunk].to(noised.dtype) * coef[s:s + chunk, None, None]).reshape(-1, d))
+            out[name] = noised.to(g.dtype)
         self.last_norms = norms.detach()
         if self.accountant is not None:
             self.accountant.step(self.event)

@@ -19,19 +19,27 @@ def _check(num_examples: int, sample_rate: float) -> None:
         raise ValueError(f"sample_rate must be in [0, 1], got {sample_rate!r}")
 
 
-def poisson_sample(num_examples: int, *, sample_rate: float, generator: torch.Generator | None) -> torch.Tensor:
-    """Indices of one Poisson sample.
+def poisson_sample(num_examples: int, *, sample_rate: float, generator: torch.Generator | None = None,
+                   uniform: torch.Tensor | None = None) -> torch.Tensor:
+    """Indices of one Poisson sample: example i is kept iff ``u_i < q``.
 
     Args:
         num_examples: N.
         sample_rate: q in [0, 1].
-        generator: the randomness (CPU generator).
+        generator: the randomness (CPU generator), used when ``uniform`` is ``None``.
+        uniform: ``(N,)`` uniforms on [0, 1) drawn by the caller from a secret source
+            (:meth:`privacy.randomness.SecretRandomness.uniform`); DP needs the sample
+            to be secret, which torch's generator is not.
 
     Returns:
         ``(b,)`` LongTensor of sorted indices in [0, N); b ~ Binomial(N, q), possibly 0.
     """
     _check(num_examples, sample_rate)
-    keep = torch.rand(num_examples, generator=generator) < sample_rate
+    if uniform is None:
+        uniform = torch.rand(num_examples, generator=generator)
+    elif uniform.shape != (num_examples,):
+        raise ValueError(f"uniform must have shape ({num_examples},), got {tuple(uniform.shape)}")
+    keep = uniform < sample_rate
     return keep.nonzero(as_tuple=False).reshape(-1)
 
 

@@ -46,6 +46,8 @@ FLAG_FIELDS = {
     "confidential_relations": ("privacy", "confidential_relations"),
     "confidential_fraction": ("privacy", "confidential_fraction"),
     "orders": ("privacy", "orders"),
+    "reproducible_noise": ("privacy", "reproducible_noise"),
+    "public_entities": ("data", "public_entities"),
 }
 
 #: CLI flag → ModelConfig field (override the preset)

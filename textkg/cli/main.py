@@ -67,6 +67,12 @@ def _add_train_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--confidential-relations", help="comma-separated relation ids")
     p.add_argument("--confidential-fraction", type=float)
     p.add_argument("--orders", help="RDP orders, e.g. 2-64 (default: 1.1..10.9, 11..63, 128..1024)")
+    p.add_argument("--reproducible-noise", type=int, metavar="SEED",
+                   help="derive the private steps' noise and sampling from this PUBLIC seed (tests, "
+                        "research); the run is then labelled 'simulation', not 'dp'")
+    p.add_argument("--public-entities", metavar="FILE",
+                   help="private runs: entity ids (one per line) that get a structural row; default: "
+                        "every entity the split does not hold out")
     p.add_argument("--out", help="run directory (must be new or empty)")
     p.add_argument("--resume", metavar="DIR", help="continue a run directory from its checkpoint")
     p.add_argument("--no-progress", action="store_true")
@@ -132,7 +138,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _print_json(obj) -> None:
-    json.dump(obj, sys.stdout, indent=2)
+    from textkg.training.checkpoint import strict_json
+
+    json.dump(strict_json(obj), sys.stdout, indent=2, allow_nan=False)
     sys.stdout.write("\n")
 
 

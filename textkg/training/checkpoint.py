@@ -12,6 +12,7 @@ and replaying the same steps reproduces the uninterrupted run's ε exactly.
 from __future__ import annotations
 
 import json
+import math
 import os
 import tempfile
 from pathlib import Path
@@ -38,8 +39,22 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
         raise
 
 
+def strict_json(obj: Any) -> Any:
+    """``obj`` with every NaN or ±inf float replaced by ``None``: JSON has no such numbers, and
+    strict parsers (JavaScript's ``JSON.parse``) reject files that contain them."""
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else None
+    if isinstance(obj, dict):
+        return {k: strict_json(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [strict_json(v) for v in obj]
+    return obj
+
+
 def atomic_write_json(path: Path, obj: Any) -> None:
-    atomic_write_bytes(path, (json.dumps(obj, indent=2, sort_keys=False) + "\n").encode())
+    """Write ``obj`` as strict JSON (undefined numbers become ``null``), atomically."""
+    text = json.dumps(strict_json(obj), indent=2, sort_keys=False, allow_nan=False)
+    atomic_write_bytes(path, (text + "\n").encode())
 
 
 def atomic_torch_save(path: Path, obj: Any) -> None:

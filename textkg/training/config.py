@@ -35,6 +35,9 @@ class DataConfig:
             ``first-sentence`` (entity2text_firstsentence_StAR.txt: name and
             first Wikipedia sentence, the text BLP-style models need on
             FB15k-237). Flag ``--description`` or ``data.description``.
+        public_entities: private runs: a file of entity ids, one per line, that get a
+            structural row (the public vocabulary). ``None``: every entity of the
+            graph that the split does not hold out (``docs/privacy.md``).
     """
 
     dataset: str = "hpo-small"
@@ -42,6 +45,7 @@ class DataConfig:
     split_seed: int = 0
     inductive_dir: str | None = None
     description: str = "short"
+    public_entities: str | None = None
 
     def __post_init__(self) -> None:
         _check_choice("split", self.split, SPLITS, prefix="data")
@@ -168,6 +172,11 @@ class PrivacyConfig:
             training statements marked confidential.
         orders: RDP orders, e.g. ``"2-64"`` (the seed's integer grid);
             ``None`` = the default grid 1.1…10.9, 11…63, 128…1024.
+        reproducible_noise: ``None`` (default): the Poisson samples, the noise and
+            every random choice of a private step come from a secret key drawn from
+            the OS and kept only in ``checkpoint.pt``. An int: derive them from this
+            PUBLIC seed instead, for tests and research; the run is then labelled
+            ``simulation`` (anyone with the config can replay the noise).
     """
 
     mode: str = "none"
@@ -179,6 +188,7 @@ class PrivacyConfig:
     confidential_relations: tuple[str, ...] = ()
     confidential_fraction: float | None = None
     orders: str | None = None
+    reproducible_noise: int | None = None
 
     def __post_init__(self) -> None:
         _check_choice("mode", self.mode, PRIVACY_MODES, prefix="privacy")

@@ -19,6 +19,8 @@ import torch
 
 import textkg
 from textkg.data import candidate_entities, load_dataset, make_split
+from textkg.data.graph import unique_triples
+from textkg.data.vocabulary import public_training_entities
 from textkg.errors import ConfigError
 from textkg.evaluation import FilterIndex, evaluate
 from textkg.evaluation.metrics import QueryMask
@@ -42,6 +44,11 @@ class Prepared:
     filter_index: FilterIndex
     #: ``lstm-ae`` models: the autoencoder that coded the descriptions (saved with the run).
     autoencoder: torch.nn.Module | None = None
+    #: ``(N,)`` which training statements are private (``None`` in a non-private run).
+    private_mask: torch.Tensor | None = None
+    #: private transductive runs: the standard filter (every known statement, private ones
+    #: included), for ``private_metrics.json`` only; never used for selection or the release.
+    private_filter_index: FilterIndex | None = None
 
 
 def load_graph_and_split(cfg: RunConfig):
@@ -63,6 +70,9 @@ def prepare(cfg: RunConfig, run_dir: Path | None = None) -> Prepared:
     """
     torch.manual_seed(cfg.train.seed)
     kg, split = load_graph_and_split(cfg)
+    private_mask, private_filter = None, None
+    if cfg.privacy.mode != "none":
+        split, private_mask, private_filter = public_view(kg, split, cfg)
     saved = Path(run_dir) / AUTOENCODER_FILE if run_dir is not None else None
     autoencoder = None
     if saved is not None and saved.is_file():
@@ -74,7 +84,33 @@ def prepare(cfg: RunConfig, run_dir: Path | None = None) -> Prepared:
     model = build_model(cfg.model, num_entities=kg.num_entities, num_relations=kg.num_relations,
                         seen_entities=split.train_entities, **features)
     filter_index = FilterIndex.from_triples(split.filter_triples, kg.num_entities, kg.num_relations)
-    return Prepared(kg=kg, split=split, model=model, filter_index=filter_index, autoencoder=autoencoder)
+    if private_filter is not None:
+        private_filter = FilterIndex.from_triples(private_filter, kg.num_entities, kg.num_relations)
+    return Prepared(kg=kg, split=split, model=model, filter_index=filter_index, autoencoder=autoencoder,
+                    private_mask=private_mask, private_filter_index=private_filter)
+
+
+def public_view(kg, split, cfg: RunConfig):
+    """What a private run may build from: ``(split, private_mask, private_filter_triples)``.
+
+    The returned split's ``train_entities`` (the structural table's rows, the
+    negative pool, ``graph.json``) is the public vocabulary
+    (:func:`textkg.data.vocabulary.public_training_entities`), and its
+    ``filter_triples`` (filtered ranking for model selection and every reported
+    metric) holds only public statements: validation, test and, in
+    ``confidential`` mode, the unrestricted training statements. In an inductive
+    split no training statement can answer a valid or test query, so the public
+    filter gives the same metrics as the standard one; in a transductive split
+    it does not, and the standard-filter metrics go to ``private_metrics.json``
+    (``private_filter_triples``, else ``None``), which is never released.
+    """
+    train = split.train
+    private_mask = select_confidential(train, kg.relations, cfg.privacy, seed=cfg.train.seed)
+    vocabulary = public_training_entities(kg, split, cfg.data.public_entities)
+    public_filter = unique_triples(torch.cat([split.valid, split.test, train[~private_mask]]))
+    private_filter = split.filter_triples if split.kind == "transductive" else None
+    split = dataclasses.replace(split, train_entities=vocabulary, filter_triples=public_filter)
+    return split, private_mask, private_filter
 
 
 def _subset(triples: torch.Tensor, max_triples: int, seed: int) -> torch.Tensor:
@@ -118,12 +154,14 @@ def _subset_masks(triples: torch.Tensor, seen: torch.Tensor, kg) -> dict:
 
 
 def evaluate_split(prep: Prepared, cfg: RunConfig, which: str, *, max_triples: int = 0,
-                   progress: bool = False):
+                   progress: bool = False, filter_index: FilterIndex | None = None):
+    """Filtered ranking metrics on ``which``; the filter is the run's (public, under privacy)
+    unless ``filter_index`` is given."""
     triples = _subset(prep.split.triples(which), max_triples, cfg.train.seed)
     candidates = candidate_entities(prep.kg, prep.split, which, cfg.train.candidates)
     prep.model.eval()
     with torch.no_grad():
-        return evaluate(prep.model, triples, filter_index=prep.filter_index, candidates=candidates,
+        return evaluate(prep.model, triples, filter_index=filter_index or prep.filter_index, candidates=candidates,
                         num_entities=prep.kg.num_entities, batch_size=cfg.train.eval_batch_size,
                         subset_masks=_subset_masks(triples, prep.split.train_entities, prep.kg),
                         exclude_query=cfg.train.exclude_query, progress=progress)
@@ -141,6 +179,8 @@ def confidential_mask(prep: Prepared, cfg: RunConfig) -> torch.Tensor:
     baseline of a confidential run), the same statements are marked, so that
     audits of DP and non-DP runs draw from the same pool.
     """
+    if prep.private_mask is not None:
+        return prep.private_mask
     train = prep.split.train
     named = cfg.privacy.confidential_relations or cfg.privacy.confidential_fraction is not None
     if cfg.privacy.mode == "full" or (cfg.privacy.mode == "none" and not named):
@@ -228,8 +268,23 @@ def run(cfg: RunConfig, out_dir: Path, *, resume: bool = False, progress: bool =
         "test": evaluate_split(prep, cfg, "test", progress=progress).to_dict(),
         "privacy": None if private is None else private.report(),
     }
+    if private is not None:
+        metrics["evaluation_filter"] = PUBLIC_FILTER_NOTE
+        if prep.private_filter_index is not None:  # transductive: the standard protocol needs private statements
+            ckpt.atomic_write_json(out_dir / PRIVATE_METRICS, {
+                "note": PRIVATE_METRICS_NOTE,
+                "test": evaluate_split(prep, cfg, "test", filter_index=prep.private_filter_index).to_dict()})
     ckpt.atomic_write_json(out_dir / "metrics.json", metrics)
     return metrics
+
+
+#: what ``metrics.json`` of a private run says about its filtered ranking
+PUBLIC_FILTER_NOTE = ("filtered with public statements only (validation, test and unrestricted training "
+                      "statements); in an inductive split this equals the standard filter")
+#: metrics that use private statements without noise: kept apart, never released
+PRIVATE_METRICS = "private_metrics.json"
+PRIVATE_METRICS_NOTE = ("standard filtered protocol: the filter holds every training statement, private ones "
+                        "included. NOT covered by the privacy guarantee; `textkg release` never copies this file.")
 
 
 def _final_valid(prep: Prepared, cfg: RunConfig, progress: bool) -> dict | None:

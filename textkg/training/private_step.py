@@ -46,6 +46,12 @@ class _ScoreRows(nn.Module):
         return self.model.score_rows(triples, rows)
 
 
+def noise_shapes(model: nn.Module) -> dict[str, tuple[int, ...]]:
+    """``{name: shape}`` of every trained parameter the mechanism noises (dense, then tables)."""
+    return {**{k: tuple(p.shape) for k, p in model.dense_parameters().items()},
+            **{k: tuple(t.shape) for k, t in model.tables().items()}}
+
+
 class PrivateStep:
     """Per-example gradients of a KG model on a Poisson sample, then DP-SGD.
 
@@ -57,7 +63,14 @@ class PrivateStep:
         num_negatives: K.
         mechanism: the :class:`privacy.dp_sgd.DPSGDStep` (clip, noise, account).
         sample_rate: q.
-        generator: randomness for sampling and corruption.
+        generator: randomness for corruption and dropout (per-example; must not
+            depend on the data).
+        randomness: the secret source of the Poisson sample and the noise, or
+            ``None`` to draw both from ``generator`` (tests only: not secret).
+        step: the private step's index (selects the secret streams).
+        noise: optional pre-drawn unit noise of this step (``{name: float64 tensor}``,
+            e.g. from :class:`privacy.randomness.NoisePrefetcher`); drawn from
+            ``randomness`` when ``None``.
     """
 
     def __init__(
@@ -71,6 +84,9 @@ class PrivateStep:
         mechanism: DPSGDStep,
         sample_rate: float,
         generator: torch.Generator,
+        randomness=None,
+        step: int = 0,
+        noise: dict | None = None,
     ) -> None:
         self.model = model
         self.private_triples = private_triples
@@ -80,6 +96,9 @@ class PrivateStep:
         self.mechanism = mechanism
         self.sample_rate = sample_rate
         self.generator = generator
+        self.randomness = randomness
+        self.step = step
+        self.noise = noise
         self._wrapper = _ScoreRows(model)
 
     def per_example_gradients(self, batch: torch.Tensor):
@@ -133,9 +152,14 @@ class PrivateStep:
         Returns:
             The realised (Poisson) batch size.
         """
-        idx = poisson_sample(len(self.private_triples), sample_rate=self.sample_rate, generator=self.generator)
+        n = len(self.private_triples)
+        uniform = None if self.randomness is None else self.randomness.uniform(n, step=self.step)
+        idx = poisson_sample(n, sample_rate=self.sample_rate, generator=self.generator, uniform=uniform)
         tables = self.model.tables()
         dense_params = self.model.dense_parameters()
+        noise = self.noise
+        if noise is None and self.randomness is not None:
+            noise = self.randomness.normal(noise_shapes(self.model), step=self.step)
         if len(idx):
             batch = corrupt(self.private_triples[idx], num_negatives=self.num_negatives,
                             entity_pool=self.entity_pool, generator=self.generator)
@@ -147,7 +171,7 @@ class PrivateStep:
         for k, p in dense_params.items():
             dense_g.setdefault(k, torch.zeros((len(idx), *p.shape)))
         table_sizes = {k: t.shape[0] for k, t in tables.items()}
-        noised = self.mechanism(dense_g, row_g, table_sizes)
+        noised = self.mechanism(dense_g, row_g, table_sizes, noise)
         for k, p in {**dense_params, **tables}.items():
             p.grad = noised[k].to(p.dtype).view_as(p)
         return len(idx)

@@ -18,13 +18,27 @@ from privacy.accountant import RDPAccountant
 from privacy.calibration import calibrate_noise_multiplier
 from privacy.dp_sgd import DPSGDStep
 from privacy.events import SampledGaussianEvent
-from privacy.rdp import parse_orders
+from privacy.randomness import NoisePrefetcher, SecretRandomness
+from privacy.rdp import DEFAULT_ORDERS, parse_orders
 from textkg.errors import ConfigError, PrivacyError
 from textkg.training.config import PrivacyConfig
-from textkg.training.private_step import PrivateStep
+from textkg.training.private_step import PrivateStep, noise_shapes
 
-PUBLIC_INPUTS = ["entity descriptions", "relation texts", "pretrained encoder weights",
-                 "validation and test statements"]
+#: Every input the adversary is assumed to know (docs/privacy.md, "Threat model").
+PUBLIC_INPUTS = [
+    "entity descriptions and names",
+    "relation names and texts",
+    "pretrained encoder weights (and any encoder adapted or pre-trained on descriptions)",
+    "the entity vocabulary and its train/valid/test partition (the structural table has one row per "
+    "entity of the public training partition, or of --public-entities)",
+    "validation and test statements (model selection and reported metrics are filtered with public "
+    "statements only)",
+    "unrestricted (non-confidential) training statements, in confidential mode",
+    "the number of private statements N (it sets q = B/N and the default delta = 1/(10 N))",
+    "which relations are confidential, or the confidential fraction",
+    "the configuration, including --seed (model initialisation and public-step randomness)",
+    "the code",
+]
 
 
 def select_confidential(train: torch.Tensor, relations: tuple[str, ...], cfg: PrivacyConfig,
@@ -65,8 +79,16 @@ class PrivateTraining:
     """
 
     def __init__(self, cfg: PrivacyConfig, *, private_triples, batch_size: int, planned_epochs: int,
-                 entity_pool, loss_fn, num_negatives: int, trained_parameters: list[str]) -> None:
+                 entity_pool, loss_fn, num_negatives: int, trained_parameters: list[str],
+                 randomness: SecretRandomness | None = None) -> None:
         self.cfg = cfg
+        # the secret source of the Poisson samples, the noise and the per-example randomness;
+        # --reproducible-noise derives it from the public seed instead (labelled simulation)
+        if randomness is None:
+            randomness = (SecretRandomness() if cfg.reproducible_noise is None
+                          else SecretRandomness.from_seed(cfg.reproducible_noise))
+        self.randomness = randomness
+        self._prefetcher: NoisePrefetcher | None = None
         self.private_triples = private_triples
         self.num_private = len(private_triples)
         self.sample_rate = min(1.0, batch_size / self.num_private)
@@ -109,19 +131,40 @@ class PrivateTraining:
         return self.accountant.get_privacy_spent(delta=self.delta)[0]
 
     # -- one step -------------------------------------------------------------------
-    def step(self, model, generator: torch.Generator) -> None:
-        """Fill ``.grad`` of every trained parameter from one private step."""
-        if self.cfg.mechanism == "simulation":
-            self._simulation_step(model, generator)
-        else:
+    def step(self, model, generator: torch.Generator | None = None) -> None:
+        """Fill ``.grad`` of every trained parameter from one private step.
+
+        Every random choice of the step (the Poisson sample, the noise, the
+        corruptions, dropout masks, and torch's global generator for modules that
+        use it) comes from the secret streams of step ``t = accountant.steps``:
+        a resumed run replays a step exactly, and nothing it draws depends on a
+        public seed or on what earlier private steps consumed. ``generator`` is
+        ignored (kept for callers of the old signature).
+        """
+        del generator
+        t = self.accountant.steps
+        aux = self.randomness.torch_generator(step=t)
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(int(torch.randint(2 ** 62, (1,), generator=aux)))
+            if self.cfg.mechanism == "simulation":
+                self._simulation_step(model, aux)
+                return
+            if self._prefetcher is None:
+                self._prefetcher = NoisePrefetcher(self.randomness, noise_shapes(model))
             mechanism = DPSGDStep(noise_multiplier=self.noise_multiplier,
                                   max_grad_norm=self.cfg.max_grad_norm,
                                   expected_batch_size=self.sample_rate * self.num_private,
                                   accountant=self.accountant, sample_rate=self.sample_rate,
-                                  generator=generator)
+                                  generator=None)
             PrivateStep(model, private_triples=self.private_triples, entity_pool=self.entity_pool,
                         loss_fn=self.loss_fn, num_negatives=self.num_negatives, mechanism=mechanism,
-                        sample_rate=self.sample_rate, generator=generator)()
+                        sample_rate=self.sample_rate, generator=aux, randomness=self.randomness, step=t,
+                        noise=self._prefetcher.get(t))()
+
+    def close(self) -> None:
+        if self._prefetcher is not None:
+            self._prefetcher.close()
+            self._prefetcher = None
 
     def _simulation_step(self, model, generator) -> None:
         """The seed paper's batch-level clipping: NOT DP, reported as ``simulation``."""
@@ -142,25 +185,56 @@ class PrivateTraining:
 
     # -- ledger -------------------------------------------------------------------
     def state_dict(self) -> dict:
-        return {"accountant": self.accountant.state_dict(), "noise_multiplier": self.noise_multiplier}
+        """For the PRIVATE checkpoint only: it holds the secret key."""
+        return {"accountant": self.accountant.state_dict(), "noise_multiplier": self.noise_multiplier,
+                "randomness": self.randomness.state_dict()}
 
     def load_state_dict(self, state: dict) -> None:
         self.accountant.load_state_dict(state["accountant"])
         self.noise_multiplier = state["noise_multiplier"]
+        if state.get("randomness") is not None:  # checkpoints from before secret randomness have none
+            self.close()
+            self.randomness = SecretRandomness.from_state_dict(state["randomness"])
+
+    def label(self) -> tuple[str, list[str]]:
+        """``("dp", [])`` or ``("simulation", reasons)``: ``dp`` needs every condition of docs/privacy.md."""
+        reasons = []
+        if self.cfg.mechanism != "dp-sgd":
+            reasons.append("seed-paper mechanism: batch-level clipping, fixed-size batches drawn with "
+                           "replacement (not DP)")
+        if not self.randomness.secure:
+            reasons.append("noise and sampling reproducible from the public seed (--reproducible-noise)")
+        return ("dp" if not reasons else "simulation"), reasons
 
     def report(self) -> dict:
-        """The ``privacy`` block of ``metrics.json``: only what the mechanism covers."""
-        eps, alpha = (0.0, math.nan) if self.accountant.steps == 0 else \
+        """The ``privacy`` block of ``metrics.json``: only what the mechanism covers.
+
+        It carries the whole ledger and the RDP orders, so ε can be recomputed
+        from this block alone (``textkg account`` or Opacus). A ``simulation``
+        run gets no ε (``null``); for a DP-SGD run whose only defect is public
+        randomness, ``epsilon_if_secret`` says what the accountant would claim.
+        """
+        label, reasons = self.label()
+        eps, alpha = (0.0, None) if self.accountant.steps == 0 else \
             self.accountant.get_privacy_spent(delta=self.delta)
+        alpha = None if alpha is None or not math.isfinite(alpha) else alpha
         dp = self.cfg.mechanism == "dp-sgd"
+        orders = list(self.orders) if self.orders is not None else list(DEFAULT_ORDERS)
         return {
-            "guarantee": "dp" if dp else "simulation",
+            "guarantee": label,
+            "not_dp_because": reasons,
             "unit": "triple" if self.cfg.mode == "full" else "confidential-triple",
-            "epsilon": eps,
+            "adjacency": "add or remove one " + ("training statement" if self.cfg.mode == "full"
+                                                 else "confidential training statement"),
+            "epsilon": eps if label == "dp" else None,
+            "epsilon_if_secret": eps if (dp and label != "dp") else None,
             "delta": self.delta,
             "alpha": alpha,
             "accountant": "rdp",
             "conversion": "canonne-kamath-steinke-2020",
+            "orders": [float(a) for a in orders],
+            "ledger": [{"sample_rate": q, "noise_multiplier": sigma, "steps": n}
+                       for q, sigma, n in self.accountant.history],
             "noise_multiplier": self.noise_multiplier,
             "noise_calibrated_to_target": self.calibrated,
             "target_epsilon": self.cfg.target_epsilon,
@@ -169,8 +243,9 @@ class PrivateTraining:
             "steps": self.accountant.steps,
             "planned_steps": self.planned_steps,
             "num_private_triples": self.num_private,
-            "sampling": "poisson" if dp else "shuffle",
+            "sampling": "poisson" if dp else "fixed-size batches drawn uniformly with replacement",
             "clipping": "per-example, whole gradient" if dp else "batch-level (not DP)",
+            "randomness": self.randomness.describe(),
             "covered_parameters": list(self.trained_parameters),
             "public_inputs": PUBLIC_INPUTS,
             "mode": self.cfg.mode,

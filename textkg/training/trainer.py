@@ -8,6 +8,7 @@ public: only training statements are protected by the privacy mechanism.
 from __future__ import annotations
 
 import math
+import os
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -89,6 +90,22 @@ class Trainer:
         }
         ckpt.atomic_torch_save(self.out_dir / ckpt.CHECKPOINT, payload)
 
+    def _save_epoch(self, new_best: bool) -> None:
+        """Checkpoint the finished epoch, then publish a new best model.
+
+        Order matters for privacy: the best model is staged, the checkpoint that
+        records it is written, and only then is it renamed to ``best_model.pt``.
+        A crash before the checkpoint leaves no new ``best_model.pt``, so a resumed
+        run that replays the epoch cannot leave two models behind from one draw
+        of the noise; a crash after it is finished by :meth:`restore`.
+        """
+        pending = self.out_dir / f"{ckpt.BEST_MODEL}.pending-{self.state.epoch}"
+        if new_best:
+            ckpt.atomic_torch_save(pending, self.model.state_dict())
+        self.save()
+        if new_best:
+            os.replace(pending, self.out_dir / ckpt.BEST_MODEL)
+
     def restore(self, payload: dict) -> None:
         self.model.load_state_dict(payload["model"])
         self.optimizer.load_state_dict(payload["optimizer"])
@@ -96,6 +113,12 @@ class Trainer:
         self.state = TrainState(**payload["state"])
         if self.private is not None and payload.get("privacy") is not None:
             self.private.load_state_dict(payload["privacy"])
+        for pending in self.out_dir.glob(f"{ckpt.BEST_MODEL}.pending-*"):
+            # crashed after staging a best model: publish it only if the checkpoint recorded it
+            if pending.name.rsplit("-", 1)[1] == str(self.state.best_epoch):
+                os.replace(pending, self.out_dir / ckpt.BEST_MODEL)
+            else:
+                pending.unlink()
 
     # -- steps ---------------------------------------------------------------------
     def _public_step(self, idx: torch.Tensor) -> float:
@@ -122,7 +145,7 @@ class Trainer:
         if self.private.budget_exhausted():
             return False
         self.optimizer.zero_grad(set_to_none=True)
-        self.private.step(self.model, self.generator)
+        self.private.step(self.model)  # its randomness is secret and per step: not self.generator
         self.optimizer.step()
         self.state.private_steps += 1
         return True
@@ -201,17 +224,20 @@ class Trainer:
                       "public_loss": public_loss}
             if self.private is not None:
                 record["epsilon"] = self.private.epsilon()
+            new_best = False
             if self.state.epoch % tc.eval_every == 0 or self.state.epoch == tc.epochs or self.state.stopped:
                 mrr = self.validate(self.model)
                 record["valid_mrr"] = mrr
                 if mrr > self.state.best_mrr:
                     self.state.best_mrr, self.state.best_epoch = mrr, self.state.epoch
-                    ckpt.atomic_torch_save(self.out_dir / ckpt.BEST_MODEL, self.model.state_dict())
+                    new_best = True
             self.state.history.append(record)
             if tc.max_minutes is not None and self.state.seconds > 60 * tc.max_minutes:
                 self.state.stopped = f"max_minutes={tc.max_minutes} reached"
-            self.save()
+            self._save_epoch(new_best)
         bar.close()
+        if self.private is not None:
+            self.private.close()
         if (self.out_dir / ckpt.BEST_MODEL).exists():
             self.model.load_state_dict(ckpt.load(self.out_dir / ckpt.BEST_MODEL))
         return self.state
