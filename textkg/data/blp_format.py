@@ -34,6 +34,8 @@ TRIPLE_FILES = {"train": "train.tsv", "valid": "dev.tsv", "test": "test.tsv"}
 INDUCTIVE_FILES = {"ind-train": "ind-train.tsv", "ind-valid": "ind-dev.tsv", "ind-test": "ind-test.tsv"}
 ENTITY_LIST_FILES = {"ind-train": "train-ents.txt", "ind-valid": "dev-ents.txt", "ind-test": "test-ents.txt"}
 NAME_FILE = "entity2text.txt"
+#: where a graph's entity and relation vocabulary comes from (``load_blp_directory(vocabulary=...)``)
+VOCABULARIES = ("statements", "texts")
 DESCRIPTION_FILES = {"short": "entity2text.txt", "long": "entity2textlong.txt",
                      "first-sentence": "entity2text_firstsentence_StAR.txt"}
 RELATION_FILE = "relation2text.txt"
@@ -70,7 +72,7 @@ def relation_text_fallback(relation: str) -> str:
 def load_blp_directory(directory: str | Path, *, description: str = "short",
                        description_file: str | Path | None = None,
                        inductive_dir: str | Path | None = None,
-                       name: str | None = None) -> KnowledgeGraph:
+                       name: str | None = None, vocabulary: str = "statements") -> KnowledgeGraph:
     """Read and validate a BLP/KG-BERT directory.
 
     Args:
@@ -86,6 +88,12 @@ def load_blp_directory(directory: str | Path, *, description: str = "short",
             the working directory). Default: ``ind-*.tsv`` in ``directory``
             itself, if present.
         name: Graph name (default: the directory path).
+        vocabulary: ``"statements"`` (default): the entities and relations that
+            occur in some triple file. ``"texts"``: every entity with a row in
+            ``entity2text.txt`` and in the description file, and every relation of
+            ``relation2text.txt``, whether or not a statement uses it. Private runs
+            use ``"texts"``: the vocabulary is then a public input, not something
+            computed from private statements (``docs/privacy.md``).
 
     Returns:
         A graph with triple sets ``train``/``valid``/``test`` and, when an
@@ -122,8 +130,14 @@ def load_blp_directory(directory: str | Path, *, description: str = "short",
         entity_lists = _read_entity_lists(ind_path)
         _check_inductive(files, entity_lists)
 
-    return _build(directory, name, files, names, descriptions, relation_texts, entity_lists,
-                  info={"description_file": str(desc_path), "inductive_dir": None if ind_path is None
+    if vocabulary not in VOCABULARIES:
+        raise ConfigError(f"unknown vocabulary {vocabulary!r}; choose one of {list(VOCABULARIES)}",
+                          field="vocabulary")
+    if vocabulary == "texts" and relation_texts is None:
+        raise DataError("a private run takes its relation vocabulary from this file (a public input), "
+                        "not from the statements; the directory has none", file=rel_path)
+    return _build(directory, name, files, names, descriptions, relation_texts, entity_lists, vocabulary,
+                  info={"vocabulary": vocabulary, "description_file": str(desc_path), "inductive_dir": None if ind_path is None
                         else str(ind_path),
                         "relation_text": str(rel_path) if relation_texts is not None else "from ids"})
 
@@ -255,13 +269,16 @@ def _inferred_entity_sets(files: dict[str, _TripleFile]) -> dict[str, set[str]]:
     return {"ind-train": train, "ind-valid": valid, "ind-test": test}
 
 
-def _build(directory: Path, name, files, names, descriptions, relation_texts, entity_lists,
+def _build(directory: Path, name, files, names, descriptions, relation_texts, entity_lists, vocabulary,
            info: dict) -> KnowledgeGraph:
     entity_set: set[str] = set()
     relation_set: set[str] = set()
     for f in files.values():
         entity_set |= f.entities()
         relation_set.update(r for _, r, _ in f.triples)
+    if vocabulary == "texts":  # every statement's entities and relations have texts (checked above)
+        entity_set |= set(names).intersection(descriptions)
+        relation_set |= set(relation_texts)
     entities = tuple(sorted(entity_set))
     relations = tuple(sorted(relation_set))
     eid = {e: i for i, e in enumerate(entities)}

@@ -57,6 +57,8 @@ def load_graph_and_split(cfg: RunConfig):
         kwargs["inductive_dir"] = cfg.data.inductive_dir
     if cfg.data.description != "short":
         kwargs["description"] = cfg.data.description
+    if cfg.privacy.mode != "none" and Path(cfg.data.dataset).is_dir():
+        kwargs["vocabulary"] = "texts"  # a public vocabulary, not one computed from private statements
     kg = load_dataset(cfg.data.dataset, **kwargs)
     split = make_split(kg, cfg.data.split, seed=cfg.data.split_seed)
     return kg, split
