@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import time
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -254,9 +254,11 @@ def run(cfg: RunConfig, out_dir: Path, *, resume: bool = False, progress: bool =
             prep.autoencoder.save(out_dir / AUTOENCODER_FILE)
         if audit is not None:
             ckpt.atomic_write_json(out_dir / "audit_split.json", audit)
-    started = time.perf_counter()
     state = trainer.fit(progress=progress)
-    del started
+    if private is not None and state.stopped == "privacy budget reached":
+        print(f"warning: the privacy budget (--target-epsilon {cfg.privacy.target_epsilon:g}) stopped training "
+              f"after {private.accountant.steps} of {private.planned_steps} planned private steps "
+              f"(epoch {state.epoch} of {cfg.train.epochs})", file=sys.stderr)
     metrics = {
         "textkg_version": textkg.__version__,
         "dataset": cfg.data.dataset,

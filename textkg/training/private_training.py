@@ -108,6 +108,14 @@ class PrivateTraining:
         else:
             self.noise_multiplier = cfg.noise_multiplier
             self.calibrated = False
+        if cfg.target_epsilon is not None and self.budget_exhausted():
+            one = RDPAccountant(orders=self.orders)
+            one.step(self._event())
+            raise PrivacyError(
+                f"the budget allows not a single step: one step at sigma={self.noise_multiplier:g}, "
+                f"q={self.sample_rate:g} already costs epsilon={one.get_epsilon(delta=self.delta):.4g} > "
+                f"--target-epsilon {cfg.target_epsilon:g}; raise --noise-multiplier or the target, or give "
+                "only --target-epsilon to calibrate sigma", field="privacy.target_epsilon")
         self.entity_pool = entity_pool
         self.loss_fn = loss_fn
         self.num_negatives = num_negatives
