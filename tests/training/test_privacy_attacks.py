@@ -161,3 +161,20 @@ def test_a_secret_run_keeps_its_key_out_of_every_file_but_the_checkpoint(tmp_pat
     privacy = json.loads((out / "metrics.json").read_text())["privacy"]
     assert privacy["guarantee"] == "dp" and privacy["not_dp_because"] == []
     assert privacy["randomness"].startswith("secret")
+
+
+def test_the_privacy_block_recomputes_to_its_epsilon_with_opacus_alone(tmp_path):
+    """An auditor holding only the released privacy block gets the same ε from Opacus's RDP
+    analysis (compute_rdp over the ledger at the block's orders, Opacus's conversion)."""
+    import numpy as np
+    from opacus.accountants.analysis.rdp import compute_rdp, get_privacy_spent
+
+    out = _train(_dataset(tmp_path, "d", extra=False), tmp_path / "run", "--epochs", "3")
+    privacy = json.loads((out / "metrics.json").read_text())["privacy"]
+    orders = privacy["orders"]
+    rdp = sum(np.asarray(compute_rdp(q=e["sample_rate"], noise_multiplier=e["noise_multiplier"],
+                                     steps=e["steps"], orders=orders)) for e in privacy["ledger"])
+    eps, alpha = get_privacy_spent(orders=orders, rdp=rdp, delta=privacy["delta"])
+    assert sum(e["steps"] for e in privacy["ledger"]) == privacy["steps"]
+    assert eps == pytest.approx(privacy["epsilon"], rel=1e-9)
+    assert alpha == privacy["alpha"]
