@@ -166,3 +166,23 @@ def test_edge_of_grid_warning_through_accountant():
     with pytest.warns(PrivacyWarning):
         eps, alpha = acc.get_privacy_spent(delta=DELTA)
     assert alpha == 8 and math.isfinite(eps)
+
+
+def test_pld_epsilon_matches_dp_accounting_and_is_below_rdp():
+    """PLD (dp-accounting) reports a tighter ε than RDP for the same ledger; composing two ledger
+    entries equals composing their events directly."""
+    import dp_accounting
+    from dp_accounting.pld import pld_privacy_accountant
+
+    from privacy.accountant import epsilon_of
+    from privacy.pld import pld_epsilon
+
+    ledger = [(0.0138, 1.416, 300), (0.0138, 1.416, 65)]
+    eps = pld_epsilon(ledger, delta=5.4e-6)
+    ref = pld_privacy_accountant.PLDAccountant()
+    ref.compose(dp_accounting.SelfComposedDpEvent(
+        dp_accounting.PoissonSampledDpEvent(0.0138, dp_accounting.GaussianDpEvent(1.416)), 365))
+    assert eps == pytest.approx(ref.get_epsilon(5.4e-6), rel=1e-3)
+    rdp = epsilon_of(sample_rate=0.0138, noise_multiplier=1.416, steps=365, delta=5.4e-6)
+    assert 0.8 * rdp < eps < rdp
+    assert pld_epsilon([], delta=1e-5) == 0.0

@@ -27,7 +27,7 @@ FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "tiny_blp"
 UNUSED = "/e/unused"  # in entity2text.txt, in no statement of the fixture
 EXTRA = f"{UNUSED}\t/r/likes\t/e/00\n"
 #: privacy-block fields that are functions of N, the number of private statements, a declared public input
-N_DERIVED = {"num_private_triples", "sample_rate", "delta", "epsilon", "alpha", "ledger", "steps",
+N_DERIVED = {"num_private_triples", "sample_rate", "delta", "epsilon", "epsilon_pld", "alpha", "ledger", "steps",
              "planned_steps", "noise_multiplier"}
 
 

@@ -18,6 +18,7 @@ from privacy.accountant import RDPAccountant
 from privacy.calibration import calibrate_noise_multiplier
 from privacy.dp_sgd import DPSGDStep
 from privacy.events import SampledGaussianEvent
+from privacy.pld import pld_epsilon
 from privacy.randomness import NoisePrefetcher, SecretRandomness
 from privacy.rdp import DEFAULT_ORDERS, parse_orders
 from textkg.errors import ConfigError, PrivacyError
@@ -236,6 +237,9 @@ class PrivateTraining:
                                                  else "confidential training statement"),
             "epsilon": eps if label == "dp" else None,
             "epsilon_if_secret": eps if (dp and label != "dp") else None,
+            # a second, tighter accounting of the same ledger (dp-accounting's PLD); the claim is `epsilon`
+            "epsilon_pld": (pld_epsilon(self.accountant.history, delta=self.delta)
+                            if dp and self.accountant.steps else None),
             "delta": self.delta,
             "alpha": alpha,
             "accountant": "rdp",
