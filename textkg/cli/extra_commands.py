@@ -3,6 +3,7 @@
 * ``textkg audit DIR [--attack score|loss|rank] [--out FILE]``
 * ``textkg sweep --privacy-modes none,full --noise-multipliers 0.5,1,2 --out DIR [train flags]``
 * ``textkg plot DIR [DIR ...] [--out DIR]``
+* ``textkg release RUN --out DIR [--allow-simulation]``
 """
 
 from __future__ import annotations
@@ -38,6 +39,13 @@ def add_parsers(sub) -> None:
     from textkg.cli import privacy_commands
 
     privacy_commands.add_parsers(sub)
+
+    rel = sub.add_parser("release", help="write only what the DP guarantee covers: weights, public config, "
+                                         "privacy block, model card (docs/privacy.md)")
+    rel.add_argument("run_dir")
+    rel.add_argument("--out", required=True, help="new or empty directory for the bundle")
+    rel.add_argument("--allow-simulation", action="store_true",
+                     help="also release a run not labelled 'dp'; every file then says NOT DIFFERENTIALLY PRIVATE")
 
     pl = sub.add_parser("plot", help="PNG plots of run / sweep directories into DIR/plots/")
     pl.add_argument("run_dirs", nargs="+", metavar="DIR")
@@ -108,8 +116,18 @@ def plot(args) -> dict:
 
 from textkg.cli.privacy_commands import HANDLERS as _PRIVACY_HANDLERS  # noqa: E402
 
+def release(args) -> dict:
+    from textkg.release import release as write_release
+
+    manifest = write_release(args.run_dir, args.out, allow_simulation=args.allow_simulation)
+    print(f"wrote {args.out}", file=sys.stderr)
+    return {"out": str(args.out), "label": manifest.get("label", manifest["guarantee"]),
+            "epsilon": manifest["epsilon"], "delta": manifest["delta"], "files": sorted(manifest["files"])}
+
+
 HANDLERS: dict = {
     **_PRIVACY_HANDLERS,
+    ("release", None): release,
     ("audit", None): audit,
     ("sweep", None): sweep,
     ("plot", None): plot,

@@ -1,0 +1,180 @@
+"""``textkg release RUN --out DIR``: write only what the privacy guarantee covers.
+
+A run directory holds things that must never be published:
+- ``checkpoint.pt`` holds the secret noise key and the optimiser;
+- ``audit_split.json`` names the audit's member statements;
+- ``private_metrics.json`` filters with private statements.
+
+A release bundle is a WHITELIST of files. It holds the weights, the public
+files a predictor needs, the privacy block, a model card and a manifest. It is
+refused for a run whose privacy block is not labelled ``dp`` unless
+``allow_simulation`` is set; every file then says so. ``textkg.load(BUNDLE)``
+and ``textkg predict BUNDLE`` work on it as on the run.
+
+The threat model is in ``docs/privacy.md``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import shutil
+from pathlib import Path
+
+import textkg
+from textkg.errors import ConfigError
+from textkg.training.checkpoint import atomic_write_bytes, atomic_write_json
+
+#: copied as they are, when present (``lstm_ae.pt`` only for LSTM-autoencoder runs)
+COPIED = ("best_model.pt", "graph.json", "lstm_ae.pt")
+#: written by the release itself
+WRITTEN = ("config.json", "metrics.json", "privacy.json", "MODEL_CARD.md", "RELEASE.json")
+#: everything a bundle may contain
+WHITELIST = COPIED + WRITTEN
+#: fields of the privacy block that ε is recomputed from
+LEDGER_FIELDS = ("orders", "ledger", "delta", "epsilon")
+
+
+def recompute_epsilon(privacy: dict) -> float:
+    """ε of a privacy block from its own fields, with Opacus's RDP analysis.
+
+    Opacus's ``compute_rdp`` (Mironov, Talwar & Zhang 2019, arXiv:1908.10530)
+    over the ledger at the block's orders, and ``get_privacy_spent``, which is
+    the conversion of Canonne, Kamath & Steinke 2020 (arXiv:2004.00010v3,
+    Prop. 12) that textkg's accountant also uses.
+    """
+    import numpy as np
+    from opacus.accountants.analysis.rdp import compute_rdp, get_privacy_spent
+
+    missing = [k for k in LEDGER_FIELDS if k not in privacy]
+    if missing:
+        raise ConfigError(f"the privacy block lacks {', '.join(missing)}: epsilon cannot be recomputed from it "
+                          "(a run from before textkg recorded its ledger; retrain it)", field="privacy")
+    orders = [float(a) for a in privacy["orders"]]
+    rdp = np.zeros(len(orders))
+    for entry in privacy["ledger"]:
+        rdp = rdp + np.asarray(compute_rdp(q=entry["sample_rate"], noise_multiplier=entry["noise_multiplier"],
+                                           steps=entry["steps"], orders=orders))
+    if not privacy["ledger"]:
+        return 0.0
+    return float(get_privacy_spent(orders=orders, rdp=rdp, delta=privacy["delta"])[0])
+
+
+def _label(privacy: dict | None) -> str:
+    return "none" if privacy is None else str(privacy.get("guarantee"))
+
+
+def _check(run_dir: Path, out: Path, allow_simulation: bool) -> tuple[dict, dict, str]:
+    if not (run_dir / "config.json").is_file():
+        raise ConfigError("not a textkg run directory (no config.json)", file=run_dir)
+    if not (run_dir / "metrics.json").is_file():
+        raise ConfigError("the run has not finished (no metrics.json); finish or resume it first", file=run_dir)
+    if not (run_dir / "best_model.pt").is_file():
+        raise ConfigError("the run has no best_model.pt", file=run_dir)
+    if out.exists() and (not out.is_dir() or any(out.iterdir())):
+        raise ConfigError("the release directory exists and is not empty; choose another --out", file=out,
+                          field="out")
+    metrics = json.loads((run_dir / "metrics.json").read_text())
+    config = json.loads((run_dir / "config.json").read_text())
+    privacy = metrics.get("privacy")
+    label = _label(privacy)
+    if label != "dp" and not allow_simulation:
+        why = "it was trained without privacy" if privacy is None else \
+            f"its guarantee is {label!r}: " + "; ".join(privacy.get("not_dp_because") or [])
+        raise ConfigError(f"refusing to release a run that is not differentially private ({why}); pass "
+                          "--allow-simulation to release it labelled NOT DIFFERENTIALLY PRIVATE", file=run_dir,
+                          field="privacy.guarantee")
+    if label == "dp":
+        eps = recompute_epsilon(privacy)
+        claimed = privacy["epsilon"]
+        if not (claimed is not None and math.isclose(eps, claimed, rel_tol=1e-6, abs_tol=1e-9)):
+            raise ConfigError(f"the privacy block claims epsilon={claimed} but its ledger gives {eps}",
+                              file=run_dir / "metrics.json", field="privacy.epsilon")
+    return metrics, config, label
+
+
+def _public_config(config: dict) -> dict:
+    """The run's config minus anything that looks secret (it should hold none: the key lives in the
+    checkpoint)."""
+    def clean(obj):
+        if isinstance(obj, dict):
+            return {k: clean(v) for k, v in obj.items()
+                    if not any(word in k.lower() for word in ("secret", "key", "token"))}
+        return obj
+
+    return clean(config)
+
+
+def model_card(metrics: dict, config: dict, label: str) -> str:
+    """MODEL_CARD.md: the model, the guarantee in plain words, the threat model, the public inputs."""
+    privacy = metrics.get("privacy") or {}
+    test = metrics.get("test") or {}
+    lines = []
+    if label != "dp":
+        lines += [f"**NOT DIFFERENTIALLY PRIVATE ({label}).** This bundle carries no privacy guarantee.", ""]
+    lines += [f"# textkg model: {config.get('model_name')} on {Path(str(metrics.get('dataset'))).name}", "",
+              f"- textkg {metrics.get('textkg_version')}, split `{metrics.get('split')}`",
+              f"- test MRR {test.get('mrr', float('nan')):.4f}, Hits@10 {test.get('hits@10', float('nan')):.4f} "
+              f"({test.get('num_triples')} test statements)", ""]
+    if label == "dp":
+        lines += ["## Privacy guarantee", "",
+                  f"({privacy['epsilon']:.4g}, {privacy['delta']:.3g})-differential privacy with respect to "
+                  f"{privacy.get('adjacency', 'adding or removing one private statement')}.",
+                  f"DP-SGD: Poisson sampling at q = {privacy['sample_rate']:.4g}, {privacy['steps']} steps, "
+                  f"per-example clipping of the whole gradient at C = {privacy['max_grad_norm']:g}, Gaussian "
+                  f"noise σ = {privacy['noise_multiplier']:.4g} on every entry of every trained parameter; "
+                  f"RDP accounting converted with Canonne–Kamath–Steinke 2020"
+                  + (f" (PLD accounting of the same ledger: ε = {privacy['epsilon_pld']:.4g})"
+                     if privacy.get("epsilon_pld") is not None else "") + ".",
+                  f"Randomness: {privacy.get('randomness')}.", ""]
+    lines += ["## Threat model", "",
+              "The adversary holds every file of this bundle, knows the textkg code and every public input "
+              "below, and may know every private statement but one. The guarantee bounds how much the bundle "
+              "can reveal about whether that one statement was used in training. Model selection and every "
+              "metric here used public statements only. Details: docs/privacy.md in the textkg repository.", "",
+              "## Public inputs (not protected)", ""]
+    lines += [f"- {item}" for item in privacy.get("public_inputs") or ["(a non-private run: nothing is protected)"]]
+    lines += ["", "## Never released", "",
+              "checkpoint.pt (holds the secret noise key), audit_split.json, private_metrics.json, training "
+              "logs. This bundle holds only: " + ", ".join(WHITELIST) + ".", ""]
+    return "\n".join(lines)
+
+
+def _sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def release(run_dir: str | Path, out: str | Path, *, allow_simulation: bool = False) -> dict:
+    """Write the release bundle of ``run_dir`` into ``out``; returns the manifest.
+
+    Raises:
+        ConfigError: an unfinished run, a non-empty ``out``, a run not labelled
+            ``dp`` without ``allow_simulation``, or a privacy block whose ledger
+            does not give its ε. Nothing is written then.
+    """
+    run_dir, out = Path(run_dir), Path(out)
+    metrics, config, label = _check(run_dir, out, allow_simulation)
+    warning = None if label == "dp" else f"NOT DIFFERENTIALLY PRIVATE ({label})"
+    stamp = {} if warning is None else {"label": warning}
+    out.mkdir(parents=True, exist_ok=True)
+    try:
+        for name in COPIED:
+            if (run_dir / name).is_file():
+                shutil.copyfile(run_dir / name, out / name)
+        public_config = _public_config(config)
+        if warning is not None:
+            public_config["release_label"] = warning
+        atomic_write_json(out / "config.json", public_config)
+        atomic_write_json(out / "metrics.json", {**stamp, **metrics})
+        atomic_write_json(out / "privacy.json", {**stamp, "privacy": metrics.get("privacy")})
+        atomic_write_bytes(out / "MODEL_CARD.md", model_card(metrics, config, label).encode())
+        privacy = metrics.get("privacy") or {}
+        manifest = {**stamp, "textkg_version": textkg.__version__, "guarantee": label,
+                    "epsilon": privacy.get("epsilon"), "delta": privacy.get("delta"),
+                    "files": {p.name: _sha256(p) for p in sorted(out.iterdir())}}
+        atomic_write_json(out / "RELEASE.json", manifest)
+    except BaseException:
+        shutil.rmtree(out, ignore_errors=True)
+        raise
+    return manifest
