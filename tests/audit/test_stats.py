@@ -135,7 +135,7 @@ def test_epsilon_bound_grows_with_separation():
 def test_epsilon_bound_grows_with_sample_size_and_is_capped():
     bounds = []
     for n in (10, 100, 1000):
-        b = stats.empirical_epsilon_lower_bound(np.ones(n), np.zeros(n))
+        b = stats.empirical_epsilon_lower_bound(np.ones(n), np.zeros(n), threshold_selection="same-data")
         bounds.append(b.epsilon)
         # perfect separation: TPR_lower = (α/2)^(1/n), FPR_upper = 1 - (α/2)^(1/n)
         assert b.epsilon == pytest.approx(math.log(0.025 ** (1 / n) / (1 - 0.025 ** (1 / n))))
@@ -151,12 +151,60 @@ def test_epsilon_bound_delta_lowers_it_and_symmetric_form_counts():
     # a quarter of the non-members far *below* everyone (surely not members):
     # only the TNR/FNR form sees it, since the top scores are tied
     non_members = np.r_[np.full(500, -10.0), np.zeros(1500)]
-    b = stats.empirical_epsilon_lower_bound(np.zeros(2000), non_members)
+    b = stats.empirical_epsilon_lower_bound(np.zeros(2000), non_members, threshold_selection="same-data")
     assert b.form == "tnr/fnr" and b.epsilon > 0
 
 
 def test_epsilon_bound_details_are_consistent():
-    b = stats.empirical_epsilon_lower_bound(np.r_[np.ones(300), np.zeros(100)], np.zeros(400))
-    assert b.form == "tpr/fpr" and b.threshold == 1.0
-    assert b.epsilon == pytest.approx(math.log(b.tpr_lower / b.fpr_upper))
-    assert set(b.to_dict()) == {"epsilon", "threshold", "form", "tpr_lower", "fpr_upper", "confidence", "delta"}
+    for selection in stats.THRESHOLD_SELECTIONS:
+        b = stats.empirical_epsilon_lower_bound(np.r_[np.ones(300), np.zeros(100)], np.zeros(400),
+                                                threshold_selection=selection)
+        assert b.form == "tpr/fpr" and b.threshold == 1.0 and b.threshold_selection == selection
+        assert b.epsilon == pytest.approx(math.log(b.tpr_lower / b.fpr_upper))
+        assert set(b.to_dict()) == {"epsilon", "threshold", "form", "tpr_lower", "fpr_upper", "confidence", "delta",
+                                    "threshold_selection", "num_selection", "num_evaluation"}
+    assert b.num_selection == b.num_evaluation == 800  # same-data (the last): every candidate does both
+
+
+def _null_rate(selection: str, trials: int, n: int = 500) -> tuple[int, int]:
+    """How often the bound is > 0 when members and non-members have the same score distribution."""
+    rng = np.random.default_rng(20261124)
+    hits = 0
+    for t in range(trials):
+        b = stats.empirical_epsilon_lower_bound(rng.normal(size=n), rng.normal(size=n),
+                                                threshold_selection=selection, seed=t)
+        hits += b.epsilon > 0
+    return hits, trials
+
+
+def test_under_no_signal_the_held_out_bound_is_positive_at_most_at_the_nominal_rate():
+    """Null simulation: 2,000 audits of 500 + 500 candidates with no signal. The held-out bound may
+    be > 0 in at most 5 % of them (the test fails when the Clopper–Pearson interval of the observed
+    rate lies wholly above 5 %). The same-data selection fails this very test (about 7 %)."""
+    hits, trials = _null_rate("held-out", 2000)
+    low, _ = stats.clopper_pearson(hits, trials, 0.05)
+    assert low <= 0.05, f"{hits}/{trials} audits claimed epsilon > 0 with no signal"
+    assert hits / trials <= 0.04  # measured: the nominal alpha/2 = 2.5 %
+
+
+@pytest.mark.slow
+def test_the_same_data_bound_overshoots_its_nominal_rate():
+    """The reason for the held-out default, pinned: the same null, same-data selection."""
+    hits, trials = _null_rate("same-data", 2000)
+    low, _ = stats.clopper_pearson(hits, trials, 0.05)
+    assert low > 0.05, f"{hits}/{trials}"
+
+
+def test_a_strong_signal_survives_the_held_out_split():
+    rng = np.random.default_rng(5)
+    members, non_members = rng.normal(3.0, 1, 1000), rng.normal(0, 1, 1000)
+    held = stats.empirical_epsilon_lower_bound(members, non_members)
+    same = stats.empirical_epsilon_lower_bound(members, non_members, threshold_selection="same-data")
+    assert 0 < held.epsilon < same.epsilon
+
+
+def test_a_held_out_bound_needs_two_of_each_and_a_known_selection():
+    with pytest.raises(ValueError):
+        stats.empirical_epsilon_lower_bound(np.ones(1), np.zeros(5))
+    with pytest.raises(ValueError):
+        stats.empirical_epsilon_lower_bound(np.ones(5), np.zeros(5), threshold_selection="best")

@@ -127,7 +127,8 @@ def run_audit(run_dir: str | Path, *, attack: str = "score", alpha: float = 0.05
         predictor = textkg.load(run_dir)
     pos, neg = attack_scores(predictor, members, non_members, attack=attack, seed=int(record.get("seed", 0)))
     delta = float(claim["delta"]) if claim else 0.0
-    bound = stats.empirical_epsilon_lower_bound(pos, neg, delta=delta, alpha=alpha)
+    bound = stats.empirical_epsilon_lower_bound(pos, neg, delta=delta, alpha=alpha,
+                                                seed=int(record.get("seed", 0)))
     curve = stats.roc_curve(pos, neg)
     eps = None if claim is None else claim.get("epsilon")
     return AuditResult(

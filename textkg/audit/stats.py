@@ -161,6 +161,10 @@ class EpsilonLowerBound:
         fpr_upper: Clopper–Pearson upper bound on the FPR at τ.
         confidence: ``1 − alpha`` of each interval.
         delta: δ used.
+        threshold_selection: ``"held-out"`` (τ and the form picked on one half of
+            the candidates, the bound computed on the other) or ``"same-data"``.
+        num_selection: candidates (members + non-members) that picked τ.
+        num_evaluation: candidates the reported bound was computed on.
     """
 
     epsilon: float
@@ -170,13 +174,54 @@ class EpsilonLowerBound:
     fpr_upper: float | None
     confidence: float
     delta: float
+    threshold_selection: str = "held-out"
+    num_selection: int = 0
+    num_evaluation: int = 0
 
     def to_dict(self) -> dict:
         return {k: getattr(self, k) for k in self.__dataclass_fields__}
 
 
-def empirical_epsilon_lower_bound(members, non_members, *, delta: float = 0.0,
-                                  alpha: float = 0.05) -> EpsilonLowerBound:
+THRESHOLD_SELECTIONS = ("held-out", "same-data")
+
+
+def _best_on(pos: np.ndarray, neg: np.ndarray, delta: float, alpha: float) -> tuple[float, float | None, str | None,
+                                                                                 float | None, float | None]:
+    """``(ε, τ, form, tpr_lower, fpr_upper)`` maximised over every threshold and both forms."""
+    curve = roc_curve(pos, neg)
+    tpr_lo, _ = clopper_pearson(curve.true_positives, curve.num_members, alpha)
+    _, fpr_up = clopper_pearson(curve.false_positives, curve.num_non_members, alpha)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        forms = {
+            "tpr/fpr": np.log(np.clip(tpr_lo - delta, 0.0, None) / fpr_up),
+            "tnr/fnr": np.log(np.clip(1.0 - fpr_up - delta, 0.0, None) / (1.0 - tpr_lo)),
+        }
+    best = (0.0, None, None, None, None)
+    for form, values in forms.items():
+        i = int(np.argmax(values))
+        if math.isfinite(values[i]) and values[i] > best[0]:
+            best = (float(values[i]), float(curve.thresholds[i]), form, float(tpr_lo[i]), float(fpr_up[i]))
+    return best
+
+
+def _bound_at(pos: np.ndarray, neg: np.ndarray, threshold: float, form: str, delta: float,
+              alpha: float) -> tuple[float, float, float]:
+    """``(ε, tpr_lower, fpr_upper)`` of the one test "member iff score ≥ τ" in ``form``."""
+    tp, fp = int(np.sum(pos >= threshold)), int(np.sum(neg >= threshold))
+    tpr_lo, _ = clopper_pearson(tp, len(pos), alpha)
+    _, fpr_up = clopper_pearson(fp, len(neg), alpha)
+    tpr_lo, fpr_up = float(tpr_lo), float(fpr_up)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        if form == "tpr/fpr":
+            value = np.log(max(tpr_lo - delta, 0.0) / fpr_up) if fpr_up > 0 else math.inf
+        else:
+            value = np.log(max(1.0 - fpr_up - delta, 0.0) / (1.0 - tpr_lo)) if tpr_lo < 1 else math.inf
+    value = float(value)
+    return (max(value, 0.0) if math.isfinite(value) else 0.0), tpr_lo, fpr_up
+
+
+def empirical_epsilon_lower_bound(members, non_members, *, delta: float = 0.0, alpha: float = 0.05,
+                                  threshold_selection: str = "held-out", seed: int = 0) -> EpsilonLowerBound:
     """Empirical lower bound on ε from one member/non-member audit.
 
     An (ε, δ)-DP training algorithm makes every test "member iff score ≥ τ"
@@ -185,34 +230,54 @@ def empirical_epsilon_lower_bound(members, non_members, *, delta: float = 0.0,
     With Clopper–Pearson bounds at confidence ``1 − alpha`` on each rate,
 
         ε ≥ ln((TPR_lower − δ) / FPR_upper)   and
-        ε ≥ ln((1 − FPR_upper − δ) / (1 − TPR_lower)),
+        ε ≥ ln((1 − FPR_upper − δ) / (1 − TNR_lower)).
 
-    and the bound is the largest of these over all thresholds, clipped at 0.
+    ``threshold_selection="held-out"`` (default): members and non-members are
+    each split in two halves at random (``seed``). The threshold τ and the form
+    are chosen on the first halves. The bound is that ONE pre-chosen test,
+    evaluated on the second halves, so its confidence is the nominal one: under
+    no signal it is > 0 with probability at most ``alpha/2``.
+    ``"same-data"`` picks the best τ on the data it reports, as a one-shot
+    audit report does. That is optimistic: at 500 + 500 with no signal it gives
+    a bound > 0 in about 7 % of audits, against a nominal 5 %
+    (``tests/audit/test_stats.py``).
 
-    Caveat: the threshold is chosen on the same candidates it is evaluated
-    on (as in a one-shot audit report); a strict audit picks τ on a separate
-    split. With ``m`` members the bound can never exceed about ``ln(m)``.
+    Caveat, either way: the intervals treat the candidates as independent
+    trials. In a one-run audit they are not, since all members share one
+    training run. Steinke, Nasr & Jagielski 2023, "Privacy Auditing with One
+    (1) Training Run", arXiv:2305.08846, show that such an audit is valid when
+    each candidate is included by an independent fair coin. Our audit split
+    (``textkg.training.audit_split``) instead draws exactly half of the
+    candidates as members at random, which is close to but not the same as
+    their design.
 
     Args:
         members: ``(m,)`` attack scores of members.
         non_members: ``(n,)`` attack scores of non-members.
         delta: δ of the guarantee being audited.
         alpha: each interval is two-sided at ``1 − alpha``.
+        threshold_selection: ``"held-out"`` or ``"same-data"``.
+        seed: the held-out split.
     """
     if not 0.0 <= delta < 1.0:
         raise ValueError(f"delta must be in [0, 1), got {delta}")
-    curve = roc_curve(members, non_members)
-    tpr_lo, _ = clopper_pearson(curve.true_positives, curve.num_members, alpha)
-    _, fpr_up = clopper_pearson(curve.false_positives, curve.num_non_members, alpha)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        forms = {
-            "tpr/fpr": np.log(np.clip(tpr_lo - delta, 0.0, None) / fpr_up),
-            "tnr/fnr": np.log(np.clip(1.0 - fpr_up - delta, 0.0, None) / (1.0 - tpr_lo)),
-        }
-    best = EpsilonLowerBound(0.0, None, None, None, None, 1.0 - alpha, delta)
-    for form, values in forms.items():
-        i = int(np.argmax(values))
-        if math.isfinite(values[i]) and values[i] > best.epsilon:
-            best = EpsilonLowerBound(float(values[i]), float(curve.thresholds[i]), form,
-                                     float(tpr_lo[i]), float(fpr_up[i]), 1.0 - alpha, delta)
-    return best
+    if threshold_selection not in THRESHOLD_SELECTIONS:
+        raise ValueError(f"threshold_selection must be one of {THRESHOLD_SELECTIONS}, got {threshold_selection!r}")
+    pos, neg = _pair(members, non_members)
+    if threshold_selection == "same-data":
+        eps, tau, form, tpr_lo, fpr_up = _best_on(pos, neg, delta, alpha)
+        n = len(pos) + len(neg)
+        return EpsilonLowerBound(eps, tau, form, tpr_lo, fpr_up, 1.0 - alpha, delta, "same-data", n, n)
+    if len(pos) < 2 or len(neg) < 2:
+        raise ValueError("a held-out bound needs at least 2 members and 2 non-members")
+    rng = np.random.default_rng(seed)
+    pos, neg = rng.permutation(pos), rng.permutation(neg)
+    hp, hn = len(pos) // 2, len(neg) // 2
+    sel_pos, eval_pos, sel_neg, eval_neg = pos[:hp], pos[hp:], neg[:hn], neg[hn:]
+    sizes = {"num_selection": hp + hn, "num_evaluation": len(eval_pos) + len(eval_neg)}
+    _, tau, form, _, _ = _best_on(sel_pos, sel_neg, delta, alpha)
+    if tau is None:
+        return EpsilonLowerBound(0.0, None, None, None, None, 1.0 - alpha, delta, "held-out", **sizes)
+    eps, tpr_lo, fpr_up = _bound_at(eval_pos, eval_neg, tau, form, delta, alpha)
+    return EpsilonLowerBound(eps, tau if eps > 0 else None, form if eps > 0 else None, tpr_lo, fpr_up,
+                             1.0 - alpha, delta, "held-out", **sizes)
