@@ -178,3 +178,16 @@ def test_the_privacy_block_recomputes_to_its_epsilon_with_opacus_alone(tmp_path)
     assert sum(e["steps"] for e in privacy["ledger"]) == privacy["steps"]
     assert eps == pytest.approx(privacy["epsilon"], rel=1e-9)
     assert alpha == privacy["alpha"]
+
+
+def test_public_entities_set_the_table_rows(tmp_path):
+    """--public-entities FILE: only the listed entities get a structural row, and graph.json says so."""
+    data = _dataset(tmp_path, "d", extra=False)
+    listed = ["/e/00", "/e/01", "/e/02", UNUSED]
+    path = tmp_path / "public.txt"
+    path.write_text("\n".join(listed) + "\n")
+    out = _train(data, tmp_path / "run", "--public-entities", str(path))
+    weights = _weights(out)
+    assert weights["seen_entities"].numel() == len(listed)
+    graph = json.loads((out / "graph.json").read_text())
+    assert sorted(graph["entities"][i] for i in graph["train_entities"]) == sorted(listed)
