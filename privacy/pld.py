@@ -40,3 +40,42 @@ def pld_epsilon(ledger: Iterable[tuple[float, float, int]], *, delta: float) -> 
         value_discretization_interval=VALUE_DISCRETIZATION_INTERVAL)
     accountant.compose(dp_accounting.ComposedDpEvent(events))
     return float(accountant.get_epsilon(delta))
+
+
+def pld_calibrate_noise_multiplier(*, target_epsilon: float, delta: float, sample_rate: float, steps: int,
+                                   tol: float = 1e-3, sigma_max: float = 1e3) -> float:
+    """Smallest σ (up to ``tol``, relative) whose PLD ε over ``steps`` steps is ≤ ``target_epsilon``.
+
+    Bisection with the bracket ε(lo) > target ≥ ε(hi); returns ``hi``, so the result never
+    overshoots (as :func:`privacy.calibration.calibrate_noise_multiplier` does for RDP).
+
+    Raises:
+        ValueError: the target is unreachable with σ ≤ ``sigma_max``.
+    """
+    def eps(sigma: float) -> float:
+        return pld_epsilon([(sample_rate, sigma, steps)], delta=delta)
+
+    lo, hi = 0.0, 1.0
+    while eps(hi) > target_epsilon:
+        lo, hi = hi, 2.0 * hi
+        if hi > sigma_max:
+            raise ValueError(f"target_epsilon={target_epsilon:g} is unreachable with sigma <= {sigma_max:g}")
+    while hi - lo > tol * hi:
+        mid = 0.5 * (lo + hi)
+        lo, hi = (mid, hi) if eps(mid) > target_epsilon else (lo, mid)
+    return hi
+
+
+def pld_max_steps(*, target_epsilon: float, delta: float, sample_rate: float, noise_multiplier: float,
+                  limit: int) -> int:
+    """The most steps ``k ≤ limit`` at (q, σ) whose PLD ε is ≤ ``target_epsilon`` (ε grows with k)."""
+    def ok(k: int) -> bool:
+        return k == 0 or pld_epsilon([(sample_rate, noise_multiplier, k)], delta=delta) <= target_epsilon
+
+    if ok(limit):
+        return limit
+    lo, hi = 0, limit  # ok(lo), not ok(hi)
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (mid, hi) if ok(mid) else (lo, mid)
+    return lo

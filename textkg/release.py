@@ -37,7 +37,8 @@ LEDGER_FIELDS = ("orders", "ledger", "delta", "epsilon")
 
 
 def recompute_epsilon(privacy: dict) -> float:
-    """ε of a privacy block from its own fields, with Opacus's RDP analysis.
+    """ε of a privacy block from its own fields, with Opacus's RDP analysis
+    (or dp-accounting's PLD accounting when the block's ``accountant`` is ``pld``).
 
     Opacus's ``compute_rdp`` (Mironov, Talwar & Zhang 2019, arXiv:1908.10530)
     over the ledger at the block's orders, and ``get_privacy_spent``, which is
@@ -48,6 +49,11 @@ def recompute_epsilon(privacy: dict) -> float:
     from opacus.accountants.analysis.rdp import compute_rdp, get_privacy_spent
 
     missing = [k for k in LEDGER_FIELDS if k not in privacy]
+    if not missing and privacy.get("accountant") == "pld":  # dp-accounting's PLD, as the run computed it
+        from privacy.pld import pld_epsilon
+
+        return pld_epsilon([(e["sample_rate"], e["noise_multiplier"], e["steps"]) for e in privacy["ledger"]],
+                           delta=privacy["delta"])
     if missing:
         raise ConfigError(f"the privacy block lacks {', '.join(missing)}: epsilon cannot be recomputed from it "
                           "(a run from before textkg recorded its ledger; retrain it)", field="privacy")

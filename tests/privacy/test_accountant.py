@@ -186,3 +186,15 @@ def test_pld_epsilon_matches_dp_accounting_and_is_below_rdp():
     rdp = epsilon_of(sample_rate=0.0138, noise_multiplier=1.416, steps=365, delta=5.4e-6)
     assert 0.8 * rdp < eps < rdp
     assert pld_epsilon([], delta=1e-5) == 0.0
+
+
+def test_pld_calibration_never_overshoots_and_max_steps_is_the_last_allowed():
+    from privacy.pld import pld_calibrate_noise_multiplier, pld_epsilon, pld_max_steps
+
+    q, steps, delta, target = 0.02, 200, 1e-5, 1.5
+    sigma = pld_calibrate_noise_multiplier(target_epsilon=target, delta=delta, sample_rate=q, steps=steps)
+    assert pld_epsilon([(q, sigma, steps)], delta=delta) <= target
+    assert pld_epsilon([(q, sigma * 0.99, steps)], delta=delta) > target  # tight
+    k = pld_max_steps(target_epsilon=1.0, delta=delta, sample_rate=q, noise_multiplier=1.0, limit=2000)
+    assert 0 < k < 2000
+    assert pld_epsilon([(q, 1.0, k)], delta=delta) <= 1.0 < pld_epsilon([(q, 1.0, k + 1)], delta=delta)

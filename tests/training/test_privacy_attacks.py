@@ -27,7 +27,7 @@ FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "tiny_blp"
 UNUSED = "/e/unused"  # in entity2text.txt, in no statement of the fixture
 EXTRA = f"{UNUSED}\t/r/likes\t/e/00\n"
 #: privacy-block fields that are functions of N, the number of private statements, a declared public input
-N_DERIVED = {"num_private_triples", "sample_rate", "delta", "epsilon", "epsilon_pld", "alpha", "ledger", "steps",
+N_DERIVED = {"num_private_triples", "sample_rate", "delta", "epsilon", "epsilon_pld", "epsilon_rdp", "alpha", "ledger", "steps",
              "planned_steps", "noise_multiplier"}
 
 
@@ -191,3 +191,26 @@ def test_public_entities_set_the_table_rows(tmp_path):
     assert weights["seen_entities"].numel() == len(listed)
     graph = json.loads((out / "graph.json").read_text())
     assert sorted(graph["entities"][i] for i in graph["train_entities"]) == sorted(listed)
+
+
+def test_pld_accounting_calibrates_a_smaller_sigma_and_its_block_recomputes(tmp_path):
+    """--accountant pld: σ calibrated with dp-accounting's PLD for the same target is smaller than
+    RDP's; the claimed ε is the PLD one, ≤ the target, and a release recomputes it from the block."""
+    from textkg.release import recompute_epsilon
+
+    data = _dataset(tmp_path, "d", extra=False)
+    flags = ("--target-epsilon", "2", "--epochs", "3")
+    runs = {}
+    for accountant in ("rdp", "pld"):
+        cfg = _config(data, *flags, "--accountant", accountant)
+        cfg = cfg.__class__(data=cfg.data, model=cfg.model, train=cfg.train, model_name=cfg.model_name,
+                            privacy=cfg.privacy.__class__(**{**cfg.privacy.__dict__, "noise_multiplier": None}))
+        run(cfg, tmp_path / accountant, progress=False)
+        runs[accountant] = json.loads((tmp_path / accountant / "metrics.json").read_text())["privacy"]
+    rdp, pld = runs["rdp"], runs["pld"]
+    assert pld["accountant"] == "pld" and rdp["accountant"] == "rdp"
+    assert pld["noise_multiplier"] < rdp["noise_multiplier"]
+    assert pld["epsilon"] == pld["epsilon_pld"] <= 2.0
+    assert rdp["epsilon"] == rdp["epsilon_rdp"] <= 2.0 and rdp["epsilon_pld"] < rdp["epsilon"]
+    assert pld["steps"] == rdp["steps"] == pld["planned_steps"]
+    assert recompute_epsilon(pld) == pytest.approx(pld["epsilon"], rel=1e-9)

@@ -47,6 +47,7 @@ FLAG_FIELDS = {
     "confidential_fraction": ("privacy", "confidential_fraction"),
     "orders": ("privacy", "orders"),
     "reproducible_noise": ("privacy", "reproducible_noise"),
+    "accountant": ("privacy", "accountant"),
     "public_entities": ("data", "public_entities"),
 }
 

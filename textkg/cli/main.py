@@ -67,6 +67,9 @@ def _add_train_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--confidential-relations", help="comma-separated relation ids")
     p.add_argument("--confidential-fraction", type=float)
     p.add_argument("--orders", help="RDP orders, e.g. 2-64 (default: 1.1..10.9, 11..63, 128..1024)")
+    p.add_argument("--accountant", choices=["rdp", "pld"],
+                   help="what calibrates sigma and gives the claimed epsilon: rdp (default) or pld "
+                        "(dp-accounting's privacy-loss distributions: tighter, slower); both are reported")
     p.add_argument("--reproducible-noise", type=int, metavar="SEED",
                    help="derive the private steps' noise and sampling from this PUBLIC seed (tests, "
                         "research); the run is then labelled 'simulation', not 'dp'")

@@ -15,6 +15,7 @@ from textkg.errors import ConfigError
 
 PRIVACY_MODES = ("none", "full", "confidential")
 PRIVACY_MECHANISMS = ("dp-sgd", "simulation")
+PRIVACY_ACCOUNTANTS = ("rdp", "pld")
 LOSSES = ("margin", "softplus", "softmax")
 NEGATIVES = ("sampled", "all")
 LR_SCHEDULES = ("constant", "cosine")
@@ -177,6 +178,10 @@ class PrivacyConfig:
             the OS and kept only in ``checkpoint.pt``. An int: derive them from this
             PUBLIC seed instead, for tests and research; the run is then labelled
             ``simulation`` (anyone with the config can replay the noise).
+        accountant: what calibrates σ, enforces ``target_epsilon`` and gives the claimed
+            ``epsilon``: ``rdp`` (Rényi DP of the Sampled Gaussian Mechanism, converted
+            with Canonne–Kamath–Steinke 2020) or ``pld`` (dp-accounting's privacy-loss
+            distribution accounting: tighter, slower). The privacy block reports both.
     """
 
     mode: str = "none"
@@ -189,9 +194,11 @@ class PrivacyConfig:
     confidential_fraction: float | None = None
     orders: str | None = None
     reproducible_noise: int | None = None
+    accountant: str = "rdp"
 
     def __post_init__(self) -> None:
         _check_choice("mode", self.mode, PRIVACY_MODES, prefix="privacy")
+        _check_choice("accountant", self.accountant, PRIVACY_ACCOUNTANTS, prefix="privacy")
         _check_choice("mechanism", self.mechanism, PRIVACY_MECHANISMS, prefix="privacy")
         if self.mode == "none":
             return

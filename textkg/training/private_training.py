@@ -18,7 +18,7 @@ from privacy.accountant import RDPAccountant
 from privacy.calibration import calibrate_noise_multiplier
 from privacy.dp_sgd import DPSGDStep
 from privacy.events import SampledGaussianEvent
-from privacy.pld import pld_epsilon
+from privacy.pld import pld_calibrate_noise_multiplier, pld_epsilon, pld_max_steps
 from privacy.randomness import NoisePrefetcher, SecretRandomness
 from privacy.rdp import DEFAULT_ORDERS, parse_orders
 from textkg.errors import ConfigError, PrivacyError
@@ -101,7 +101,16 @@ class PrivateTraining:
                           "the guarantee is weak", stacklevel=2)
         self.orders = parse_orders(cfg.orders) if cfg.orders else None
         self.accountant = RDPAccountant(orders=self.orders)
-        if cfg.noise_multiplier is None:
+        self._pld_max_steps: int | None = None
+        if cfg.noise_multiplier is None and cfg.accountant == "pld":
+            try:
+                self.noise_multiplier = pld_calibrate_noise_multiplier(
+                    target_epsilon=cfg.target_epsilon, delta=self.delta, sample_rate=self.sample_rate,
+                    steps=self.planned_steps)
+            except ValueError as exc:
+                raise PrivacyError(str(exc), field="privacy.target_epsilon") from None
+            self.calibrated = True
+        elif cfg.noise_multiplier is None:
             self.noise_multiplier = calibrate_noise_multiplier(
                 target_epsilon=cfg.target_epsilon, delta=self.delta, sample_rate=self.sample_rate,
                 steps=self.planned_steps, orders=self.orders)
@@ -112,9 +121,11 @@ class PrivateTraining:
         if cfg.target_epsilon is not None and self.budget_exhausted():
             one = RDPAccountant(orders=self.orders)
             one.step(self._event())
+            cost = one.get_epsilon(delta=self.delta) if cfg.accountant == "rdp" else \
+                pld_epsilon(one.history, delta=self.delta)
             raise PrivacyError(
                 f"the budget allows not a single step: one step at sigma={self.noise_multiplier:g}, "
-                f"q={self.sample_rate:g} already costs epsilon={one.get_epsilon(delta=self.delta):.4g} > "
+                f"q={self.sample_rate:g} already costs epsilon={cost:.4g} ({cfg.accountant}) > "
                 f"--target-epsilon {cfg.target_epsilon:g}; raise --noise-multiplier or the target, or give "
                 "only --target-epsilon to calibrate sigma", field="privacy.target_epsilon")
         self.entity_pool = entity_pool
@@ -131,6 +142,12 @@ class PrivateTraining:
         """True when the next step would exceed ``target_epsilon`` (never overshoot)."""
         if self.cfg.target_epsilon is None:
             return False
+        if self.cfg.accountant == "pld":  # PLD is too slow to run every step: find the last allowed step once
+            if self._pld_max_steps is None:
+                self._pld_max_steps = pld_max_steps(
+                    target_epsilon=self.cfg.target_epsilon, delta=self.delta, sample_rate=self.sample_rate,
+                    noise_multiplier=self.noise_multiplier, limit=max(self.planned_steps, 1))
+            return self.accountant.steps >= self._pld_max_steps
         return self.accountant.would_exceed(self._event(), target_epsilon=self.cfg.target_epsilon,
                                             delta=self.delta)
 
@@ -201,6 +218,7 @@ class PrivateTraining:
     def load_state_dict(self, state: dict) -> None:
         self.accountant.load_state_dict(state["accountant"])
         self.noise_multiplier = state["noise_multiplier"]
+        self._pld_max_steps = None
         if state.get("randomness") is not None:  # checkpoints from before secret randomness have none
             self.close()
             self.randomness = SecretRandomness.from_state_dict(state["randomness"])
@@ -224,9 +242,12 @@ class PrivateTraining:
         randomness, ``epsilon_if_secret`` says what the accountant would claim.
         """
         label, reasons = self.label()
-        eps, alpha = (0.0, None) if self.accountant.steps == 0 else \
+        eps_rdp, alpha = (0.0, None) if self.accountant.steps == 0 else \
             self.accountant.get_privacy_spent(delta=self.delta)
         alpha = None if alpha is None or not math.isfinite(alpha) else alpha
+        eps_pld = (pld_epsilon(self.accountant.history, delta=self.delta) if self.accountant.steps else 0.0) \
+            if self.cfg.mechanism == "dp-sgd" else None
+        eps = eps_pld if self.cfg.accountant == "pld" else eps_rdp
         dp = self.cfg.mechanism == "dp-sgd"
         orders = list(self.orders) if self.orders is not None else list(DEFAULT_ORDERS)
         return {
@@ -237,13 +258,14 @@ class PrivateTraining:
                                                  else "confidential training statement"),
             "epsilon": eps if label == "dp" else None,
             "epsilon_if_secret": eps if (dp and label != "dp") else None,
-            # a second, tighter accounting of the same ledger (dp-accounting's PLD); the claim is `epsilon`
-            "epsilon_pld": (pld_epsilon(self.accountant.history, delta=self.delta)
-                            if dp and self.accountant.steps else None),
+            # the same ledger under both accountants; `accountant` says which one `epsilon` is
+            "epsilon_rdp": eps_rdp if dp else None,
+            "epsilon_pld": eps_pld,
             "delta": self.delta,
             "alpha": alpha,
-            "accountant": "rdp",
-            "conversion": "canonne-kamath-steinke-2020",
+            "accountant": self.cfg.accountant,
+            "conversion": ("canonne-kamath-steinke-2020" if self.cfg.accountant == "rdp"
+                           else "dp-accounting PLD, pessimistic (connect the dots)"),
             "orders": [float(a) for a in orders],
             "ledger": [{"sample_rate": q, "noise_multiplier": sigma, "steps": n}
                        for q, sigma, n in self.accountant.history],
