@@ -39,7 +39,9 @@ class AuditResult:
         roc_auc: area under the ROC curve (0.5 = chance).
         advantage: ``max (TPR − FPR)``.
         tpr_at_fpr: ``{"0.01": TPR, "0.001": TPR}``.
-        epsilon_lower_bound: empirical ε lower bound (:class:`stats.EpsilonLowerBound` as a dict).
+        epsilon_lower_bound: empirical ε lower bound (:class:`stats.EpsilonLowerBound` as a dict):
+            threshold chosen on a random half of the candidates and the bound computed on the
+            other half (``threshold_selection``, ``num_selection``, ``num_evaluation``, ``seed``).
         accountant_epsilon: the ε the run claims (``None`` for a non-private run).
         delta: δ of the claim (0 for a non-private run).
         guarantee: ``"dp"``, ``"simulation"`` or ``None``.
@@ -115,6 +117,8 @@ def run_audit(run_dir: str | Path, *, attack: str = "score", alpha: float = 0.05
         run_dir: a finished run trained with ``--audit-candidates``.
         attack: a registered attack name (:func:`textkg.audit.attacks.list_attacks`).
         alpha: 1 − confidence of the Clopper–Pearson intervals behind the ε bound.
+            The bound's held-out split is seeded by the audit split's ``seed``, so
+            re-auditing a run gives the same number.
         predictor: an already loaded ``textkg.load(run_dir)`` (loaded if ``None``).
     """
     run_dir = Path(run_dir)
@@ -125,10 +129,10 @@ def run_audit(run_dir: str | Path, *, attack: str = "score", alpha: float = 0.05
         import textkg
 
         predictor = textkg.load(run_dir)
-    pos, neg = attack_scores(predictor, members, non_members, attack=attack, seed=int(record.get("seed", 0)))
+    seed = int(record.get("seed", 0))
+    pos, neg = attack_scores(predictor, members, non_members, attack=attack, seed=seed)
     delta = float(claim["delta"]) if claim else 0.0
-    bound = stats.empirical_epsilon_lower_bound(pos, neg, delta=delta, alpha=alpha,
-                                                seed=int(record.get("seed", 0)))
+    bound = stats.empirical_epsilon_lower_bound(pos, neg, delta=delta, alpha=alpha, seed=seed)
     curve = stats.roc_curve(pos, neg)
     eps = None if claim is None else claim.get("epsilon")
     return AuditResult(
