@@ -39,7 +39,15 @@ def train(args) -> dict:
         out = Path(args.out) if args.out else Path("runs") / f"{cfg.model_name}-{Path(cfg.data.dataset).name}-{cfg.data.split}"
         metrics = run(cfg, out, progress=not args.no_progress)
     print(f"wrote {out / 'metrics.json'}", file=sys.stderr)
-    return {"out": str(out), "test": _headline(metrics["test"]), "valid": metrics["valid"],
+    summary = {}
+    if metrics["test"].get("placement"):  # an ontology's new terms: where their parents rank
+        from textkg.evaluation.placement import placement_reading
+
+        placement = {"placement": metrics["test"]["placement"],
+                     "placement_baselines": metrics["test"].get("placement_baselines", {})}
+        summary["placement"] = {"reading": placement_reading(placement), "model": placement["placement"],
+                                "baselines": placement["placement_baselines"]}
+    return {**summary, "out": str(out), "test": _headline(metrics["test"]), "valid": metrics["valid"],
             "privacy": metrics["privacy"]}
 
 

@@ -2,7 +2,8 @@
 
 Filtered ranking with realistic ties (:mod:`.ranking`), configurable
 candidate entities, a vectorised index of known triples (:mod:`.filtering`)
-and MRR / MR / Hits@k per direction and both (:mod:`.metrics`).
+and MRR / MR / Hits@k per direction and both (:mod:`.metrics`); for ontologies,
+where new terms' true parents rank among existing terms (:mod:`.placement`).
 
 Typical use::
 
@@ -14,17 +15,20 @@ Typical use::
 
 from textkg.evaluation.filtering import FilterIndex
 from textkg.evaluation.metrics import DEFAULT_KS, RankingMetrics, evaluate, rank_metrics
+from textkg.evaluation.placement import PlacementMetrics, evaluate_placement
 from textkg.evaluation.ranking import DIRECTIONS, RankResult, Scorer, compute_ranks, realistic_ranks
 
 __all__ = [
     "DEFAULT_KS",
     "DIRECTIONS",
     "FilterIndex",
+    "PlacementMetrics",
     "RankResult",
     "RankingMetrics",
     "Scorer",
     "compute_ranks",
     "evaluate",
+    "evaluate_placement",
     "rank_metrics",
     "realistic_ranks",
 ]

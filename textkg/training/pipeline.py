@@ -272,6 +272,10 @@ def run(cfg: RunConfig, out_dir: Path, *, resume: bool = False, progress: bool =
         "test": evaluate_split(prep, cfg, "test", progress=progress).to_dict(),
         "privacy": None if private is None else private.report(),
     }
+    placement = _placement(prep, cfg)  # inductive splits of graphs with an is_a relation only
+    if placement is not None:
+        metrics["test"]["placement"] = placement["placement"]
+        metrics["test"]["placement_baselines"] = placement["placement_baselines"]
     if private is not None:
         metrics["evaluation_filter"] = PUBLIC_FILTER_NOTE
         if prep.private_filter_index is not None:  # transductive: the standard protocol needs private statements
@@ -289,6 +293,39 @@ PUBLIC_FILTER_NOTE = ("filtered with public statements only (validation, test an
 PRIVATE_METRICS = "private_metrics.json"
 PRIVATE_METRICS_NOTE = ("standard filtered protocol: the filter holds every training statement, private ones "
                         "included. NOT covered by the privacy guarantee; `textkg release` never copies this file.")
+
+
+def _placement(prep: Prepared, cfg: RunConfig) -> dict | None:
+    """Placement of the test split's new terms under existing ones
+    (:mod:`textkg.evaluation.placement`), with its description baselines; ``None``
+    unless the split is inductive and the graph has an ``is_a`` relation.
+
+    Under privacy the ontology that ``close@1`` and ``parent-of-nearest`` read is
+    the public training statements (none in ``full`` mode), since metrics.json
+    is released."""
+    from textkg.evaluation.placement import evaluate_placement, placement_queries
+
+    if placement_queries(prep.kg, prep.split) is None:
+        return None
+    # a private run's hierarchy (close@1, parent-of-nearest) is its public training statements only
+    hierarchy = None if prep.private_mask is None else prep.split.train[~prep.private_mask]
+    prep.model.eval()
+    with torch.no_grad():
+        return evaluate_placement(prep.model, prep.kg, prep.split, text_features=_description_features(prep),
+                                  batch_size=max(1, min(cfg.train.eval_batch_size, 256)), hierarchy=hierarchy)
+
+
+def _description_features(prep: Prepared) -> torch.Tensor:
+    """``(num_entities, D)`` frozen description features: the model's own pooled ones if
+    it has them, else the default ``bert`` encoder's (cached on disk)."""
+    text = getattr(prep.model, "text", None)
+    if text is not None and getattr(text, "module", None) is None and hasattr(text, "text_text_features"):
+        return text.text_text_features
+    from encoders import cached_encode, get_encoder
+
+    from textkg.training.features import default_cache_dir
+
+    return cached_encode(get_encoder("bert"), entity_texts(prep.kg), cache_dir=default_cache_dir()).float()
 
 
 def _final_valid(prep: Prepared, cfg: RunConfig, progress: bool) -> dict | None:

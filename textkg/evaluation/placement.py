@@ -1,0 +1,408 @@
+"""Placement of new ontology terms: where are a held-out term's true parents?
+
+For an ontology-shaped graph (``hpo``) the question a curator asks of an
+inductive model is not "rank every entity for every statement" but "given a
+new term's text, which existing terms are its parents?". This module asks it.
+
+Queries. Every held-out statement ``(new_term, is_a, parent)`` of an inductive
+split, with ``new_term`` a test entity and ``parent`` a training entity, is one
+query. Its candidates are the training entities of the parent's type when the
+graph declares ``entity_types`` (for ``hpo``: phenotype terms only), else every
+training entity. As in filtered ranking (Bordes et al. 2013), the term's other
+true parents are removed from its ranking, and the query term itself is never
+a candidate.
+
+Metrics. MRR and Hits@k use the realistic rank of
+:func:`textkg.evaluation.ranking.realistic_ranks` (ties count half;
+Berrendorf et al. 2020, arXiv:2002.06914v4, Sec. 2). ``close@1`` is a
+hierarchy-aware Hits@1: the fraction of queries whose top suggestion is in the
+new term's neighbourhood: one of its true parents (the target, or a sibling
+parent of a multi-parent term, which the filter already removes), a grandparent
+(a parent of a true parent), a sibling (another child of a true parent; a
+"child of a true parent" is exactly that) or one of the new term's own known
+children. Parents, grandparents and siblings come from the training ``is_a``
+statements only; the new term's parents and children are its held-out gold
+statements. A top-1 tie among several candidates counts the fraction of the
+tied candidates that are close, the expected value under a random tie-break,
+so a constant scorer gets no credit it did not earn.
+
+Baselines need no training: ``description-nn`` ranks candidates by the cosine
+similarity of their description features to the new term's;
+``parent-of-nearest`` finds the ``k`` candidates whose descriptions are most
+similar to the new term's and scores each candidate by the summed similarity
+of those neighbours it is a training parent of, breaking ties by description
+cosine.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+import torch
+
+from textkg.errors import ConfigError
+from textkg.evaluation.ranking import realistic_ranks
+
+#: The relation that places a term under its parent, when the caller names none.
+DEFAULT_PARENT_RELATION = "is_a"
+#: Neighbours ``parent-of-nearest`` reads.
+DEFAULT_NEIGHBOURS = 10
+#: Summed neighbour similarities closer than this count as tied (then description cosine decides).
+_AGGREGATE_RESOLUTION = 1e-4
+
+#: ``score(terms, candidates) -> (b, c)``: higher = more plausible parent.
+PlacementScorer = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
+
+
+@dataclass(frozen=True, eq=False)
+class PlacementQueries:
+    """The placement queries of one split, grouped by candidate set.
+
+    Attributes:
+        terms: ``(q,)`` long new (held-out) term of each query.
+        parents: ``(q,)`` long true parent (a training entity) of each query.
+        relation: Id of the parent relation.
+        groups: One ``(c_g,)`` sorted long candidate set per entity type (one
+            set when the graph has no types).
+        group_of: ``(q,)`` long index into ``groups`` of each query's candidates.
+        true_parents: Every known parent of each new term (the filter).
+        close: Entities a top suggestion for each new term may be and still
+            count towards ``close@1`` (see the module docstring).
+    """
+
+    terms: torch.Tensor
+    parents: torch.Tensor
+    relation: int
+    groups: tuple[torch.Tensor, ...]
+    group_of: torch.Tensor
+    true_parents: dict[int, frozenset[int]]
+    close: dict[int, frozenset[int]]
+
+    @property
+    def num_queries(self) -> int:
+        return len(self.terms)
+
+
+@dataclass(frozen=True)
+class PlacementMetrics:
+    """Placement quality over ``num_queries`` queries (NaN when there are none).
+
+    Attributes:
+        mrr: Mean reciprocal realistic rank of the true parent.
+        hits_at_1, hits_at_3, hits_at_10: Fraction of realistic ranks ``<= k``.
+        close_at_1: Fraction of queries whose top suggestion is close (module docstring).
+        num_queries: Number of ``(new_term, parent)`` queries.
+    """
+
+    mrr: float
+    hits_at_1: float
+    hits_at_3: float
+    hits_at_10: float
+    close_at_1: float
+    num_queries: int
+
+    def to_dict(self) -> dict:
+        return {"mrr": self.mrr, "hits@1": self.hits_at_1, "hits@3": self.hits_at_3,
+                "hits@10": self.hits_at_10, "close@1": self.close_at_1, "num_queries": self.num_queries}
+
+    @classmethod
+    def from_ranks(cls, ranks: torch.Tensor, close: torch.Tensor) -> "PlacementMetrics":
+        """Summarise ``(q,)`` realistic ranks and ``(q,)`` close@1 credits in ``[0, 1]``."""
+        def mean(x: torch.Tensor) -> float:
+            return float(x.double().mean()) if len(x) else float("nan")
+
+        return cls(mrr=mean(1.0 / ranks), hits_at_1=mean(ranks <= 1), hits_at_3=mean(ranks <= 3),
+                   hits_at_10=mean(ranks <= 10), close_at_1=mean(close), num_queries=len(ranks))
+
+
+def placement_queries(kg, split, *, relation: str | None = None, hierarchy: torch.Tensor | None = None
+                      ) -> PlacementQueries | None:
+    """Build the placement queries of an inductive split.
+
+    Args:
+        kg: The :class:`~textkg.data.graph.KnowledgeGraph`.
+        split: An inductive :class:`~textkg.data.graph.Split` of ``kg``.
+        relation: Name of the parent relation; ``None`` means ``"is_a"``.
+        hierarchy: ``(m, 3)`` training statements the hierarchy of ``close@1``
+            may read; ``None`` means all of ``split.train``. A private run
+            passes its public training statements only, so that no private
+            statement reaches a released metric unnoised.
+
+    Returns:
+        The queries, or ``None`` when the split is not inductive, the graph has
+        no such relation (``relation=None`` only) or no test statement places a
+        new term under a training entity.
+
+    Raises:
+        ConfigError: A ``relation`` that was named explicitly is not in the graph.
+    """
+    name = DEFAULT_PARENT_RELATION if relation is None else relation
+    if name not in kg.relations:
+        if relation is None:
+            return None
+        raise ConfigError(f"unknown parent relation {relation!r}; the graph has {list(kg.relations)}",
+                          field="relation")
+    if split.kind != "inductive":
+        return None
+    rel = kg.relations.index(name)
+    is_train = _member(split.train_entities, kg.num_entities)
+    is_test = _member(split.test_entities, kg.num_entities)
+    test = split.test[split.test[:, 1] == rel]
+    test = test[is_test[test[:, 0]] & is_train[test[:, 2]]]
+    if not len(test):
+        return None
+    test = test[torch.argsort(test[:, 0] * kg.num_entities + test[:, 2])]
+    terms, parents = test[:, 0].clone(), test[:, 2].clone()
+
+    types = kg.entity_types
+    train_ids = split.train_entities.long()
+    keys = [None] if types is None else sorted({types[p] for p in parents.tolist()})
+    groups = tuple(train_ids if k is None else train_ids[torch.tensor([types[e] == k for e in train_ids.tolist()],
+                                                                       dtype=torch.bool)]
+                   for k in keys)
+    group_of = torch.tensor([0 if types is None else keys.index(types[p]) for p in parents.tolist()],
+                            dtype=torch.long)
+
+    known = split.filter_triples[split.filter_triples[:, 1] == rel].tolist()
+    statements = split.train if hierarchy is None else hierarchy
+    train_edges = statements[statements[:, 1] == rel].tolist()
+    up, down = _adjacency(train_edges)
+    new = set(terms.tolist())
+    true_parents: dict[int, set[int]] = {n: set() for n in new}
+    children: dict[int, set[int]] = {n: set() for n in new}
+    for h, _, t in known:
+        if h in new and is_train[t]:
+            true_parents[h].add(t)
+        if t in new and is_train[h]:
+            children[t].add(h)
+    close = {}
+    for n in new:
+        ps = true_parents[n]
+        near = set(ps) | children[n]
+        for p in ps:
+            near |= up.get(p, set()) | down.get(p, set())
+        near.discard(n)
+        close[n] = frozenset(near)
+    return PlacementQueries(terms=terms, parents=parents, relation=rel, groups=groups, group_of=group_of,
+                            true_parents={n: frozenset(v) for n, v in true_parents.items()}, close=close)
+
+
+def rank_placement(scorer: PlacementScorer, queries: PlacementQueries, *, num_entities: int,
+                   batch_size: int = 256) -> PlacementMetrics:
+    """:class:`PlacementMetrics` of :func:`placement_ranks` (same arguments)."""
+    return PlacementMetrics.from_ranks(*placement_ranks(scorer, queries, num_entities=num_entities,
+                                                        batch_size=batch_size))
+
+
+def placement_ranks(scorer: PlacementScorer, queries: PlacementQueries, *, num_entities: int,
+                    batch_size: int = 256) -> tuple[torch.Tensor, torch.Tensor]:
+    """Rank each query's true parent among its candidates.
+
+    Each new term is scored once against its candidates, ``batch_size`` terms
+    at a time (memory about ``batch_size * c`` floats).
+
+    Args:
+        scorer: ``scorer(terms (b,), candidates (c,)) -> (b, c)`` scores, higher
+            = more plausible parent; no NaN.
+        queries: From :func:`placement_queries`.
+        num_entities: Number of entity ids in the graph.
+        batch_size: New terms scored at once.
+
+    Returns:
+        ``(ranks, close)``: ``(q,)`` float64 filtered realistic rank of each
+        query's true parent, and ``(q,)`` float64 close@1 credit in ``[0, 1]``.
+
+    Raises:
+        ConfigError: ``batch_size`` is not a positive integer.
+        ValueError: The scorer returned a wrongly shaped or NaN score matrix.
+    """
+    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+        raise ConfigError(f"batch_size must be a positive integer, got {batch_size!r}", field="batch_size")
+    ranks = torch.empty(queries.num_queries, dtype=torch.float64)
+    close = torch.empty(queries.num_queries, dtype=torch.float64)
+    for g, cands in enumerate(queries.groups):
+        column = torch.full((num_entities,), -1, dtype=torch.long)
+        column[cands] = torch.arange(len(cands))
+        idx = (queries.group_of == g).nonzero().squeeze(1)
+        uniq, local = torch.unique(queries.terms[idx], return_inverse=True)
+        for start in range(0, len(uniq), batch_size):
+            chunk = uniq[start:start + batch_size]
+            with torch.no_grad():
+                scores = scorer(chunk, cands)
+            _check_scores(scores, len(chunk), len(cands))
+            sel = ((local >= start) & (local < start + len(chunk))).nonzero().squeeze(1)
+            rows = scores[local[sel] - start]  # (q_b, c)
+            q = idx[sel]
+            r, c = _filtered_pairs(queries, q, column)
+            ranks[q] = realistic_ranks(rows, column[queries.parents[q]], r, c)
+            close[q] = _close_at_1(rows, queries, q, column, r, c)
+    return ranks, close
+
+
+def model_scorer(model, relation: int) -> PlacementScorer:
+    """Score ``(term, relation, candidate)`` with a model's ``score_tails``."""
+    def score(terms: torch.Tensor, candidates: torch.Tensor) -> torch.Tensor:
+        return model.score_tails(terms, torch.full_like(terms, relation), candidates).float()
+
+    return score
+
+
+def cosine_scorer(features: torch.Tensor) -> PlacementScorer:
+    """``description-nn``: cosine similarity of ``(num_entities, D)`` description features."""
+    x = torch.nn.functional.normalize(features.detach().float(), dim=1)
+
+    def score(terms: torch.Tensor, candidates: torch.Tensor) -> torch.Tensor:
+        return x[terms] @ x[candidates].T
+
+    return score
+
+
+def parent_of_nearest_scorer(features: torch.Tensor, parent_edges: torch.Tensor, *, k: int = DEFAULT_NEIGHBOURS
+                             ) -> PlacementScorer:
+    """``parent-of-nearest``: parents of the ``k`` candidates most similar to the new term.
+
+    A candidate's score is the summed cosine similarity of the neighbours it is
+    a parent of (quantised to ``1e-4``), ties broken by its own cosine
+    similarity to the new term.
+
+    Args:
+        features: ``(num_entities, D)`` description features.
+        parent_edges: ``(m, 2)`` long ``(child, parent)`` training statements.
+        k: Neighbours per new term.
+    """
+    if isinstance(k, bool) or not isinstance(k, int) or k < 1:
+        raise ConfigError(f"k must be a positive integer, got {k!r}", field="k")
+    cosine = cosine_scorer(features)
+    n = features.shape[0]
+    edges = parent_edges.long().reshape(-1, 2)
+    child, parent = (torch.unique(edges, dim=0) if len(edges) else edges).T
+
+    def score(terms: torch.Tensor, candidates: torch.Tensor) -> torch.Tensor:
+        sim = cosine(terms, candidates)  # (b, c)
+        top, cols = sim.topk(min(k, sim.shape[1]), dim=1)  # neighbours among the candidates
+        weights = torch.zeros(len(terms), n)
+        weights.scatter_(1, candidates[cols], top)  # (b, n): similarity of each neighbour
+        aggregate = torch.zeros(len(terms), n).index_add_(1, parent, weights[:, child])[:, candidates]  # (b, c)
+        key = torch.round(aggregate.double() / _AGGREGATE_RESOLUTION)
+        return key * 4 + (sim.double() + 1)  # cosine + 1 lies in [0, 2]: a lexicographic key
+
+    return score
+
+
+def evaluate_placement(model, kg, split, *, text_features: torch.Tensor | None = None,
+                       relation: str | None = None, k: int = DEFAULT_NEIGHBOURS, batch_size: int = 256,
+                       hierarchy: torch.Tensor | None = None) -> dict | None:
+    """Placement metrics of a model and of the two text baselines.
+
+    Args:
+        model: Scorer with ``score_tails(heads (b,), relations (b,), candidates (c,)) -> (b, c)``;
+            put in eval mode by the caller.
+        kg, split: The graph and its inductive split.
+        text_features: ``(num_entities, D)`` description features for the
+            baselines; ``None`` leaves them out.
+        relation: The parent relation (default ``"is_a"``; see :func:`placement_queries`).
+        k: Neighbours of ``parent-of-nearest``.
+        batch_size: New terms scored at once.
+        hierarchy: ``(m, 3)`` training statements that ``close@1`` and
+            ``parent-of-nearest`` may read (``None``: all of ``split.train``).
+            ``parent-of-nearest`` is left out when none of them is a parent
+            statement (a private run whose every ``is_a`` statement is private).
+
+    Returns:
+        ``{"placement": {...}, "placement_baselines": {"description-nn": {...},
+        "parent-of-nearest": {...}}}`` (:meth:`PlacementMetrics.to_dict` each;
+        baselines ``{}`` without ``text_features``), or ``None`` when there are
+        no placement queries.
+    """
+    queries = placement_queries(kg, split, relation=relation, hierarchy=hierarchy)
+    if queries is None:
+        return None
+    n = kg.num_entities
+    out = {"placement": rank_placement(model_scorer(model, queries.relation), queries, num_entities=n,
+                                       batch_size=batch_size).to_dict(),
+           "placement_baselines": {}}
+    if text_features is not None:
+        if tuple(text_features.shape[:1]) != (n,) or text_features.ndim != 2:
+            raise ConfigError(f"text_features must be ({n}, D), got {tuple(text_features.shape)}",
+                              field="text_features")
+        statements = split.train if hierarchy is None else hierarchy
+        train = statements[statements[:, 1] == queries.relation]
+        baselines = {"description-nn": cosine_scorer(text_features)}
+        if len(train):
+            baselines["parent-of-nearest"] = parent_of_nearest_scorer(text_features, train[:, [0, 2]], k=k)
+        out["placement_baselines"] = {name: rank_placement(s, queries, num_entities=n, batch_size=batch_size)
+                                      .to_dict() for name, s in baselines.items()}
+    return out
+
+
+def placement_reading(result: dict) -> str:
+    """One sentence a curator can read, from :func:`evaluate_placement`'s result."""
+    m = result["placement"]
+    text = (f"New terms: the true parent is the top suggestion for {m['hits@1']:.0%} of {m['num_queries']:,} "
+            f"held-out (term, parent) pairs and in the top 10 for {m['hits@10']:.0%}; the top suggestion is "
+            f"the parent or a close relative (grandparent, sibling, child) for {m['close@1']:.0%}")
+    nn = result.get("placement_baselines", {}).get("description-nn")
+    if nn:
+        text += f" (description nearest-neighbour baseline: {nn['hits@1']:.0%} / {nn['hits@10']:.0%})"
+    return text + "."
+
+
+# ---------------------------------------------------------------- helpers
+
+
+def _member(ids: torch.Tensor, n: int) -> torch.Tensor:
+    mask = torch.zeros(n, dtype=torch.bool)
+    mask[ids.long()] = True
+    return mask
+
+
+def _adjacency(edges: list[list[int]]) -> tuple[dict[int, set[int]], dict[int, set[int]]]:
+    """``(parents_of, children_of)`` from ``[child, relation, parent]`` rows."""
+    up: dict[int, set[int]] = {}
+    down: dict[int, set[int]] = {}
+    for child, _, parent in edges:
+        up.setdefault(child, set()).add(parent)
+        down.setdefault(parent, set()).add(child)
+    return up, down
+
+
+def _filtered_pairs(queries: PlacementQueries, q: torch.Tensor, column: torch.Tensor
+                    ) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(row, column)`` pairs removed from each query's ranking: other true parents and the term."""
+    rows, cols = [], []
+    for row, i in enumerate(q.tolist()):
+        term, parent = int(queries.terms[i]), int(queries.parents[i])
+        for e in (queries.true_parents[term] - {parent}) | {term}:
+            c = int(column[e])
+            if c >= 0:
+                rows.append(row)
+                cols.append(c)
+    return torch.tensor(rows, dtype=torch.long), torch.tensor(cols, dtype=torch.long)
+
+
+def _close_at_1(scores: torch.Tensor, queries: PlacementQueries, q: torch.Tensor, column: torch.Tensor,
+                rows: torch.Tensor, cols: torch.Tensor) -> torch.Tensor:
+    """``(q_b,)`` fraction of each row's top-scoring unfiltered candidates that are close."""
+    masked = scores.double().clone()
+    masked[rows, cols] = float("-inf")
+    top = masked == masked.max(1, keepdim=True).values  # (q_b, c)
+    near = torch.zeros_like(top)
+    for row, i in enumerate(q.tolist()):
+        c = column[torch.tensor(sorted(queries.close[int(queries.terms[i])]), dtype=torch.long)]
+        near[row, c[c >= 0]] = True
+    near[rows, cols] = False
+    return (top & near).sum(1).double() / top.sum(1).double()
+
+
+def _check_scores(scores, b: int, c: int) -> None:
+    if not isinstance(scores, torch.Tensor) or tuple(scores.shape) != (b, c):
+        shape = tuple(scores.shape) if isinstance(scores, torch.Tensor) else type(scores).__name__
+        raise ValueError(f"placement scorer returned shape {shape}, expected ({b}, {c})")
+    if torch.isnan(scores).any():
+        raise ValueError("placement scorer returned NaN; cannot rank NaN scores")
+
+
+__all__ = ["DEFAULT_NEIGHBOURS", "DEFAULT_PARENT_RELATION", "PlacementMetrics", "PlacementQueries",
+           "cosine_scorer", "evaluate_placement", "model_scorer", "parent_of_nearest_scorer",
+           "placement_queries", "placement_ranks", "placement_reading", "rank_placement"]
