@@ -1,10 +1,11 @@
-"""Time per training step of a TransE-like model: non-private vs two DP-SGD implementations.
+"""Time per training step of a TransE-like model: non-private vs DP-SGD (ours, old and secret noise; Opacus).
 
 Usage::
 
     python benchmarks/dp_step.py [--out benchmarks/results/dp_step.json]
-        [--batch-sizes 64,256,1024] [--negatives 32] [--steps 10] [--methods autograd,rowsparse,opacus]
-        [--opacus-max-batch 256] [--threads 1] [--repeats 1]
+        [--batch-sizes 64,256,1024] [--negatives 32] [--steps 10]
+        [--methods autograd,rowsparse,rowsparse-secret,opacus] [--opacus-max-batch 256]
+        [--threads 1] [--repeats 1] [--noise-draws 10]
 
 Setting (FB15k-237 sized): entity table 14,541 × 200, relation table 237 × 200,
 each example = 1 positive (h, r, t) + k corrupted tails, score
@@ -12,14 +13,23 @@ each example = 1 positive (h, r, t) + k corrupted tails, score
 among the 1 + k scores. Methods:
 
 - ``autograd``: non-private; mean loss, ``backward``, SGD update.
-- ``rowsparse``: ours — gather the rows each example reads, per-example grads
-  from ONE batched backward through the gathered copies
-  (:func:`privacy.per_example_input_grads`; the model has no dense
-  parameters, as in :class:`textkg.training.private_step.PrivateStep` for
-  structural models), clip each example's whole (coalesced) gradient,
-  Gaussian noise on EVERY row of both tables drawn straight into the averaged
-  gradient and the clipped rows added with ``index_add``
-  (:class:`privacy.DPSGDStep`), SGD update.
+- ``rowsparse``: ours with the OLD, insecure noise — gather the rows each
+  example reads, per-example grads from ONE batched backward through the
+  gathered copies (:func:`privacy.per_example_input_grads`; the model has no
+  dense parameters, as in :class:`textkg.training.private_step.PrivateStep`
+  for structural models), clip each example's whole (coalesced) gradient,
+  float32 Gaussian noise on EVERY row of both tables from a seeded
+  ``torch.Generator`` (mt19937, replayable from the seed) drawn on the main
+  thread straight into the averaged gradient, the clipped rows added with
+  ``index_add`` (:class:`privacy.DPSGDStep` without ``noise``), SGD update.
+- ``rowsparse-secret``: the same step with the noise real training uses
+  (:class:`textkg.training.private_training.PrivateTrainer`): a
+  :class:`privacy.randomness.SecretRandomness` keyed from the OS, float64 unit
+  normals from AES-128-CTR drawn ahead of the step by a
+  :class:`privacy.randomness.NoisePrefetcher` (background threads; numpy
+  releases the GIL, so a draw uses the second core while the step computes
+  on the first), passed as ``DPSGDStep(..., noise=prefetcher.get(t))``, which
+  sums in float64 and rounds once to float32.
 - ``rowsparse-vmap``: the same with per-example grads from ``vmap(grad)``
   (:func:`privacy.per_example_grads`, the path for models with dense
   parameters); not in the default ``--methods``.
@@ -35,14 +45,24 @@ steps) of wall time and of process CPU time (``time.process_time``: on a
 loaded machine a 1-thread worker's wall time also counts waiting for a
 core; CPU time does not, though cache and memory-bandwidth contention still
 show), RSS after setup, peak RSS of the
-worker, and per B the ratios rowsparse/autograd of wall time, CPU time and
+worker, and per (DP method, B) the ratios DP/autograd of wall time, CPU time and
 peak RSS (targets: time ≤ 1.5, memory ≤ 2), plus ``best_time_ratio``: the
-fastest rowsparse step over the fastest autograd step across all repeats
+fastest DP step over the fastest autograd step across all repeats
 (interference from other jobs only ever adds time, so best-of-N is the
-least load-sensitive estimate).
-With ``--repeats R`` the autograd and rowsparse workers run R times each,
-alternating; the ratios are the median over repeats, with the per-repeat
-values alongside so the noise of a loaded machine is visible.
+least load-sensitive estimate). CPU time counts every thread of the worker
+(the noise threads included); ``main_thread_cpu_ms_per_step_median`` counts
+the training thread alone. The torch threads (``--threads``) do the step;
+``rowsparse-secret``'s noise threads come on top, so on the 2-core machine
+the secret step uses both cores where the others use one.
+With ``--repeats R`` the autograd, rowsparse and rowsparse-secret workers run
+R times each, alternating; the ratios are the median over repeats, with the
+per-repeat values alongside so the noise of a loaded machine is visible. The
+load average is recorded before and after every worker.
+
+The floor (``noise-draw``, ``--noise-draws`` draws per repeat, each repeat its
+own process): one step's noise for both tables (2.95 M Gaussians) drawn alone
+on one thread, :meth:`SecretRandomness.normal` (float64) against
+``torch`` ``normal_`` in float32, interleaved.
 Opacus's dense per-example tables need B·V·d floats (11 GiB at B = 1024), so
 it is skipped above ``--opacus-max-batch``.
 
@@ -124,27 +144,32 @@ def make_step(method: str, b: int, k: int, generator):
                     p.add_(g, alpha=-LR)  # as torch.optim.SGD: in place, no temporary
         return step
 
-    if method in ("rowsparse", "rowsparse-vmap"):
-        from privacy import DPSGDStep, RDPAccountant, as_row_grads, per_example_grads
+    if method in ("rowsparse", "rowsparse-secret", "rowsparse-vmap"):
+        from privacy import DPSGDStep, RDPAccountant, as_row_grads, per_example_grads, per_example_input_grads
 
         accountant = RDPAccountant()
-        mech = DPSGDStep(noise_multiplier=SIGMA, max_grad_norm=C, expected_batch_size=b,
-                         accountant=accountant, sample_rate=b / 272_115, generator=generator)
         sizes = {n: t.shape[0] for n, t in tables.items()}
+        prefetcher = None
+        if method == "rowsparse-secret":  # as PrivateTrainer.step: secret key, noise of t+1 drawn during step t
+            from privacy.randomness import NoisePrefetcher, SecretRandomness
+
+            prefetcher = NoisePrefetcher(SecretRandomness(), {n: tuple(t.shape) for n, t in tables.items()})
+        mech = DPSGDStep(noise_multiplier=SIGMA, max_grad_norm=C, expected_batch_size=b, accountant=accountant,
+                         sample_rate=b / 272_115, generator=None if prefetcher else generator)
 
         def step():
+            noise = None if prefetcher is None else prefetcher.get(accountant.steps)
             ent_idx, rel_idx = _batch(generator, b, k)
             idx = {"entity": ent_idx, "relation": rel_idx}
             gathered = {n: tables[n][i] for n, i in idx.items()}
-            if method == "rowsparse":
-                from privacy import per_example_input_grads
-
-                row_g = per_example_input_grads(_batch_loss, gathered)
-            else:
+            if method == "rowsparse-vmap":
                 _, (row_g,) = per_example_grads(_example_loss, {}, (gathered,))
-            noised = mech({}, as_row_grads(idx, row_g), sizes)
+            else:
+                row_g = per_example_input_grads(_batch_loss, gathered)
+            noised = mech({}, as_row_grads(idx, row_g), sizes, noise)
             for n, t in tables.items():
                 t.add_(noised[n], alpha=-LR)
+        step.close = prefetcher.close if prefetcher else lambda: None
         return step
 
     if method == "opacus":
@@ -183,41 +208,80 @@ def worker(method: str, b: int, k: int, steps: int, threads: int) -> dict:
     baseline = _rss_mb("VmRSS")
     for _ in range(2):
         step()
-    times, cpu_times = [], []
+    times, cpu_times, main_cpu_times = [], [], []
     for _ in range(steps):
-        t0, c0 = time.perf_counter(), time.process_time()
+        t0, c0, m0 = time.perf_counter(), time.process_time(), time.thread_time()
         step()
         times.append(time.perf_counter() - t0)
         cpu_times.append(time.process_time() - c0)
+        main_cpu_times.append(time.thread_time() - m0)
+    getattr(step, "close", lambda: None)()
     return {"method": method, "batch_size": b, "negatives": k, "timed_steps": steps, "threads": threads,
             "ms_per_step_median": 1000 * statistics.median(times),
             "ms_per_step_mean": 1000 * statistics.fmean(times),
             "ms_per_step_min": 1000 * min(times),
             "cpu_ms_per_step_median": 1000 * statistics.median(cpu_times),
+            "main_thread_cpu_ms_per_step_median": 1000 * statistics.median(main_cpu_times),
             "rss_after_setup_mb": baseline, "peak_rss_mb": _rss_mb("VmHWM")}
 
 
+def noise_worker(draws: int, threads: int) -> dict:
+    """The floor: one step's noise for both tables, drawn alone on the calling thread.
+
+    ``secret``: :meth:`SecretRandomness.normal` (AES-128-CTR + numpy's float64
+    ziggurat), what :class:`NoisePrefetcher` runs on its thread. ``torch``:
+    :func:`privacy.noise.gaussian_noise` in float32 from a ``torch.Generator``
+    (mt19937), what the old path runs on the main thread.
+    """
+    import torch
+
+    from privacy.noise import gaussian_noise
+    from privacy.randomness import SecretRandomness
+
+    torch.set_num_threads(threads)
+    shapes = {"entity": (NUM_ENTITIES, DIM), "relation": (NUM_RELATIONS, DIM)}
+    randomness, generator = SecretRandomness(), torch.Generator().manual_seed(0)
+    arms = {"secret_float64": lambda t: randomness.normal(shapes, step=t),
+            "torch_float32": lambda t: [gaussian_noise(s, std=0.1, generator=generator) for s in shapes.values()]}
+    times = {name: [] for name in arms}
+    for t in range(draws + 1):  # interleaved; draw 0 is a warm-up
+        for name, draw in arms.items():
+            t0 = time.perf_counter()
+            draw(t)
+            if t:
+                times[name].append(time.perf_counter() - t0)
+    return {"method": "noise-draw", "gaussians_per_step": sum(a * d for a, d in shapes.values()), "draws": draws,
+            "threads": threads,
+            **{f"{name}_ms_median": 1000 * statistics.median(v) for name, v in times.items()},
+            **{f"{name}_ms_min": 1000 * min(v) for name, v in times.items()}}
+
+
+#: DP methods compared with ``autograd`` (repeated with it, alternating)
+REPEATED = ("autograd", "rowsparse", "rowsparse-secret")
+
+
 def _ratios(results: list[dict]) -> list[dict]:
-    """rowsparse / autograd time and peak-RSS ratios per batch size (median over repeats)."""
+    """DP / autograd time and peak-RSS ratios per (method, batch size) (median over repeats)."""
     by = {(r["method"], r["batch_size"], r.get("repeat", 0)): r for r in results if "ms_per_step_median" in r}
     rows = []
     for b in sorted({key[1] for key in by}):
-        pairs = [(by[("rowsparse", b, i)], by[("autograd", b, i)]) for (m, bb, i) in sorted(by)
-                 if m == "rowsparse" and bb == b and ("autograd", b, i) in by]
-        if not pairs:
-            continue
-        time_ratios = [dp["ms_per_step_median"] / base["ms_per_step_median"] for dp, base in pairs]
-        cpu_ratios = [dp["cpu_ms_per_step_median"] / base["cpu_ms_per_step_median"] for dp, base in pairs]
-        rss_ratios = [dp["peak_rss_mb"] / base["peak_rss_mb"] for dp, base in pairs]
-        best = min(dp["ms_per_step_min"] for dp, _ in pairs) / min(base["ms_per_step_min"] for _, base in pairs)
-        rows.append({"batch_size": b,
-                     "time_ratio": statistics.median(time_ratios),
-                     "best_time_ratio": best,
-                     "cpu_time_ratio": statistics.median(cpu_ratios),
-                     "peak_rss_ratio": statistics.median(rss_ratios),
-                     "time_ratio_per_repeat": time_ratios, "cpu_time_ratio_per_repeat": cpu_ratios,
-                     "peak_rss_ratio_per_repeat": rss_ratios,
-                     "time_target": 1.5, "memory_target": 2.0})
+        for method in sorted({key[0] for key in by if key[0] != "autograd"}):
+            pairs = [(by[(method, b, i)], by[("autograd", b, i)]) for (m, bb, i) in sorted(by)
+                     if m == method and bb == b and ("autograd", b, i) in by]
+            if not pairs:
+                continue
+            time_ratios = [dp["ms_per_step_median"] / base["ms_per_step_median"] for dp, base in pairs]
+            cpu_ratios = [dp["cpu_ms_per_step_median"] / base["cpu_ms_per_step_median"] for dp, base in pairs]
+            rss_ratios = [dp["peak_rss_mb"] / base["peak_rss_mb"] for dp, base in pairs]
+            best = min(dp["ms_per_step_min"] for dp, _ in pairs) / min(base["ms_per_step_min"] for _, base in pairs)
+            rows.append({"method": method, "batch_size": b,
+                         "time_ratio": statistics.median(time_ratios),
+                         "best_time_ratio": best,
+                         "cpu_time_ratio": statistics.median(cpu_ratios),
+                         "peak_rss_ratio": statistics.median(rss_ratios),
+                         "time_ratio_per_repeat": time_ratios, "cpu_time_ratio_per_repeat": cpu_ratios,
+                         "peak_rss_ratio_per_repeat": rss_ratios,
+                         "time_target": 1.5, "memory_target": 2.0})
     return rows
 
 
@@ -251,19 +315,25 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--negatives", type=int, default=32)
     parser.add_argument("--steps", type=int, default=10)
     parser.add_argument("--opacus-steps", type=int, default=5)
-    parser.add_argument("--methods", default="autograd,rowsparse,opacus")
+    parser.add_argument("--methods", default="autograd,rowsparse,rowsparse-secret,opacus")
     parser.add_argument("--opacus-max-batch", type=int, default=256,
                         help="skip opacus above this batch size (its per-example tables are B*V*d floats)")
     parser.add_argument("--threads", type=int, default=1, help="torch threads per worker (both arms)")
     parser.add_argument("--repeats", type=int, default=1,
                         help="run autograd/rowsparse this many times per B, alternating (opacus once)")
     parser.add_argument("--timeout", type=float, default=900.0, help="seconds per (method, B) subprocess")
+    parser.add_argument("--noise-draws", type=int, default=10,
+                        help="time this many noise draws alone per repeat (0: skip)")
+    parser.add_argument("--noise-worker", nargs=2, metavar=("DRAWS", "THREADS"), help=argparse.SUPPRESS)
     parser.add_argument("--worker", nargs=5, metavar=("METHOD", "B", "K", "STEPS", "THREADS"),
                         help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.worker:
         method, b, k, steps, threads = args.worker
         print(json.dumps(worker(method, int(b), int(k), int(steps), int(threads))))
+        return 0
+    if args.noise_worker:
+        print(json.dumps(noise_worker(*map(int, args.noise_worker))))
         return 0
 
     import psutil
@@ -273,7 +343,8 @@ def main(argv: list[str] | None = None) -> int:
     load_before = _loadavg()
     runs = [(b, method, rep) for b in (int(x) for x in args.batch_sizes.split(","))
             for rep in range(args.repeats) for method in args.methods.split(",")
-            if rep == 0 or method in ("autograd", "rowsparse")]
+            if rep == 0 or method in REPEATED]
+    runs += [(0, "noise-draw", rep) for rep in range(args.repeats if args.noise_draws else 0)]
     for b, method, rep in runs:
         if method == "opacus" and b > args.opacus_max_batch:
             results.append({"method": method, "batch_size": b,
@@ -283,7 +354,10 @@ def main(argv: list[str] | None = None) -> int:
         steps = args.opacus_steps if method == "opacus" else args.steps
         cmd = [sys.executable, __file__, "--worker", method, str(b), str(args.negatives), str(steps),
                str(args.threads)]
-        print(f"{method:14s} B={b:<4d} #{rep} …", end=" ", flush=True, file=sys.stderr)
+        if method == "noise-draw":
+            cmd = [sys.executable, __file__, "--noise-worker", str(args.noise_draws), str(args.threads)]
+        print(f"{method:16s} B={b:<4d} #{rep} …", end=" ", flush=True, file=sys.stderr)
+        load = _loadavg()
         try:
             proc = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout, cwd=ROOT)
         except subprocess.TimeoutExpired:
@@ -296,17 +370,26 @@ def main(argv: list[str] | None = None) -> int:
                             "error": f"exit {proc.returncode}: {' | '.join(tail)}"})
             print(f"failed ({proc.returncode})", file=sys.stderr)
             continue
-        row = {**json.loads(proc.stdout.strip().splitlines()[-1]), "repeat": rep}
+        row = {**json.loads(proc.stdout.strip().splitlines()[-1]), "repeat": rep,
+               "loadavg_before": load, "loadavg_after": _loadavg()}
         results.append(row)
-        print(f"{row['ms_per_step_median']:.1f} ms/step, peak {row['peak_rss_mb']:.0f} MiB", file=sys.stderr)
+        if method == "noise-draw":
+            print(f"secret {row['secret_float64_ms_median']:.1f} ms, torch {row['torch_float32_ms_median']:.1f} ms",
+                  file=sys.stderr)
+        else:
+            print(f"{row['ms_per_step_median']:.1f} ms/step, peak {row['peak_rss_mb']:.0f} MiB", file=sys.stderr)
+    noise = [r for r in results if r.get("method") == "noise-draw" and "repeat" in r]
     out = {
         "ratios": _ratios(results),
+        "noise_draw_ms_median": {arm: statistics.median(r[f"{arm}_ms_median"] for r in noise)
+                                 for arm in ("secret_float64", "torch_float32")} if noise else None,
         "accounting": _time_accounting(),
         "setting": {"num_entities": NUM_ENTITIES, "num_relations": NUM_RELATIONS, "dim": DIM,
                     "negatives": args.negatives, "noise_multiplier": SIGMA, "max_grad_norm": C,
                     "score": "TransE -||h + r - t||_2, cross-entropy over 1 + k"},
         "machine": {"python": platform.python_version(), "torch": torch.__version__,
-                    "cpus": psutil.cpu_count(), "torch_threads": args.threads,
+                    "cpus": psutil.cpu_count(), "torch_threads": args.threads, "repeats": args.repeats,
+                    "timed_steps": args.steps,
                     "loadavg_before": load_before, "loadavg_after": _loadavg(),
                     "memory_gb": round(psutil.virtual_memory().total / 2 ** 30, 1),
                     "platform": platform.platform()},

@@ -138,13 +138,19 @@ class SecretRandomness:
         return "reproducible from a public seed (--reproducible-noise): NOT secret, not DP"
 
 
+#: steps whose noise :class:`NoisePrefetcher` draws ahead, each on its own thread: with two, a draw
+#: that takes longer than a training step also uses the core the step leaves idle while it waits
+_AHEAD = 2
+
+
 class NoisePrefetcher:
-    """Draws step t+1's noise on a background thread while step t computes.
+    """Draws the noise of steps t+1 and t+2 on background threads while step t computes.
 
     The noise of a step depends only on (key, step, shapes), never on the data,
     so drawing it ahead changes no value: ``get(step)`` returns exactly what
     ``randomness.normal(shapes, step=step)`` would. numpy's samplers release the
-    GIL, so the draw runs on another core.
+    GIL, so the draws run on other cores. Up to ``1 + _AHEAD`` steps' noise is
+    held at once.
 
     Args:
         randomness: the source.
@@ -154,26 +160,27 @@ class NoisePrefetcher:
     def __init__(self, randomness: SecretRandomness, shapes: Mapping[str, Sequence[int]]) -> None:
         self.randomness = randomness
         self.shapes = {k: tuple(v) for k, v in shapes.items()}
-        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="textkg-noise")
-        self._pending: tuple[int, Future] | None = None
+        self._pool = ThreadPoolExecutor(max_workers=_AHEAD, thread_name_prefix="textkg-noise")
+        self._pending: dict[int, Future] = {}
         self._lock = threading.Lock()
 
     def _draw(self, step: int) -> dict[str, torch.Tensor]:
         return self.randomness.normal(self.shapes, step=step)
 
     def get(self, step: int) -> dict[str, torch.Tensor]:
-        """Unit-variance float64 noise of ``step``; starts drawing ``step + 1``."""
+        """Unit-variance float64 noise of ``step``; starts drawing ``step + 1``, …, ``step + _AHEAD``."""
+        ahead = range(step + 1, step + 1 + _AHEAD)
         with self._lock:
-            pending, self._pending = self._pending, None
-        if pending is not None and pending[0] == step:
-            noise = pending[1].result()
-        else:
-            if pending is not None:
-                pending[1].cancel()
-            noise = self._draw(step)
-        with self._lock:
-            self._pending = (step + 1, self._pool.submit(self._draw, step + 1))
-        return noise
+            pending = self._pending
+            current = pending.pop(step, None)
+            for s in [s for s in pending if s not in ahead]:
+                pending.pop(s).cancel()
+            for s in ahead:  # queued before waiting, so the pool never idles while this step waits
+                if s not in pending:
+                    pending[s] = self._pool.submit(self._draw, s)
+        return self._draw(step) if current is None else current.result()
 
     def close(self) -> None:
         self._pool.shutdown(wait=False, cancel_futures=True)
+        with self._lock:
+            self._pending.clear()
