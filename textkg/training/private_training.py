@@ -47,6 +47,14 @@ def select_confidential(train: torch.Tensor, relations: tuple[str, ...], cfg: Pr
     """Boolean mask ``(N,)`` of confidential training statements.
 
     By relation name (``confidential_relations``) or a seeded random fraction.
+
+    The fraction is drawn per statement, not per position: a statement is
+    confidential iff a seeded hash of its own ``(head, relation, tail)`` ids
+    falls below ``confidential_fraction`` (:func:`statement_uniforms`). So adding
+    or removing one statement never relabels another, and two datasets that
+    differ in one statement are neighbours under the confidential adjacency
+    (a positional draw, ``rand(N) < f``, shifts every later label when a
+    statement is inserted).
     """
     if cfg.mode == "full":
         return torch.ones(len(train), dtype=torch.bool)
@@ -60,11 +68,35 @@ def select_confidential(train: torch.Tensor, relations: tuple[str, ...], cfg: Pr
                                   field="privacy.confidential_relations")
             mask |= train[:, 1] == index[name]
     if cfg.confidential_fraction is not None:
-        g = torch.Generator().manual_seed(seed + 7919)
-        mask |= torch.rand(len(train), generator=g) < cfg.confidential_fraction
+        mask |= statement_uniforms(train, seed=seed + 7919) < cfg.confidential_fraction
     if not mask.any():
         raise PrivacyError("no training statement is confidential", field="privacy.confidential_relations")
     return mask
+
+
+_MASK64 = (1 << 64) - 1
+
+
+def statement_uniforms(triples: torch.Tensor, *, seed: int) -> torch.Tensor:
+    """``(N,)`` float64 in [0, 1): a seeded hash of each ``(h, r, t)`` row, independent of its position.
+
+    SplitMix64's finaliser (Steele, Lea & Flood 2014, "Fast splittable
+    pseudorandom number generators", OOPSLA) applied to the ids packed with the
+    seed; the top 53 bits give the uniform. Public randomness: it decides which
+    statements a ``--confidential-fraction`` run treats as confidential, a
+    property of the data, not of the mechanism.
+    """
+    import numpy as np
+
+    t = triples.detach().cpu().numpy().astype(np.uint64)
+    with np.errstate(over="ignore"):
+        x = np.full(len(t), (seed * 0x9E3779B97F4A7C15) & _MASK64, dtype=np.uint64)
+        for col in range(3):
+            x = (x ^ t[:, col]) * np.uint64(0xBF58476D1CE4E5B9)
+            x ^= x >> np.uint64(31)
+            x = (x + np.uint64(0x9E3779B97F4A7C15)) * np.uint64(0x94D049BB133111EB)
+            x ^= x >> np.uint64(29)
+    return torch.from_numpy((x >> np.uint64(11)).astype(np.float64) * 2.0 ** -53)
 
 
 class PrivateTraining:
