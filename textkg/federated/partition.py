@@ -1,0 +1,219 @@
+"""Which data holder holds which training statement: the partitions of federated training.
+
+A :class:`Partition` assigns each training statement to one client (a data
+holder: a hospital, a registry) or marks it ``SHARED``: public knowledge that
+every client holds, such as the ontology itself. Schemes:
+
+- ``random``: each statement to client ``floor(K · u)``, ``u`` a seeded hash of
+  the statement's own ids (:func:`textkg.training.private_training.statement_uniforms`),
+  so adding or removing one statement moves no other (the same property the
+  confidential adjacency needs, and the one a record-level DP guarantee per
+  client assumes);
+- ``relation``: whole relations to clients, largest first onto the client with
+  the fewest statements so far (greedy balancing; FKGE's setting of holders
+  that each know different kinds of facts);
+- ``source`` (``hpo`` only): the three annotation sources OMIM, ORPHA and
+  DECIPHER as three holders. A statement that names a disease goes to the
+  disease's source; the others (``is_a``, ``gene_has_phenotype``) are the
+  public ontology and its gene annotations, ``SHARED``;
+- ``column``: the user's own TSV file, one line ``head<TAB>relation<TAB>tail<TAB>client``
+  per training statement, in the external ids of the dataset; every training
+  statement must be listed (repeats of a duplicated statement follow its
+  first listing; ``shared`` as the client name marks a shared statement);
+  clients are numbered in sorted name order.
+
+Typical use::
+
+    part = make_partition(kg, split.train, "source")
+    for k, name in enumerate(part.clients):
+        local = part.client_triples(split.train, k)   # its own + the shared statements
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from textkg.errors import ConfigError, DataError
+
+#: Assignment of a statement that every client holds.
+SHARED = -1
+#: Partition schemes by name.
+SCHEMES = ("random", "relation", "source", "column")
+#: ``source``: the disease id prefixes of ``hpo``, one client each.
+HPO_SOURCES = ("OMIM", "ORPHA", "DECIPHER")
+#: client name that marks a shared statement in a ``column`` file
+SHARED_NAME = "shared"
+
+
+@dataclass(frozen=True, eq=False)
+class Partition:
+    """Training statements by data holder.
+
+    Attributes:
+        scheme: One of :data:`SCHEMES`.
+        clients: Client names; client ``k`` is ``clients[k]``.
+        assignment: ``(N,)`` long: the client index of each training
+            statement, or :data:`SHARED`.
+    """
+
+    scheme: str
+    clients: tuple[str, ...]
+    assignment: torch.Tensor
+
+    @property
+    def num_clients(self) -> int:
+        return len(self.clients)
+
+    def client_mask(self, k: int, *, include_shared: bool = True) -> torch.Tensor:
+        """``(N,)`` bool: the statements client ``k`` holds (its own, and the shared ones unless told not)."""
+        if not 0 <= k < self.num_clients:
+            raise ConfigError(f"client {k} out of range 0..{self.num_clients - 1}", field="client")
+        own = self.assignment == k
+        return own | (self.assignment == SHARED) if include_shared else own
+
+    def client_triples(self, train: torch.Tensor, k: int, *, include_shared: bool = True) -> torch.Tensor:
+        """``(n_k, 3)`` the training statements client ``k`` holds."""
+        if len(train) != len(self.assignment):
+            raise ConfigError(f"partition of {len(self.assignment)} statements applied to {len(train)}",
+                              field="train")
+        return train[self.client_mask(k, include_shared=include_shared)]
+
+    def sizes(self) -> dict:
+        """``{client: own statements, ..., "shared": n}`` (JSON-ready)."""
+        out = {name: int((self.assignment == k).sum()) for k, name in enumerate(self.clients)}
+        out[SHARED_NAME] = int((self.assignment == SHARED).sum())
+        return out
+
+
+def make_partition(kg, train: torch.Tensor, scheme: str, *, num_clients: int | None = None, seed: int = 0,
+                   column_file: str | Path | None = None) -> Partition:
+    """Partition ``train`` (``(N, 3)`` ids of ``kg``) among data holders.
+
+    Args:
+        kg: The :class:`~textkg.data.graph.KnowledgeGraph` the ids index.
+        train: ``(N, 3)`` long training statements.
+        scheme: One of :data:`SCHEMES`.
+        num_clients: K for ``random`` and ``relation`` (at least 2); must be
+            ``None`` or match for ``source`` (3) and ``column`` (from the file).
+        seed: Seed of ``random``'s hash.
+        column_file: The TSV file of ``column``.
+
+    Raises:
+        ConfigError: An unknown scheme, a bad K, ``source`` on a graph that is
+            not ``hpo``, more clients than relations, a client with nothing.
+        DataError: A malformed ``column`` file (file, line and field named).
+    """
+    if scheme not in SCHEMES:
+        raise ConfigError(f"unknown partition {scheme!r}; expected one of {', '.join(SCHEMES)}", field="partition")
+    if train.ndim != 2 or train.shape[1] != 3:
+        raise ConfigError(f"train must be (N, 3), got {tuple(train.shape)}", field="train")
+    if scheme in ("random", "relation"):
+        if isinstance(num_clients, bool) or not isinstance(num_clients, int) or num_clients < 2:
+            raise ConfigError(f"--clients must be an integer >= 2, got {num_clients!r}", field="clients")
+    if scheme == "column" and column_file is None:
+        raise ConfigError("the column partition needs --partition-file FILE", field="partition_file")
+
+    if scheme == "random":
+        from textkg.training.private_training import statement_uniforms
+
+        u = statement_uniforms(train, seed=seed)
+        assignment = torch.clamp((u * num_clients).long(), max=num_clients - 1)
+        clients = tuple(f"client-{k}" for k in range(num_clients))
+    elif scheme == "relation":
+        clients, assignment = _by_relation(kg, train, num_clients)
+    elif scheme == "source":
+        clients, assignment = _by_source(kg, train)
+    else:
+        clients, assignment = _from_column_file(kg, train, Path(column_file))
+    if num_clients is not None and scheme in ("source", "column") and num_clients != len(clients):
+        raise ConfigError(f"the {scheme} partition has {len(clients)} clients, not {num_clients}", field="clients")
+    part = Partition(scheme=scheme, clients=tuple(clients), assignment=assignment)
+    empty = [name for name, n in part.sizes().items() if name != SHARED_NAME and n == 0]
+    if empty:
+        raise ConfigError(f"clients with no training statement of their own: {', '.join(empty)}", field="partition")
+    return part
+
+
+def _by_relation(kg, train: torch.Tensor, k: int) -> tuple[Sequence[str], torch.Tensor]:
+    counts = torch.bincount(train[:, 1], minlength=kg.num_relations)
+    present = [int(r) for r in torch.nonzero(counts).squeeze(1)]
+    if len(present) < k:
+        raise ConfigError(f"{k} clients but only {len(present)} relations have training statements",
+                          field="clients")
+    load = [0] * k
+    owner = torch.full((kg.num_relations,), SHARED, dtype=torch.long)
+    for r in sorted(present, key=lambda r: (-int(counts[r]), r)):  # largest first, onto the lightest client
+        c = min(range(k), key=lambda c: (load[c], c))
+        owner[r], load[c] = c, load[c] + int(counts[r])
+    return [f"client-{c}" for c in range(k)], owner[train[:, 1]]
+
+
+def _by_source(kg, train: torch.Tensor) -> tuple[Sequence[str], torch.Tensor]:
+    prefixes = [e.split(":", 1)[0] for e in kg.entities]
+    if not any(p in HPO_SOURCES for p in prefixes) or kg.entity_types is None:
+        raise ConfigError("the source partition needs the hpo graph (diseases with OMIM/ORPHA/DECIPHER ids)",
+                          field="partition")
+    source = torch.tensor([HPO_SOURCES.index(p) if (p in HPO_SOURCES and t == "disease") else SHARED
+                           for p, t in zip(prefixes, kg.entity_types)], dtype=torch.long)
+    head, tail = source[train[:, 0]], source[train[:, 2]]
+    if bool(((head != SHARED) & (tail != SHARED) & (head != tail)).any()):
+        raise ConfigError("a statement links diseases of two sources; the source partition cannot place it",
+                          field="partition")
+    return HPO_SOURCES, torch.where(head != SHARED, head, tail)
+
+
+def _from_column_file(kg, train: torch.Tensor, path: Path) -> tuple[Sequence[str], torch.Tensor]:
+    if not path.is_file():
+        raise DataError("no such partition file", file=path)
+    ent = {e: i for i, e in enumerate(kg.entities)}
+    rel = {r: i for i, r in enumerate(kg.relations)}
+    row_of: dict[tuple[int, int, int], int] = {}
+    for i, (h, r, t) in enumerate(train.tolist()):
+        row_of.setdefault((h, r, t), i)
+    assignment = torch.full((len(train),), -2, dtype=torch.long)  # -2: not listed yet
+    clients: list[str] = []
+    with path.open(encoding="utf-8") as f:
+        for n, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            cols = line.rstrip("\n").split("\t")
+            if len(cols) != 4:
+                raise DataError(f"expected 4 tab-separated columns (head, relation, tail, client), got {len(cols)}",
+                                file=path, line=n)
+            h, r, t, client = cols
+            for name, value, table in (("head", h, ent), ("relation", r, rel), ("tail", t, ent)):
+                if value not in table:
+                    raise DataError(f"unknown {name} {value!r}", file=path, line=n, field=name)
+            if not client:
+                raise DataError("empty client name", file=path, line=n, field="client")
+            key = (ent[h], rel[r], ent[t])
+            if key not in row_of:
+                raise DataError("not a training statement", file=path, line=n, field="head")
+            i = row_of[key]
+            if assignment[i] != -2:
+                raise DataError("statement listed twice", file=path, line=n, field="head")
+            if client == SHARED_NAME:
+                assignment[i] = SHARED
+            else:
+                if client not in clients:
+                    clients.append(client)
+                assignment[i] = clients.index(client)
+    missing = (assignment == -2).nonzero().squeeze(1)
+    for i in missing.tolist():  # duplicates of a listed statement share its client
+        first = row_of[tuple(train[i].tolist())]
+        assignment[i] = assignment[first]
+    missing = (assignment == -2).nonzero().squeeze(1)
+    if len(missing):
+        h, r, t = train[missing[0]].tolist()
+        raise DataError(f"{len(missing)} training statements are not listed, e.g. "
+                        f"{kg.entities[h]}\t{kg.relations[r]}\t{kg.entities[t]}", file=path, field="client")
+    if len(clients) < 2:
+        raise DataError(f"a federation needs at least 2 clients, the file names {len(clients)}", file=path,
+                        field="client")
+    names = sorted(clients)  # client k is the k-th name in sorted order, whatever the file's line order
+    remap = torch.tensor([names.index(c) for c in clients] + [SHARED], dtype=torch.long)
+    return names, remap[assignment]  # SHARED (-1) indexes the last entry
