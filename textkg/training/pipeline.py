@@ -30,6 +30,7 @@ from textkg.training.audit_split import draw_audit_split
 from textkg.training.config import RunConfig
 from textkg.training.features import AUTOENCODER_FILE, entity_texts, text_inputs
 from textkg.training.losses import make_loss
+from textkg.training.memory import check_memory, estimate_memory
 from textkg.training.private_training import PrivateTraining, select_confidential
 from textkg.training.trainer import Trainer
 
@@ -244,6 +245,8 @@ def run(cfg: RunConfig, out_dir: Path, *, resume: bool = False, progress: bool =
                           "to continue it or choose another --out", field="out")
     prep = prepare(cfg, out_dir if resume else None)  # validates every input before anything is written
     trainer, private, audit = build_trainer(prep, cfg, out_dir)
+    check_memory(estimate_memory(prep.model, cfg, num_entities=prep.kg.num_entities,  # refuses before writing
+                                 private=private is not None), quiet=not progress)
     out_dir.mkdir(parents=True, exist_ok=True)
     if resume:
         trainer.restore(ckpt.load(out_dir / ckpt.CHECKPOINT))

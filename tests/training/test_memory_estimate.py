@@ -1,0 +1,82 @@
+"""The memory estimate printed before a run, and the refusal of a run that cannot fit."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+from textkg.errors import ConfigError
+from textkg.training import memory
+from textkg.training.config import RunConfig
+from textkg.training.memory import OVERHEAD_BYTES, MemoryEstimate, check_memory, estimate_memory
+
+ARGS = ["train", "--dataset", "hpo-small", "--split", "inductive", "--model", "transe", "--epochs", "1",
+        "--dim", "16", "--valid-max-triples", "20"]
+
+
+class Table(torch.nn.Module):
+    def __init__(self, n, d, features=None):
+        super().__init__()
+        self.entity = torch.nn.Parameter(torch.zeros(n, d))
+        self.relation = torch.nn.Parameter(torch.zeros(3, d))
+        self.register_buffer("features", torch.zeros(n, 7) if features else torch.zeros(0))
+
+
+def _cfg(**train):
+    import dataclasses
+
+    cfg = RunConfig()
+    return dataclasses.replace(cfg, train=dataclasses.replace(cfg.train, **train))
+
+
+def test_components_are_rows_times_width_times_bytes():
+    n, d = 1000, 16
+    est = estimate_memory(Table(n, d, features=True), _cfg(batch_size=64, num_negatives=8, eval_batch_size=32),
+                          num_entities=n, private=False)
+    params = 4 * (n + 3) * d
+    c = est.components
+    assert c["frozen text features"] == 4 * n * 7
+    assert c["gradients"] == params and c["Adam state"] == 2 * params
+    assert next(v for k, v in c.items() if k.startswith("parameters")) == params
+    assert c["evaluation scores (eval batch x N)"] == 3 * 4 * 32 * n
+    assert est.total == sum(c.values()) + OVERHEAD_BYTES
+    private = estimate_memory(Table(n, d), _cfg(batch_size=64, num_negatives=8), num_entities=n, private=True)
+    noise = next(v for k, v in private.components.items() if k.startswith("DP noise"))
+    assert noise == (3 * 8 + 4) * (n + 3) * d  # three float64 steps + the float32 noised gradient
+    one_vs_all = estimate_memory(Table(n, d), _cfg(batch_size=64, negatives="all", loss="softmax"),
+                                 num_entities=n, private=False)
+    assert one_vs_all.components["training scores (B x candidates, with gradient)"] == 2 * 4 * 64 * n
+
+
+def test_refusal_names_the_components_and_can_be_skipped(monkeypatch, capsys):
+    est = MemoryEstimate({"structural table": 3 * 2**30})
+    with pytest.raises(ConfigError, match=r"needs an estimated 3\.5 GiB.*structural table 3\.0 GiB.*1\.0 GiB available"):
+        check_memory(est, available=2**30)
+    assert "memory estimate: 3.5 GiB" in capsys.readouterr().err
+    monkeypatch.setenv(memory.SKIP_ENV, "1")
+    check_memory(est, available=2**30)  # printed, not refused
+    check_memory(est, available=None if memory.available_bytes() is None else 2**40)
+
+
+def test_a_run_that_cannot_fit_exits_2_and_writes_nothing(tmp_path, monkeypatch, capsys):
+    from textkg.cli.main import main
+
+    monkeypatch.setattr(memory, "available_bytes", lambda: 2**20)
+    monkeypatch.delenv(memory.SKIP_ENV, raising=False)
+    out = tmp_path / "run"
+    assert main([*ARGS, "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert "field 'memory'" in err and "Traceback" not in err
+    assert not out.exists()
+
+
+def test_the_estimate_is_printed_before_training(tmp_path, capsys):
+    from textkg.cli.main import main
+
+    out = tmp_path / "run"
+    assert main([*ARGS, "--out", str(out)]) == 0
+    err = capsys.readouterr().err
+    assert "memory estimate:" in err and "available" in err
+    json.loads((out / "metrics.json").read_text())
