@@ -52,9 +52,9 @@ def test_components_are_rows_times_width_times_bytes():
 
 def test_refusal_names_the_components_and_can_be_skipped(monkeypatch, capsys):
     est = MemoryEstimate({"structural table": 3 * 2**30})
-    with pytest.raises(ConfigError, match=r"needs an estimated 3\.5 GiB.*structural table 3\.0 GiB.*1\.0 GiB available"):
+    with pytest.raises(ConfigError, match=r"needs an estimated 3\.8 GiB.*structural table 3\.0 GiB.*1\.0 GiB available"):
         check_memory(est, available=2**30)
-    assert "memory estimate: 3.5 GiB" in capsys.readouterr().err
+    assert "memory estimate: 3.8 GiB" in capsys.readouterr().err
     monkeypatch.setenv(memory.SKIP_ENV, "1")
     check_memory(est, available=2**30)  # printed, not refused
     check_memory(est, available=None if memory.available_bytes() is None else 2**40)

@@ -12,7 +12,8 @@ rows × width × bytes:
   negatives or B × N for 1-vs-all (``negatives: all``), with one gradient
   copy, and the evaluation's ``eval_batch_size`` × N score matrix;
 - under privacy: per-example row gradients of the sampled negatives path
-  (expected B × rows read × d), and the noise: one float64 copy of every
+  (expected B × rows read × d), per-example gradients of the dense
+  parameters (``vmap(grad)``: three B × dense copies), and the noise: one float64 copy of every
   noised parameter per step held (the current step and the two that
   :class:`privacy.randomness.NoisePrefetcher` draws ahead) plus the float32
   noised gradient.
@@ -36,7 +37,7 @@ import torch
 from textkg.errors import ConfigError
 
 #: Fixed allowance for what the component list does not count (interpreter, torch, allocator slack).
-OVERHEAD_BYTES = 512 * 2**20
+OVERHEAD_BYTES = 768 * 2**20
 #: Steps of float64 noise held at once under privacy (the current one and two drawn ahead).
 NOISE_STEPS_HELD = 3
 #: Environment variable that turns the refusal (not the estimate) off.
@@ -94,6 +95,10 @@ def estimate_memory(model: torch.nn.Module, cfg, *, num_entities: int, private: 
     c["evaluation scores (eval batch x N)"] = 3 * 4 * tc.eval_batch_size * num_entities
     if private:
         c["per-example gradients (B x rows read x d)"] = 4 * b * (3 + tc.num_negatives) * dim
+        tables = model.tables() if hasattr(model, "tables") else {}
+        dense = sum(p.numel() for _, p in trained) - sum(t.numel() for t in tables.values())
+        if dense > 0:  # vmap(grad) over the dense parameters: per-example grads, their clipped copy, workspace
+            c["per-example dense gradients (3 x B x dense parameters)"] = 3 * 4 * b * dense
         c[f"DP noise (float64, {NOISE_STEPS_HELD} steps held, + float32 noised gradient)"] = (
             (NOISE_STEPS_HELD * 8 + 4) * sum(p.numel() for _, p in trained))
     return MemoryEstimate(c)
