@@ -4,6 +4,7 @@
 * ``textkg sweep --privacy-modes none,full --noise-multipliers 0.5,1,2 --out DIR [train flags]``
 * ``textkg plot DIR [DIR ...] [--out DIR]``
 * ``textkg release RUN --out DIR [--allow-simulation]``
+* ``textkg federate --partition random|relation|source|column --clients K --rounds R --local-epochs E [train flags]``
 """
 
 from __future__ import annotations
@@ -46,6 +47,20 @@ def add_parsers(sub) -> None:
     rel.add_argument("--out", required=True, help="new or empty directory for the bundle")
     rel.add_argument("--allow-simulation", action="store_true",
                      help="also release a run not labelled 'dp'; every file then says NOT DIFFERENTIALLY PRIVATE")
+
+    fe = sub.add_parser("federate", help="federated training across data holders on Flower (FedAvg); "
+                                         "record-level DP with train's --privacy flags")
+    _add_train_flags(fe)
+    from textkg.federated.partition import SCHEMES
+
+    fe.add_argument("--clients", type=int, default=None,
+                    help="data holders K (random, relation; source and column set their own)")
+    fe.add_argument("--partition", default="random", choices=SCHEMES,
+                    help="who holds which statement (default: random)")
+    fe.add_argument("--partition-file", help="column partition: TSV head, relation, tail, client per statement")
+    fe.add_argument("--rounds", type=int, default=3, help="federated rounds R (default: 3)")
+    fe.add_argument("--local-epochs", type=int, default=1,
+                    help="epochs each holder trains per round E (default: 1); replaces --epochs with R x E")
 
     pl = sub.add_parser("plot", help="PNG plots of run / sweep directories into DIR/plots/")
     pl.add_argument("run_dirs", nargs="+", metavar="DIR")
@@ -125,7 +140,35 @@ def release(args) -> dict:
             "epsilon": manifest["epsilon"], "delta": manifest["delta"], "files": sorted(manifest["files"])}
 
 
+def federate(args) -> dict:
+    from textkg.cli.config_loading import build_run_config
+    from textkg.federated.runner import FederatedConfig, federate as run_federation
+
+    if args.resume:
+        raise ConfigError("federate has no --resume yet", field="resume")
+    try:
+        import flwr  # noqa: F401
+    except ImportError:
+        raise ConfigError("federated training runs on Flower, which is not installed: "
+                          "pip install 'textkg[federated]'", field="federate") from None
+    clients = args.clients if args.clients is not None else (3 if args.partition in ("random", "relation") else None)
+    fed = FederatedConfig(partition=args.partition, clients=clients, rounds=args.rounds,
+                          local_epochs=args.local_epochs, partition_file=args.partition_file)
+    cfg = build_run_config(args)
+    out = Path(args.out) if args.out else Path("runs") / f"federated-{Path(cfg.data.dataset).name}-{args.partition}"
+    metrics = run_federation(cfg, fed, out, progress=not args.no_progress)
+    print(f"wrote {out / 'metrics.json'}", file=sys.stderr)
+    test = metrics["test"]
+    return {"out": str(out), "test": {k: test[k] for k in ("mrr", "hits@1", "hits@3", "hits@10", "num_triples")
+                                      if k in test},
+            "rounds": metrics["rounds"], "federated": metrics["federated"], "privacy": metrics["privacy"],
+            "clients": [{"name": c["name"], "num_statements": c["num_statements"],
+                         "epsilon": None if c["privacy"] is None else c["privacy"].get("epsilon")}
+                        for c in metrics["clients"]]}
+
+
 HANDLERS: dict = {
+    ("federate", None): federate,
     **_PRIVACY_HANDLERS,
     ("release", None): release,
     ("audit", None): audit,

@@ -207,6 +207,23 @@ class Trainer:
         bar.set_postfix(postfix)
         return mean_loss
 
+    def train_epochs(self, epochs: int) -> list[float | None]:
+        """Run ``epochs`` more epochs with no validation, checkpoint or model selection.
+
+        For runners that own those themselves (federated rounds): the epoch
+        counter, the learning-rate schedule over ``train.epochs`` and the privacy
+        ledger carry on from call to call. Returns each epoch's mean public loss.
+        """
+        losses = []
+        steps_per_epoch = self.plan.public_steps + self.plan.private_steps
+        with tqdm(total=epochs * steps_per_epoch, disable=True) as bar:
+            for _ in range(epochs):
+                if self.state.stopped is not None:
+                    break
+                losses.append(self._run_epoch(bar))
+                self.state.epoch += 1
+        return losses
+
     def fit(self, *, deadline: float | None = None, progress: bool = True) -> TrainState:
         """Train until ``epochs``, the privacy budget or ``max_minutes``; keep the best model."""
         tc = self.config.train

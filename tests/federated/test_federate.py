@@ -1,0 +1,104 @@
+"""``textkg federate``: Flower's FedAvg over data holders, record-level DP, outputs a user can load."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+from textkg.cli.main import main
+from textkg.federated import runner
+from textkg.federated.runner import FederatedConfig
+
+pytest.importorskip("flwr")
+
+BASE = ["federate", "--dataset", "hpo-small", "--split", "inductive", "--model", "transe", "--dim", "16",
+        "--valid-max-triples", "50", "--no-progress", "--batch-size", "1024"]
+
+
+def test_fedavg_is_the_example_weighted_mean_of_the_holders(tmp_path, monkeypatch, capsys):
+    """Oracle: after one round the global parameters are sum_k n_k theta_k / sum_k n_k (McMahan et al. 2017)."""
+    returned = []
+    fit = runner.DataHolder.fit
+
+    def spy(self, arrays, epochs):
+        new, metrics = fit(self, arrays, epochs)
+        returned.append(({k: v.clone() for k, v in new.items()}, metrics["num-examples"]))
+        return new, metrics
+
+    monkeypatch.setattr(runner.DataHolder, "fit", spy)
+    out = tmp_path / "fed"
+    assert main([*BASE, "--partition", "random", "--clients", "3", "--rounds", "1", "--out", str(out)]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    # Flower samples the nodes in random order; no shared statements under the random partition
+    assert sorted(c["num_statements"] for c in summary["clients"]) == sorted(n for _, n in returned)
+    total = sum(n for _, n in returned)
+    glob = torch.load(out / "best_model.pt", weights_only=True)
+    for name in returned[0][0]:
+        expected = sum(params[name].double() * n for params, n in returned) / total
+        torch.testing.assert_close(glob[name].double(), expected, rtol=1e-5, atol=1e-6)
+    assert len({json.dumps(p[name].sum().item()) for p, _ in returned for name in ["relation_embeddings"]}) == 3
+
+
+def test_outputs_load_predict_and_are_strict_json(tmp_path):
+    import textkg
+
+    out = tmp_path / "fed"
+    assert main([*BASE, "--partition", "source", "--rounds", "2", "--out", str(out)]) == 0
+    metrics = json.loads((out / "metrics.json").read_text(), parse_constant=lambda c: pytest.fail(c))
+    assert [r["round"] for r in metrics["rounds"]] == [0, 1, 2]
+    assert metrics["federated"]["clients"] == ["OMIM", "ORPHA", "DECIPHER"]
+    assert metrics["federated"]["sizes"]["shared"] > 0  # the ontology: every holder trains on it
+    assert metrics["privacy"] is None and 0 < metrics["test"]["mrr"] <= 1
+    fed = json.loads((out / "federated.json").read_text())
+    assert fed["rounds"] == 2 and fed["engine"] == "flower-inprocess"
+    predictor = textkg.load(out)
+    assert predictor is not None
+
+
+def test_record_level_dp_ledgers_compose_over_rounds(tmp_path):
+    """Each holder's ledger holds every private step of every round, is calibrated to the target and
+    recomputes to its epsilon with Opacus; the noise is secret (two runs differ)."""
+    from textkg.release import recompute_epsilon
+    from textkg.training.schedule import plan_epoch
+
+    outs = []
+    for i in range(2):
+        out = tmp_path / f"fed{i}"
+        assert main([*BASE, "--partition", "random", "--clients", "2", "--rounds", "2", "--local-epochs", "2",
+                     "--privacy", "full", "--target-epsilon", "2", "--out", str(out)]) == 0
+        outs.append(out)
+    metrics = json.loads((outs[0] / "metrics.json").read_text())
+    assert metrics["privacy"]["guarantee"] == "dp"
+    eps = []
+    for client in metrics["clients"]:
+        block = client["privacy"]
+        assert block["guarantee"] == "dp" and block["planned_steps"] == block["steps"]
+        per_epoch = plan_epoch(num_public=0, num_private=client["num_statements"], batch_size=1024).private_steps
+        assert block["steps"] == 4 * per_epoch  # 2 rounds x 2 local epochs
+        assert block["epsilon"] <= 2.0 + 1e-9
+        assert recompute_epsilon(block) == pytest.approx(block["epsilon"], rel=1e-6)
+        eps.append(block["epsilon"])
+    assert metrics["privacy"]["epsilon"] == max(eps)
+    a, b = (torch.load(o / "best_model.pt", weights_only=True) for o in outs)
+    assert not torch.equal(a["relation_embeddings"], b["relation_embeddings"])
+
+
+@pytest.mark.parametrize("extra, field", [
+    (["--rounds", "0"], "rounds"),
+    (["--partition", "column"], "partition_file"),
+    (["--partition", "random", "--clients", "1"], "clients"),
+    (["--partition", "source", "--clients", "2"], "clients"),
+])
+def test_bad_settings_exit_2_and_write_nothing(tmp_path, capsys, extra, field):
+    out = tmp_path / "fed"
+    assert main([*BASE, *extra, "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert f"field '{field}'" in err and "Traceback" not in err
+    assert not out.exists()
+
+
+def test_config_validation():
+    with pytest.raises(Exception, match="local-epochs"):
+        FederatedConfig(local_epochs=0)

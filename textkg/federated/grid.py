@@ -1,0 +1,83 @@
+"""A Flower :class:`~flwr.serverapp.Grid` that delivers each message to a ClientApp in this process.
+
+Flower's strategies (``FedAvg``, its DP wrappers) drive rounds through a Grid:
+``send_and_receive`` pushes one message per node and pulls the replies. In a
+deployment the Grid talks to a SuperLink over gRPC and each SuperNode runs the
+ClientApp; Flower's simulation engine runs ClientApps in Ray actors. This Grid
+calls the same :class:`~flwr.clientapp.ClientApp` synchronously, node after
+node, with one persistent :class:`~flwr.app.Context` per node, so the strategy,
+the messages and the ClientApp are Flower's own and only the transport is
+local (tests, laptops; no Ray, no ports).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from uuid import uuid4
+
+from flwr.app import Context, Message, RecordDict
+from flwr.common.constant import SUPERLINK_NODE_ID
+from flwr.serverapp import Grid
+from flwr.supercore.run import Run
+from flwr.supercore.task_identity import TaskIdentity
+
+#: ``node_config`` keys, as Flower's simulation engine sets them.
+PARTITION_ID, NUM_PARTITIONS = "partition-id", "num-partitions"
+
+
+class InProcessGrid(Grid):
+    """Nodes ``1..num_nodes``; node ``k + 1`` runs ``client_app`` with ``partition-id = k``.
+
+    Args:
+        client_app: The ClientApp every node runs.
+        num_nodes: How many nodes (data holders).
+        run_id: Id of the run the messages belong to.
+    """
+
+    def __init__(self, client_app, num_nodes: int, *, run_id: int = 1) -> None:
+        self._app = client_app
+        self._run = Run.create_empty(run_id)
+        self._contexts = {k + 1: Context(run_id=run_id, node_id=k + 1,
+                                         node_config={PARTITION_ID: k, NUM_PARTITIONS: num_nodes},
+                                         state=RecordDict(), run_config={})
+                          for k in range(num_nodes)}
+        self._replies: dict[str, Message] = {}
+        TaskIdentity.run_id = run_id  # what Flower's runtimes set in the server and client processes
+        TaskIdentity.node_id = SUPERLINK_NODE_ID
+        TaskIdentity.task_id = 1  # as Flower's run_simulation does for its one in-process task
+
+    def set_run(self, run: Run) -> None:
+        self._run = run
+
+    @property
+    def run(self) -> Run:
+        return self._run
+
+    def create_message(self, content: RecordDict, message_type: str, dst_node_id: int, group_id: str,
+                       ttl: float | None = None) -> Message:
+        return Message(content, dst_node_id, message_type, ttl=ttl, group_id=group_id)
+
+    def get_node_ids(self) -> Iterable[int]:
+        return list(self._contexts)
+
+    def push_messages(self, messages: Iterable[Message]) -> Iterable[str]:
+        ids = []
+        for message in messages:
+            if message.metadata.dst_node_id not in self._contexts:
+                raise ValueError(f"no node {message.metadata.dst_node_id}")
+            message.metadata.__dict__["_message_id"] = str(uuid4())  # as Flower's in-memory grid does
+            message.metadata.__dict__["_run_id"] = self._run.run_id
+            TaskIdentity.node_id = message.metadata.dst_node_id  # the client's side of the exchange
+            try:
+                reply = self._app(message, self._contexts[message.metadata.dst_node_id])
+            finally:
+                TaskIdentity.node_id = SUPERLINK_NODE_ID
+            self._replies[message.metadata.message_id] = reply
+            ids.append(message.metadata.message_id)
+        return ids
+
+    def pull_messages(self, message_ids: Iterable[str]) -> Iterable[Message]:
+        return [self._replies.pop(i) for i in list(message_ids) if i in self._replies]
+
+    def send_and_receive(self, messages: Iterable[Message], *, timeout: float | None = None) -> Iterable[Message]:
+        return self.pull_messages(self.push_messages(messages))

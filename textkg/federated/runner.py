@@ -1,0 +1,263 @@
+"""Federated training on Flower: data holders train locally, a Flower strategy averages.
+
+The runner sits beside :func:`textkg.training.pipeline.run`, not inside it. It
+prepares the graph, the public vocabulary and the model once (the same
+:func:`~textkg.training.pipeline.prepare` as ``textkg train``), partitions the
+training statements among K data holders (:mod:`textkg.federated.partition`),
+and hands the rounds to Flower's own ``FedAvg`` strategy (McMahan et al. 2017,
+arXiv:1602.05629): each round every holder receives the global trained
+parameters, trains ``local_epochs`` epochs on its own statements (plus the
+shared, public ones) with textkg's :class:`~textkg.training.trainer.Trainer`,
+and returns its parameters with its number of statements as the FedAvg weight.
+
+Privacy (record level): with ``--privacy full|confidential`` each holder runs
+textkg's DP-SGD on its own statements (Poisson sampling at q = B / N_k,
+whole-gradient clipping, secret noise on every entry of every trained
+parameter), and its ledger composes over all its steps in all rounds. The
+global model is a function of the holders' DP outputs, so each holder's
+(ε_k, δ_k) holds for the global model and everything released from it
+(post-processing; holders' data are disjoint). Reported: every holder's
+privacy block and the maximum ε. Client-level DP (DP-FedAvg) is not built yet.
+
+Transport: :class:`textkg.federated.grid.InProcessGrid` runs the ClientApp in
+this process; Flower's Ray simulation engine and its deployment engine
+(SuperLink + SuperNodes) are not wired yet.
+
+Outputs in ``out_dir``: ``config.json`` (the run config; ``textkg.load``,
+``evaluate`` and ``predict`` work on the directory), ``federated.json`` (the
+partition and round settings), ``graph.json``, ``best_model.pt`` (the final
+global model: the last round, no selection), ``metrics.json``.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import logging
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+import textkg
+from textkg.errors import ConfigError
+from textkg.federated.grid import PARTITION_ID, InProcessGrid
+from textkg.federated.partition import SCHEMES, make_partition
+
+#: What a record-level guarantee is about.
+RECORD_UNIT = "one training statement of one data holder (record level)"
+
+
+@dataclass(frozen=True)
+class FederatedConfig:
+    """How the federation runs.
+
+    Attributes:
+        partition: A scheme of :data:`textkg.federated.partition.SCHEMES`.
+        clients: K for ``random`` / ``relation`` (``None``: from the scheme).
+        rounds: Federated rounds R.
+        local_epochs: Epochs each holder trains per round E.
+        partition_file: The TSV of the ``column`` scheme.
+    """
+
+    partition: str = "random"
+    clients: int | None = 3
+    rounds: int = 3
+    local_epochs: int = 1
+    partition_file: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.partition not in SCHEMES:
+            raise ConfigError(f"unknown partition {self.partition!r}; expected one of {', '.join(SCHEMES)}",
+                              field="partition")
+        for name in ("rounds", "local_epochs"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ConfigError(f"must be an integer >= 1, got {value!r}", field=name.replace("_", "-"))
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+
+def trained_state(model: torch.nn.Module) -> dict[str, torch.Tensor]:
+    """The parameters a round exchanges: every trained tensor (frozen text features stay home)."""
+    return {n: p.detach().clone() for n, p in model.named_parameters() if p.requires_grad}
+
+
+class DataHolder:
+    """One client: its statements, its copy of the model, its trainer and (under privacy) its ledger.
+
+    Args:
+        name: The holder's name.
+        prep: The prepared run (graph, public view, model to copy).
+        cfg: The run config; ``train.epochs`` must be R × E (the schedule and
+            the privacy plan span every round).
+        own: ``(n_k, 3)`` the holder's own training statements.
+        shared: ``(s, 3)`` public statements every holder trains on.
+        out_dir: Where the holder's trainer may write (nothing is written today).
+    """
+
+    def __init__(self, name: str, prep, cfg, own: torch.Tensor, shared: torch.Tensor, out_dir: Path) -> None:
+        from textkg.training.losses import make_loss
+        from textkg.training.pipeline import _trained_parameter_names
+        from textkg.training.private_training import PrivateTraining, select_confidential
+        from textkg.training.trainer import Trainer
+
+        self.name = name
+        self.model = copy.deepcopy(prep.model)
+        loss_fn = make_loss(cfg.train)
+        self.private = None
+        public = torch.cat([shared, own])
+        if cfg.privacy.mode != "none":
+            mask = select_confidential(own, prep.kg.relations, cfg.privacy, seed=cfg.train.seed)
+            public = torch.cat([shared, own[~mask]])
+            self.private = PrivateTraining(cfg.privacy, private_triples=own[mask], batch_size=cfg.train.batch_size,
+                                           planned_epochs=cfg.train.epochs, entity_pool=prep.split.train_entities,
+                                           loss_fn=loss_fn, num_negatives=cfg.train.num_negatives,
+                                           trained_parameters=_trained_parameter_names(self.model))
+        self.num_examples = len(own) + len(shared)
+        self.num_own = len(own)
+        self.trainer = Trainer(self.model, config=cfg, public_triples=public, entity_pool=prep.split.train_entities,
+                               validate=lambda model: 0.0, out_dir=out_dir, private=self.private, loss_fn=loss_fn)
+
+    def fit(self, arrays: dict[str, torch.Tensor], epochs: int) -> tuple[dict[str, torch.Tensor], dict]:
+        """Load the global parameters, train ``epochs`` epochs, return the new parameters and metrics."""
+        self.model.load_state_dict(arrays, strict=False)
+        losses = [x for x in self.trainer.train_epochs(epochs) if x is not None]
+        metrics = {"num-examples": self.num_examples}
+        if losses:
+            metrics["public-loss"] = float(sum(losses) / len(losses))
+        if self.private is not None:
+            metrics["epsilon"] = float(self.private.epsilon())
+            metrics["private-steps"] = int(self.private.accountant.steps)
+        return trained_state(self.model), metrics
+
+    def report(self) -> dict:
+        out = {"name": self.name, "num_statements": self.num_own, "num_examples": self.num_examples,
+               "privacy": None if self.private is None else self.private.report()}
+        if self.trainer.state.stopped:
+            out["stopped"] = self.trainer.state.stopped
+        return out
+
+    def close(self) -> None:
+        if self.private is not None:
+            self.private.close()
+
+
+def make_client_app(holders: list[DataHolder]):
+    """A Flower ClientApp whose ``train`` handler runs holder ``partition-id``'s local epochs."""
+    from flwr.app import ArrayRecord, Message, MetricRecord, RecordDict
+    from flwr.clientapp import ClientApp
+
+    app = ClientApp()
+
+    @app.train()
+    def train(msg, context):
+        holder = holders[int(context.node_config[PARTITION_ID])]
+        arrays = msg.content["arrays"].to_torch_state_dict()
+        epochs = int(msg.content["config"]["local-epochs"])
+        new, metrics = holder.fit(arrays, epochs)
+        return Message(content=RecordDict({"arrays": ArrayRecord(new), "metrics": MetricRecord(metrics)}),
+                       reply_to=msg)
+
+    return app
+
+
+def federate(cfg, fed: FederatedConfig, out_dir: Path, *, progress: bool = True) -> dict:
+    """Run a federation and write its outputs; returns the metrics dict written to ``metrics.json``.
+
+    ``cfg`` is ``textkg train``'s config; its ``train.epochs`` is replaced by
+    ``fed.rounds × fed.local_epochs`` (each holder's total local epochs).
+    """
+    from flwr.app import ArrayRecord, ConfigRecord, MetricRecord
+    from flwr.serverapp.strategy import FedAvg
+
+    from textkg.training import checkpoint as ckpt
+    from textkg.training.pipeline import evaluate_split, graph_record, prepare
+
+    out_dir = Path(out_dir)
+    if out_dir.exists() and any(out_dir.iterdir()):
+        raise ConfigError(f"output directory {out_dir} is not empty; choose another --out", field="out")
+    if cfg.train.audit_candidates:
+        raise ConfigError("--audit-candidates is not supported by federate yet", field="audit_candidates")
+    if cfg.train.negatives == "all" and cfg.privacy.mode != "none":
+        raise ConfigError("1-vs-all under privacy is not supported by federate", field="train.negatives")
+    cfg = dataclasses.replace(cfg, train=dataclasses.replace(cfg.train, epochs=fed.rounds * fed.local_epochs))
+    prep = prepare(cfg)  # validates every input before anything is written
+    part = make_partition(prep.kg, prep.split.train, fed.partition, num_clients=fed.clients,
+                          seed=cfg.train.seed, column_file=fed.partition_file)
+    shared = prep.split.train[part.assignment == -1]
+    holders = [DataHolder(name, prep, cfg, part.client_triples(prep.split.train, k, include_shared=False), shared,
+                          out_dir / "clients" / name) for k, name in enumerate(part.clients)]
+    history: list[dict] = []
+
+    def evaluate_fn(server_round: int, arrays) -> MetricRecord:
+        prep.model.load_state_dict(arrays.to_torch_state_dict(), strict=False)
+        mrr = evaluate_split(prep, cfg, "valid", max_triples=cfg.train.valid_max_triples).to_dict()["mrr"] \
+            if len(prep.split.valid) else 0.0
+        record = {"round": server_round, "valid_mrr": mrr}
+        if server_round and holders[0].private is not None:
+            record["epsilon_max"] = max(h.private.epsilon() for h in holders)
+        history.append(record)
+        if progress:
+            print(f"round {server_round}/{fed.rounds}: valid MRR {mrr:.4f}"
+                  + (f", max epsilon {record['epsilon_max']:.3f}" if "epsilon_max" in record else ""),
+                  file=sys.stderr)
+        return MetricRecord({"valid_mrr": float(mrr)})
+
+    k = part.num_clients
+    flwr_logger = logging.getLogger("flwr")
+    level = flwr_logger.level
+    flwr_logger.setLevel(logging.ERROR)  # Flower logs every round at INFO; the runner prints its own line
+    try:
+        # no federated evaluation: the server evaluates the global model on the public validation statements
+        strategy = FedAvg(fraction_train=1.0, fraction_evaluate=0.0, min_train_nodes=k, min_available_nodes=k)
+        result = strategy.start(grid=InProcessGrid(make_client_app(holders), k),
+                                initial_arrays=ArrayRecord(trained_state(prep.model)), num_rounds=fed.rounds,
+                                train_config=ConfigRecord({"local-epochs": fed.local_epochs}),
+                                evaluate_fn=evaluate_fn)
+    finally:
+        flwr_logger.setLevel(level)
+        for h in holders:
+            h.close()
+    prep.model.load_state_dict(result.arrays.to_torch_state_dict(), strict=False)
+
+    out_dir.mkdir(parents=True, exist_ok=True)
+    ckpt.atomic_write_json(out_dir / "config.json", {"textkg_version": textkg.__version__, **cfg.to_dict()})
+    ckpt.atomic_write_json(out_dir / "federated.json", {**fed.to_dict(), "clients": list(part.clients),
+                                                         "sizes": part.sizes(), "engine": "flower-inprocess",
+                                                         "strategy": "FedAvg (flwr.serverapp.strategy)"})
+    ckpt.atomic_write_json(out_dir / "graph.json", graph_record(prep.kg, prep.split))
+    ckpt.atomic_torch_save(out_dir / ckpt.BEST_MODEL, prep.model.state_dict())
+    clients = [h.report() for h in holders]
+    metrics = {
+        "textkg_version": textkg.__version__,
+        "dataset": cfg.data.dataset,
+        "split": cfg.data.split,
+        "model": {"name": cfg.model_name, **cfg.model.to_dict()},
+        "federated": {"partition": fed.partition, "clients": list(part.clients), "sizes": part.sizes(),
+                      "rounds": fed.rounds, "local_epochs": fed.local_epochs,
+                      "aggregation": "FedAvg weighted by each holder's number of statements",
+                      "selection": "none: the last round's global model"},
+        "rounds": history,
+        "valid": history[-1]["valid_mrr"] if history else None,
+        "test": evaluate_split(prep, cfg, "test").to_dict(),
+        "privacy": _privacy_block(clients),
+        "clients": clients,
+    }
+    ckpt.atomic_write_json(out_dir / "metrics.json", metrics)
+    return metrics
+
+
+def _privacy_block(clients: list[dict]) -> dict | None:
+    blocks = [c["privacy"] for c in clients]
+    if all(b is None for b in blocks):
+        return None
+    dp = all(b is not None and b.get("guarantee") == "dp" for b in blocks)
+    eps = [b.get("epsilon") for b in blocks]
+    return {"guarantee": "dp" if dp else "simulation", "unit": RECORD_UNIT,
+            "epsilon": max(eps) if dp and all(e is not None for e in eps) else None,
+            "delta": max(b["delta"] for b in blocks),
+            "per_client": "each holder's (epsilon, delta) covers its own statements; see clients[*].privacy",
+            "client_level": None}
