@@ -102,3 +102,23 @@ def test_bad_settings_exit_2_and_write_nothing(tmp_path, capsys, extra, field):
 def test_config_validation():
     with pytest.raises(Exception, match="local-epochs"):
         FederatedConfig(local_epochs=0)
+
+
+def test_a_non_private_federation_repeats_exactly(tmp_path):
+    """Same seed, same weights: Flower's node order is seeded, the holders' trainers too
+    (one torch thread: a multi-threaded CPU reduction may sum in another order)."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        _repeat(tmp_path)
+    finally:
+        torch.set_num_threads(threads)
+
+
+def _repeat(tmp_path):
+    outs = []
+    for i in range(2):
+        out = tmp_path / f"fed{i}"
+        assert main([*BASE, "--partition", "random", "--clients", "3", "--rounds", "2", "--out", str(out)]) == 0
+        outs.append(torch.load(out / "best_model.pt", weights_only=True))
+    assert all(torch.equal(outs[0][k], outs[1][k]) for k in outs[0])

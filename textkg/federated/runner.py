@@ -8,7 +8,8 @@ and hands the rounds to Flower's own ``FedAvg`` strategy (McMahan et al. 2017,
 arXiv:1602.05629): each round every holder receives the global trained
 parameters, trains ``local_epochs`` epochs on its own statements (plus the
 shared, public ones) with textkg's :class:`~textkg.training.trainer.Trainer`,
-and returns its parameters with its number of statements as the FedAvg weight.
+and returns its parameters with its number of own statements as the FedAvg
+weight (the shared statements, which every holder trains, do not count).
 
 Privacy (record level): with ``--privacy full|confidential`` each holder runs
 textkg's DP-SGD on its own statements (Poisson sampling at q = B / N_k,
@@ -34,6 +35,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import logging
+import random
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -116,7 +118,9 @@ class DataHolder:
                                            planned_epochs=cfg.train.epochs, entity_pool=prep.split.train_entities,
                                            loss_fn=loss_fn, num_negatives=cfg.train.num_negatives,
                                            trained_parameters=_trained_parameter_names(self.model))
-        self.num_examples = len(own) + len(shared)
+        # the FedAvg weight: the holder's own statements. Every holder trains the shared ones, so counting
+        # them would give a holder of 13 statements (hpo's DECIPHER) the weight of one with 5,000.
+        self.num_examples = max(len(own), 1)
         self.num_own = len(own)
         self.trainer = Trainer(self.model, config=cfg, public_triples=public, entity_pool=prep.split.train_entities,
                                validate=lambda model: 0.0, out_dir=out_dir, private=self.private, loss_fn=loss_fn)
@@ -210,6 +214,8 @@ def federate(cfg, fed: FederatedConfig, out_dir: Path, *, progress: bool = True)
     flwr_logger = logging.getLogger("flwr")
     level = flwr_logger.level
     flwr_logger.setLevel(logging.ERROR)  # Flower logs every round at INFO; the runner prints its own line
+    py_random = random.getstate()
+    random.seed(cfg.train.seed)  # Flower orders the sampled nodes with `random`: fixed, so runs repeat
     try:
         # no federated evaluation: the server evaluates the global model on the public validation statements
         strategy = FedAvg(fraction_train=1.0, fraction_evaluate=0.0, min_train_nodes=k, min_available_nodes=k)
@@ -218,6 +224,7 @@ def federate(cfg, fed: FederatedConfig, out_dir: Path, *, progress: bool = True)
                                 train_config=ConfigRecord({"local-epochs": fed.local_epochs}),
                                 evaluate_fn=evaluate_fn)
     finally:
+        random.setstate(py_random)
         flwr_logger.setLevel(level)
         for h in holders:
             h.close()
@@ -238,7 +245,7 @@ def federate(cfg, fed: FederatedConfig, out_dir: Path, *, progress: bool = True)
         "model": {"name": cfg.model_name, **cfg.model.to_dict()},
         "federated": {"partition": fed.partition, "clients": list(part.clients), "sizes": part.sizes(),
                       "rounds": fed.rounds, "local_epochs": fed.local_epochs,
-                      "aggregation": "FedAvg weighted by each holder's number of statements",
+                      "aggregation": "FedAvg weighted by each holder's number of own statements",
                       "selection": "none: the last round's global model"},
         "rounds": history,
         "valid": history[-1]["valid_mrr"] if history else None,
