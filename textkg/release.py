@@ -83,6 +83,9 @@ def _check(run_dir: Path, out: Path, allow_simulation: bool) -> tuple[dict, dict
                           field="out")
     metrics = json.loads((run_dir / "metrics.json").read_text())
     config = json.loads((run_dir / "config.json").read_text())
+    if "federated" in metrics:  # one guarantee per data holder (clients[*].privacy), no single ledger
+        raise ConfigError("releasing a federated run is not supported yet: its guarantees are per data holder "
+                          "(metrics.json clients[*].privacy; docs/federated.md)", file=run_dir, field="federated")
     privacy = metrics.get("privacy")
     label = _label(privacy)
     if label != "dp" and not allow_simulation:

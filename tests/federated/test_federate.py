@@ -122,3 +122,13 @@ def _repeat(tmp_path):
         assert main([*BASE, "--partition", "random", "--clients", "3", "--rounds", "2", "--out", str(out)]) == 0
         outs.append(torch.load(out / "best_model.pt", weights_only=True))
     assert all(torch.equal(outs[0][k], outs[1][k]) for k in outs[0])
+
+
+def test_release_refuses_a_federated_run_clearly(tmp_path, capsys):
+    out = tmp_path / "fed"
+    assert main([*BASE, "--partition", "random", "--clients", "2", "--rounds", "1", "--privacy", "full",
+                 "--target-epsilon", "2", "--out", str(out)]) == 0
+    capsys.readouterr()
+    assert main(["release", str(out), "--out", str(tmp_path / "rel")]) == 2
+    assert "federated run is not supported yet" in capsys.readouterr().err
+    assert not (tmp_path / "rel").exists()
