@@ -58,6 +58,9 @@ def add_parsers(sub) -> None:
     fe.add_argument("--partition", default="random", choices=SCHEMES,
                     help="who holds which statement (default: random)")
     fe.add_argument("--partition-file", help="column partition: TSV head, relation, tail, client per statement")
+    fe.add_argument("--aggregation", default="row", choices=("row", "fedavg"),
+                    help="row: a table row is averaged over the holders that changed it (FKGE); "
+                         "fedavg: Flower's FedAvg over whole tensors (default: row)")
     fe.add_argument("--rounds", type=int, default=3, help="federated rounds R (default: 3)")
     fe.add_argument("--local-epochs", type=int, default=1,
                     help="epochs each holder trains per round E (default: 1); replaces --epochs with R x E")
@@ -153,7 +156,8 @@ def federate(args) -> dict:
                           "pip install 'textkg[federated]'", field="federate") from None
     clients = args.clients if args.clients is not None else (3 if args.partition in ("random", "relation") else None)
     fed = FederatedConfig(partition=args.partition, clients=clients, rounds=args.rounds,
-                          local_epochs=args.local_epochs, partition_file=args.partition_file)
+                          local_epochs=args.local_epochs, partition_file=args.partition_file,
+                          aggregation=args.aggregation)
     cfg = build_run_config(args)
     out = Path(args.out) if args.out else Path("runs") / f"federated-{Path(cfg.data.dataset).name}-{args.partition}"
     metrics = run_federation(cfg, fed, out, progress=not args.no_progress)

@@ -47,6 +47,8 @@ from textkg.errors import ConfigError
 from textkg.federated.grid import PARTITION_ID, InProcessGrid
 from textkg.federated.partition import SCHEMES, make_partition
 
+#: Server aggregations by name.
+AGGREGATIONS = ("row", "fedavg")
 #: What a record-level guarantee is about.
 RECORD_UNIT = "one training statement of one data holder (record level)"
 
@@ -61,6 +63,9 @@ class FederatedConfig:
         rounds: Federated rounds R.
         local_epochs: Epochs each holder trains per round E.
         partition_file: The TSV of the ``column`` scheme.
+        aggregation: ``row`` (:class:`textkg.federated.strategy.RowAwareFedAvg`:
+            a table row is averaged over the holders that changed it) or
+            ``fedavg`` (Flower's FedAvg over whole tensors).
     """
 
     partition: str = "random"
@@ -68,8 +73,12 @@ class FederatedConfig:
     rounds: int = 3
     local_epochs: int = 1
     partition_file: str | None = None
+    aggregation: str = "row"
 
     def __post_init__(self) -> None:
+        if self.aggregation not in AGGREGATIONS:
+            raise ConfigError(f"unknown aggregation {self.aggregation!r}; expected one of "
+                              f"{', '.join(AGGREGATIONS)}", field="aggregation")
         if self.partition not in SCHEMES:
             raise ConfigError(f"unknown partition {self.partition!r}; expected one of {', '.join(SCHEMES)}",
                               field="partition")
@@ -177,6 +186,8 @@ def federate(cfg, fed: FederatedConfig, out_dir: Path, *, progress: bool = True)
     from flwr.app import ArrayRecord, ConfigRecord, MetricRecord
     from flwr.serverapp.strategy import FedAvg
 
+    from textkg.federated.strategy import RowAwareFedAvg
+
     from textkg.training import checkpoint as ckpt
     from textkg.training.pipeline import evaluate_split, graph_record, prepare
 
@@ -218,7 +229,8 @@ def federate(cfg, fed: FederatedConfig, out_dir: Path, *, progress: bool = True)
     random.seed(cfg.train.seed)  # Flower orders the sampled nodes with `random`: fixed, so runs repeat
     try:
         # no federated evaluation: the server evaluates the global model on the public validation statements
-        strategy = FedAvg(fraction_train=1.0, fraction_evaluate=0.0, min_train_nodes=k, min_available_nodes=k)
+        strategy = (RowAwareFedAvg if fed.aggregation == "row" else FedAvg)(
+            fraction_train=1.0, fraction_evaluate=0.0, min_train_nodes=k, min_available_nodes=k)
         result = strategy.start(grid=InProcessGrid(make_client_app(holders), k),
                                 initial_arrays=ArrayRecord(trained_state(prep.model)), num_rounds=fed.rounds,
                                 train_config=ConfigRecord({"local-epochs": fed.local_epochs}),
@@ -234,7 +246,9 @@ def federate(cfg, fed: FederatedConfig, out_dir: Path, *, progress: bool = True)
     ckpt.atomic_write_json(out_dir / "config.json", {"textkg_version": textkg.__version__, **cfg.to_dict()})
     ckpt.atomic_write_json(out_dir / "federated.json", {**fed.to_dict(), "clients": list(part.clients),
                                                          "sizes": part.sizes(), "engine": "flower-inprocess",
-                                                         "strategy": "FedAvg (flwr.serverapp.strategy)"})
+                                                         "strategy": "RowAwareFedAvg (textkg.federated.strategy)"
+                                                         if fed.aggregation == "row" else
+                                                         "FedAvg (flwr.serverapp.strategy)"})
     ckpt.atomic_write_json(out_dir / "graph.json", graph_record(prep.kg, prep.split))
     ckpt.atomic_torch_save(out_dir / ckpt.BEST_MODEL, prep.model.state_dict())
     clients = [h.report() for h in holders]
@@ -245,7 +259,8 @@ def federate(cfg, fed: FederatedConfig, out_dir: Path, *, progress: bool = True)
         "model": {"name": cfg.model_name, **cfg.model.to_dict()},
         "federated": {"partition": fed.partition, "clients": list(part.clients), "sizes": part.sizes(),
                       "rounds": fed.rounds, "local_epochs": fed.local_epochs,
-                      "aggregation": "FedAvg weighted by each holder's number of own statements",
+                      "aggregation": fed.aggregation,
+                      "weights": "each holder's number of own statements",
                       "selection": "none: the last round's global model"},
         "rounds": history,
         "valid": history[-1]["valid_mrr"] if history else None,
