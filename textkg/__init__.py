@@ -6,7 +6,8 @@ Data flows one way: :mod:`textkg.data` → :mod:`encoders` → :mod:`textkg.mode
 
 from __future__ import annotations
 
-__version__ = "0.1.0"
+#: Semantic version (https://semver.org); the one place it is set (pyproject.toml reads it).
+__version__ = "0.2.0"
 
 from textkg.errors import ConfigError, DataError, PrivacyError, TextKGError
 

@@ -35,6 +35,7 @@ class Predictor:
     def __init__(self, run_dir: str | Path) -> None:
         from textkg.training.config import RunConfig
         from textkg.training.pipeline import prepare
+        from textkg.versioning import check_run_version
 
         self.run_dir = Path(run_dir)
         cfg_path = self.run_dir / "config.json"
@@ -43,7 +44,9 @@ class Predictor:
         if not (self.run_dir / ckpt.BEST_MODEL).is_file():
             raise ConfigError("run has no best_model.pt (training did not finish an epoch)",
                               file=self.run_dir)
-        self.config = RunConfig.from_dict(json.loads(cfg_path.read_text()), source=str(cfg_path))
+        stored = json.loads(cfg_path.read_text())
+        check_run_version(stored, cfg_path)
+        self.config = RunConfig.from_dict(stored, source=str(cfg_path))
         self.prepared = prepare(self.config, self.run_dir)
         self.model = self.prepared.model
         self.model.load_state_dict(ckpt.load(self.run_dir / ckpt.BEST_MODEL))

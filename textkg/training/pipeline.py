@@ -355,12 +355,15 @@ def evaluate_run(run_dir: Path, *, progress: bool = True, exclude_query: bool | 
     ``exclude_query``: override the run's ``train.exclude_query`` protocol.
     """
     from textkg.training.config import RunConfig as _RC
+    from textkg.versioning import check_run_version
 
     run_dir = Path(run_dir)
     cfg_path = run_dir / "config.json"
     if not cfg_path.exists():
         raise ConfigError("not a textkg run directory (no config.json)", file=run_dir)
-    cfg = _RC.from_dict(json.loads(cfg_path.read_text()), source=str(cfg_path))
+    stored = json.loads(cfg_path.read_text())
+    check_run_version(stored, cfg_path)
+    cfg = _RC.from_dict(stored, source=str(cfg_path))
     if exclude_query is not None:  # an evaluation protocol choice, not a training one
         cfg = dataclasses.replace(cfg, train=dataclasses.replace(cfg.train, exclude_query=exclude_query))
     prep = prepare(cfg, run_dir)
