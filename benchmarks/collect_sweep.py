@@ -1,7 +1,9 @@
 """Collect a sweep directory's runs (metrics + audit) into one JSON, as benchmarks/results/privacy_sweep_*.json."""
 # usage: python benchmarks/collect_sweep.py SWEEP_DIR OUT.json "COMMAND"
-import json, sys
+import json
+import sys
 from pathlib import Path
+
 src, out, command = Path(sys.argv[1]), Path(sys.argv[2]), sys.argv[3]
 rows = []
 for r in ["none", "full-eps1", "full-eps4", "confidential-eps1", "confidential-eps4"]:

@@ -140,7 +140,7 @@ def make_step(method: str, b: int, k: int, generator):
             loss = -F.log_softmax(scores, dim=-1)[:, 0].mean()
             grads = torch.autograd.grad(loss, list(params.values()))
             with torch.no_grad():
-                for p, g in zip(params.values(), grads):
+                for p, g in zip(params.values(), grads, strict=True):
                     p.add_(g, alpha=-LR)  # as torch.optim.SGD: in place, no temporary
         return step
 

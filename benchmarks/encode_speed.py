@@ -150,7 +150,8 @@ def run_worker(cmd_args: list[str], out: Path, env: dict) -> dict:
                           capture_output=True, text=True)
     wall = round(time.perf_counter() - start, 1)
     if proc.returncode != 0:
-        return {"error": proc.stderr[-3000:], "wall_seconds": wall, "loadavg_before": before, "loadavg_after": loadavg()}
+        return {"error": proc.stderr[-3000:], "wall_seconds": wall, "loadavg_before": before,
+                "loadavg_after": loadavg()}
     result = json.loads(out.read_text(encoding="utf-8"))
     result.update(wall_seconds=wall, loadavg_before=before, loadavg_after=loadavg())
     return result

@@ -32,7 +32,6 @@ and the published reference numbers for that preset.
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import os
 import platform

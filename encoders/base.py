@@ -236,5 +236,5 @@ class _eval_mode:
             m.eval()
 
     def __exit__(self, *exc: object) -> None:
-        for m, mode in zip(self.modules, self.saved):
+        for m, mode in zip(self.modules, self.saved, strict=True):
             m.train(mode)

@@ -125,7 +125,7 @@ def cached_encode(
     keys = [text_key(t) for t in texts]
     index = _load_index(folder, ".vec.npy")
     missing: dict[bytes, str] = {}
-    for k, t in zip(keys, texts):
+    for k, t in zip(keys, texts, strict=True):
         if k not in index:
             missing.setdefault(k, t)
     out = np.empty((len(texts), encoder.dim), dtype=np.float32)
@@ -170,15 +170,16 @@ def cached_encode_tokens(
     for k in set(keys):
         if k in index:
             arr, i = index[k]
+            assert isinstance(arr, np.memmap) and arr.filename is not None  # as _load_index opens every shard
             shard = Path(arr.filename).name[: -len(".tok.npy")]
             off = offsets[shard]
             rows[k] = torch.from_numpy(np.asarray(arr[off[i] : off[i + 1]], dtype=np.float32))
-    missing = {k: t for k, t in zip(keys, texts) if k not in rows}
+    missing = {k: t for k, t in zip(keys, texts, strict=True) if k not in rows}
     if missing:
         tok, mask = encoder.encode_tokens(list(missing.values()), batch_size=batch_size)
         new = [tok[i, mask[i]].half() for i in range(len(missing))]
         lengths = np.cumsum([0] + [r.shape[0] for r in new])
         flat = torch.cat(new).numpy() if new else np.zeros((0, encoder.token_dim), np.float16)
         _write_shard(folder, list(missing), {".tok.npy": flat, ".off.npy": lengths.astype(np.int64)})
-        rows.update((k, r.float()) for k, r in zip(missing, new))
+        rows.update((k, r.float()) for k, r in zip(missing, new, strict=True))
     return pad_stack([rows[k] for k in keys], encoder.token_dim)

@@ -93,7 +93,7 @@ def _deadline_trainer(base: type, deadline: float | None) -> type:
     class _Trainer(base):  # type: ignore[misc, valid-type]
         stopped_at_deadline = False
 
-        def _get_batch(self, source, i, sequence_length):  # noqa: ANN001
+        def _get_batch(self, source, i, sequence_length):
             if deadline is not None and self.model.training and time.monotonic() > deadline:
                 self.stopped_at_deadline = True
                 raise KeyboardInterrupt  # flair's trainer catches it and finishes up
@@ -183,7 +183,8 @@ def train_char_lm(
         deadline = None if max_seconds is None else start + float(max_seconds)
         trainer = _deadline_trainer(LanguageModelTrainer, deadline)(model, corpus)
         if not verbose:
-            model.generate_text = lambda *a, **k: ("", 0.0)  # skip 1000-char samples per split
+            # skip 1000-char samples per split (an instance patch of a method, on purpose)
+            model.generate_text = lambda *a, **k: ("", 0.0)  # type: ignore[method-assign]
         with warnings.catch_warnings():
             warnings.filterwarnings("ignore", category=FutureWarning)  # flair's GradScaler call
             trainer.train(out, sequence_length=seq_len, learning_rate=learning_rate, mini_batch_size=batch,
@@ -242,7 +243,8 @@ def _keep_final_if_better(model: Any, best: Path, corpus: Any, *, mini_batch_siz
     return True
 
 
-def char_lm_perplexity(model_path: Path, corpus: Any, *, mini_batch_size: int, sequence_length: int) -> dict[str, float]:
+def char_lm_perplexity(model_path: Path, corpus: Any, *, mini_batch_size: int,
+                       sequence_length: int) -> dict[str, float]:
     """Validation and test perplexity (``exp`` of mean per-character cross-entropy)."""
     from flair.models import LanguageModel
     from flair.trainers.language_model_trainer import LanguageModelTrainer

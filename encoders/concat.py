@@ -9,7 +9,8 @@ feature cache, so parts shared with other recipes are encoded once.
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import torch
 import torch.nn.functional as F

@@ -20,8 +20,8 @@ import shutil
 import unicodedata
 import uuid
 import warnings
-from importlib import metadata
 from collections.abc import Sequence
+from importlib import metadata
 from pathlib import Path
 from typing import Any
 

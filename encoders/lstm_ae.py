@@ -20,7 +20,6 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-
 import torch
 from torch import nn
 from torch.nn.utils.rnn import pack_padded_sequence
@@ -169,7 +168,7 @@ def load_autoencoder(path: str | os.PathLike[str]) -> LSTMAutoencoder:
         raise ConfigError("no such autoencoder file", file=path, field="model.text_module_kwargs.path")
     try:
         return LSTMAutoencoder.load(path)
-    except Exception as exc:  # noqa: BLE001 - any unreadable file becomes one clear error
+    except Exception as exc:
         raise ConfigError(f"not an LSTM autoencoder written by textkg ({type(exc).__name__}: {exc})",
                           file=path, field="model.text_module_kwargs.path") from None
 

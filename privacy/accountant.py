@@ -8,8 +8,9 @@ accountant keeps the ledger and does the arithmetic with the pure functions of
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Sequence
 from functools import lru_cache
-from typing import Callable, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -31,7 +32,7 @@ def register_accountant(name: str) -> Callable[[type], type]:
     return decorate
 
 
-def get_accountant(accountant="rdp", **accountant_kwargs):
+def get_accountant(accountant: str | type | Any = "rdp", **accountant_kwargs: Any) -> Any:
     """An accountant from a registered name, a class or an instance.
 
     Args:
@@ -111,7 +112,7 @@ class RDPAccountant:
     # -- claims ------------------------------------------------------------------
     def get_privacy_spent(self, *, delta: float) -> tuple[float, float]:
         """``(epsilon, best_alpha)`` of the ledger at ``delta``; ``(0.0, nan)`` before any step."""
-        return rdp_to_epsilon(orders=self.orders, rdp=self.rdp(), delta=delta)
+        return rdp_to_epsilon(orders=self.orders, rdp=self.rdp().tolist(), delta=delta)
 
     def get_epsilon(self, *, delta: float) -> float:
         """ε of the ledger at ``delta``."""
@@ -120,11 +121,11 @@ class RDPAccountant:
     def would_exceed(self, event: SampledGaussianEvent, *, target_epsilon: float, delta: float) -> bool:
         """Whether composing ``event`` next would take ε above ``target_epsilon``."""
         extra = [(event.sample_rate, event.noise_multiplier, event.steps)]
-        eps, _ = rdp_to_epsilon(orders=self.orders, rdp=self.rdp(extra), delta=delta)
+        eps, _ = rdp_to_epsilon(orders=self.orders, rdp=self.rdp(extra).tolist(), delta=delta)
         return eps > target_epsilon
 
     # -- persistence -------------------------------------------------------------
-    def state_dict(self) -> dict:
+    def state_dict(self) -> dict[str, Any]:
         """JSON-serialisable ledger; floats round-trip exactly through ``json``."""
         return {
             "accountant": self.name,
@@ -132,7 +133,7 @@ class RDPAccountant:
             "history": [[float(q), float(s), int(n)] for q, s, n in self.history],
         }
 
-    def load_state_dict(self, state: dict) -> None:
+    def load_state_dict(self, state: dict[str, Any]) -> None:
         """Replace the ledger with ``state`` (from :meth:`state_dict`).
 
         Raises:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 import warnings
-from typing import Sequence
+from collections.abc import Sequence
 
 from privacy.accountant import RDPAccountant
 from privacy.conversion import PrivacyWarning
@@ -14,7 +14,8 @@ from textkg.errors import PrivacyError
 _SIGMA_MAX = 1e4
 
 
-def _epsilon(sigma: float, *, sample_rate: float, steps: int, delta: float, orders) -> float:
+def _epsilon(sigma: float, *, sample_rate: float, steps: int, delta: float,
+             orders: Sequence[float] | str | None) -> float:
     acc = RDPAccountant(orders=orders)
     acc.step(SampledGaussianEvent(sample_rate=sample_rate, noise_multiplier=sigma, steps=steps))
     with warnings.catch_warnings():

@@ -17,7 +17,7 @@ arXiv 1607.00133v2, Alg. 1).
 
 from __future__ import annotations
 
-from typing import Mapping
+from collections.abc import Mapping
 
 import torch
 

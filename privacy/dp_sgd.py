@@ -8,7 +8,8 @@ would make the scale itself depend on the private sample.
 
 from __future__ import annotations
 
-from typing import Any, Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 import torch
 from torch.func import grad, vmap
@@ -23,7 +24,8 @@ _CHUNK_ENTRIES = 1 << 19
 
 def per_example_grads(loss_fn: Callable[..., torch.Tensor], params: Mapping[str, torch.Tensor],
                       per_example_inputs: Sequence[Any], *, grad_inputs: Sequence[int] = (0,),
-                      chunk_size: int | None = None, randomness: str = "error"):
+                      chunk_size: int | None = None, randomness: str = "error"
+                      ) -> tuple[dict[str, torch.Tensor], tuple[Any, ...]]:
     """Per-example gradients with ``torch.func.vmap(torch.func.grad(...))``.
 
     ``loss_fn(params, *one_example_inputs) -> scalar`` sees ONE example: each
@@ -53,9 +55,9 @@ def per_example_grads(loss_fn: Callable[..., torch.Tensor], params: Mapping[str,
         raise ValueError(f"grad_inputs {grad_inputs} out of range for {len(inputs)} inputs")
     detached = {k: v.detach() for k, v in params.items()}
 
-    def loss_of(p, diff, rest):
+    def loss_of(p: Mapping[str, torch.Tensor], diff: Sequence[Any], rest: Sequence[Any]) -> torch.Tensor:
         args = list(rest)
-        for k, value in zip(grad_inputs, diff):
+        for k, value in zip(grad_inputs, diff, strict=True):
             args[k] = value
         return loss_fn(p, *args)
 
@@ -98,10 +100,11 @@ def per_example_input_grads(batch_loss_fn: Callable[[Mapping[str, torch.Tensor]]
     if not losses.requires_grad:
         return {k: torch.zeros_like(v) for k, v in leaves.items()}
     grads = torch.autograd.grad(losses.sum(), list(leaves.values()), allow_unused=True)
-    return {k: torch.zeros_like(v) if g is None else g for (k, v), g in zip(leaves.items(), grads)}
+    return {k: torch.zeros_like(v) if g is None else g for (k, v), g in zip(leaves.items(), grads, strict=True)}
 
 
-def as_row_grads(indices: Mapping[str, torch.Tensor], grads: Mapping[str, torch.Tensor]) -> dict:
+def as_row_grads(indices: Mapping[str, torch.Tensor], grads: Mapping[str, torch.Tensor]
+                 ) -> dict[str, tuple[torch.Tensor, torch.Tensor]]:
     """Pair gathered-row gradients with the rows they came from.
 
     Args:
@@ -111,7 +114,7 @@ def as_row_grads(indices: Mapping[str, torch.Tensor], grads: Mapping[str, torch.
     Returns:
         ``{table: (indices (B, M), grads (B, M, d))}`` for :class:`DPSGDStep`.
     """
-    out = {}
+    out: dict[str, tuple[torch.Tensor, torch.Tensor]] = {}
     for name, idx in indices.items():
         g = grads[name]
         b = idx.shape[0]
@@ -135,7 +138,7 @@ class DPSGDStep:
     """
 
     def __init__(self, *, noise_multiplier: float, max_grad_norm: float, expected_batch_size: float,
-                 accountant, sample_rate: float, generator: torch.Generator | None) -> None:
+                 accountant: Any, sample_rate: float, generator: torch.Generator | None) -> None:
         # validate (and build the event) before keeping any state
         self.event = SampledGaussianEvent(sample_rate=sample_rate, noise_multiplier=noise_multiplier)
         if not max_grad_norm > 0:
@@ -184,7 +187,7 @@ class DPSGDStep:
             if set(noise) != expected:
                 raise ValueError(f"noise must cover every parameter; mismatch: {sorted(set(noise) ^ expected)}")
 
-        def start(name: str, shape, like: torch.Tensor) -> torch.Tensor:
+        def start(name: str, shape: Sequence[int], like: torch.Tensor) -> torch.Tensor:
             if noise is None:
                 return gaussian_noise(shape, std=std, generator=self.generator, dtype=like.dtype, device=like.device)
             unit = noise[name]
@@ -208,6 +211,46 @@ class DPSGDStep:
                     noised.index_add_(0, idx[s:s + chunk].reshape(-1),
                                       (g[s:s + chunk].to(noised.dtype) * coef[s:s + chunk, None, None]).reshape(-1, d))
             out[name] = noised.to(g.dtype)
+        self.last_norms = norms.detach()
+        if self.accountant is not None:
+            self.accountant.step(self.event)
+        return out
+
+    def noise_clipped_sum(self, clipped_sums: Mapping[str, torch.Tensor], *, norms: torch.Tensor,
+                          noise: Mapping[str, torch.Tensor] | None = None) -> dict[str, torch.Tensor]:
+        """``(Σ_b c_b g_b + N(0, σ²C²)) / (qN)`` from a sum the caller has ALREADY clipped.
+
+        For losses whose per-example gradients are never formed (ghost
+        clipping: the clipped sum is the gradient of ``Σ_b c_b L_b``, Li et al.
+        2022, arXiv 2110.05679v6, Sec. 4). The caller must have scaled each
+        example's whole gradient by ``min(1, max_grad_norm / norm_b)``. The
+        noise, its float64 sum rounded once, and the emitted event are those of
+        :meth:`__call__`.
+
+        Args:
+            clipped_sums: ``{name: (*shape)}`` for EVERY trained parameter (zeros
+                where no example reached it: the noise still covers it).
+            norms: ``(B,)`` the per-example norms the sum was clipped with (kept
+                in ``last_norms``).
+            noise: as for :meth:`__call__`; its keys must equal ``clipped_sums``'s.
+
+        Returns:
+            ``{name: (*shape)}`` noised averages, each in its sum's dtype.
+        """
+        if noise is not None and set(noise) != set(clipped_sums):
+            raise ValueError(f"noise must cover every parameter; mismatch: {sorted(set(noise) ^ set(clipped_sums))}")
+        std = self.noise_multiplier * self.max_grad_norm / self.expected_batch_size
+        out: dict[str, torch.Tensor] = {}
+        for name, total in clipped_sums.items():
+            if noise is None:
+                noised = gaussian_noise(total.shape, std=std, generator=self.generator, dtype=total.dtype,
+                                        device=total.device)
+            else:
+                if tuple(noise[name].shape) != tuple(total.shape):
+                    raise ValueError(f"noise for {name!r} has shape {tuple(noise[name].shape)}, "
+                                     f"expected {tuple(total.shape)}")
+                noised = noise[name].to(device=total.device, dtype=torch.float64) * std
+            out[name] = noised.add_(total.to(noised.dtype), alpha=1.0 / self.expected_batch_size).to(total.dtype)
         self.last_norms = norms.detach()
         if self.accountant is not None:
             self.accountant.step(self.event)

@@ -10,7 +10,7 @@ arXiv:2207.04380v1), so its ε is an upper bound and is tighter than the RDP →
 
 from __future__ import annotations
 
-from typing import Iterable
+from collections.abc import Iterable
 
 #: dp-accounting's discretisation of the privacy loss (its default); smaller is tighter and slower
 VALUE_DISCRETIZATION_INTERVAL = 1e-4

@@ -49,8 +49,9 @@ import hashlib
 import hmac
 import secrets
 import threading
+from collections.abc import Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import Mapping, Sequence
+from typing import Any
 
 import numpy as np
 import torch
@@ -84,7 +85,7 @@ class SecretRandomness:
         self.secure = bool(secure)
 
     @classmethod
-    def from_seed(cls, seed: int) -> "SecretRandomness":
+    def from_seed(cls, seed: int) -> SecretRandomness:
         """Reproducible streams from a PUBLIC seed (tests, research): ``secure`` is False."""
         digest = hashlib.sha256(f"textkg-reproducible-noise:{int(seed)}".encode()).digest()
         return cls(digest[:KEY_BYTES], secure=False)
@@ -123,12 +124,12 @@ class SecretRandomness:
         return torch.Generator().manual_seed(seed)
 
     # -- ledger ------------------------------------------------------------------
-    def state_dict(self) -> dict:
+    def state_dict(self) -> dict[str, str | bool]:
         """For the PRIVATE checkpoint only: holds the key."""
         return {"key": self._key.hex(), "secure": self.secure, "generator": "aes-128-ctr"}
 
     @classmethod
-    def from_state_dict(cls, state: Mapping) -> "SecretRandomness":
+    def from_state_dict(cls, state: Mapping[str, Any]) -> SecretRandomness:
         return cls(bytes.fromhex(state["key"]), secure=bool(state["secure"]))
 
     def describe(self) -> str:
@@ -161,7 +162,7 @@ class NoisePrefetcher:
         self.randomness = randomness
         self.shapes = {k: tuple(v) for k, v in shapes.items()}
         self._pool = ThreadPoolExecutor(max_workers=_AHEAD, thread_name_prefix="textkg-noise")
-        self._pending: dict[int, Future] = {}
+        self._pending: dict[int, Future[dict[str, torch.Tensor]]] = {}
         self._lock = threading.Lock()
 
     def _draw(self, step: int) -> dict[str, torch.Tensor]:

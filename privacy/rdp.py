@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import math
 import re
-from typing import Iterable, Sequence
+from collections.abc import Iterable, Sequence
 
 import numpy as np
 from scipy import special
@@ -167,7 +167,8 @@ def log_a_frac(q: float, sigma: float, alpha: float) -> float:
 
 def _log_erfc_array(x: np.ndarray) -> np.ndarray:
     """Element-wise log(erfc(x)), accurate for large x."""
-    return math.log(2.0) + special.log_ndtr(-x * math.sqrt(2.0))
+    out: np.ndarray = math.log(2.0) + special.log_ndtr(-x * math.sqrt(2.0))
+    return out
 
 
 def log_a(q: float, sigma: float, alpha: float) -> float:

@@ -7,7 +7,7 @@ This is the sampling the Sampled Gaussian Mechanism's RDP bound assumes
 
 from __future__ import annotations
 
-from typing import Iterator
+from collections.abc import Iterator
 
 import torch
 

@@ -21,7 +21,7 @@ DP-SGD (:mod:`privacy.dp_sgd`).
 
 from __future__ import annotations
 
-from typing import Iterable
+from collections.abc import Iterable
 
 import torch
 
@@ -29,7 +29,6 @@ GUARANTEE = "simulation"
 """The label any result of this module must carry."""
 
 
-@torch.no_grad()
 def clip_and_noise_batch_gradient(params: Iterable[torch.Tensor], *, noise_multiplier: float,
                                   max_grad_norm: float, batch_size: int,
                                   generator: torch.Generator | None) -> float:
@@ -53,11 +52,12 @@ def clip_and_noise_batch_gradient(params: Iterable[torch.Tensor], *, noise_multi
     grads = [p.grad for p in params if p.grad is not None]
     if not grads:
         return 0.0
-    total = torch.sqrt(sum(g.detach().pow(2).sum() for g in grads)).item()
-    scale = min(1.0, max_grad_norm / (total + 1e-6))
-    std = noise_multiplier * max_grad_norm / batch_size
-    for g in grads:
-        g.mul_(scale)
-        if std > 0:
-            g.add_(torch.randn(g.shape, generator=generator, dtype=g.dtype, device=g.device), alpha=std)
+    with torch.no_grad():
+        total = float(torch.sqrt(sum(g.detach().pow(2).sum() for g in grads)))
+        scale = min(1.0, max_grad_norm / (total + 1e-6))
+        std = noise_multiplier * max_grad_norm / batch_size
+        for g in grads:
+            g.mul_(scale)
+            if std > 0:
+                g.add_(torch.randn(g.shape, generator=generator, dtype=g.dtype, device=g.device), alpha=std)
     return total

@@ -42,7 +42,7 @@ def test_deterministic_per_seed():
     a = draw_audit_split(train, mask, num_candidates=20, seed=5)
     b = draw_audit_split(train, mask, num_candidates=20, seed=5)
     c = draw_audit_split(train, mask, num_candidates=20, seed=6)
-    for x, y in zip(a, b):
+    for x, y in zip(a, b, strict=True):
         assert torch.equal(x, y)
     assert not torch.equal(a[1], c[1])
 

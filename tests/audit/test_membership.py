@@ -21,7 +21,7 @@ class _Memorizer(torch.nn.Module):
 
     def forward(self, triples: torch.Tensor) -> torch.Tensor:
         flat = triples.reshape(-1, 3)
-        bonus = torch.tensor([self.strength * ((tuple(t) in self.members)) for t in flat.tolist()])
+        bonus = torch.tensor([self.strength * (tuple(t) in self.members) for t in flat.tolist()])
         noise = torch.sin(flat.sum(-1).double() * 12.9898) * 0.5  # deterministic pseudo-noise
         return (bonus + noise).reshape(triples.shape[:-1]).float()
 

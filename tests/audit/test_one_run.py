@@ -1,5 +1,6 @@
 """One-run audit bound (Steinke, Nasr & Jagielski 2023): paper values, a closed-form oracle, properties."""
 
+import itertools
 import math
 
 import numpy as np
@@ -42,13 +43,13 @@ def test_pure_dp_is_the_one_sided_clopper_pearson_bound_in_logit(rv, beta):
 def test_p_value_at_epsilon_zero_is_a_fair_coin_tail_and_grows_with_epsilon():
     assert _p(100, 100, 60, 0.0) == pytest.approx(sst.binom.sf(59, 100, 0.5))
     ps = [_p(1000, 100, 70, eps, delta=1e-5) for eps in (0.0, 0.5, 1.0, 2.0, 4.0)]
-    assert all(a <= b for a, b in zip(ps, ps[1:]))
+    assert all(a <= b for a, b in itertools.pairwise(ps))
     assert _p(1000, 100, 0, 3.0, delta=0.1) == 1.0  # no right guess: no evidence
 
 
 def test_more_right_guesses_give_more_and_delta_gives_less():
     by_v = [_bound(1000, 200, v, delta=1e-5) for v in (100, 120, 150, 180, 200)]
-    assert by_v[0] == 0.0 and all(a < b for a, b in zip(by_v, by_v[1:]))
+    assert by_v[0] == 0.0 and all(a < b for a, b in itertools.pairwise(by_v))
     assert _bound(1000, 200, 180, delta=1e-3) < _bound(1000, 200, 180, delta=1e-6) < _bound(1000, 200, 180)
 
 

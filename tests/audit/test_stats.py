@@ -1,5 +1,6 @@
 """Audit statistics: known answers, an sklearn/scipy oracle, properties."""
 
+import itertools
 import math
 
 import numpy as np
@@ -84,7 +85,7 @@ def test_tpr_at_fpr_known_values():
 def test_tpr_at_fpr_monotone_and_bounded(members, non_members):
     grid = [0.0, 0.001, 0.01, 0.05, 0.1, 0.5, 1.0]
     values = [stats.tpr_at_fpr(members, non_members, f) for f in grid]
-    assert all(a <= b for a, b in zip(values, values[1:]))
+    assert all(a <= b for a, b in itertools.pairwise(values))
     assert values[-1] == 1.0
     assert 0.0 <= stats.advantage(members, non_members) <= 1.0
     assert 0.0 <= stats.roc_auc(members, non_members) <= 1.0

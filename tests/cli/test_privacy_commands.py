@@ -49,7 +49,8 @@ def test_calibrate_never_overshoots_and_round_trips(capsys):
 
 @pytest.mark.parametrize("argv, field", [
     (["account", "--sample-rate", "1.5", "--noise-multiplier", "1", "--steps", "3", "--delta", "1e-5"], "sample-rate"),
-    (["account", "--sample-rate", "0.1", "--noise-multiplier", "0", "--steps", "3", "--delta", "1e-5"], "noise-multiplier"),
+    (["account", "--sample-rate", "0.1", "--noise-multiplier", "0", "--steps", "3", "--delta", "1e-5"],
+     "noise-multiplier"),
     (["account", "--sample-rate", "0.1", "--noise-multiplier", "1", "--steps", "0", "--delta", "1e-5"], "steps"),
     (["account", "--sample-rate", "0.1", "--noise-multiplier", "1", "--steps", "3", "--delta", "1"], "delta"),
     (["account", "--sample-rate", "0.1", "--noise-multiplier", "1", "--steps", "3", "--delta", "1e-5",

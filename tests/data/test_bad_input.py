@@ -65,7 +65,7 @@ def test_entity_without_description_names_the_triples_file(tiny_copy):
 
 def test_missing_long_description_row(tiny_copy):
     lines = _lines(tiny_copy / "entity2textlong.txt")
-    (tiny_copy / "entity2textlong.txt").write_text("".join(l for l in lines if not l.startswith("/e/03\t")),
+    (tiny_copy / "entity2textlong.txt").write_text("".join(line for line in lines if not line.startswith("/e/03\t")),
                                                    encoding="utf-8")
     with pytest.raises(DataError) as info:
         load_dataset(tiny_copy, description="long")

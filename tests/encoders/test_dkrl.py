@@ -59,7 +59,7 @@ def test_length_buckets_match_one_pass():
     torch.testing.assert_close(out_b, out_s, atol=1e-6, rtol=0)
     out_b.square().sum().backward()
     out_s.square().sum().backward()
-    for pb, ps in zip(bucketed.parameters(), single.parameters()):
+    for pb, ps in zip(bucketed.parameters(), single.parameters(), strict=True):
         torch.testing.assert_close(pb.grad, ps.grad, atol=1e-5, rtol=1e-5)
 
 

@@ -22,7 +22,7 @@ CONTRACT_PARAMS = {
     "glove-bow": lambda request: {},
     "concat": lambda request: {"parts": [{"name": "glove-bow"}, {"name": "bert", "max_tokens": 32}]},
     "flair": lambda request: dict(
-        zip(("forward_model", "backward_model"), map(str, request.getfixturevalue("char_lms")))
+        zip(("forward_model", "backward_model"), map(str, request.getfixturevalue("char_lms")), strict=True)
     ),
 }
 

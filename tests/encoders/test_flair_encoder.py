@@ -8,7 +8,7 @@ from textkg.errors import ConfigError, DataError
 
 
 def test_char_lm_metrics(char_lms):
-    for path, direction in zip(char_lms, ("forward", "backward")):
+    for path, direction in zip(char_lms, ("forward", "backward"), strict=True):
         metrics = read_char_lm_metrics(path)
         assert metrics["direction"] == direction
         assert metrics["valid_perplexity"] > 1 and metrics["test_perplexity"] > 1

@@ -53,4 +53,4 @@ def test_save_load_round_trip(toy, tmp_path):
     ae.save(tmp_path / "aec.pt")
     loaded = LSTMAutoencoder.load(tmp_path / "aec.pt")
     assert torch.equal(loaded.encode(tokens, mask), ae.encode(tokens, mask))
-    assert all(torch.equal(a, b) for a, b in zip(loaded.state_dict().values(), ae.state_dict().values()))
+    assert all(torch.equal(a, b) for a, b in zip(loaded.state_dict().values(), ae.state_dict().values(), strict=True))

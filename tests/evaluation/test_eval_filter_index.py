@@ -25,12 +25,12 @@ def test_lookups_match_sets(num_entities, num_relations, n, b, seed):
     r = torch.randint(0, num_relations, (b,), generator=g)
 
     rows, tails = index.true_tails(e, r)
-    got = sorted(zip(rows.tolist(), tails.tolist()))
+    got = sorted(zip(rows.tolist(), tails.tolist(), strict=True))
     want = sorted((i, t) for i in range(b) for (h, rr, t) in known if (h, rr) == (int(e[i]), int(r[i])))
     assert got == want
 
     rows, heads = index.true_heads(r, e)
-    got = sorted(zip(rows.tolist(), heads.tolist()))
+    got = sorted(zip(rows.tolist(), heads.tolist(), strict=True))
     want = sorted((i, h) for i in range(b) for (h, rr, t) in known if (rr, t) == (int(r[i]), int(e[i])))
     assert got == want
 

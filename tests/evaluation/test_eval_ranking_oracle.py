@@ -6,12 +6,11 @@ import math
 
 import pytest
 import torch
+from eval_oracle import TableScorer, oracle_metrics, oracle_rank
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from textkg.evaluation import FilterIndex, compute_ranks, evaluate
-
-from eval_oracle import TableScorer, oracle_metrics, oracle_rank
 
 
 @st.composite
@@ -85,7 +84,8 @@ def test_metrics_match_oracle(problem):
     assert sub["num_triples"] == int(mask.sum())
     if mask.any():
         keep = mask.tolist()
-        sub_ranks = [r for r, k in zip(head, keep) if k] + [r for r, k in zip(tail, keep) if k]
+        sub_ranks = ([r for r, k in zip(head, keep, strict=True) if k]
+                     + [r for r, k in zip(tail, keep, strict=True) if k])
         assert sub["mrr"] == pytest.approx(oracle_metrics(sub_ranks)["mrr"], rel=1e-12)
     else:
         assert math.isnan(sub["mrr"])

@@ -49,7 +49,7 @@ def test_random_partition_moves_no_statement_when_one_is_added():
 def test_relation_partition_balances_whole_relations():
     part = make_partition(_kg(), TRAIN, "relation", num_clients=2)
     owner = {}
-    for (_, r, _), c in zip(TRAIN.tolist(), part.assignment.tolist()):
+    for (_, r, _), c in zip(TRAIN.tolist(), part.assignment.tolist(), strict=True):
         assert owner.setdefault(r, c) == c  # a relation belongs to one client
     assert sorted(part.sizes()[c] for c in part.clients) == [4, 4]  # has_phenotype (4) | is_a + genes (2+1+1)
     with pytest.raises(ConfigError, match="relations"):

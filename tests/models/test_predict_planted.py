@@ -23,7 +23,7 @@ def _toy_graph(root: Path) -> Path:
     root.mkdir()
     ents = [(f"/a/{a}", a) for a in ANIMALS] + [(f"/f/{f}", f) for f in FOODS]
     (root / "entity2text.txt").write_text("".join(f"{e}\t{t}\n" for e, t in ents))
-    pairs = [f"/a/{a}\tlikes\t/f/{f}\n" for a, f in zip(ANIMALS, FOODS)]
+    pairs = [f"/a/{a}\tlikes\t/f/{f}\n" for a, f in zip(ANIMALS, FOODS, strict=True)]
     (root / "train.tsv").write_text("".join(pairs[:12]))
     (root / "dev.tsv").write_text("".join(pairs[12:14]))
     (root / "test.tsv").write_text("".join(pairs[14:]))

@@ -54,4 +54,4 @@ def oracle_grads(tables, dense, example):
     loss = triple_loss(d, rows, example)
     names = list(t) + list(d)
     grads = torch.autograd.grad(loss, [t[k] for k in t] + [d[k] for k in d])
-    return dict(zip(names, grads))
+    return dict(zip(names, grads, strict=True))

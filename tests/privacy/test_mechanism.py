@@ -6,14 +6,14 @@ import math
 
 import pytest
 import torch
+from privacy_tiny_model import V_ENT, V_REL, make_tiny, oracle_grads, plan, triple_loss
 from scipy import stats
 
 from privacy.accountant import RDPAccountant
-from privacy.clipping import (aggregate_clipped, clip_coefficients, coalesce_rows, per_example_norms)
+from privacy.clipping import aggregate_clipped, clip_coefficients, coalesce_rows, per_example_norms
 from privacy.dp_sgd import DPSGDStep, as_row_grads, per_example_grads
 from privacy.events import SampledGaussianEvent
 from privacy.noise import add_noise
-from privacy_tiny_model import V_ENT, V_REL, make_tiny, oracle_grads, plan, triple_loss
 
 SIZES = {"entity": V_ENT, "relation": V_REL}
 

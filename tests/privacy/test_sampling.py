@@ -44,7 +44,7 @@ def test_empty_and_full():
 def test_seeded_reproducibility_and_len():
     a = list(PoissonBatches(30, sample_rate=0.3, steps=5, generator=torch.Generator().manual_seed(9)))
     b = list(PoissonBatches(30, sample_rate=0.3, steps=5, generator=torch.Generator().manual_seed(9)))
-    assert all(torch.equal(x, y) for x, y in zip(a, b)) and len(a) == 5
+    assert all(torch.equal(x, y) for x, y in zip(a, b, strict=True)) and len(a) == 5
     assert len(PoissonBatches(30, sample_rate=0.3, steps=5, generator=None)) == 5
 
 

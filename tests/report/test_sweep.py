@@ -54,7 +54,8 @@ def fake_run(monkeypatch):
         sigma = cfg.privacy.noise_multiplier or 1.0
         metrics = {
             "train": {"seconds": 1.0, "steps": 10, "stopped": None,
-                      "history": [{"epoch": 1, "step": 10, "valid_mrr": 0.2, **({"epsilon": 2 / sigma} if private else {})}]},
+                      "history": [{"epoch": 1, "step": 10, "valid_mrr": 0.2,
+                                   **({"epsilon": 2 / sigma} if private else {})}]},
             "test": {"mrr": 0.5 - (0.2 / sigma if private else 0), "hits@10": 0.7},
             "privacy": {"epsilon": 2 / sigma, "delta": 1e-5, "guarantee": "dp", "noise_multiplier": sigma,
                         "mode": cfg.privacy.mode} if private else None,
