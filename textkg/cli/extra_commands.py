@@ -58,9 +58,18 @@ def add_parsers(sub) -> None:
     fe.add_argument("--partition", default="random", choices=SCHEMES,
                     help="who holds which statement (default: random)")
     fe.add_argument("--partition-file", help="column partition: TSV head, relation, tail, client per statement")
-    fe.add_argument("--aggregation", default="row", choices=("row", "fedavg"),
+    fe.add_argument("--aggregation", default=None, choices=("row", "fedavg"),
                     help="row: a table row is averaged over the holders that changed it (FKGE); "
-                         "fedavg: Flower's FedAvg over whole tensors (default: row)")
+                         "fedavg: Flower's FedAvg over whole tensors (default: row; fedavg under client-level DP)")
+    fe.add_argument("--client-target-epsilon", type=float, default=None,
+                    help="client-level DP-FedAvg: calibrate the server's noise so that R rounds give this epsilon "
+                         "about one whole data holder")
+    fe.add_argument("--client-noise-multiplier", type=float, default=None,
+                    help="client-level DP-FedAvg with this sigma (instead of --client-target-epsilon)")
+    fe.add_argument("--client-clip", type=float, default=1.0,
+                    help="client-level DP: L2 bound C of each holder's whole update (default: 1.0)")
+    fe.add_argument("--client-delta", type=float, default=1e-5,
+                    help="client-level DP: delta (default: 1e-5)")
     fe.add_argument("--rounds", type=int, default=3, help="federated rounds R (default: 3)")
     fe.add_argument("--local-epochs", type=int, default=1,
                     help="epochs each holder trains per round E (default: 1); replaces --epochs with R x E")
@@ -134,6 +143,7 @@ def plot(args) -> dict:
 
 from textkg.cli.privacy_commands import HANDLERS as _PRIVACY_HANDLERS  # noqa: E402
 
+
 def release(args) -> dict:
     from textkg.release import release as write_release
 
@@ -145,7 +155,8 @@ def release(args) -> dict:
 
 def federate(args) -> dict:
     from textkg.cli.config_loading import build_run_config
-    from textkg.federated.runner import FederatedConfig, federate as run_federation
+    from textkg.federated.runner import FederatedConfig
+    from textkg.federated.runner import federate as run_federation
 
     if args.resume:
         raise ConfigError("federate has no --resume yet", field="resume")
@@ -155,9 +166,13 @@ def federate(args) -> dict:
         raise ConfigError("federated training runs on Flower, which is not installed: "
                           "pip install 'textkg[federated]'", field="federate") from None
     clients = args.clients if args.clients is not None else (3 if args.partition in ("random", "relation") else None)
+    client_dp = args.client_noise_multiplier is not None or args.client_target_epsilon is not None
     fed = FederatedConfig(partition=args.partition, clients=clients, rounds=args.rounds,
                           local_epochs=args.local_epochs, partition_file=args.partition_file,
-                          aggregation=args.aggregation)
+                          aggregation=args.aggregation or ("fedavg" if client_dp else "row"),
+                          client_noise_multiplier=args.client_noise_multiplier,
+                          client_target_epsilon=args.client_target_epsilon, client_clip=args.client_clip,
+                          client_delta=args.client_delta)
     cfg = build_run_config(args)
     out = Path(args.out) if args.out else Path("runs") / f"federated-{Path(cfg.data.dataset).name}-{args.partition}"
     metrics = run_federation(cfg, fed, out, progress=not args.no_progress)
@@ -166,7 +181,8 @@ def federate(args) -> dict:
     return {"out": str(out), "test": {k: test[k] for k in ("mrr", "hits@1", "hits@3", "hits@10", "num_triples")
                                       if k in test},
             "rounds": metrics["rounds"], "federated": metrics["federated"], "privacy": metrics["privacy"],
-            "clients": [{"name": c["name"], "num_statements": c["num_statements"],
+            "clients": [c if set(c) == {"name"} else  # client-level DP: names only
+                        {"name": c["name"], "num_statements": c["num_statements"],
                          "epsilon": None if c["privacy"] is None else c["privacy"].get("epsilon")}
                         for c in metrics["clients"]]}
 

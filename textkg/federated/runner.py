@@ -44,6 +44,7 @@ import torch
 
 import textkg
 from textkg.errors import ConfigError
+from textkg.federated.client_dp import DEFAULT_CLIENT_DELTA, UNIT_WEIGHT_KEY
 from textkg.federated.grid import PARTITION_ID, InProcessGrid
 from textkg.federated.partition import SCHEMES, make_partition
 
@@ -66,6 +67,12 @@ class FederatedConfig:
         aggregation: ``row`` (:class:`textkg.federated.strategy.RowAwareFedAvg`:
             a table row is averaged over the holders that changed it) or
             ``fedavg`` (Flower's FedAvg over whole tensors).
+        client_noise_multiplier: σ of client-level DP-FedAvg
+            (:mod:`textkg.federated.client_dp`); ``None``: no client-level DP
+            unless ``client_target_epsilon`` is set.
+        client_target_epsilon: Calibrate σ so that R rounds give this ε.
+        client_clip: C, the L2 bound of each holder's whole update.
+        client_delta: δ of the client-level guarantee.
     """
 
     partition: str = "random"
@@ -74,8 +81,29 @@ class FederatedConfig:
     local_epochs: int = 1
     partition_file: str | None = None
     aggregation: str = "row"
+    client_noise_multiplier: float | None = None
+    client_target_epsilon: float | None = None
+    client_clip: float = 1.0
+    client_delta: float = DEFAULT_CLIENT_DELTA
+
+    @property
+    def client_dp(self) -> bool:
+        """Whether the server applies client-level DP-FedAvg."""
+        return self.client_noise_multiplier is not None or self.client_target_epsilon is not None
 
     def __post_init__(self) -> None:
+        if self.client_noise_multiplier is not None and self.client_target_epsilon is not None:
+            raise ConfigError("give --client-noise-multiplier or --client-target-epsilon, not both",
+                              field="client_target_epsilon")
+        for name in ("client_noise_multiplier", "client_target_epsilon", "client_clip"):
+            value = getattr(self, name)
+            if value is not None and not (isinstance(value, (int, float)) and value > 0 and value < float("inf")):
+                raise ConfigError(f"must be a positive number, got {value!r}", field=name.replace("_", "-"))
+        if not 0 < self.client_delta < 1:
+            raise ConfigError(f"must be in (0, 1), got {self.client_delta!r}", field="client-delta")
+        if self.client_dp and self.aggregation != "fedavg":
+            raise ConfigError("client-level DP averages whole updates with equal weights (DP-FedAvg): "
+                              "use --aggregation fedavg", field="aggregation")
         if self.aggregation not in AGGREGATIONS:
             raise ConfigError(f"unknown aggregation {self.aggregation!r}; expected one of "
                               f"{', '.join(AGGREGATIONS)}", field="aggregation")
@@ -138,7 +166,7 @@ class DataHolder:
         """Load the global parameters, train ``epochs`` epochs, return the new parameters and metrics."""
         self.model.load_state_dict(arrays, strict=False)
         losses = [x for x in self.trainer.train_epochs(epochs) if x is not None]
-        metrics = {"num-examples": self.num_examples}
+        metrics: dict[str, int | float] = {"num-examples": self.num_examples, UNIT_WEIGHT_KEY: 1}
         if losses:
             metrics["public-loss"] = float(sum(losses) / len(losses))
         if self.private is not None:
@@ -186,8 +214,8 @@ def federate(cfg, fed: FederatedConfig, out_dir: Path, *, progress: bool = True)
     from flwr.app import ArrayRecord, ConfigRecord, MetricRecord
     from flwr.serverapp.strategy import FedAvg
 
+    from textkg.federated.client_dp import client_noise_multiplier, client_privacy_block, make_client_dp_strategy
     from textkg.federated.strategy import RowAwareFedAvg
-
     from textkg.training import checkpoint as ckpt
     from textkg.training.pipeline import evaluate_split, graph_record, prepare
 
@@ -198,6 +226,9 @@ def federate(cfg, fed: FederatedConfig, out_dir: Path, *, progress: bool = True)
         raise ConfigError("--audit-candidates is not supported by federate yet", field="audit_candidates")
     if cfg.train.negatives == "all" and cfg.privacy.mode != "none":
         raise ConfigError("1-vs-all under privacy is not supported by federate", field="train.negatives")
+    if fed.client_dp and cfg.privacy.mode != "none":
+        raise ConfigError("record-level (--privacy) and client-level DP together are not supported yet; "
+                          "choose one", field="privacy.mode")
     cfg = dataclasses.replace(cfg, train=dataclasses.replace(cfg.train, epochs=fed.rounds * fed.local_epochs))
     prep = prepare(cfg)  # validates every input before anything is written
     part = make_partition(prep.kg, prep.split.train, fed.partition, num_clients=fed.clients,
@@ -213,7 +244,8 @@ def federate(cfg, fed: FederatedConfig, out_dir: Path, *, progress: bool = True)
             if len(prep.split.valid) else 0.0
         record = {"round": server_round, "valid_mrr": mrr}
         if server_round and holders[0].private is not None:
-            record["epsilon_max"] = max(h.private.epsilon() for h in holders)
+            # every holder is private when the first is (one privacy config for all)
+            record["epsilon_max"] = max(h.private.epsilon() for h in holders if h.private is not None)
         history.append(record)
         if progress:
             print(f"round {server_round}/{fed.rounds}: valid MRR {mrr:.4f}"
@@ -230,7 +262,14 @@ def federate(cfg, fed: FederatedConfig, out_dir: Path, *, progress: bool = True)
     try:
         # no federated evaluation: the server evaluates the global model on the public validation statements
         strategy = (RowAwareFedAvg if fed.aggregation == "row" else FedAvg)(
-            fraction_train=1.0, fraction_evaluate=0.0, min_train_nodes=k, min_available_nodes=k)
+            fraction_train=1.0, fraction_evaluate=0.0, min_train_nodes=k, min_available_nodes=k,
+            weighted_by_key=UNIT_WEIGHT_KEY if fed.client_dp else "num-examples")
+        if fed.client_dp:
+            sigma = fed.client_noise_multiplier if fed.client_noise_multiplier is not None else \
+                client_noise_multiplier(target_epsilon=fed.client_target_epsilon, rounds=fed.rounds,
+                                        delta=fed.client_delta)
+            strategy = make_client_dp_strategy(strategy, num_clients=k, noise_multiplier=sigma,
+                                               clipping_norm=fed.client_clip, delta=fed.client_delta)
         result = strategy.start(grid=InProcessGrid(make_client_app(holders), k),
                                 initial_arrays=ArrayRecord(trained_state(prep.model)), num_rounds=fed.rounds,
                                 train_config=ConfigRecord({"local-epochs": fed.local_epochs}),
@@ -244,32 +283,40 @@ def federate(cfg, fed: FederatedConfig, out_dir: Path, *, progress: bool = True)
 
     out_dir.mkdir(parents=True, exist_ok=True)
     ckpt.atomic_write_json(out_dir / "config.json", {"textkg_version": textkg.__version__, **cfg.to_dict()})
+    # under client-level DP a holder's statement count is about its data: not released
+    sizes = None if fed.client_dp else part.sizes()
     ckpt.atomic_write_json(out_dir / "federated.json", {**fed.to_dict(), "clients": list(part.clients),
-                                                         "sizes": part.sizes(), "engine": "flower-inprocess",
-                                                         "strategy": "RowAwareFedAvg (textkg.federated.strategy)"
-                                                         if fed.aggregation == "row" else
-                                                         "FedAvg (flwr.serverapp.strategy)"})
+                                                         "sizes": sizes, "engine": "flower-inprocess",
+                                                         "strategy": _strategy_name(fed)})
     ckpt.atomic_write_json(out_dir / "graph.json", graph_record(prep.kg, prep.split))
     ckpt.atomic_torch_save(out_dir / ckpt.BEST_MODEL, prep.model.state_dict())
-    clients = [h.report() for h in holders]
+    clients = [{"name": h.name} if fed.client_dp else h.report() for h in holders]
     metrics = {
         "textkg_version": textkg.__version__,
         "dataset": cfg.data.dataset,
         "split": cfg.data.split,
         "model": {"name": cfg.model_name, **cfg.model.to_dict()},
-        "federated": {"partition": fed.partition, "clients": list(part.clients), "sizes": part.sizes(),
+        "federated": {"partition": fed.partition, "clients": list(part.clients), "sizes": sizes,
                       "rounds": fed.rounds, "local_epochs": fed.local_epochs,
                       "aggregation": fed.aggregation,
-                      "weights": "each holder's number of own statements",
+                      "weights": "equal (DP-FedAvg)" if fed.client_dp else "each holder's number of own statements",
                       "selection": "none: the last round's global model"},
         "rounds": history,
         "valid": history[-1]["valid_mrr"] if history else None,
         "test": evaluate_split(prep, cfg, "test").to_dict(),
-        "privacy": _privacy_block(clients),
+        "privacy": client_privacy_block(strategy, rounds=fed.rounds) if fed.client_dp else _privacy_block(clients),
         "clients": clients,
     }
     ckpt.atomic_write_json(out_dir / "metrics.json", metrics)
     return metrics
+
+
+def _strategy_name(fed: FederatedConfig) -> str:
+    if fed.client_dp:
+        return "FedAvg with equal weights in DifferentialPrivacyServerSideFixedClipping (flwr), secret noise"
+    if fed.aggregation == "row":
+        return "RowAwareFedAvg (textkg.federated.strategy)"
+    return "FedAvg (flwr.serverapp.strategy)"
 
 
 def _privacy_block(clients: list[dict]) -> dict | None:
