@@ -30,7 +30,7 @@ def _kernel_available(name: str = "python3") -> bool:
 def test_all_notebooks_present():
     assert {p.name for p in PATHS} == {"01_zero_shot_hpo.ipynb", "02_privacy_utility.ipynb",
                                        "03_biomedical_encoders.ipynb"}
-    assert {p.stem for p in PATHS} == {p.stem for p in NOTEBOOKS.glob("*.py")}, "every notebook has its script"
+    assert all(p.with_suffix(".py").is_file() for p in PATHS), "every notebook has its jupytext script"
 
 
 def _cells(nb) -> list[tuple[str, str]]:
