@@ -54,7 +54,8 @@ class Predictor:
         self.kg = self.prepared.kg
         self._tokenizer = None  # loaded on first use (fine-tuned runs only)
 
-    def _encode(self, descriptions: list[str]) -> torch.Tensor:
+    def _encode(self, descriptions: list[str]) -> dict[str, torch.Tensor]:
+        """The model's text inputs for ``descriptions``, by name (as in :meth:`KGEModel.embed_new_entities`)."""
         cfg = self.config.model
         if cfg.encoder is None:
             raise ConfigError(f"model {self.config.model_name!r} has no text encoder: zero-shot prediction "
@@ -111,7 +112,8 @@ class Predictor:
                     top = torch.topk(scores, min(top_k, len(scores)))
                     preds += [{"relation": self.kg.relations[r], "direction": d,
                                "entity": self.kg.entities[i], "name": self.kg.entity_names[i],
-                               "score": float(s)} for s, i in zip(top.values.tolist(), top.indices.tolist())]
+                               "score": float(s)}
+                              for s, i in zip(top.values.tolist(), top.indices.tolist(), strict=True)]
         preds.sort(key=lambda p: -p["score"])
         return {"entity": {"name": name, "description": description},
                 "predictions": preds}

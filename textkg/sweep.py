@@ -19,9 +19,9 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable, Sequence
 
 from textkg.errors import ConfigError
 from textkg.training.config import PRIVACY_MODES, RunConfig
@@ -171,7 +171,7 @@ def run_sweep(base_cfg: RunConfig, grid: Sequence[SweepPoint], out_dir: str | Pa
     configs = [point_config(base_cfg, p) for p in grid]  # validate every point before training any
     out_dir.mkdir(parents=True, exist_ok=True)
     rows: list[dict] = []
-    for point, cfg in zip(grid, configs):
+    for point, cfg in zip(grid, configs, strict=True):
         run_dir = out_dir / point.name
         metrics = _run_point(cfg, run_dir, progress=progress)
         row = _row(point, cfg, metrics, run_dir)

@@ -18,7 +18,8 @@ Register a new attack with :func:`register_attack`.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Callable
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from textkg.errors import ConfigError
 
@@ -106,6 +107,8 @@ def rank_attack(predictor, triples: torch.Tensor, *, seed: int = 0, batch_size: 
     with torch.no_grad():
         ranks = compute_ranks(model, triples, filter_index=predictor.prepared.filter_index,
                               candidates=None, num_entities=kg.num_entities, batch_size=batch_size)
+    # compute_ranks ranks both directions unless told otherwise
+    assert ranks.tail_ranks is not None and ranks.head_ranks is not None
     return 0.5 * (1.0 / ranks.tail_ranks.double() + 1.0 / ranks.head_ranks.double())
 
 

@@ -28,7 +28,6 @@ import numpy as np
 from scipy import stats as _st
 
 
-
 def _as_array(x, name: str) -> np.ndarray:
     if hasattr(x, "detach"):  # torch.Tensor, without importing torch here
         x = x.detach().cpu().numpy()
@@ -201,12 +200,14 @@ def _best_on(pos: np.ndarray, neg: np.ndarray, delta: float, alpha: float) -> tu
     curve = roc_curve(pos, neg)
     tpr_lo, _ = clopper_pearson(curve.true_positives, curve.num_members, alpha)
     _, fpr_up = clopper_pearson(curve.false_positives, curve.num_non_members, alpha)
+    # the (T,) counts of the curve give (T,) bounds, never the scalar form
+    assert isinstance(tpr_lo, np.ndarray) and isinstance(fpr_up, np.ndarray)
     with np.errstate(divide="ignore", invalid="ignore"):
-        forms = {
+        forms: dict[str, np.ndarray] = {
             "tpr/fpr": np.log(np.clip(tpr_lo - delta, 0.0, None) / fpr_up),
             "tnr/fnr": np.log(np.clip(1.0 - fpr_up - delta, 0.0, None) / (1.0 - tpr_lo)),
         }
-    best = (0.0, None, None, None, None)
+    best: tuple[float, float | None, str | None, float | None, float | None] = (0.0, None, None, None, None)
     for form, values in forms.items():
         i = int(np.argmax(values))
         if math.isfinite(values[i]) and values[i] > best[0]:
@@ -301,6 +302,7 @@ def empirical_epsilon_lower_bound(members, non_members, *, delta: float = 0.0, a
     _, tau, form, _, _ = _best_on(sel_pos, sel_neg, delta, alpha)
     if tau is None:
         return EpsilonLowerBound(0.0, None, None, None, None, 1.0 - alpha, delta, "held-out", **sizes)
+    assert form is not None  # _best_on returns τ and the form together (both None or both set)
     eps, tpr_lo, fpr_up = _bound_at(eval_pos, eval_neg, tau, form, delta, alpha)
     return EpsilonLowerBound(eps, tau, form, tpr_lo, fpr_up, 1.0 - alpha, delta, "held-out", **sizes)
 

@@ -52,7 +52,7 @@ class _TripleFile:
 
     def first(self, bad_entity) -> tuple[int, str, str] | None:
         """``(line, field, entity)`` of the first head/tail for which ``bad_entity`` holds."""
-        for line, (h, _, t) in zip(self.lines, self.triples):
+        for line, (h, _, t) in zip(self.lines, self.triples, strict=True):
             if bad_entity(h):
                 return line, "head", h
             if bad_entity(t):
@@ -137,8 +137,8 @@ def load_blp_directory(directory: str | Path, *, description: str = "short",
         raise DataError("a private run takes its relation vocabulary from this file (a public input), "
                         "not from the statements; the directory has none", file=rel_path)
     return _build(directory, name, files, names, descriptions, relation_texts, entity_lists, vocabulary,
-                  info={"vocabulary": vocabulary, "description_file": str(desc_path), "inductive_dir": None if ind_path is None
-                        else str(ind_path),
+                  info={"vocabulary": vocabulary, "description_file": str(desc_path),
+                        "inductive_dir": None if ind_path is None else str(ind_path),
                         "relation_text": str(rel_path) if relation_texts is not None else "from ids"})
 
 
@@ -181,13 +181,15 @@ def _inductive_path(directory: Path, inductive_dir) -> Path | None:
 def _check_known(f: _TripleFile, texts: dict[str, str], text_path: Path) -> None:
     unknown = f.entities().difference(texts)
     if unknown:
-        line, field, entity = f.first(unknown.__contains__)
+        first = f.first(unknown.__contains__)
+        assert first is not None  # every entity of `unknown` came from f's own triples
+        line, field, entity = first
         raise DataError(f"unknown entity '{entity}': it has no row in {text_path}", file=f.path, line=line,
                         field=field)
 
 
 def _check_relations(f: _TripleFile, texts: dict[str, str], text_path: Path) -> None:
-    for line, (_, r, _) in zip(f.lines, f.triples):
+    for line, (_, r, _) in zip(f.lines, f.triples, strict=True):
         if r not in texts:
             raise DataError(f"relation '{r}' has no row in {text_path}", file=f.path, line=line,
                             field="relation")
@@ -201,7 +203,7 @@ def _check_transductive(train: _TripleFile, evaluation: list[_TripleFile]) -> No
     """
     train_set = set(train.triples)
     for f in evaluation:
-        for line, triple in zip(f.lines, f.triples):
+        for line, triple in zip(f.lines, f.triples, strict=True):
             if triple in train_set:
                 raise DataError(f"triple leaks from training: it is also in {train.path}",
                                 file=f.path, line=line)
@@ -233,7 +235,7 @@ def _check_inductive(files: dict[str, _TripleFile], lists: dict[str, set[str]] |
         seen = train.entities()
         earlier = {"validation": f"{train.path.name}", "test": f"{train.path.name} or {valid.path.name}"}
         for f, what in ((valid, "validation"), (test, "test")):
-            for line, (h, _, t) in zip(f.lines, f.triples):
+            for line, (h, _, t) in zip(f.lines, f.triples, strict=True):
                 if h in seen and t in seen:
                     raise DataError(f"an inductive {what} triple must involve an entity unseen in "
                                     f"training, but '{h}' and '{t}' both occur in {earlier[what]}",
@@ -256,7 +258,7 @@ def _check_inductive(files: dict[str, _TripleFile], lists: dict[str, set[str]] |
                             file=f.path, line=line, field=field)
     for key, f in (("ind-valid", valid), ("ind-test", test)):
         own = lists[key]
-        for line, (h, _, t) in zip(f.lines, f.triples):
+        for line, (h, _, t) in zip(f.lines, f.triples, strict=True):
             if h not in own and t not in own:
                 raise DataError(f"triple touches no {key} entity: both ends belong to earlier sets",
                                 file=f.path, line=line, field="head/tail")

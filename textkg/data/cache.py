@@ -14,6 +14,7 @@ import json
 import os
 import tempfile
 from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -60,12 +61,12 @@ def load_graph(path: Path) -> KnowledgeGraph | None:
     """The cached graph, or ``None`` when the file is absent or unreadable."""
     try:
         state = torch.load(path, weights_only=True)
-        fields = {f: tuple(state[f]) if isinstance(state[f], list) else state[f] for f in _FIELDS}
+        fields: dict[str, Any] = {f: tuple(state[f]) if isinstance(state[f], list) else state[f] for f in _FIELDS}
         return KnowledgeGraph(**fields, triples=dict(state["triples"]),
                               entity_splits=state["entity_splits"], info=json.loads(state["info"]))
     except FileNotFoundError:
         return None
-    except Exception:  # noqa: BLE001 - a damaged cache file is rebuilt, never fatal
+    except Exception:
         return None
 
 

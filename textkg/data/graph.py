@@ -7,8 +7,9 @@ of a dataset (per-split maps silently corrupt evaluation). Triples are
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Literal, Mapping
+from typing import Literal
 
 import numpy as np
 import torch

@@ -7,8 +7,8 @@ so reported line numbers match what an editor shows.
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Iterator, Sequence
 
 from textkg.errors import DataError
 
@@ -69,7 +69,7 @@ def iter_rows(path: str | Path, fields: Sequence[str], *, rest_in_last: bool = F
             field = fields[len(parts)] if len(parts) < n else f"column {n + 1}"
             raise DataError(f"expected {n} tab-separated columns {expected}, got {len(parts)}",
                             file=path, line=i, field=field)
-        for name, value in zip(fields, parts):
+        for name, value in zip(fields, parts, strict=True):
             if not value.strip():
                 raise DataError("empty value", file=path, line=i, field=name)
         yield i, parts

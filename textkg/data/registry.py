@@ -7,9 +7,9 @@ anything else is read as a BLP/KG-BERT directory
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 from textkg.data import cache, hpo
 from textkg.data.blp_format import load_blp_directory

@@ -18,13 +18,12 @@ Protocols (details in ``docs/datasets.md``):
 from __future__ import annotations
 
 from collections import Counter
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
 
 import torch
 
-from textkg.data.graph import (GIVEN_INDUCTIVE_SPLITS, GIVEN_SPLITS, KnowledgeGraph, Split, unique_ids,
-                               unique_triples)
-from textkg.errors import ConfigError
+from textkg.data.graph import GIVEN_INDUCTIVE_SPLITS, GIVEN_SPLITS, KnowledgeGraph, Split, unique_ids, unique_triples
+from textkg.errors import ConfigError, DataError
 
 #: Relation-count floor used by BLP on FB15k-237; smaller graphs scale it down.
 BLP_MIN_RELATION_COUNT = 100
@@ -138,14 +137,14 @@ def _transductive(kg: KnowledgeGraph, *, seed, valid_fraction, test_fraction, **
     in_train = label == 0
     seen_e[triples[in_train][:, [0, 2]].reshape(-1)] = True
     seen_r[triples[in_train][:, 1]] = True
-    seen_e, seen_r = seen_e.tolist(), seen_r.tolist()
+    known_e, known_r = seen_e.tolist(), seen_r.tolist()  # python lists: updated one triple at a time
     held = perm[: n_test + n_valid].tolist()
     rows = triples[perm[: n_test + n_valid]].tolist()
     moved = []
-    for i, (h, r, t) in zip(held, rows):
-        if not (seen_e[h] and seen_e[t] and seen_r[r]):
+    for i, (h, r, t) in zip(held, rows, strict=True):
+        if not (known_e[h] and known_e[t] and known_r[r]):
             moved.append(i)
-            seen_e[h] = seen_e[t] = seen_r[r] = True
+            known_e[h] = known_e[t] = known_r[r] = True
     if moved:
         label[torch.tensor(moved, dtype=torch.long)] = 0
     train, valid, test = (triples[label == k] for k in (0, 1, 2))
@@ -171,7 +170,14 @@ def _inductive(kg: KnowledgeGraph, *, seed, valid_fraction, test_fraction, min_r
     if min_rel < 1:
         raise ConfigError("must be >= 1 (every held-out relation must stay in training)",
                           field="min_relation_count")
-    types = list(holdout_types) if holdout_types is not None else list(kg.info.get("holdout_types") or [])
+    if holdout_types is not None:
+        types = list(holdout_types)
+    else:
+        stored = kg.info.get("holdout_types") or []
+        if not isinstance(stored, (list, tuple)):
+            raise DataError(f"the graph's info['holdout_types'] must be a list of entity types, got {stored!r}",
+                            file=kg.source or None, field="holdout_types")
+        types = list(stored)
     candidates = _holdout_candidates(kg, triples, types)
     g = torch.Generator().manual_seed(seed)
     order = candidates[torch.randperm(len(candidates), generator=g)].tolist()

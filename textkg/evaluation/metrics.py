@@ -16,8 +16,8 @@ triple ``(new_term, is_a, seen_parent)`` only its tail query has a seen answer).
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Mapping, Sequence
 
 import torch
 
@@ -77,7 +77,7 @@ class QueryMask:
     tail: torch.Tensor
 
     @classmethod
-    def of_triples(cls, mask: torch.Tensor) -> "QueryMask":
+    def of_triples(cls, mask: torch.Tensor) -> QueryMask:
         """Both queries of the triples ``mask`` (``(n,)`` bool) selects."""
         return cls(head=mask, tail=mask)
 
@@ -102,11 +102,11 @@ class RankingMetrics:
     both: dict
     head: dict
     tail: dict
-    subsets: Mapping[str, "RankingMetrics"] = field(default_factory=dict)
+    subsets: Mapping[str, RankingMetrics] = field(default_factory=dict)
 
     @classmethod
     def from_ranks(cls, head_ranks: torch.Tensor, tail_ranks: torch.Tensor, *,
-                   ks: Sequence[int] = DEFAULT_KS) -> "RankingMetrics":
+                   ks: Sequence[int] = DEFAULT_KS) -> RankingMetrics:
         """Metrics of ``(n,)`` head and ``(n,)`` tail ranks of the same triples."""
         if head_ranks.shape != tail_ranks.shape:
             raise ValueError(f"head and tail ranks differ in shape: {tuple(head_ranks.shape)} "
@@ -117,7 +117,7 @@ class RankingMetrics:
 
     @classmethod
     def from_query_mask(cls, head_ranks: torch.Tensor, tail_ranks: torch.Tensor, mask: QueryMask, *,
-                        ks: Sequence[int] = DEFAULT_KS) -> "RankingMetrics":
+                        ks: Sequence[int] = DEFAULT_KS) -> RankingMetrics:
         """Metrics of the queries ``mask`` keeps among ``(n,)`` head and ``(n,)`` tail ranks.
 
         ``head`` and ``tail`` summarise the kept queries of each direction
@@ -184,6 +184,7 @@ def evaluate(
                            num_entities=num_entities, batch_size=batch_size, exclude_query=exclude_query,
                            progress=progress)
     head, tail = result.head_ranks, result.tail_ranks
+    assert head is not None and tail is not None  # compute_ranks ranks both directions unless told otherwise
     metrics = RankingMetrics.from_ranks(head, tail, ks=ks)
     subsets = {name: RankingMetrics.from_query_mask(head, tail, mask, ks=ks) for name, mask in subset_masks.items()}
     return RankingMetrics(both=metrics.both, head=metrics.head, tail=metrics.tail, subsets=subsets)

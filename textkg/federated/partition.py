@@ -117,17 +117,21 @@ def make_partition(kg, train: torch.Tensor, scheme: str, *, num_clients: int | N
     if scheme == "column" and column_file is None:
         raise ConfigError("the column partition needs --partition-file FILE", field="partition_file")
 
+    clients: Sequence[str]
     if scheme == "random":
         from textkg.training.private_training import statement_uniforms
 
+        assert num_clients is not None  # checked above for random and relation
         u = statement_uniforms(train, seed=seed)
         assignment = torch.clamp((u * num_clients).long(), max=num_clients - 1)
         clients = tuple(f"client-{k}" for k in range(num_clients))
     elif scheme == "relation":
+        assert num_clients is not None  # checked above for random and relation
         clients, assignment = _by_relation(kg, train, num_clients)
     elif scheme == "source":
         clients, assignment = _by_source(kg, train)
     else:
+        assert column_file is not None  # checked above for column
         clients, assignment = _from_column_file(kg, train, Path(column_file))
     if num_clients is not None and scheme in ("source", "column") and num_clients != len(clients):
         raise ConfigError(f"the {scheme} partition has {len(clients)} clients, not {num_clients}", field="clients")
@@ -158,7 +162,7 @@ def _by_source(kg, train: torch.Tensor) -> tuple[Sequence[str], torch.Tensor]:
         raise ConfigError("the source partition needs the hpo graph (diseases with OMIM/ORPHA/DECIPHER ids)",
                           field="partition")
     source = torch.tensor([HPO_SOURCES.index(p) if (p in HPO_SOURCES and t == "disease") else SHARED
-                           for p, t in zip(prefixes, kg.entity_types)], dtype=torch.long)
+                           for p, t in zip(prefixes, kg.entity_types, strict=True)], dtype=torch.long)
     head, tail = source[train[:, 0]], source[train[:, 2]]
     if bool(((head != SHARED) & (tail != SHARED) & (head != tail)).any()):
         raise ConfigError("a statement links diseases of two sources; the source partition cannot place it",

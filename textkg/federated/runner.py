@@ -144,6 +144,7 @@ class DataHolder:
         from textkg.training.trainer import Trainer
 
         self.name = name
+        self.own, self.shared = own, shared
         self.model = copy.deepcopy(prep.model)
         loss_fn = make_loss(cfg.train)
         self.private = None
@@ -186,8 +187,11 @@ class DataHolder:
             self.private.close()
 
 
-def make_client_app(holders: list[DataHolder]):
-    """A Flower ClientApp whose ``train`` handler runs holder ``partition-id``'s local epochs."""
+def make_client_app(holders: list[DataHolder], on_upload=None):
+    """A Flower ClientApp whose ``train`` handler runs holder ``partition-id``'s local epochs.
+
+    ``on_upload(holder, sent, upload)``, if given, sees what the server sent and what the
+    holder sends back: the curious server's view (:mod:`textkg.federated.attacks`)."""
     from flwr.app import ArrayRecord, Message, MetricRecord, RecordDict
     from flwr.clientapp import ClientApp
 
@@ -199,13 +203,15 @@ def make_client_app(holders: list[DataHolder]):
         arrays = msg.content["arrays"].to_torch_state_dict()
         epochs = int(msg.content["config"]["local-epochs"])
         new, metrics = holder.fit(arrays, epochs)
+        if on_upload is not None:
+            on_upload(holder, arrays, new)
         return Message(content=RecordDict({"arrays": ArrayRecord(new), "metrics": MetricRecord(metrics)}),
                        reply_to=msg)
 
     return app
 
 
-def federate(cfg, fed: FederatedConfig, out_dir: Path, *, progress: bool = True) -> dict:
+def federate(cfg, fed: FederatedConfig, out_dir: Path, *, progress: bool = True, on_upload=None) -> dict:
     """Run a federation and write its outputs; returns the metrics dict written to ``metrics.json``.
 
     ``cfg`` is ``textkg train``'s config; its ``train.epochs`` is replaced by
@@ -265,12 +271,15 @@ def federate(cfg, fed: FederatedConfig, out_dir: Path, *, progress: bool = True)
             fraction_train=1.0, fraction_evaluate=0.0, min_train_nodes=k, min_available_nodes=k,
             weighted_by_key=UNIT_WEIGHT_KEY if fed.client_dp else "num-examples")
         if fed.client_dp:
-            sigma = fed.client_noise_multiplier if fed.client_noise_multiplier is not None else \
-                client_noise_multiplier(target_epsilon=fed.client_target_epsilon, rounds=fed.rounds,
-                                        delta=fed.client_delta)
+            if fed.client_noise_multiplier is not None:
+                sigma = fed.client_noise_multiplier
+            else:
+                assert fed.client_target_epsilon is not None  # client_dp: σ or a target ε is set
+                sigma = client_noise_multiplier(target_epsilon=fed.client_target_epsilon, rounds=fed.rounds,
+                                                delta=fed.client_delta)
             strategy = make_client_dp_strategy(strategy, num_clients=k, noise_multiplier=sigma,
                                                clipping_norm=fed.client_clip, delta=fed.client_delta)
-        result = strategy.start(grid=InProcessGrid(make_client_app(holders), k),
+        result = strategy.start(grid=InProcessGrid(make_client_app(holders, on_upload), k),
                                 initial_arrays=ArrayRecord(trained_state(prep.model)), num_rounds=fed.rounds,
                                 train_config=ConfigRecord({"local-epochs": fed.local_epochs}),
                                 evaluate_fn=evaluate_fn)

@@ -25,7 +25,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 import numpy as np
-from flwr.app import Array, ArrayRecord, ConfigRecord, Message, MetricRecord
+from flwr.app import Array, ArrayRecord, ConfigRecord, Message, MetricRecord, RecordDict
 from flwr.serverapp import Grid
 from flwr.serverapp.strategy import FedAvg
 
@@ -45,7 +45,7 @@ class RowAwareFedAvg(FedAvg):
         if arrays is None:
             return arrays, metrics
         valid = [m.content for m in replies if not m.has_error()]
-        weights = np.array([float(next(iter(r.metric_records.values()))[self.weighted_by_key]) for r in valid])
+        weights = np.array([_weight(r, self.weighted_by_key) for r in valid])
         uploads = [next(iter(r.array_records.values())) for r in valid]
         out = {}
         for key in arrays:
@@ -62,3 +62,11 @@ class RowAwareFedAvg(FedAvg):
             new = np.where((total > 0).reshape(shape[1:]), mean, sent).astype(sent.dtype)
             out[key] = Array(np.ascontiguousarray(new))
         return ArrayRecord(out), metrics
+
+
+def _weight(content: RecordDict, key: str) -> float:
+    """The FedAvg weight ``key`` of one reply's (first) metric record."""
+    value = next(iter(content.metric_records.values()))[key]
+    if not isinstance(value, (int, float)):
+        raise ValueError(f"a reply's FedAvg weight {key!r} must be a number, got {value!r}")
+    return float(value)

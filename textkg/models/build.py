@@ -91,13 +91,15 @@ def _text_inputs(*, num_entities: int, **given: torch.Tensor | None) -> dict[str
     if len(present) > 1:
         raise ConfigError(f"give one kind of text input, got {' and '.join(present)}", field="text_features")
     keys = kinds[present[0]]
+    out: dict[str, torch.Tensor] = {}
     for key in keys:
-        if given[key] is None:
+        value = given[key]
+        if value is None:
             raise ConfigError(f"{key} is required together with {', '.join(keys)}", field=key)
-        if not isinstance(given[key], torch.Tensor) or given[key].shape[0] != num_entities:
-            shape = tuple(given[key].shape) if isinstance(given[key], torch.Tensor) else type(given[key]).__name__
+        if not isinstance(value, torch.Tensor) or value.shape[0] != num_entities:
+            shape = tuple(value.shape) if isinstance(value, torch.Tensor) else type(value).__name__
             raise ConfigError(f"expected {num_entities} rows (one per entity), got {shape}", field=key)
-    out = {k: given[k] for k in keys}
+        out[key] = value
     if present[0] == "pooled":
         out["text_features"] = out["text_features"].float()
     elif present[0] == "tokens":

@@ -21,7 +21,7 @@ Registry: ``get_fusion(name|class|instance, dim=d, **kwargs)``, ``list_fusions()
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, TypeGuard
 
 import torch
 from torch import nn
@@ -168,6 +168,12 @@ def fusion_class(name: str) -> type[Fusion]:
                           field="model.fusion") from None
 
 
+def _is_fusion_instance(obj: object) -> TypeGuard[Fusion]:
+    """``isinstance(obj, Fusion)``, as a type guard: where mypy runs without torch's types, ``nn.Module``
+    is ``Any`` and a plain ``isinstance`` cannot tell a :class:`Fusion` from the class itself."""
+    return isinstance(obj, Fusion)
+
+
 def get_fusion(name_or_class_or_instance: str | type[Fusion] | Fusion, *, dim: int | None = None,
                **kwargs: Any) -> Fusion:
     """Build a fusion module.
@@ -183,7 +189,7 @@ def get_fusion(name_or_class_or_instance: str | type[Fusion] | Fusion, *, dim: i
         ConfigError: Unknown name, missing ``dim``, bad kwargs.
     """
     obj = name_or_class_or_instance
-    if isinstance(obj, Fusion):
+    if _is_fusion_instance(obj):
         if kwargs or dim not in (None, obj.dim):
             raise ConfigError("arguments cannot be applied to a fusion instance", field="model.fusion_kwargs")
         return obj

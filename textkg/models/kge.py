@@ -13,7 +13,7 @@ matrix of all entity vectors.
 from __future__ import annotations
 
 import contextlib
-from typing import Iterator
+from collections.abc import Iterator
 
 import torch
 import torch.nn.functional as F
@@ -47,6 +47,9 @@ class KGEModel(nn.Module):
     uses structure (the last row is the unseen row) and ``"relation"``
     ``(R, dr)``.
     """
+
+    #: ``(n_seen,)`` sorted ids of the training entities (a buffer, registered in ``__init__``).
+    seen_entities: torch.Tensor
 
     def __init__(self, *, interaction: Interaction, fusion: Fusion, num_entities: int, num_relations: int,
                  dim: int, seen_entities: torch.Tensor, text: TextRepresentation | None = None,
@@ -139,7 +142,7 @@ class KGEModel(nn.Module):
             ``(...)`` float scores, higher = more plausible.
         """
         ends = torch.stack([triples[..., 0], triples[..., 2]], dim=-1)  # (..., 2)
-        if self.structural is None and ends.numel() > self.num_entities:
+        if self.structural is None and self.text is not None and ends.numel() > self.num_entities:
             # Text-only model, batch reading more rows than there are entities
             # (many negatives): fuse and normalise every entity once, then
             # gather. Same function, far fewer elementwise ops per step.

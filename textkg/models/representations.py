@@ -36,6 +36,8 @@ class StructuralRepresentation(nn.Module):
         the unseen row).
     """
 
+    struct_index: torch.Tensor  # the buffer above, registered in __init__
+
     def __init__(self, num_entities: int, seen_entities: torch.Tensor, dim: int, *, dropout: float = 0.0) -> None:
         super().__init__()
         seen = check_seen_entities(seen_entities, num_entities)
@@ -140,9 +142,10 @@ class TextRepresentation(nn.Module):
             # function at a fraction of the cost (pooled features only).
             out = self.encode(getattr(self, f"text_{self.keys[0]}"))[flat]
             return out.reshape(*entities.shape, out.shape[-1])
-        if self.module is not None and hasattr(self.module, "encode_rows"):
+        encode_rows = getattr(self.module, "encode_rows", None)  # None also when there is no module
+        if encode_rows is not None:
             # the module gathers its own rows (DKRL: per length bucket, without the padding)
-            x = self.module.encode_rows(*(getattr(self, f"text_{k}") for k in self.keys), rows=flat)
+            x = encode_rows(*(getattr(self, f"text_{k}") for k in self.keys), rows=flat)
             out = self.projection(x.to(self.projection.weight.dtype))
             return out.reshape(*entities.shape, out.shape[-1])
         gathered = [getattr(self, f"text_{k}")[flat] for k in self.keys]

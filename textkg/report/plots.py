@@ -10,9 +10,10 @@ supports into ``DIR/plots/``.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Iterable, Mapping
 
+from matplotlib.axes import Axes
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
@@ -21,7 +22,7 @@ PLOTS_DIR = "plots"
 MODE_COLORS = {"none": "black", "full": "tab:red", "confidential": "tab:blue"}
 
 
-def _figure(title: str, xlabel: str, ylabel: str) -> tuple[Figure, object]:
+def _figure(title: str, xlabel: str, ylabel: str) -> tuple[Figure, Axes]:
     fig = Figure(figsize=(5.5, 3.8), dpi=110)
     FigureCanvasAgg(fig)
     ax = fig.add_subplot(1, 1, 1)
@@ -68,7 +69,7 @@ def plot_epsilon_vs_step(runs: Mapping[str, Mapping], path: str | Path) -> Path 
                                if r.get("epsilon") is not None and r.get("step") is not None]
         if len(points) < 2:
             continue
-        xs, ys = zip(*points)
+        xs, ys = zip(*points, strict=True)
         ax.plot(xs, ys, marker="o", ms=3, label=_label(name, metrics))
         target = (metrics.get("privacy") or {}).get("target_epsilon")
         if target:
@@ -89,7 +90,7 @@ def plot_valid_mrr(runs: Mapping[str, Mapping], path: str | Path) -> Path | None
                   if r.get("valid_mrr") is not None and r.get("epoch") is not None]
         if not points:
             continue
-        xs, ys = zip(*points)
+        xs, ys = zip(*points, strict=True)
         mode = (metrics.get("privacy") or {}).get("mode", "none")
         ax.plot(xs, ys, marker="o", ms=3, label=_label(name, metrics),
                 ls="-" if mode != "none" else "--")
@@ -132,7 +133,7 @@ def plot_frontier(rows: Iterable[Mapping], path: str | Path, *, metric: str = "m
     if eps and max(eps) / min(eps) > 20:
         ax.set_xscale("log")
     handles, labels = ax.get_legend_handles_labels()
-    unique = dict(zip(labels, handles))
+    unique = dict(zip(labels, handles, strict=True))
     ax.legend(unique.values(), unique.keys(), fontsize=8)
     return _save(fig, path)
 
@@ -153,6 +154,8 @@ def plot_roc(audits: Mapping[str, Mapping], path: str | Path) -> Path | None:
         fpr, tpr = roc.get("fpr"), roc.get("tpr")
         if not fpr:
             continue
+        if tpr is None:
+            raise ValueError(f"audit {name!r}: 'roc' has 'fpr' but no 'tpr'")
         eps_lb = (audit.get("epsilon_lower_bound") or {}).get("epsilon")
         label = f"{name}: AUC={audit.get('roc_auc', float('nan')):.3f}"
         if eps_lb is not None:

@@ -23,7 +23,13 @@ from privacy.randomness import NoisePrefetcher, SecretRandomness
 from privacy.rdp import DEFAULT_ORDERS, parse_orders
 from textkg.errors import ConfigError, PrivacyError
 from textkg.training.config import PrivacyConfig
-from textkg.training.private_step import PrivateStep, noise_shapes
+from textkg.training.one_vs_all import pool_positions
+from textkg.training.one_vs_all_clipping import feature_gram
+from textkg.training.private_step import OneVsAllPrivateStep, PrivateStep, noise_shapes
+
+#: 1-vs-all under DP keeps the pool's ``(P, P)`` feature Gram matrix while it has at most this many
+#: entries (256 MiB of float32, P <= 8192); larger pools rebuild its blocks every step
+_GRAM_CACHE_ELEMENTS = 1 << 26
 
 #: Every input the adversary is assumed to know (docs/privacy.md, "Threat model").
 PUBLIC_INPUTS = [
@@ -109,11 +115,16 @@ class PrivateTraining:
         planned_epochs: for σ calibration (planned steps = epochs · round(N_C/B)).
         entity_pool, loss_fn, num_negatives: as for public steps.
         trained_parameters: names of every trained parameter (for the report).
+        one_vs_all_temperature: ``None`` for sampled negatives; τ to train the
+            private statements with the 1-vs-all softmax over ``entity_pool``
+            (:class:`textkg.training.private_step.OneVsAllPrivateStep`, exact
+            per-example clipping without per-example gradients).
     """
 
     def __init__(self, cfg: PrivacyConfig, *, private_triples, batch_size: int, planned_epochs: int,
                  entity_pool, loss_fn, num_negatives: int, trained_parameters: list[str],
-                 randomness: SecretRandomness | None = None) -> None:
+                 randomness: SecretRandomness | None = None,
+                 one_vs_all_temperature: float | None = None) -> None:
         self.cfg = cfg
         # the secret source of the Poisson samples, the noise and the per-example randomness;
         # --reproducible-noise derives it from the public seed instead (labelled simulation)
@@ -134,7 +145,13 @@ class PrivateTraining:
         self.orders = parse_orders(cfg.orders) if cfg.orders else None
         self.accountant = RDPAccountant(orders=self.orders)
         self._pld_max_steps: int | None = None
-        if cfg.noise_multiplier is None and cfg.accountant == "pld":
+        if cfg.noise_multiplier is not None:
+            self.noise_multiplier = cfg.noise_multiplier
+            self.calibrated = False
+        elif cfg.target_epsilon is None:  # PrivacyConfig refuses this in every mode but "none"
+            raise PrivacyError("privacy needs --noise-multiplier or --target-epsilon",
+                               field="privacy.noise_multiplier")
+        elif cfg.accountant == "pld":
             try:
                 self.noise_multiplier = pld_calibrate_noise_multiplier(
                     target_epsilon=cfg.target_epsilon, delta=self.delta, sample_rate=self.sample_rate,
@@ -142,14 +159,11 @@ class PrivateTraining:
             except ValueError as exc:
                 raise PrivacyError(str(exc), field="privacy.target_epsilon") from None
             self.calibrated = True
-        elif cfg.noise_multiplier is None:
+        else:
             self.noise_multiplier = calibrate_noise_multiplier(
                 target_epsilon=cfg.target_epsilon, delta=self.delta, sample_rate=self.sample_rate,
                 steps=self.planned_steps, orders=self.orders)
             self.calibrated = True
-        else:
-            self.noise_multiplier = cfg.noise_multiplier
-            self.calibrated = False
         if cfg.target_epsilon is not None and self.budget_exhausted():
             one = RDPAccountant(orders=self.orders)
             one.step(self._event())
@@ -165,6 +179,8 @@ class PrivateTraining:
         self.num_negatives = num_negatives
         self.trained_parameters = trained_parameters
         self.batch_size = batch_size
+        self.one_vs_all_temperature = one_vs_all_temperature
+        self._feature_gram: torch.Tensor | None = None  # X X^T of the pool (1-vs-all; frozen features)
 
     # -- budget ---------------------------------------------------------------
     def _event(self) -> SampledGaussianEvent:
@@ -214,6 +230,16 @@ class PrivateTraining:
                                   expected_batch_size=self.sample_rate * self.num_private,
                                   accountant=self.accountant, sample_rate=self.sample_rate,
                                   generator=None)
+            if self.one_vs_all_temperature is not None:
+                p = len(self.entity_pool)
+                if self._feature_gram is None and model.text is not None and p * p <= _GRAM_CACHE_ELEMENTS:
+                    self._feature_gram = feature_gram(model, self.entity_pool)
+                OneVsAllPrivateStep(model, private_triples=self.private_triples, entity_pool=self.entity_pool,
+                                    positions=pool_positions(self.entity_pool, model.num_entities),
+                                    temperature=self.one_vs_all_temperature, mechanism=mechanism,
+                                    sample_rate=self.sample_rate, generator=aux, randomness=self.randomness,
+                                    step=t, noise=self._prefetcher.get(t), gram=self._feature_gram)()
+                return
             PrivateStep(model, private_triples=self.private_triples, entity_pool=self.entity_pool,
                         loss_fn=self.loss_fn, num_negatives=self.num_negatives, mechanism=mechanism,
                         sample_rate=self.sample_rate, generator=aux, randomness=self.randomness, step=t,

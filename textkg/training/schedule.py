@@ -16,8 +16,9 @@ the mechanism).
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Iterator, Literal
+from typing import Literal
 
 import torch
 
@@ -51,7 +52,9 @@ def interleave(plan: EpochPlan) -> list[StepKind]:
     and the j-th public step at (j + 1/2)/m_U (a deterministic, evenly mixed
     merge of the two sequences).
     """
-    marks = [((j + 0.5) / plan.public_steps, 0, "public") for j in range(plan.public_steps)]
+    marks: list[tuple[float, int, StepKind]] = [
+        ((j + 0.5) / plan.public_steps, 0, "public") for j in range(plan.public_steps)
+    ]
     marks += [((k + 0.5) / plan.private_steps, 1, "private") for k in range(plan.private_steps)]
     return [kind for _, _, kind in sorted(marks)]
 
