@@ -79,11 +79,13 @@ def _row_sq_norms(indices: torch.Tensor, grads: torch.Tensor) -> torch.Tensor:
         return grads.new_zeros(b)
     sq = torch.linalg.vector_norm(grads, dim=-1).square()  # (B, M), one pass over the grads
     if m == 1:
-        return sq.sum(dim=1)
+        total: torch.Tensor = sq.sum(dim=1)
+        return total
     ordered, order = indices.sort(dim=1)
     same = ordered[:, 1:] == ordered[:, :-1]  # (B, M - 1): equal neighbours in sorted order
     if not bool(same.any()):
-        return sq.sum(dim=1)
+        total = sq.sum(dim=1)
+        return total
     repeated_sorted = torch.zeros_like(ordered, dtype=torch.bool)
     repeated_sorted[:, 1:] |= same
     repeated_sorted[:, :-1] |= same
@@ -95,7 +97,8 @@ def _row_sq_norms(indices: torch.Tensor, grads: torch.Tensor) -> torch.Tensor:
     unique, inverse = torch.unique(key, return_inverse=True)
     summed = grads.new_zeros(unique.shape[0], grads.shape[-1]).index_add_(0, inverse, grads[example, position])
     owner = torch.zeros_like(unique).index_copy_(0, inverse, example)
-    return out.index_add_(0, owner, torch.linalg.vector_norm(summed, dim=-1).square())
+    result: torch.Tensor = out.index_add_(0, owner, torch.linalg.vector_norm(summed, dim=-1).square())
+    return result
 
 
 def per_example_norms(dense_grads: DenseGrads, row_grads: RowGrads) -> torch.Tensor:

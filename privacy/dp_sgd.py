@@ -189,7 +189,7 @@ class DPSGDStep:
 
         def start(name: str, shape: Sequence[int], like: torch.Tensor) -> torch.Tensor:
             if noise is None:
-                return gaussian_noise(shape, std=std, generator=self.generator, dtype=like.dtype, device=like.device)
+                return gaussian_noise(tuple(shape), std=std, generator=self.generator, dtype=like.dtype, device=like.device)
             unit = noise[name]
             if tuple(unit.shape) != tuple(shape):
                 raise ValueError(f"noise for {name!r} has shape {tuple(unit.shape)}, expected {tuple(shape)}")

@@ -53,7 +53,7 @@ def clip_and_noise_batch_gradient(params: Iterable[torch.Tensor], *, noise_multi
     if not grads:
         return 0.0
     with torch.no_grad():
-        total = float(torch.sqrt(sum(g.detach().pow(2).sum() for g in grads)))
+        total = float(torch.sqrt(torch.stack([g.detach().pow(2).sum() for g in grads]).sum()))
         scale = min(1.0, max_grad_norm / (total + 1e-6))
         std = noise_multiplier * max_grad_norm / batch_size
         for g in grads:
