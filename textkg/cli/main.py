@@ -43,7 +43,8 @@ def _add_train_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--loss", choices=["margin", "softplus", "softmax"])
     p.add_argument("--negatives", choices=["sampled", "all"],
                    help="sampled: --num-negatives corruptions per triple; all: every training entity "
-                   "(1-vs-all, needs --loss softmax, not with --privacy)")
+                   "(1-vs-all, needs --loss softmax; with --privacy only for TransE-L2 models over pooled "
+                   "features, e.g. cpu-fused, and without --pool-size)")
     p.add_argument("--pool-size", type=int, help="--negatives all: draw this many candidate entities per "
                    "step instead of every training entity (sampled softmax; 0 = all)")
     p.add_argument("--margin", type=float)

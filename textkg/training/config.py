@@ -70,7 +70,10 @@ class TrainConfig:
         negatives: ``sampled`` (``num_negatives`` corruptions per positive)
             or ``all``: every training entity is a negative for both the head
             and the tail (1-vs-all, :mod:`textkg.training.one_vs_all`; needs
-            ``loss: softmax``; not available with privacy).
+            ``loss: softmax``; with privacy only for the models and settings
+            :func:`textkg.training.one_vs_all_clipping.private_refusal` accepts,
+            e.g. ``cpu-fused``, whose per-example gradients are clipped exactly
+            without being formed).
         pool_size: ``negatives: all`` only. ``0``: the candidates are every
             training entity. ``k > 0``: each step draws ``k`` training
             entities uniformly, shared by the batch, plus the batch's own heads
@@ -236,9 +239,12 @@ class RunConfig:
 
     def __post_init__(self) -> None:
         if self.train.negatives == "all" and self.privacy.mode != "none":
-            raise ConfigError("negatives 'all' (1-vs-all) gives every example a gradient on every entity row; "
-                              "private training draws its own negatives per example: use negatives 'sampled'",
-                              field="train.negatives")
+            from textkg.training.one_vs_all_clipping import private_refusal  # torch: only when needed
+
+            reason = private_refusal(self)
+            if reason is not None:
+                raise ConfigError(f"negatives 'all' (1-vs-all) under privacy: {reason}; or use negatives "
+                                  "'sampled'", field="train.negatives")
 
     def to_dict(self) -> dict:
         return {

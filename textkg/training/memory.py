@@ -93,12 +93,19 @@ def estimate_memory(model: torch.nn.Module, cfg, *, num_entities: int, private: 
         c["training scores (B x (1 + k), with gradient)"] = 2 * 4 * b * (1 + tc.num_negatives)
         c["gathered rows (B x (2 + k) x d, with gradient)"] = 2 * 4 * b * (2 + tc.num_negatives) * dim
     c["evaluation scores (eval batch x N)"] = 3 * 4 * tc.eval_batch_size * num_entities
-    if private:
+    if private and tc.negatives == "all":  # exact clipping without per-example gradients (one_vs_all_clipping)
+        pool = num_entities
+        c["1-vs-all clipping (B x candidates factors, chunk workspace)"] = 4 * (2 * b * pool + 12 * (1 << 22))
+        c["(candidates x candidates) feature Gram, cached up to 8192 candidates"] = (
+            4 * pool * pool if pool * pool <= 1 << 26 else 0)
+    elif private:
         c["per-example gradients (B x rows read x d)"] = 4 * b * (3 + tc.num_negatives) * dim
-        tables = model.tables() if hasattr(model, "tables") else {}
+        tables_of = getattr(model, "tables", None)  # KGEModel's row-gathered tables; other modules have none
+        tables = tables_of() if tables_of is not None else {}
         dense = sum(p.numel() for _, p in trained) - sum(t.numel() for t in tables.values())
         if dense > 0:  # vmap(grad) over the dense parameters: per-example grads, their clipped copy, workspace
             c["per-example dense gradients (3 x B x dense parameters)"] = 3 * 4 * b * dense
+    if private:
         c[f"DP noise (float64, {NOISE_STEPS_HELD} steps held, + float32 noised gradient)"] = (
             (NOISE_STEPS_HELD * 8 + 4) * sum(p.numel() for _, p in trained))
     return MemoryEstimate(c)

@@ -20,9 +20,11 @@ have structure. (Without dropout a fused model would never train its unseen
 row under this loss.)
 
 Each example's loss depends on its own triple and on the fixed pool only,
-never on the other examples of the batch. It is still not used under DP:
-the per-example gradient would reach every entity row, so the DP trainer
-refuses it (see :class:`textkg.training.config.RunConfig`).
+never on the other examples of the batch. Its per-example gradient reaches
+every entity row, so DP training does not form it: for the models
+:mod:`textkg.training.one_vs_all_clipping` supports, each example's norm is
+computed exactly from the gradient's structure; other models are refused
+(see :class:`textkg.training.config.RunConfig`).
 """
 
 from __future__ import annotations

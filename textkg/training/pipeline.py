@@ -14,17 +14,18 @@ import json
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import torch
 
 import textkg
-from textkg.data import candidate_entities, load_dataset, make_split
+from textkg.data import KnowledgeGraph, Split, candidate_entities, load_dataset, make_split
 from textkg.data.graph import unique_triples
 from textkg.data.vocabulary import public_training_entities
 from textkg.errors import ConfigError
 from textkg.evaluation import FilterIndex, evaluate
 from textkg.evaluation.metrics import QueryMask
-from textkg.models import build_model
+from textkg.models import KGEModel, build_model
 from textkg.training import checkpoint as ckpt
 from textkg.training.audit_split import draw_audit_split
 from textkg.training.config import RunConfig
@@ -34,17 +35,20 @@ from textkg.training.memory import check_memory, estimate_memory
 from textkg.training.private_training import PrivateTraining, select_confidential
 from textkg.training.trainer import Trainer
 
+if TYPE_CHECKING:  # encoders.lstm_ae is imported only by lstm-ae runs
+    from encoders.lstm_ae import LSTMAutoencoder
+
 
 @dataclass
 class Prepared:
     """Everything built from the config before training starts."""
 
-    kg: object
-    split: object
-    model: torch.nn.Module
+    kg: KnowledgeGraph
+    split: Split
+    model: KGEModel
     filter_index: FilterIndex
     #: ``lstm-ae`` models: the autoencoder that coded the descriptions (saved with the run).
-    autoencoder: torch.nn.Module | None = None
+    autoencoder: LSTMAutoencoder | None = None
     #: ``(N,)`` which training statements are private (``None`` in a non-private run).
     private_mask: torch.Tensor | None = None
     #: private transductive runs: the standard filter (every known statement, private ones
@@ -127,7 +131,8 @@ def _subset(triples: torch.Tensor, max_triples: int, seed: int) -> torch.Tensor:
 MAX_RELATIONS_FOR_SUBSETS = 20
 
 
-def _subset_masks(triples: torch.Tensor, seen: torch.Tensor, kg) -> dict:
+def _subset_masks(triples: torch.Tensor, seen: torch.Tensor,
+                  kg: KnowledgeGraph) -> dict[str, torch.Tensor | QueryMask]:
     """Named masks over ``triples``' ranking queries for the ``test.subsets`` metrics.
 
     Triple level (both queries of each selected triple): ``both_seen`` /
@@ -146,10 +151,11 @@ def _subset_masks(triples: torch.Tensor, seen: torch.Tensor, kg) -> dict:
     is_seen = torch.zeros(kg.num_entities, dtype=torch.bool)
     is_seen[seen] = True
     head_seen, tail_seen = is_seen[triples[:, 0]], is_seen[triples[:, 2]]
-    masks = {"both_seen": head_seen & tail_seen, "head_unseen": ~head_seen, "tail_unseen": ~tail_seen,
-             "any_unseen": ~(head_seen & tail_seen),
-             "answer_seen": QueryMask(head=head_seen, tail=tail_seen),
-             "answer_unseen": QueryMask(head=~head_seen, tail=~tail_seen)}
+    masks: dict[str, torch.Tensor | QueryMask] = {
+        "both_seen": head_seen & tail_seen, "head_unseen": ~head_seen, "tail_unseen": ~tail_seen,
+        "any_unseen": ~(head_seen & tail_seen),
+        "answer_seen": QueryMask(head=head_seen, tail=tail_seen),
+        "answer_unseen": QueryMask(head=~head_seen, tail=~tail_seen)}
     if kg.num_relations <= MAX_RELATIONS_FOR_SUBSETS:
         for rel_id, name in enumerate(kg.relations):
             masks[f"relation:{name}"] = triples[:, 1] == rel_id
@@ -212,7 +218,9 @@ def build_trainer(prep: Prepared, cfg: RunConfig, out_dir: Path) -> tuple[Traine
                                   batch_size=cfg.train.batch_size, planned_epochs=cfg.train.epochs,
                                   entity_pool=entity_pool, loss_fn=loss_fn,
                                   num_negatives=cfg.train.num_negatives,
-                                  trained_parameters=_trained_parameter_names(prep.model))
+                                  trained_parameters=_trained_parameter_names(prep.model),
+                                  one_vs_all_temperature=(cfg.train.temperature if cfg.train.negatives == "all"
+                                                          else None))
 
     def validate(model) -> float:
         if not len(prep.split.valid):
@@ -277,8 +285,7 @@ def run(cfg: RunConfig, out_dir: Path, *, resume: bool = False, progress: bool =
     }
     placement = _placement(prep, cfg)  # inductive splits of graphs with an is_a relation only
     if placement is not None:
-        metrics["test"]["placement"] = placement["placement"]
-        metrics["test"]["placement_baselines"] = placement["placement_baselines"]
+        metrics["test"].update(placement)  # placement, placement_baselines[, placement_combined, placement_selection]
     if private is not None:
         metrics["evaluation_filter"] = PUBLIC_FILTER_NOTE
         if prep.private_filter_index is not None:  # transductive: the standard protocol needs private statements
@@ -303,14 +310,15 @@ def _placement(prep: Prepared, cfg: RunConfig) -> dict | None:
     (:mod:`textkg.evaluation.placement`), with its description baselines; ``None``
     unless the split is inductive and the graph has an ``is_a`` relation.
 
-    Under privacy the ontology that ``close@1`` and ``parent-of-nearest`` read is
-    the public training statements (none in ``full`` mode), since metrics.json
-    is released."""
+    Under privacy the ontology that ``close@1``, ``parent-of-nearest`` and the
+    combined scorer's vote read is the public training statements (none in
+    ``full`` mode), since metrics.json is released; the combination is tuned on
+    validation statements, which are public inputs."""
     from textkg.evaluation.placement import evaluate_placement, placement_queries
 
     if placement_queries(prep.kg, prep.split) is None:
         return None
-    # a private run's hierarchy (close@1, parent-of-nearest) is its public training statements only
+    # a private run's hierarchy (close@1, parent-of-nearest, vote) is its public training statements only
     hierarchy = None if prep.private_mask is None else prep.split.train[~prep.private_mask]
     prep.model.eval()
     with torch.no_grad():
@@ -325,7 +333,6 @@ def _description_features(prep: Prepared) -> torch.Tensor:
     if text is not None and getattr(text, "module", None) is None and hasattr(text, "text_text_features"):
         return text.text_text_features
     from encoders import cached_encode, get_encoder
-
     from textkg.training.features import default_cache_dir
 
     return cached_encode(get_encoder("bert"), entity_texts(prep.kg), cache_dir=default_cache_dir()).float()

@@ -175,3 +175,65 @@ class PrivateStep:
         for k, p in {**dense_params, **tables}.items():
             p.grad = noised[k].to(p.dtype).view_as(p)
         return len(idx)
+
+
+class OneVsAllPrivateStep:
+    """One DP-SGD step of the 1-vs-all softmax loss (exact ghost clipping).
+
+    Poisson-samples the private triples as :class:`PrivateStep` does, takes
+    the exactly clipped sum ``Σ_b min(1, C/‖g_b‖) g_b`` from
+    :func:`textkg.training.one_vs_all_clipping.clipped_gradient_sum` (no
+    per-example gradients), and noises it with
+    :meth:`privacy.dp_sgd.DPSGDStep.noise_clipped_sum`: N(0, σ²C²) on every
+    entry of every trained parameter (the keys of :func:`noise_shapes`), then
+    divided by the expected batch size. The structural-dropout mask of the
+    pool comes from ``generator`` (the step's secret per-step stream), shared
+    by every example of the step.
+
+    Args:
+        model: a model :func:`one_vs_all_clipping.trained_parameters` supports.
+        private_triples: ``(N, 3)``; every head and tail must lie in ``entity_pool``.
+        entity_pool: ``(P,)`` the candidates (public vocabulary).
+        positions: :func:`textkg.training.one_vs_all.pool_positions` of ``entity_pool``.
+        temperature: τ of the softmax.
+        mechanism, sample_rate, generator, randomness, step, noise: as for :class:`PrivateStep`.
+        gram: optional ``(P, P)`` :func:`textkg.training.one_vs_all_clipping.feature_gram` (a per-run cache).
+    """
+
+    def __init__(self, model: nn.Module, *, private_triples: torch.Tensor, entity_pool: torch.Tensor,
+                 positions: torch.Tensor, temperature: float, mechanism: DPSGDStep, sample_rate: float,
+                 generator: torch.Generator, randomness=None, step: int = 0, noise: dict | None = None,
+                 gram: torch.Tensor | None = None) -> None:
+        self.model = model
+        self.private_triples = private_triples
+        self.entity_pool = entity_pool
+        self.positions = positions
+        self.temperature = temperature
+        self.mechanism = mechanism
+        self.sample_rate = sample_rate
+        self.generator = generator
+        self.randomness = randomness
+        self.step = step
+        self.noise = noise
+        self.gram = gram
+
+    def __call__(self) -> int:
+        """Take one DP step; fills ``.grad`` of every trained parameter. Returns the realised batch size."""
+        from textkg.training.one_vs_all_clipping import clipped_gradient_sum
+
+        n = len(self.private_triples)
+        uniform = None if self.randomness is None else self.randomness.uniform(n, step=self.step)
+        idx = poisson_sample(n, sample_rate=self.sample_rate, generator=self.generator, uniform=uniform)
+        noise = self.noise
+        if noise is None and self.randomness is not None:
+            noise = self.randomness.normal(noise_shapes(self.model), step=self.step)
+        result = clipped_gradient_sum(self.model, self.private_triples[idx], entity_pool=self.entity_pool,
+                                      positions=self.positions, max_grad_norm=self.mechanism.max_grad_norm,
+                                      temperature=self.temperature, generator=self.generator, gram=self.gram)
+        names = {id(p): k for k, p in self.model.named_parameters()}
+        params = {**self.model.dense_parameters(), **self.model.tables()}
+        sums = {k: result.gradients.get(names[id(p)], torch.zeros_like(p)).detach() for k, p in params.items()}
+        noised = self.mechanism.noise_clipped_sum(sums, norms=result.norms, noise=noise)
+        for k, p in params.items():
+            p.grad = noised[k].to(p.dtype).view_as(p)
+        return len(idx)

@@ -1,0 +1,464 @@
+"""Exact per-example clipping for the 1-vs-all softmax loss, without per-example gradients.
+
+Under the 1-vs-all loss (:func:`textkg.training.one_vs_all.one_vs_all_loss`)
+every example has a gradient on every entity of the pool, so the per-example
+gradients of DP-SGD (Abadi et al. 2016, arXiv 1607.00133v2, Alg. 1) would be
+``B × P × d`` for the structural table alone, and ``B × d × t`` for the text
+projection. This module never forms them. It uses the two identities of
+ghost clipping (Li, Tramèr, Liang & Hashimoto 2022, arXiv 2110.05679v6,
+Sec. 4; Bu, Mao & Xu 2023, arXiv 2205.10683v3, Sec. 3):
+
+1. **Norms from the structure of the gradient.** Let ``U (P, d)`` be the pool's
+   entity vectors (after the fusion and the L2 normalisation), ``q_b = u_h + r``
+   the tail query and ``q'_b = u_t − r`` the head query of example b. For
+   TransE-L2, ``score = −‖q − u_j‖``, so with ``g_bj = (softmax_bj − y_bj)/τ``
+   and ``A_bj = g_bj / ‖q_b − u_j‖`` (``A'`` for the head side)::
+
+       ∂L_b/∂u_j = A_bj q_b + A'_bj q'_b − (A_bj + A'_bj) u_j + [j = h_b] γ_b + [j = t_b] γ'_b,
+       γ_b = ∂L_b/∂q_b = A_b U − (Σ_j A_bj) q_b,   γ'_b likewise,   ∂L_b/∂r_b = γ_b − γ'_b.
+
+   Through ``u_j = v_j / n_j`` the gradient w.r.t. the fused vectors ``V`` is
+   ``Φ_b = F_b G_b^T + diag(c_b) U``: a rank-4 part (``F_b (P, 4)`` =
+   ``[A_b/n, A'_b/n, e_h/n_h, e_t/n_t]``, ``G_b (d, 4) = [q_b, q'_b, γ_b, γ'_b]``)
+   plus a row scaling of the shared ``U`` (``c_b (P,)``). Every parameter's
+   part of ``‖g_b‖²`` follows from ``(F_b, G_b, c_b)`` with ``(B, P)``-sized
+   work, except the projection weight, whose gradient is ``w_x X^T Φ_b``
+   (``X (P, t)`` the frozen features)::
+
+       ‖X^T Φ_b‖² = ‖(X^T F_b) G_b^T‖² + 2 Σ_j c_bj (X X^T F_b)_j · (U G_b)_j + c_b^T ((U U^T) ⊙ (X X^T)) c_b.
+
+   The last term's ``(P, P)`` matrix is shared by the batch and built in row
+   blocks (``"gram"``: ``P²(d + t + B)/2 + 6·B·P·t`` multiply-adds, ``P²(d + B)/2 + 6·B·P·t``
+   when ``X X^T`` is cached, :func:`feature_gram`). ``"direct"``
+   instead forms ``X^T Φ_b`` for a few examples at a time (``B·P·t·d``
+   multiply-adds). ``"auto"`` takes the cheaper by that count. Memory: chunks
+   of ``_CHUNK_ELEMENTS`` plus ``c`` for the whole batch, ``(B, P)`` (the size
+   of the non-private step's score matrix), never ``B × P × d``.
+   ``benchmarks/one_vs_all_clipping.py`` measures both against the
+   non-private step.
+2. **The clipped sum from one backward.** ``Σ_b κ_b g_b`` with
+   ``κ_b = min(1, C/‖g_b‖)`` is the gradient of ``Σ_b κ_b L_b`` with the
+   ``κ_b`` held constant: one more ordinary backward of :func:`one_vs_all_loss`.
+
+Nothing is approximated; the norms are exact up to floating-point rounding
+(the clipping coefficients use Opacus's ``C / (‖g‖ + 1e-6)``).
+
+**Why per-example clipping is valid here.** Example b's loss depends on its
+own triple, the public pool and the structural-dropout mask. The mask is
+drawn ONCE per step for the pool (every example sees the same mask, as in
+:func:`one_vs_all_loss`), from the step's generator (under DP the step's
+secret stream), which is independent of the data. Adding or removing one example therefore changes no other
+example's loss or gradient, which is all the sensitivity argument of DP-SGD
+needs. :func:`clipped_gradient_sum` draws the mask once, restores the
+generator and lets :func:`one_vs_all_loss` draw the same mask again.
+
+**Sampled pools (``train.pool_size``) are not supported.** The sampled pool
+of :func:`textkg.training.one_vs_all.sample_pool` adds the batch's heads and
+tails, so example b's candidates depend on the OTHER examples of the batch.
+A private variant must give each example its own pool: ``k`` entities drawn
+independently of the data, plus its own head and tail. The norms then need
+``(B, k + 2)`` per-example candidate sets (``A_b`` lives on ``k + 2`` rows,
+``U`` becomes a per-example gather ``(B, k + 2, d)``, and for small ``k`` the
+``direct`` projection term, ``B·(k+2)·t·d``, is cheap), and the loss itself a
+per-example gather instead of one shared pool; this module does not
+implement it.
+
+Supported models: TransE with ``p = 2``, fusion ``structural``, ``text`` or
+``weighted``, pooled (frozen) text features with a linear projection, with or
+without ``normalize_entities`` (``cpu-fused``, ``cpu-best``). The norm of
+``F.normalize`` is assumed above its ``eps`` (1e-12).
+"""
+
+from __future__ import annotations
+
+import inspect
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+
+from privacy.clipping import clip_coefficients
+from textkg.errors import ConfigError
+from textkg.models.interactions import TransE
+from textkg.models.kge import KGEModel
+from textkg.training.one_vs_all import one_vs_all_loss
+
+#: elements of the largest per-chunk temporary (~16 MB of float32)
+_CHUNK_ELEMENTS = 1 << 22
+#: the parameters whose per-example gradient this module knows (``named_parameters`` names)
+_KNOWN = ("structural.weight", "relation_embeddings", "fusion.w_structural", "fusion.w_text",
+          "text.projection.weight", "text.projection.bias")
+_FUSIONS = ("structural", "text", "weighted")
+METHODS = ("auto", "gram", "direct")
+#: the chunk size of KGEModel.entity_matrix: the dropout mask is drawn in chunks of this many entities
+_ENTITY_CHUNK = inspect.signature(KGEModel.entity_matrix).parameters["batch_size"].default
+
+
+@dataclass(frozen=True)
+class ClippedSum:
+    """Result of :func:`clipped_gradient_sum`.
+
+    Attributes:
+        gradients: ``{name: (*param.shape)}`` ``Σ_b coef_b ∂L_b/∂param`` for every trained parameter.
+        norms: ``(B,)`` each example's whole-gradient L2 norm.
+        coefficients: ``(B,)`` ``min(1, C / (norm + 1e-6))``.
+    """
+
+    gradients: dict[str, torch.Tensor]
+    norms: torch.Tensor
+    coefficients: torch.Tensor
+
+
+def trained_parameters(model) -> dict[str, torch.nn.Parameter]:
+    """``{name: parameter}`` with ``requires_grad``, after checking the model is supported.
+
+    Raises:
+        ConfigError: An unsupported interaction, fusion, text module, or trained parameter.
+    """
+    inter = model.interaction
+    if type(inter) is not TransE or inter.p != 2:
+        raise ConfigError(f"exact 1-vs-all clipping supports TransE with p=2, got {inter!r}",
+                          field="model.interaction")
+    if model.fusion.name not in _FUSIONS:
+        raise ConfigError(f"exact 1-vs-all clipping supports fusions {', '.join(_FUSIONS)}, got "
+                          f"{model.fusion.name!r}", field="model.fusion")
+    if model.text is not None and (model.text.module is not None or len(model.text.keys) != 1):
+        raise ConfigError("exact 1-vs-all clipping needs frozen pooled text features (no text module)",
+                          field="model.text_module")
+    trained = {name: p for name, p in model.named_parameters() if p.requires_grad}
+    unknown = sorted(set(trained) - set(_KNOWN))
+    if unknown:
+        raise ConfigError(f"exact 1-vs-all clipping does not know the gradient of {', '.join(unknown)}",
+                          field="model")
+    return trained
+
+
+def private_refusal(config) -> str | None:
+    """Why a private run (a :class:`textkg.training.config.RunConfig`) cannot train 1-vs-all; ``None`` if it can.
+
+    Needs the DP-SGD mechanism, the whole pool (no ``pool_size``: see the
+    module docstring), the default public vocabulary (with
+    ``--public-entities`` a private statement's end may have no candidate row,
+    and refusing it mid-run would depend on private data), and a model that
+    :func:`trained_parameters` supports.
+    """
+    if config.privacy.mechanism != "dp-sgd":
+        return "needs mechanism 'dp-sgd' (the simulation clips the batch, not each example)"
+    if config.train.pool_size:
+        return "pool_size shares the batch's heads and tails between examples (per-example pools: not supported)"
+    if config.data.public_entities is not None:
+        return "needs the default public vocabulary (a private statement's end may be outside --public-entities)"
+    model = config.model
+    if model is None:
+        return "needs an explicit model configuration"
+    if model.interaction != "transe" or int(model.interaction_kwargs.get("p", 1)) != 2:
+        return f"supports TransE with p=2, got {model.interaction} {dict(model.interaction_kwargs)}"
+    if model.fusion not in _FUSIONS:
+        return f"supports fusions {', '.join(_FUSIONS)}, got {model.fusion!r}"
+    if model.text_module not in (None, "lstm-ae"):
+        return f"needs frozen pooled text features, got text_module {model.text_module!r}"
+    return None
+
+
+@dataclass(frozen=True)
+class _Pool:
+    """The step's shared pool quantities (no grad)."""
+
+    rows: torch.Tensor | None        # (P,) structural rows read (after dropout)
+    structural: torch.Tensor | None  # (P, d) weight[rows]
+    text: torch.Tensor | None        # (P, d) projected text vectors
+    features: torch.Tensor | None    # (P, t) frozen features
+    vectors: torch.Tensor            # (P, d) U, the vectors scored
+    norms: torch.Tensor              # (P,) ‖v_j‖ (ones without normalisation)
+    w_structural: float              # ∂v/∂structural (1 for fusion 'structural')
+    w_text: float                    # ∂v/∂text (1 for fusion 'text')
+
+
+def _pool(model, entity_pool: torch.Tensor, generator: torch.Generator | None) -> _Pool:
+    """Pool vectors as :meth:`KGEModel.entity_matrix` computes them, drawing the same dropout mask."""
+    rows = structural = text = features = None
+    if model.structural is not None:  # the mask is drawn chunk by chunk, as entity_matrix draws it
+        rows = torch.cat([model.structural.rows(entity_pool[i:i + _ENTITY_CHUNK], generator=generator,
+                                                training=model.training)
+                          for i in range(0, len(entity_pool), _ENTITY_CHUNK)])
+        structural = model.structural.weight[rows]
+    if model.text is not None:
+        text = model.text(entity_pool)
+        raw = getattr(model.text, f"text_{model.text.keys[0]}")
+        features = raw[entity_pool].to(model.text.projection.weight.dtype)
+    fused = model.fusion(structural, text)
+    if model.normalize_entities:
+        norms = torch.linalg.vector_norm(fused, dim=-1).clamp_min(1e-12)
+    else:
+        norms = torch.ones(fused.shape[0], dtype=fused.dtype, device=fused.device)
+    name = model.fusion.name
+    w_s = float(model.fusion.w_structural) if name == "weighted" else 1.0
+    w_x = float(model.fusion.w_text) if name == "weighted" else 1.0
+    return _Pool(rows, structural, text, features, fused / norms[:, None], norms, w_s, w_x)
+
+
+@dataclass(frozen=True)
+class _Factors:
+    """``∂L_b/∂V = a1_b q_b^T + a2_b q'_b^T + s_h e_h γ_b^T + s_t e_t γ'_b^T + diag(c_b) U`` for a chunk of b examples.
+
+    ``a1, a2, c, uq, uq_head`` are ``(b, P)`` (``uq = q U^T``); ``q, q_head, gamma, gamma_head`` are
+    ``(b, d)``; ``heads, tails`` ``(b,)`` pool positions with scales ``s_h, s_t`` ``(b,)``.
+    """
+
+    a1: torch.Tensor
+    a2: torch.Tensor
+    c: torch.Tensor
+    q: torch.Tensor
+    q_head: torch.Tensor
+    gamma: torch.Tensor
+    gamma_head: torch.Tensor
+    heads: torch.Tensor
+    tails: torch.Tensor
+    s_h: torch.Tensor
+    s_t: torch.Tensor
+    uq: torch.Tensor
+    uq_head: torch.Tensor
+
+    def columns(self) -> tuple[torch.Tensor, ...]:
+        """The rank-4 part's ``d``-side vectors, each ``(b, d)``."""
+        return self.q, self.q_head, self.gamma, self.gamma_head
+
+
+def _factors(model, pool: _Pool, heads, tails, relations, temperature: float,
+             label_smoothing: float) -> tuple[_Factors, torch.Tensor]:
+    """The chunk's :class:`_Factors` and ``∂L_b/∂r_b = γ_b − γ'_b`` ``(b, d)`` (module docstring)."""
+    u, n = pool.vectors, pool.norms
+    p_size = u.shape[0]
+    h, t = u[heads], u[tails]
+    q, q_head = h + relations, t - relations
+    sides = []
+    for query, target, scores in ((q, tails, model.interaction.score_tails(h, relations, u)),
+                                  (q_head, heads, model.interaction.score_heads(relations, t, u))):
+        y = F.one_hot(target, p_size).to(u.dtype) * (1.0 - label_smoothing) + label_smoothing / p_size
+        g = (torch.softmax(scores / temperature, dim=-1) - y) / temperature  # ∂L/∂score
+        dist = -scores
+        a = torch.where(dist > 0, g / dist.clamp_min(torch.finfo(u.dtype).tiny), torch.zeros_like(g))
+        sides.append((a, a @ u - a.sum(1, keepdim=True) * query))  # (A, γ = ∂L/∂query)
+    (a, gamma), (a_head, gamma_head) = sides
+    uq, uq_head = q @ u.T, q_head @ u.T
+    rows = torch.arange(len(heads))
+    diag = -(a + a_head)  # ∂L/∂u_j = A_j q + A'_j q' + diag_j u_j + [j = h] γ + [j = t] γ'
+    if model.normalize_entities:  # ∂L/∂v_j = (I − u_j u_j^T) ∂L/∂u_j / n_j: the part along u_j vanishes
+        u_dot = a * uq + a_head * uq_head + diag * (u * u).sum(-1)[None]  # u_j · ∂L/∂u_j
+        u_dot = u_dot.index_put((rows, heads), (h * gamma).sum(1), accumulate=True)
+        u_dot = u_dot.index_put((rows, tails), (t * gamma_head).sum(1), accumulate=True)
+        c, a1, a2 = (diag - u_dot) / n[None], a / n[None], a_head / n[None]
+        s_h, s_t = 1.0 / n[heads], 1.0 / n[tails]
+    else:
+        c, a1, a2 = diag, a, a_head
+        s_h = s_t = torch.ones(len(heads), dtype=u.dtype, device=u.device)
+    fac = _Factors(a1, a2, c, q, q_head, gamma, gamma_head, heads, tails, s_h, s_t, uq, uq_head)
+    return fac, gamma - gamma_head
+
+
+def _dot(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    return (x * y).sum(-1)
+
+
+def _inner(f: _Factors, u: torch.Tensor, z: torch.Tensor) -> torch.Tensor:
+    """``(b,)`` ``⟨Φ_b, Z⟩_F`` for a shared ``Z (P, d)``."""
+    return (_dot(f.a1 @ z, f.q) + _dot(f.a2 @ z, f.q_head) + f.s_h * _dot(z[f.heads], f.gamma)
+            + f.s_t * _dot(z[f.tails], f.gamma_head) + f.c @ _dot(u, z))
+
+
+def _row_sum(f: _Factors, u: torch.Tensor, cols: torch.Tensor | None = None) -> torch.Tensor:
+    """``(b, d)`` ``Σ_{j ∈ cols} Φ_bj`` (all pool rows when ``cols`` is ``None``)."""
+    if cols is None:
+        return (f.a1.sum(1, keepdim=True) * f.q + f.a2.sum(1, keepdim=True) * f.q_head
+                + f.s_h[:, None] * f.gamma + f.s_t[:, None] * f.gamma_head + f.c @ u)
+    member = torch.zeros(u.shape[0], dtype=torch.bool, device=u.device)
+    member[cols] = True
+    return (f.a1[:, cols].sum(1, keepdim=True) * f.q + f.a2[:, cols].sum(1, keepdim=True) * f.q_head
+            + (f.s_h * member[f.heads])[:, None] * f.gamma + (f.s_t * member[f.tails])[:, None] * f.gamma_head
+            + f.c[:, cols] @ u[cols])
+
+
+def _per_row_sq(f: _Factors, u: torch.Tensor) -> torch.Tensor:
+    """``(b, P)`` ``‖Φ_bj‖²`` of every pool row."""
+    qq, hh, qh = _dot(f.q, f.q)[:, None], _dot(f.q_head, f.q_head)[:, None], _dot(f.q, f.q_head)[:, None]
+    out = (f.a1.square() * qq + f.a2.square() * hh + f.c.square() * _dot(u, u)[None]
+           + 2 * (f.a1 * f.a2 * qh + f.a1 * f.c * f.uq + f.a2 * f.c * f.uq_head))
+    rows = torch.arange(len(f.heads))
+
+    def dense_row(j):  # (b, d): the row's vector without the γ terms
+        return f.a1[rows, j, None] * f.q + f.a2[rows, j, None] * f.q_head + f.c[rows, j, None] * u[j]
+
+    # ‖D + s_h γ + s_t γ'‖² − ‖D‖² added at the head and tail rows (both at once when head == tail)
+    at_h = 2 * f.s_h * _dot(dense_row(f.heads), f.gamma) + f.s_h.square() * _dot(f.gamma, f.gamma)
+    at_t = (2 * f.s_t * _dot(dense_row(f.tails), f.gamma_head) + f.s_t.square() * _dot(f.gamma_head, f.gamma_head)
+            + 2 * (f.heads == f.tails) * f.s_h * f.s_t * _dot(f.gamma, f.gamma_head))
+    out = out.index_put((rows, f.heads), at_h, accumulate=True)
+    return out.index_put((rows, f.tails), at_t, accumulate=True)
+
+
+def _row_sq_norms(f: _Factors, u: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
+    """``(b,)`` ``Σ_r ‖Σ_{j: rows_j = r} Φ_bj‖²``: the structural table's part (before ``w_s²``)."""
+    values, inverse, counts = torch.unique(rows, return_inverse=True, return_counts=True)
+    single = counts[inverse] == 1
+    out = (_per_row_sq(f, u) * single[None]).sum(1)
+    for k in (counts > 1).nonzero().squeeze(1).tolist():  # the unseen row (read by every dropped entity)
+        out = out + _row_sum(f, u, (inverse == k).nonzero().squeeze(1)).square().sum(1)
+    return out
+
+
+def _projection_flops(b: int, p: int, t: int, d: int, *, cached: bool = False) -> dict[str, float]:
+    """Multiply-adds of the projection weight's norms by each method (``cached``: ``X X^T`` given)."""
+    return {"direct": float(b) * p * t * d + 4.0 * b * p * d,
+            "gram": 0.5 * p * p * (d + (0 if cached else t) + b) + 6.0 * b * p * t + 2.0 * b * p * d}
+
+
+def feature_gram(model, entity_pool: torch.Tensor) -> torch.Tensor:
+    """``(P, P)`` ``X X^T`` of the pool's frozen text features, for :func:`per_example_sq_norms`.
+
+    Constant for a run (frozen features, fixed pool): a caller with ``P²``
+    floats to spare computes it once and saves ``P²·t`` multiply-adds a step.
+    """
+    raw = getattr(model.text, f"text_{model.text.keys[0]}")
+    with torch.no_grad():
+        x = raw[entity_pool].to(model.text.projection.weight.dtype)
+        return x @ x.T
+
+
+def _projection_sq_norms(f: _Factors, u: torch.Tensor, x: torch.Tensor, method: str) -> torch.Tensor:
+    """``(b,)`` ``‖X^T Φ_b‖²``; for ``gram`` without its ``(P, P)`` term (:func:`_gram_term`)."""
+    b, (p, d) = len(f.heads), u.shape
+    rows = torch.arange(b)
+    if method == "direct":
+        phi = f.a1[..., None] * f.q[:, None] + f.a2[..., None] * f.q_head[:, None] + f.c[..., None] * u[None]
+        phi = phi.index_put((rows, f.heads), f.s_h[:, None] * f.gamma, accumulate=True)
+        phi = phi.index_put((rows, f.tails), f.s_t[:, None] * f.gamma_head, accumulate=True)
+        return (x.T @ phi.transpose(0, 1).reshape(p, b * d)).square().reshape(-1, b, d).sum((0, 2))
+    xf = torch.stack([f.a1 @ x, f.a2 @ x, f.s_h[:, None] * x[f.heads], f.s_t[:, None] * x[f.tails]], -1)
+    g = torch.stack(f.columns(), -1)  # (b, d, 4)
+    first = ((xf.transpose(1, 2) @ xf) * (g.transpose(1, 2) @ g)).sum((1, 2))
+    ug = (f.uq, f.uq_head, f.gamma @ u.T, f.gamma_head @ u.T)  # (U G_b)[:, m], (b, P) each
+    second = sum(_dot((f.c * ug_m) @ x, xf[..., m]) for m, ug_m in enumerate(ug))
+    return first + 2 * second
+
+
+def _gram_term(c: torch.Tensor, u: torch.Tensor, x: torch.Tensor, gram: torch.Tensor | None) -> torch.Tensor:
+    """``(B,)`` ``c_b^T H c_b``, ``H = (U U^T) ⊙ (X X^T)`` (``gram``: ``X X^T`` if cached).
+
+    ``H`` is symmetric: only its upper block triangle is built, row block by
+    row block (``blk × (P − s)``), and the blocks right of the diagonal count twice.
+    """
+    p = u.shape[0]
+    block = max(1, _CHUNK_ELEMENTS // max(1, p))
+    out = c.new_zeros(c.shape[0])
+    for s in range(0, p, block):
+        e = min(s + block, p)
+        kx = x[s:e] @ x[s:].T if gram is None else gram[s:e, s:]
+        weighted = (c[:, s:e] @ ((u[s:e] @ u[s:].T) * kx)) * c[:, s:]  # (B, P − s)
+        out += weighted[:, :e - s].sum(1) + 2 * weighted[:, e - s:].sum(1)
+    return out
+
+
+def per_example_sq_norms(model, triples: torch.Tensor, *, entity_pool: torch.Tensor, positions: torch.Tensor,
+                         temperature: float = 1.0, label_smoothing: float = 0.0,
+                         generator: torch.Generator | None = None, method: str = "auto",
+                         gram: torch.Tensor | None = None) -> dict[str, torch.Tensor]:
+    """Each example's squared gradient norm, per trained parameter, of :func:`one_vs_all_loss`.
+
+    Args:
+        model: a supported :class:`textkg.models.KGEModel` (see the module docstring),
+            in the mode of the step (training mode applies structural dropout).
+        triples: ``(B, 3)`` positives whose ends lie in ``entity_pool``.
+        entity_pool, positions, temperature, label_smoothing: as for :func:`one_vs_all_loss`.
+        generator: the step's dropout randomness (advanced as :func:`one_vs_all_loss` advances it).
+        method: ``auto``, ``gram`` or ``direct`` for the projection weight (module docstring).
+        gram: optional :func:`feature_gram` of ``entity_pool`` (used by ``gram``).
+
+    Returns:
+        ``{name: (B,)}`` for every trained parameter; ``‖g_b‖² = Σ_name``.
+
+    Raises:
+        ConfigError: Unsupported model, unknown method, or a triple end outside the pool.
+    """
+    if method not in METHODS:
+        raise ConfigError(f"{method!r} is not one of {', '.join(METHODS)}", field="method")
+    trained = trained_parameters(model)
+    heads, tails = positions[triples[:, 0]], positions[triples[:, 2]]
+    if bool((heads < 0).any() or (tails < 0).any()):
+        raise ConfigError("1-vs-all training needs every head and tail in the entity pool (training entities)",
+                          field="train.loss")
+    with torch.no_grad():
+        pool = _pool(model, entity_pool, generator)
+        u = pool.vectors
+        n, p_size, dim = len(triples), u.shape[0], u.shape[1]
+        out = {name: u.new_zeros(n) for name in trained}
+        if n == 0:
+            return out
+        proj = "text.projection.weight" in trained
+        t_dim = 0 if pool.features is None else pool.features.shape[1]
+        if proj and method == "auto":
+            flops = _projection_flops(n, p_size, t_dim, dim, cached=gram is not None)
+            method = min(flops, key=lambda k: flops[k])
+        width = 8 + (dim + t_dim if proj and method == "direct" else 0)
+        chunk = max(1, _CHUNK_ELEMENTS // (p_size * width))
+        keep_c: list[torch.Tensor] | None = [] if proj and method == "gram" else None
+        relations = model.relation_embeddings[triples[:, 1]]
+        for s in range(0, n, chunk):
+            sl = slice(s, s + chunk)
+            f, grad_r = _factors(model, pool, heads[sl], tails[sl], relations[sl], temperature, label_smoothing)
+            if "relation_embeddings" in trained:
+                out["relation_embeddings"][sl] = grad_r.square().sum(1)
+            if "fusion.w_structural" in trained:
+                out["fusion.w_structural"][sl] = _inner(f, u, pool.structural).square()
+            if "fusion.w_text" in trained:
+                out["fusion.w_text"][sl] = _inner(f, u, pool.text).square()
+            if "structural.weight" in trained:
+                out["structural.weight"][sl] = pool.w_structural ** 2 * _row_sq_norms(f, u, pool.rows)
+            if "text.projection.bias" in trained:
+                out["text.projection.bias"][sl] = pool.w_text ** 2 * _row_sum(f, u).square().sum(1)
+            if proj:
+                out["text.projection.weight"][sl] = pool.w_text ** 2 * _projection_sq_norms(
+                    f, u, pool.features, method)
+                if keep_c is not None:
+                    keep_c.append(f.c)
+        if keep_c is not None:
+            out["text.projection.weight"] += pool.w_text ** 2 * _gram_term(torch.cat(keep_c), u, pool.features, gram)
+    return out
+
+
+def clipped_gradient_sum(model, triples: torch.Tensor, *, entity_pool: torch.Tensor, positions: torch.Tensor,
+                         max_grad_norm: float, temperature: float = 1.0, label_smoothing: float = 0.0,
+                         generator: torch.Generator | None = None, method: str = "auto",
+                         gram: torch.Tensor | None = None) -> ClippedSum:
+    """``Σ_b min(1, C/‖g_b‖) g_b`` of the 1-vs-all loss, exactly, with two passes over the batch.
+
+    The norms come from :func:`per_example_sq_norms`; the sum is the gradient
+    of ``Σ_b coef_b · L_b`` (coefficients constant) from one backward of
+    :func:`one_vs_all_loss` with the same dropout mask (the generator is
+    restored in between, and ends where one :func:`one_vs_all_loss` leaves it).
+
+    Args:
+        max_grad_norm: C > 0.
+        Others: as for :func:`per_example_sq_norms`.
+
+    Returns:
+        :class:`ClippedSum` (no noise, no averaging: the caller's mechanism adds them).
+    """
+    state = generator.get_state() if generator is not None else None
+    sq = per_example_sq_norms(model, triples, entity_pool=entity_pool, positions=positions,
+                              temperature=temperature, label_smoothing=label_smoothing,
+                              generator=generator, method=method, gram=gram)
+    norms = torch.stack(list(sq.values())).sum(0).clamp_min(0).sqrt()
+    coef = clip_coefficients(norms, max_grad_norm=max_grad_norm)
+    if generator is not None:
+        generator.set_state(state)
+    trained = trained_parameters(model)
+    with torch.enable_grad():
+        losses = one_vs_all_loss(model, triples, entity_pool=entity_pool, positions=positions,
+                                 temperature=temperature, label_smoothing=label_smoothing, generator=generator)
+        if len(triples) == 0:
+            grads = [None] * len(trained)
+        else:
+            total = (coef.detach().to(losses.dtype) * losses).sum()
+            grads = torch.autograd.grad(total, list(trained.values()), allow_unused=True)
+    out = {name: torch.zeros_like(p) if g is None else g for (name, p), g in zip(trained.items(), grads, strict=True)}
+    return ClippedSum(gradients=out, norms=norms, coefficients=coef)
