@@ -257,7 +257,7 @@ class RunConfig:
         }
 
     @classmethod
-    def from_dict(cls, d: dict, *, source: str = "config") -> "RunConfig":
+    def from_dict(cls, d: dict, *, source: str = "config") -> RunConfig:
         from textkg.models.config import ModelConfig
 
         try:

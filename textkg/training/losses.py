@@ -7,7 +7,7 @@ the DP trainer can clip per example; the ordinary trainer takes the mean.
 from __future__ import annotations
 
 import functools
-from typing import Callable
+from collections.abc import Callable
 
 import torch
 import torch.nn.functional as F

@@ -72,6 +72,7 @@ without ``normalize_entities`` (``cpu-fused``, ``cpu-best``). The norm of
 from __future__ import annotations
 
 import inspect
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import torch
@@ -172,6 +173,12 @@ class _Pool:
     norms: torch.Tensor              # (P,) ‖v_j‖ (ones without normalisation)
     w_structural: float              # ∂v/∂structural (1 for fusion 'structural')
     w_text: float                    # ∂v/∂text (1 for fusion 'text')
+
+
+def _present(x: torch.Tensor | None) -> torch.Tensor:
+    """A pool part that must exist because the parameter it feeds is trained."""
+    assert x is not None, "a trained parameter's pool part is missing"  # trained_parameters() guarantees it
+    return x
 
 
 def _pool(model, entity_pool: torch.Tensor, generator: torch.Generator | None) -> _Pool:
@@ -408,20 +415,21 @@ def per_example_sq_norms(model, triples: torch.Tensor, *, entity_pool: torch.Ten
             if "relation_embeddings" in trained:
                 out["relation_embeddings"][sl] = grad_r.square().sum(1)
             if "fusion.w_structural" in trained:
-                out["fusion.w_structural"][sl] = _inner(f, u, pool.structural).square()
+                out["fusion.w_structural"][sl] = _inner(f, u, _present(pool.structural)).square()
             if "fusion.w_text" in trained:
-                out["fusion.w_text"][sl] = _inner(f, u, pool.text).square()
+                out["fusion.w_text"][sl] = _inner(f, u, _present(pool.text)).square()
             if "structural.weight" in trained:
-                out["structural.weight"][sl] = pool.w_structural ** 2 * _row_sq_norms(f, u, pool.rows)
+                out["structural.weight"][sl] = pool.w_structural ** 2 * _row_sq_norms(f, u, _present(pool.rows))
             if "text.projection.bias" in trained:
                 out["text.projection.bias"][sl] = pool.w_text ** 2 * _row_sum(f, u).square().sum(1)
             if proj:
                 out["text.projection.weight"][sl] = pool.w_text ** 2 * _projection_sq_norms(
-                    f, u, pool.features, method)
+                    f, u, _present(pool.features), method)
                 if keep_c is not None:
                     keep_c.append(f.c)
         if keep_c is not None:
-            out["text.projection.weight"] += pool.w_text ** 2 * _gram_term(torch.cat(keep_c), u, pool.features, gram)
+            out["text.projection.weight"] += pool.w_text ** 2 * _gram_term(torch.cat(keep_c), u,
+                                                                           _present(pool.features), gram)
     return out
 
 
@@ -449,12 +457,13 @@ def clipped_gradient_sum(model, triples: torch.Tensor, *, entity_pool: torch.Ten
                               generator=generator, method=method, gram=gram)
     norms = torch.stack(list(sq.values())).sum(0).clamp_min(0).sqrt()
     coef = clip_coefficients(norms, max_grad_norm=max_grad_norm)
-    if generator is not None:
+    if generator is not None and state is not None:
         generator.set_state(state)
     trained = trained_parameters(model)
     with torch.enable_grad():
         losses = one_vs_all_loss(model, triples, entity_pool=entity_pool, positions=positions,
                                  temperature=temperature, label_smoothing=label_smoothing, generator=generator)
+        grads: Sequence[torch.Tensor | None]
         if len(triples) == 0:
             grads = [None] * len(trained)
         else:

@@ -24,7 +24,7 @@ about graphs.
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 import torch
 from torch import nn
@@ -32,13 +32,14 @@ from torch.func import functional_call, grad, vmap
 
 from privacy.dp_sgd import DPSGDStep, per_example_input_grads
 from privacy.sampling import poisson_sample
+from textkg.models import KGEModel
 from textkg.training.negatives import corrupt
 
 
 class _ScoreRows(nn.Module):
     """Wraps ``model.score_rows`` as ``forward`` so ``functional_call`` can drive it."""
 
-    def __init__(self, model: nn.Module) -> None:
+    def __init__(self, model: KGEModel) -> None:
         super().__init__()
         self.model = model
 
@@ -46,7 +47,7 @@ class _ScoreRows(nn.Module):
         return self.model.score_rows(triples, rows)
 
 
-def noise_shapes(model: nn.Module) -> dict[str, tuple[int, ...]]:
+def noise_shapes(model: KGEModel) -> dict[str, tuple[int, ...]]:
     """``{name: shape}`` of every trained parameter the mechanism noises (dense, then tables)."""
     return {**{k: tuple(p.shape) for k, p in model.dense_parameters().items()},
             **{k: tuple(t.shape) for k, t in model.tables().items()}}
@@ -75,7 +76,7 @@ class PrivateStep:
 
     def __init__(
         self,
-        model: nn.Module,
+        model: KGEModel,
         *,
         private_triples: torch.Tensor,
         entity_pool: torch.Tensor,
@@ -118,7 +119,8 @@ class PrivateStep:
         b = batch.shape[0]
         row_grads = None
         if not model.dense_parameters():
-            row_grads = per_example_input_grads(lambda rows: self.loss_fn(model.score_rows(batch, rows)), gathered)
+            row_grads = per_example_input_grads(lambda rows: self.loss_fn(model.score_rows(batch, dict(rows))),
+                                                gathered)
         if row_grads is not None:  # None: the loss was not one value per example; use vmap
             dense_out = {}
         else:
@@ -200,7 +202,7 @@ class OneVsAllPrivateStep:
         gram: optional ``(P, P)`` :func:`textkg.training.one_vs_all_clipping.feature_gram` (a per-run cache).
     """
 
-    def __init__(self, model: nn.Module, *, private_triples: torch.Tensor, entity_pool: torch.Tensor,
+    def __init__(self, model: KGEModel, *, private_triples: torch.Tensor, entity_pool: torch.Tensor,
                  positions: torch.Tensor, temperature: float, mechanism: DPSGDStep, sample_rate: float,
                  generator: torch.Generator, randomness=None, step: int = 0, noise: dict | None = None,
                  gram: torch.Tensor | None = None) -> None:

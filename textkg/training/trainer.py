@@ -10,9 +10,9 @@ from __future__ import annotations
 import math
 import os
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Callable
 
 import torch
 from tqdm.auto import tqdm
@@ -157,7 +157,7 @@ class Trainer:
             return
         total = self.config.train.epochs * (self.plan.public_steps + self.plan.private_steps)
         factor = 0.5 * (1.0 + math.cos(math.pi * min(step, total) / total))
-        for group, base in zip(self.optimizer.param_groups, self._base_lrs):
+        for group, base in zip(self.optimizer.param_groups, self._base_lrs, strict=True):
             group["lr"] = base * factor
 
     def _epoch_generator(self) -> torch.Generator:
