@@ -1,4 +1,5 @@
 """Collect a sweep directory's runs (metrics + audit) into one JSON, as benchmarks/results/privacy_sweep_*.json."""
+
 # usage: python benchmarks/collect_sweep.py SWEEP_DIR OUT.json "COMMAND"
 import json
 import sys
@@ -14,10 +15,15 @@ for r in ["none", "full-eps1", "full-eps4", "confidential-eps1", "confidential-e
     a = json.loads((d / "audit.json").read_text()) if (d / "audit.json").exists() else None
     if a is not None:
         a.pop("roc", None)
-    rows.append({"run": r, "privacy": m["privacy"],
-                 "train": {k: m["train"][k] for k in ("epochs", "steps", "seconds")},
-                 "test": {k: v for k, v in m["test"].items() if k not in ("subsets", "head", "tail")},
-                 "test_subsets_mrr": {k: v["mrr"] for k, v in m["test"]["subsets"].items()},
-                 "audit": a})
+    rows.append(
+        {
+            "run": r,
+            "privacy": m["privacy"],
+            "train": {k: m["train"][k] for k in ("epochs", "steps", "seconds")},
+            "test": {k: v for k, v in m["test"].items() if k not in ("subsets", "head", "tail")},
+            "test_subsets_mrr": {k: v["mrr"] for k, v in m["test"]["subsets"].items()},
+            "audit": a,
+        }
+    )
 out.write_text(json.dumps({"source": str(src), "command": command, "rows": rows}, indent=1) + "\n")
 print(out, len(rows))

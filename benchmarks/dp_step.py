@@ -129,8 +129,10 @@ def make_step(method: str, b: int, k: int, generator):
     import torch
     import torch.nn.functional as F
 
-    tables = {"entity": torch.randn(NUM_ENTITIES, DIM, generator=generator) * 0.1,
-              "relation": torch.randn(NUM_RELATIONS, DIM, generator=generator) * 0.1}
+    tables = {
+        "entity": torch.randn(NUM_ENTITIES, DIM, generator=generator) * 0.1,
+        "relation": torch.randn(NUM_RELATIONS, DIM, generator=generator) * 0.1,
+    }
     if method == "autograd":
         params = {n: t.clone().requires_grad_(True) for n, t in tables.items()}
 
@@ -142,6 +144,7 @@ def make_step(method: str, b: int, k: int, generator):
             with torch.no_grad():
                 for p, g in zip(params.values(), grads, strict=True):
                     p.add_(g, alpha=-LR)  # as torch.optim.SGD: in place, no temporary
+
         return step
 
     if method in ("rowsparse", "rowsparse-secret", "rowsparse-vmap"):
@@ -154,8 +157,14 @@ def make_step(method: str, b: int, k: int, generator):
             from privacy.randomness import NoisePrefetcher, SecretRandomness
 
             prefetcher = NoisePrefetcher(SecretRandomness(), {n: tuple(t.shape) for n, t in tables.items()})
-        mech = DPSGDStep(noise_multiplier=SIGMA, max_grad_norm=C, expected_batch_size=b, accountant=accountant,
-                         sample_rate=b / 272_115, generator=None if prefetcher else generator)
+        mech = DPSGDStep(
+            noise_multiplier=SIGMA,
+            max_grad_norm=C,
+            expected_batch_size=b,
+            accountant=accountant,
+            sample_rate=b / 272_115,
+            generator=None if prefetcher else generator,
+        )
 
         def step():
             noise = None if prefetcher is None else prefetcher.get(accountant.steps)
@@ -169,6 +178,7 @@ def make_step(method: str, b: int, k: int, generator):
             noised = mech({}, as_row_grads(idx, row_g), sizes, noise)
             for n, t in tables.items():
                 t.add_(noised[n], alpha=-LR)
+
         step.close = prefetcher.close if prefetcher else lambda: None
         return step
 
@@ -187,14 +197,20 @@ def make_step(method: str, b: int, k: int, generator):
                 return -F.log_softmax(scores, dim=-1)[:, 0]
 
         model = GradSampleModule(TransE())
-        optimizer = DPOptimizer(torch.optim.SGD(model.parameters(), lr=LR), noise_multiplier=SIGMA,
-                                max_grad_norm=C, expected_batch_size=b, generator=generator)
+        optimizer = DPOptimizer(
+            torch.optim.SGD(model.parameters(), lr=LR),
+            noise_multiplier=SIGMA,
+            max_grad_norm=C,
+            expected_batch_size=b,
+            generator=generator,
+        )
 
         def step():
             ent_idx, rel_idx = _batch(generator, b, k)
             optimizer.zero_grad(set_to_none=True)
             model(ent_idx, rel_idx).mean().backward()
             optimizer.step()
+
         return step
     raise ValueError(f"unknown method {method!r}")
 
@@ -216,13 +232,20 @@ def worker(method: str, b: int, k: int, steps: int, threads: int) -> dict:
         cpu_times.append(time.process_time() - c0)
         main_cpu_times.append(time.thread_time() - m0)
     getattr(step, "close", lambda: None)()
-    return {"method": method, "batch_size": b, "negatives": k, "timed_steps": steps, "threads": threads,
-            "ms_per_step_median": 1000 * statistics.median(times),
-            "ms_per_step_mean": 1000 * statistics.fmean(times),
-            "ms_per_step_min": 1000 * min(times),
-            "cpu_ms_per_step_median": 1000 * statistics.median(cpu_times),
-            "main_thread_cpu_ms_per_step_median": 1000 * statistics.median(main_cpu_times),
-            "rss_after_setup_mb": baseline, "peak_rss_mb": _rss_mb("VmHWM")}
+    return {
+        "method": method,
+        "batch_size": b,
+        "negatives": k,
+        "timed_steps": steps,
+        "threads": threads,
+        "ms_per_step_median": 1000 * statistics.median(times),
+        "ms_per_step_mean": 1000 * statistics.fmean(times),
+        "ms_per_step_min": 1000 * min(times),
+        "cpu_ms_per_step_median": 1000 * statistics.median(cpu_times),
+        "main_thread_cpu_ms_per_step_median": 1000 * statistics.median(main_cpu_times),
+        "rss_after_setup_mb": baseline,
+        "peak_rss_mb": _rss_mb("VmHWM"),
+    }
 
 
 def noise_worker(draws: int, threads: int) -> dict:
@@ -241,8 +264,10 @@ def noise_worker(draws: int, threads: int) -> dict:
     torch.set_num_threads(threads)
     shapes = {"entity": (NUM_ENTITIES, DIM), "relation": (NUM_RELATIONS, DIM)}
     randomness, generator = SecretRandomness(), torch.Generator().manual_seed(0)
-    arms = {"secret_float64": lambda t: randomness.normal(shapes, step=t),
-            "torch_float32": lambda t: [gaussian_noise(s, std=0.1, generator=generator) for s in shapes.values()]}
+    arms = {
+        "secret_float64": lambda t: randomness.normal(shapes, step=t),
+        "torch_float32": lambda t: [gaussian_noise(s, std=0.1, generator=generator) for s in shapes.values()],
+    }
     times = {name: [] for name in arms}
     for t in range(draws + 1):  # interleaved; draw 0 is a warm-up
         for name, draw in arms.items():
@@ -250,10 +275,14 @@ def noise_worker(draws: int, threads: int) -> dict:
             draw(t)
             if t:
                 times[name].append(time.perf_counter() - t0)
-    return {"method": "noise-draw", "gaussians_per_step": sum(a * d for a, d in shapes.values()), "draws": draws,
-            "threads": threads,
-            **{f"{name}_ms_median": 1000 * statistics.median(v) for name, v in times.items()},
-            **{f"{name}_ms_min": 1000 * min(v) for name, v in times.items()}}
+    return {
+        "method": "noise-draw",
+        "gaussians_per_step": sum(a * d for a, d in shapes.values()),
+        "draws": draws,
+        "threads": threads,
+        **{f"{name}_ms_median": 1000 * statistics.median(v) for name, v in times.items()},
+        **{f"{name}_ms_min": 1000 * min(v) for name, v in times.items()},
+    }
 
 
 #: DP methods compared with ``autograd`` (repeated with it, alternating)
@@ -266,22 +295,32 @@ def _ratios(results: list[dict]) -> list[dict]:
     rows = []
     for b in sorted({key[1] for key in by}):
         for method in sorted({key[0] for key in by if key[0] != "autograd"}):
-            pairs = [(by[(method, b, i)], by[("autograd", b, i)]) for (m, bb, i) in sorted(by)
-                     if m == method and bb == b and ("autograd", b, i) in by]
+            pairs = [
+                (by[(method, b, i)], by[("autograd", b, i)])
+                for (m, bb, i) in sorted(by)
+                if m == method and bb == b and ("autograd", b, i) in by
+            ]
             if not pairs:
                 continue
             time_ratios = [dp["ms_per_step_median"] / base["ms_per_step_median"] for dp, base in pairs]
             cpu_ratios = [dp["cpu_ms_per_step_median"] / base["cpu_ms_per_step_median"] for dp, base in pairs]
             rss_ratios = [dp["peak_rss_mb"] / base["peak_rss_mb"] for dp, base in pairs]
             best = min(dp["ms_per_step_min"] for dp, _ in pairs) / min(base["ms_per_step_min"] for _, base in pairs)
-            rows.append({"method": method, "batch_size": b,
-                         "time_ratio": statistics.median(time_ratios),
-                         "best_time_ratio": best,
-                         "cpu_time_ratio": statistics.median(cpu_ratios),
-                         "peak_rss_ratio": statistics.median(rss_ratios),
-                         "time_ratio_per_repeat": time_ratios, "cpu_time_ratio_per_repeat": cpu_ratios,
-                         "peak_rss_ratio_per_repeat": rss_ratios,
-                         "time_target": 1.5, "memory_target": 2.0})
+            rows.append(
+                {
+                    "method": method,
+                    "batch_size": b,
+                    "time_ratio": statistics.median(time_ratios),
+                    "best_time_ratio": best,
+                    "cpu_time_ratio": statistics.median(cpu_ratios),
+                    "peak_rss_ratio": statistics.median(rss_ratios),
+                    "time_ratio_per_repeat": time_ratios,
+                    "cpu_time_ratio_per_repeat": cpu_ratios,
+                    "peak_rss_ratio_per_repeat": rss_ratios,
+                    "time_target": 1.5,
+                    "memory_target": 2.0,
+                }
+            )
     return rows
 
 
@@ -296,9 +335,17 @@ def _time_accounting(steps: int = 100_000, repeats: int = 5) -> dict:
         acc.step(SampledGaussianEvent(sample_rate=512 / 272_115, noise_multiplier=1.0, steps=steps))
         eps, alpha = acc.get_privacy_spent(delta=1e-5)
         times.append(time.perf_counter() - start)
-    return {"steps": steps, "sample_rate": 512 / 272_115, "noise_multiplier": 1.0, "delta": 1e-5,
-            "epsilon": eps, "alpha": alpha, "num_orders": len(acc.orders),
-            "ms_median": 1000 * statistics.median(times), "target_ms": 50}
+    return {
+        "steps": steps,
+        "sample_rate": 512 / 272_115,
+        "noise_multiplier": 1.0,
+        "delta": 1e-5,
+        "epsilon": eps,
+        "alpha": alpha,
+        "num_orders": len(acc.orders),
+        "ms_median": 1000 * statistics.median(times),
+        "target_ms": 50,
+    }
 
 
 def _loadavg() -> str | None:
@@ -316,17 +363,22 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--steps", type=int, default=10)
     parser.add_argument("--opacus-steps", type=int, default=5)
     parser.add_argument("--methods", default="autograd,rowsparse,rowsparse-secret,opacus")
-    parser.add_argument("--opacus-max-batch", type=int, default=256,
-                        help="skip opacus above this batch size (its per-example tables are B*V*d floats)")
+    parser.add_argument(
+        "--opacus-max-batch",
+        type=int,
+        default=256,
+        help="skip opacus above this batch size (its per-example tables are B*V*d floats)",
+    )
     parser.add_argument("--threads", type=int, default=1, help="torch threads per worker (both arms)")
-    parser.add_argument("--repeats", type=int, default=1,
-                        help="run autograd/rowsparse this many times per B, alternating (opacus once)")
+    parser.add_argument(
+        "--repeats", type=int, default=1, help="run autograd/rowsparse this many times per B, alternating (opacus once)"
+    )
     parser.add_argument("--timeout", type=float, default=900.0, help="seconds per (method, B) subprocess")
-    parser.add_argument("--noise-draws", type=int, default=10,
-                        help="time this many noise draws alone per repeat (0: skip)")
+    parser.add_argument(
+        "--noise-draws", type=int, default=10, help="time this many noise draws alone per repeat (0: skip)"
+    )
     parser.add_argument("--noise-worker", nargs=2, metavar=("DRAWS", "THREADS"), help=argparse.SUPPRESS)
-    parser.add_argument("--worker", nargs=5, metavar=("METHOD", "B", "K", "STEPS", "THREADS"),
-                        help=argparse.SUPPRESS)
+    parser.add_argument("--worker", nargs=5, metavar=("METHOD", "B", "K", "STEPS", "THREADS"), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.worker:
         method, b, k, steps, threads = args.worker
@@ -341,19 +393,27 @@ def main(argv: list[str] | None = None) -> int:
 
     results = []
     load_before = _loadavg()
-    runs = [(b, method, rep) for b in (int(x) for x in args.batch_sizes.split(","))
-            for rep in range(args.repeats) for method in args.methods.split(",")
-            if rep == 0 or method in REPEATED]
+    runs = [
+        (b, method, rep)
+        for b in (int(x) for x in args.batch_sizes.split(","))
+        for rep in range(args.repeats)
+        for method in args.methods.split(",")
+        if rep == 0 or method in REPEATED
+    ]
     runs += [(0, "noise-draw", rep) for rep in range(args.repeats if args.noise_draws else 0)]
     for b, method, rep in runs:
         if method == "opacus" and b > args.opacus_max_batch:
-            results.append({"method": method, "batch_size": b,
-                            "skipped": f"B > --opacus-max-batch {args.opacus_max_batch} "
-                                       f"(dense per-example grads: {b * NUM_ENTITIES * DIM * 4 / 2**30:.1f} GiB)"})
+            results.append(
+                {
+                    "method": method,
+                    "batch_size": b,
+                    "skipped": f"B > --opacus-max-batch {args.opacus_max_batch} "
+                    f"(dense per-example grads: {b * NUM_ENTITIES * DIM * 4 / 2**30:.1f} GiB)",
+                }
+            )
             continue
         steps = args.opacus_steps if method == "opacus" else args.steps
-        cmd = [sys.executable, __file__, "--worker", method, str(b), str(args.negatives), str(steps),
-               str(args.threads)]
+        cmd = [sys.executable, __file__, "--worker", method, str(b), str(args.negatives), str(steps), str(args.threads)]
         if method == "noise-draw":
             cmd = [sys.executable, __file__, "--noise-worker", str(args.noise_draws), str(args.threads)]
         print(f"{method:16s} B={b:<4d} #{rep} …", end=" ", flush=True, file=sys.stderr)
@@ -366,33 +426,53 @@ def main(argv: list[str] | None = None) -> int:
             continue
         if proc.returncode != 0:
             tail = (proc.stderr or "").strip().splitlines()[-3:]
-            results.append({"method": method, "batch_size": b,
-                            "error": f"exit {proc.returncode}: {' | '.join(tail)}"})
+            results.append({"method": method, "batch_size": b, "error": f"exit {proc.returncode}: {' | '.join(tail)}"})
             print(f"failed ({proc.returncode})", file=sys.stderr)
             continue
-        row = {**json.loads(proc.stdout.strip().splitlines()[-1]), "repeat": rep,
-               "loadavg_before": load, "loadavg_after": _loadavg()}
+        row = {
+            **json.loads(proc.stdout.strip().splitlines()[-1]),
+            "repeat": rep,
+            "loadavg_before": load,
+            "loadavg_after": _loadavg(),
+        }
         results.append(row)
         if method == "noise-draw":
-            print(f"secret {row['secret_float64_ms_median']:.1f} ms, torch {row['torch_float32_ms_median']:.1f} ms",
-                  file=sys.stderr)
+            print(
+                f"secret {row['secret_float64_ms_median']:.1f} ms, torch {row['torch_float32_ms_median']:.1f} ms",
+                file=sys.stderr,
+            )
         else:
             print(f"{row['ms_per_step_median']:.1f} ms/step, peak {row['peak_rss_mb']:.0f} MiB", file=sys.stderr)
     noise = [r for r in results if r.get("method") == "noise-draw" and "repeat" in r]
     out = {
         "ratios": _ratios(results),
-        "noise_draw_ms_median": {arm: statistics.median(r[f"{arm}_ms_median"] for r in noise)
-                                 for arm in ("secret_float64", "torch_float32")} if noise else None,
+        "noise_draw_ms_median": {
+            arm: statistics.median(r[f"{arm}_ms_median"] for r in noise) for arm in ("secret_float64", "torch_float32")
+        }
+        if noise
+        else None,
         "accounting": _time_accounting(),
-        "setting": {"num_entities": NUM_ENTITIES, "num_relations": NUM_RELATIONS, "dim": DIM,
-                    "negatives": args.negatives, "noise_multiplier": SIGMA, "max_grad_norm": C,
-                    "score": "TransE -||h + r - t||_2, cross-entropy over 1 + k"},
-        "machine": {"python": platform.python_version(), "torch": torch.__version__,
-                    "cpus": psutil.cpu_count(), "torch_threads": args.threads, "repeats": args.repeats,
-                    "timed_steps": args.steps,
-                    "loadavg_before": load_before, "loadavg_after": _loadavg(),
-                    "memory_gb": round(psutil.virtual_memory().total / 2 ** 30, 1),
-                    "platform": platform.platform()},
+        "setting": {
+            "num_entities": NUM_ENTITIES,
+            "num_relations": NUM_RELATIONS,
+            "dim": DIM,
+            "negatives": args.negatives,
+            "noise_multiplier": SIGMA,
+            "max_grad_norm": C,
+            "score": "TransE -||h + r - t||_2, cross-entropy over 1 + k",
+        },
+        "machine": {
+            "python": platform.python_version(),
+            "torch": torch.__version__,
+            "cpus": psutil.cpu_count(),
+            "torch_threads": args.threads,
+            "repeats": args.repeats,
+            "timed_steps": args.steps,
+            "loadavg_before": load_before,
+            "loadavg_after": _loadavg(),
+            "memory_gb": round(psutil.virtual_memory().total / 2**30, 1),
+            "platform": platform.platform(),
+        },
         "results": results,
     }
     path = Path(args.out)

@@ -81,8 +81,15 @@ def charlm_curve(loss_txt: Path) -> list[dict]:
         m = _SPLIT_LINE.search(line)
         if m:
             elapsed += float(m.group(4))
-            curve.append({"epoch": int(m.group(3)), "split": int(m.group(1)), "elapsed_s": round(elapsed, 1),
-                          "valid_ppl": round(float(m.group(6)), 4), "lr": float(m.group(7))})
+            curve.append(
+                {
+                    "epoch": int(m.group(3)),
+                    "split": int(m.group(1)),
+                    "elapsed_s": round(elapsed, 1),
+                    "valid_ppl": round(float(m.group(6)), 4),
+                    "lr": float(m.group(7)),
+                }
+            )
     return curve
 
 
@@ -101,13 +108,38 @@ def worker_charlm(direction: str, texts: list[str], args: argparse.Namespace) ->
     from encoders.charlm import read_char_lm_metrics, train_char_lm
 
     out_dir = args._workdir / f"charlm-{direction}"
-    path = train_char_lm(texts, direction=direction, out_dir=out_dir, hidden_size=args.charlm_hidden_size,
-                         epochs=args.charlm_epochs, max_seconds=args.charlm_seconds, seed=0)
+    path = train_char_lm(
+        texts,
+        direction=direction,
+        out_dir=out_dir,
+        hidden_size=args.charlm_hidden_size,
+        epochs=args.charlm_epochs,
+        max_seconds=args.charlm_seconds,
+        seed=0,
+    )
     m = read_char_lm_metrics(path)
-    keep = ("seconds", "max_seconds", "hidden_size", "nlayers", "mini_batch_size", "sequence_length",
-            "valid_perplexity", "test_perplexity", "stopped_at_deadline", "kept_final_model", "chars")
-    return {"direction": direction, "model": str(path), **info, "import_seconds": round(import_s, 2),
-            **{k: m.get(k) for k in keep}, "curve": charlm_curve(out_dir / "loss.txt"), "peak_rss_mb": peak_rss_mb()}
+    keep = (
+        "seconds",
+        "max_seconds",
+        "hidden_size",
+        "nlayers",
+        "mini_batch_size",
+        "sequence_length",
+        "valid_perplexity",
+        "test_perplexity",
+        "stopped_at_deadline",
+        "kept_final_model",
+        "chars",
+    )
+    return {
+        "direction": direction,
+        "model": str(path),
+        **info,
+        "import_seconds": round(import_s, 2),
+        **{k: m.get(k) for k in keep},
+        "curve": charlm_curve(out_dir / "loss.txt"),
+        "peak_rss_mb": peak_rss_mb(),
+    }
 
 
 def worker_encode(name: str, phase: str, texts: list[str], args: argparse.Namespace) -> dict:
@@ -133,8 +165,13 @@ def worker_encode(name: str, phase: str, texts: list[str], args: argparse.Namesp
         read_s = time.perf_counter() - start
         assert torch.equal(rows, again)
         np.save(rows_file, rows.numpy())
-        result.update(dim=encoder.dim, identity=encoder.identity, encode_seconds=round(first_s, 2),
-                      cold_seconds=round(load_s + first_s, 2), cached_read_seconds=round(read_s, 3))
+        result.update(
+            dim=encoder.dim,
+            identity=encoder.identity,
+            encode_seconds=round(first_s, 2),
+            cold_seconds=round(load_s + first_s, 2),
+            cached_read_seconds=round(read_s, 3),
+        )
     else:
         assert torch.equal(rows, torch.from_numpy(np.load(rows_file))), "cached rows differ from the cold ones"
         result.update(read_seconds=round(first_s, 3), cached_reload_seconds=round(load_s + first_s, 2))
@@ -146,12 +183,17 @@ def run_worker(cmd_args: list[str], out: Path, env: dict) -> dict:
     """Run one worker process; its JSON result plus wall time and load averages (or the error)."""
     before = loadavg()
     start = time.perf_counter()
-    proc = subprocess.run([sys.executable, __file__, "--out", str(out), *cmd_args], env=env,
-                          capture_output=True, text=True)
+    proc = subprocess.run(
+        [sys.executable, __file__, "--out", str(out), *cmd_args], env=env, capture_output=True, text=True
+    )
     wall = round(time.perf_counter() - start, 1)
     if proc.returncode != 0:
-        return {"error": proc.stderr[-3000:], "wall_seconds": wall, "loadavg_before": before,
-                "loadavg_after": loadavg()}
+        return {
+            "error": proc.stderr[-3000:],
+            "wall_seconds": wall,
+            "loadavg_before": before,
+            "loadavg_after": loadavg(),
+        }
     result = json.loads(out.read_text(encoding="utf-8"))
     result.update(wall_seconds=wall, loadavg_before=before, loadavg_after=loadavg())
     return result
@@ -164,8 +206,12 @@ def summarize(name: str, n: int, cold: dict, cached: dict | None) -> dict:
         row["error"] = cold["error"]
         return row
     row.update(
-        dim=cold["dim"], identity=cold["identity"], torch_threads=cold["torch_threads"],
-        cold_seconds=cold["cold_seconds"], load_seconds=cold["load_seconds"], encode_seconds=cold["encode_seconds"],
+        dim=cold["dim"],
+        identity=cold["identity"],
+        torch_threads=cold["torch_threads"],
+        cold_seconds=cold["cold_seconds"],
+        load_seconds=cold["load_seconds"],
+        encode_seconds=cold["encode_seconds"],
         texts_per_s=round(n / cold["encode_seconds"], 1),
         texts_per_s_incl_load=round(n / cold["cold_seconds"], 1),
         cached_read_seconds=cold["cached_read_seconds"],
@@ -199,7 +245,7 @@ def main(argv: list[str] | None = None) -> int:
     if args._worker:
         texts = args._texts.read_text(encoding="utf-8").split("\n")
         if args._worker.startswith("charlm-"):
-            result = worker_charlm(args._worker[len("charlm-"):], texts, args)
+            result = worker_charlm(args._worker[len("charlm-") :], texts, args)
         else:
             result = worker_encode(args._worker, args._phase, texts, args)
         args.out.write_text(json.dumps(result, indent=2), encoding="utf-8")
@@ -208,11 +254,18 @@ def main(argv: list[str] | None = None) -> int:
     texts = load_texts(args.texts_from, args.limit)
     names = [n.strip() for n in args.encoders.split(",") if n.strip()]
     summary: dict = {
-        "texts_from": args.texts_from, "n_texts": len(texts), "n_unique_texts": len(set(texts)),
-        "threads": args.threads, "batch_size": args.batch_size, "cpu_count": os.cpu_count(),
-        "charlm_seconds": args.charlm_seconds, "charlm_hidden_size": args.charlm_hidden_size,
-        "python": platform.python_version(), "started": time.strftime("%Y-%m-%d %H:%M:%S"),
-        "loadavg_start": loadavg(), "command": " ".join([Path(sys.argv[0]).as_posix(), *sys.argv[1:]]),
+        "texts_from": args.texts_from,
+        "n_texts": len(texts),
+        "n_unique_texts": len(set(texts)),
+        "threads": args.threads,
+        "batch_size": args.batch_size,
+        "cpu_count": os.cpu_count(),
+        "charlm_seconds": args.charlm_seconds,
+        "charlm_hidden_size": args.charlm_hidden_size,
+        "python": platform.python_version(),
+        "started": time.strftime("%Y-%m-%d %H:%M:%S"),
+        "loadavg_start": loadavg(),
+        "command": " ".join([Path(sys.argv[0]).as_posix(), *sys.argv[1:]]),
         "results": [],
     }
     t0 = time.perf_counter()
@@ -221,13 +274,30 @@ def main(argv: list[str] | None = None) -> int:
         texts_file = tmp_path / "texts.txt"
         texts_file.write_text("\n".join(texts), encoding="utf-8")
         threads = str(args.threads)
-        env = {**os.environ, "OMP_NUM_THREADS": threads, "MKL_NUM_THREADS": threads,
-               "TOKENIZERS_PARALLELISM": "false", "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
-               "FLAIR_CACHE_ROOT": os.environ.get("FLAIR_CACHE_ROOT", str(tmp_path / "flair")),
-               "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
-        common = ["--_texts", str(texts_file), "--threads", threads, "--batch-size", str(args.batch_size),
-                  "--charlm-seconds", str(args.charlm_seconds), "--charlm-hidden-size", str(args.charlm_hidden_size),
-                  "--charlm-epochs", str(args.charlm_epochs)]
+        env = {
+            **os.environ,
+            "OMP_NUM_THREADS": threads,
+            "MKL_NUM_THREADS": threads,
+            "TOKENIZERS_PARALLELISM": "false",
+            "HF_HUB_OFFLINE": "1",
+            "TRANSFORMERS_OFFLINE": "1",
+            "FLAIR_CACHE_ROOT": os.environ.get("FLAIR_CACHE_ROOT", str(tmp_path / "flair")),
+            "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""),
+        }
+        common = [
+            "--_texts",
+            str(texts_file),
+            "--threads",
+            threads,
+            "--batch-size",
+            str(args.batch_size),
+            "--charlm-seconds",
+            str(args.charlm_seconds),
+            "--charlm-hidden-size",
+            str(args.charlm_hidden_size),
+            "--charlm-epochs",
+            str(args.charlm_epochs),
+        ]
         for name in names:
             workdir = tmp_path / name
             workdir.mkdir()
@@ -236,11 +306,16 @@ def main(argv: list[str] | None = None) -> int:
             charlm: dict = {}
             if name == "flair":
                 for direction in ("forward", "backward"):
-                    res = run_worker([*base, "--_worker", f"charlm-{direction}"],
-                                     workdir / f"charlm-{direction}.json", env)
+                    res = run_worker(
+                        [*base, "--_worker", f"charlm-{direction}"], workdir / f"charlm-{direction}.json", env
+                    )
                     charlm[direction] = res
-                    print(json.dumps({"encoder": name, "charlm": direction,
-                                      **{k: v for k, v in res.items() if k != "curve"}}), flush=True)
+                    print(
+                        json.dumps(
+                            {"encoder": name, "charlm": direction, **{k: v for k, v in res.items() if k != "curve"}}
+                        ),
+                        flush=True,
+                    )
                     if "error" not in res:
                         kwargs[f"{direction}_model"] = res.pop("model")
             if name == "flair" and len(kwargs) < 2:
@@ -250,8 +325,9 @@ def main(argv: list[str] | None = None) -> int:
                 cold = run_worker([*base, "--_worker", name, "--_phase", "cold", *extra], workdir / "cold.json", env)
                 cached = None
                 if "error" not in cold:
-                    cached = run_worker([*base, "--_worker", name, "--_phase", "cached", *extra],
-                                        workdir / "cached.json", env)
+                    cached = run_worker(
+                        [*base, "--_worker", name, "--_phase", "cached", *extra], workdir / "cached.json", env
+                    )
                 row = summarize(name, len(texts), cold, cached)
             if charlm:
                 row["charlm"] = charlm

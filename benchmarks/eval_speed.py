@@ -98,7 +98,7 @@ class TransEL1(_Timed):
     def _l1(self, queries, cands):
         out = torch.empty(len(queries), len(cands))
         for j in range(0, len(cands), self.block):
-            out[:, j:j + self.block] = torch.cdist(queries, cands[j:j + self.block], p=1)
+            out[:, j : j + self.block] = torch.cdist(queries, cands[j : j + self.block], p=1)
         return out.neg_()
 
     def _tails(self, h, r, cands):
@@ -140,16 +140,26 @@ SCORERS = {"distmult": DistMult, "transe-l1": TransEL1, "transe-l1-compiled": Tr
 
 
 def _random_triples(n: int, num_entities: int, num_relations: int, g: torch.Generator) -> torch.Tensor:
-    return torch.stack([torch.randint(0, num_entities, (n,), generator=g),
-                        torch.randint(0, num_relations, (n,), generator=g),
-                        torch.randint(0, num_entities, (n,), generator=g)], 1)
+    return torch.stack(
+        [
+            torch.randint(0, num_entities, (n,), generator=g),
+            torch.randint(0, num_relations, (n,), generator=g),
+            torch.randint(0, num_entities, (n,), generator=g),
+        ],
+        1,
+    )
 
 
 def synthetic(args, g: torch.Generator) -> dict:
     test = _random_triples(args.num_triples, args.num_entities, args.num_relations, g)
     extra = _random_triples(max(args.num_filter - len(test), 0), args.num_entities, args.num_relations, g)
-    return {"source": "synthetic", "test": test, "filter": torch.cat([test, extra]),
-            "num_entities": args.num_entities, "num_relations": args.num_relations}
+    return {
+        "source": "synthetic",
+        "test": test,
+        "filter": torch.cat([test, extra]),
+        "num_entities": args.num_entities,
+        "num_relations": args.num_relations,
+    }
 
 
 def from_directory(args) -> dict:
@@ -161,14 +171,19 @@ def from_directory(args) -> dict:
     test = kg.triples[name]
     if args.num_triples < len(test):
         test = test[: args.num_triples]
-    return {"source": f"{args.data} ({name})", "test": test, "filter": kg.all_triples(),
-            "num_entities": kg.num_entities, "num_relations": kg.num_relations}
+    return {
+        "source": f"{args.data} ({name})",
+        "test": test,
+        "filter": kg.all_triples(),
+        "num_entities": kg.num_entities,
+        "num_relations": kg.num_relations,
+    }
 
 
 def run_scorer(name: str, data: dict, args, g: torch.Generator) -> dict:
     dim = args.dim
-    entities = torch.randn(data["num_entities"], dim, generator=g) / dim ** 0.5
-    relations = torch.randn(data["num_relations"], dim, generator=g) / dim ** 0.5
+    entities = torch.randn(data["num_entities"], dim, generator=g) / dim**0.5
+    relations = torch.randn(data["num_relations"], dim, generator=g) / dim**0.5
     scorer = SCORERS[name](entities, relations)
     scorer.batch_size = args.batch_size
     kwargs = dict(filter_index=data["index"], num_entities=data["num_entities"], batch_size=args.batch_size)
@@ -196,11 +211,16 @@ def run_scorer(name: str, data: dict, args, g: torch.Generator) -> dict:
 
 
 def machine_info() -> dict:
-    return {"torch": torch.__version__, "torch_threads": torch.get_num_threads(),
-            "torch_interop_threads": torch.get_num_interop_threads(), "cpu_count": os.cpu_count(),
-            "affinity_cpus": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None,
-            "platform": platform.platform(), "processor": platform.processor() or platform.machine(),
-            "python": platform.python_version()}
+    return {
+        "torch": torch.__version__,
+        "torch_threads": torch.get_num_threads(),
+        "torch_interop_threads": torch.get_num_interop_threads(),
+        "cpu_count": os.cpu_count(),
+        "affinity_cpus": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None,
+        "platform": platform.platform(),
+        "processor": platform.processor() or platform.machine(),
+        "python": platform.python_version(),
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -241,9 +261,16 @@ def main(argv: list[str] | None = None) -> int:
     summary = {
         "benchmark": "eval_speed",
         "machine": machine_info(),
-        "data": {"source": data["source"], "num_triples": len(data["test"]), "directions": ["head", "tail"],
-                 "num_candidates": data["num_entities"], "num_relations": data["num_relations"],
-                 "num_filter_triples": data["index"].num_triples, "dim": args.dim, "batch_size": args.batch_size},
+        "data": {
+            "source": data["source"],
+            "num_triples": len(data["test"]),
+            "directions": ["head", "tail"],
+            "num_candidates": data["num_entities"],
+            "num_relations": data["num_relations"],
+            "num_filter_triples": data["index"].num_triples,
+            "dim": args.dim,
+            "batch_size": args.batch_size,
+        },
         "filter_index_seconds": round(index_seconds, 3),
         "total_seconds": round(sum(r.get("seconds", 0.0) for r in results), 2),
         "results": results,

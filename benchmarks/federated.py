@@ -56,17 +56,34 @@ def _central_privacy(dataset: str, partition: str, clients, seed: int) -> list[s
     private_rel = set(train[~shared][:, 1].tolist())
     if private_rel & set(train[shared][:, 1].tolist()):
         raise SystemExit("the partition shares part of a relation; no centralized confidential baseline matches it")
-    return ["--privacy", "confidential", "--confidential-relations",
-            ",".join(kg.relations[r] for r in sorted(private_rel))]
+    return [
+        "--privacy",
+        "confidential",
+        "--confidential-relations",
+        ",".join(kg.relations[r] for r in sorted(private_rel)),
+    ]
 
 
 def _cfg(args, privacy: dict):
     from textkg.cli.config_loading import build_run_config
     from textkg.cli.main import build_parser
 
-    argv = ["train", "--dataset", args.dataset, "--split", "inductive", "--model", args.model,
-            "--epochs", str(args.rounds * args.local_epochs), "--batch-size", str(args.batch_size),
-            "--seed", str(args.seed), "--no-progress"]
+    argv = [
+        "train",
+        "--dataset",
+        args.dataset,
+        "--split",
+        "inductive",
+        "--model",
+        args.model,
+        "--epochs",
+        str(args.rounds * args.local_epochs),
+        "--batch-size",
+        str(args.batch_size),
+        "--seed",
+        str(args.seed),
+        "--no-progress",
+    ]
     if privacy:
         argv += [*privacy["flags"], "--target-epsilon", str(privacy["target_epsilon"])]
     return build_run_config(build_parser().parse_args(argv))
@@ -76,8 +93,11 @@ def _test(metrics: dict) -> dict:
     """Headline test metrics, plus the MRR of each relation's statements: the shared ontology's
     (``is_a``) and the holders' own (``has_phenotype``, ...), which federation is for."""
     out = {k: metrics[k] for k in ("mrr", "hits@1", "hits@3", "hits@10", "num_triples") if k in metrics}
-    out["relation_mrr"] = {name.split(":", 1)[1]: sub["mrr"] for name, sub in metrics.get("subsets", {}).items()
-                           if name.startswith("relation:")}
+    out["relation_mrr"] = {
+        name.split(":", 1)[1]: sub["mrr"]
+        for name, sub in metrics.get("subsets", {}).items()
+        if name.startswith("relation:")
+    }
     return out
 
 
@@ -93,8 +113,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--aggregations", default="row,fedavg", help="comma-separated server aggregations")
     p.add_argument("--target-epsilons", default="4", help="comma-separated; empty: non-private only")
-    p.add_argument("--client-epsilons", default="",
-                   help="comma-separated: also run client-level DP-FedAvg at each epsilon (one row each)")
+    p.add_argument(
+        "--client-epsilons",
+        default="",
+        help="comma-separated: also run client-level DP-FedAvg at each epsilon (one row each)",
+    )
     p.add_argument("--client-clip", type=float, default=1.0)
     p.add_argument("--only-client-dp", action="store_true", help="run only the client-level DP rows")
     p.add_argument("--out", default="benchmarks/results/federated_hpo_small.json")
@@ -111,65 +134,124 @@ def main(argv: list[str] | None = None) -> int:
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         for eps in [float(e) for e in args.client_epsilons.split(",") if e]:
-            fed = FederatedConfig(partition=args.partition, clients=args.clients, rounds=args.rounds,
-                                  local_epochs=args.local_epochs, aggregation="fedavg", client_target_epsilon=eps,
-                                  client_clip=args.client_clip)
+            fed = FederatedConfig(
+                partition=args.partition,
+                clients=args.clients,
+                rounds=args.rounds,
+                local_epochs=args.local_epochs,
+                aggregation="fedavg",
+                client_target_epsilon=eps,
+                client_clip=args.client_clip,
+            )
             t0 = time.perf_counter()
             m = federate(_cfg(args, {}), fed, Path(tmp) / f"client-dp-{len(rows)}", progress=False)
-            rows.append({"privacy": f"client-level eps={eps:g}", "method": "federated:dp-fedavg",
-                         "test": _test(m["test"]), "epsilon": m["privacy"]["epsilon"],
-                         "noise_multiplier": m["privacy"]["noise_multiplier"], "clip": args.client_clip,
-                         "num_clients": m["privacy"]["num_clients"], "seconds": time.perf_counter() - t0})
+            rows.append(
+                {
+                    "privacy": f"client-level eps={eps:g}",
+                    "method": "federated:dp-fedavg",
+                    "test": _test(m["test"]),
+                    "epsilon": m["privacy"]["epsilon"],
+                    "noise_multiplier": m["privacy"]["noise_multiplier"],
+                    "clip": args.client_clip,
+                    "num_clients": m["privacy"]["num_clients"],
+                    "seconds": time.perf_counter() - t0,
+                }
+            )
             print(json.dumps(rows[-1]), file=sys.stderr)
-        for privacy in ([] if args.only_client_dp else settings):
+        for privacy in [] if args.only_client_dp else settings:
             label = "none" if not privacy else f"record-level eps={privacy['target_epsilon']:g}"
             cfg = _cfg(args, privacy)
             t0 = time.perf_counter()
             m = run(cfg, Path(tmp) / f"central-{len(rows)}", progress=False)
-            rows.append({"privacy": label, "method": "centralized", "test": _test(m["test"]),
-                         "privacy_flags": privacy.get("flags"),
-                         "epsilon": None if m["privacy"] is None else m["privacy"]["epsilon"],
-                         "seconds": time.perf_counter() - t0})
+            rows.append(
+                {
+                    "privacy": label,
+                    "method": "centralized",
+                    "test": _test(m["test"]),
+                    "privacy_flags": privacy.get("flags"),
+                    "epsilon": None if m["privacy"] is None else m["privacy"]["epsilon"],
+                    "seconds": time.perf_counter() - t0,
+                }
+            )
             print(json.dumps(rows[-1]), file=sys.stderr)
             fed_cfg = cfg if not privacy else _cfg(args, {**privacy, "flags": ["--privacy", "full"]})
             for aggregation in args.aggregations.split(","):
-                fed = FederatedConfig(partition=args.partition, clients=args.clients, rounds=args.rounds,
-                                      local_epochs=args.local_epochs, aggregation=aggregation)
+                fed = FederatedConfig(
+                    partition=args.partition,
+                    clients=args.clients,
+                    rounds=args.rounds,
+                    local_epochs=args.local_epochs,
+                    aggregation=aggregation,
+                )
                 t0 = time.perf_counter()
                 m = federate(fed_cfg, fed, Path(tmp) / f"fed-{len(rows)}", progress=False)
-                rows.append({"privacy": label, "method": f"federated:{aggregation}", "test": _test(m["test"]),
-                             "epsilon": None if m["privacy"] is None else m["privacy"]["epsilon"],
-                             "clients": [{"name": c["name"], "num_statements": c["num_statements"],
-                                          "epsilon": None if c["privacy"] is None else c["privacy"]["epsilon"],
-                                          "delta": None if c["privacy"] is None else c["privacy"]["delta"]}
-                                         for c in m["clients"]],
-                             "sizes": m["federated"]["sizes"], "seconds": time.perf_counter() - t0})
+                rows.append(
+                    {
+                        "privacy": label,
+                        "method": f"federated:{aggregation}",
+                        "test": _test(m["test"]),
+                        "epsilon": None if m["privacy"] is None else m["privacy"]["epsilon"],
+                        "clients": [
+                            {
+                                "name": c["name"],
+                                "num_statements": c["num_statements"],
+                                "epsilon": None if c["privacy"] is None else c["privacy"]["epsilon"],
+                                "delta": None if c["privacy"] is None else c["privacy"]["delta"],
+                            }
+                            for c in m["clients"]
+                        ],
+                        "sizes": m["federated"]["sizes"],
+                        "seconds": time.perf_counter() - t0,
+                    }
+                )
                 print(json.dumps(rows[-1]), file=sys.stderr)
             cfg = fed_cfg  # holders alone: the same privacy as in the federation
             prep = prepare(cfg)
-            part = make_partition(prep.kg, prep.split.train, args.partition, num_clients=args.clients,
-                                  seed=cfg.train.seed)
+            part = make_partition(
+                prep.kg, prep.split.train, args.partition, num_clients=args.clients, seed=cfg.train.seed
+            )
             shared = prep.split.train[part.assignment == -1]
             initial = trained_state(prep.model)
             for k, name in enumerate(part.clients):
                 t0 = time.perf_counter()
                 torch.manual_seed(cfg.train.seed)
-                holder = DataHolder(name, prep, cfg, part.client_triples(prep.split.train, k, include_shared=False),
-                                    shared, Path(tmp) / f"alone-{name}")
+                holder = DataHolder(
+                    name,
+                    prep,
+                    cfg,
+                    part.client_triples(prep.split.train, k, include_shared=False),
+                    shared,
+                    Path(tmp) / f"alone-{name}",
+                )
                 new, _ = holder.fit(initial, args.rounds * args.local_epochs)
                 holder.close()
                 prep.model.load_state_dict(new, strict=False)
                 test = evaluate_split(prep, cfg, "test").to_dict()
                 prep.model.load_state_dict(initial, strict=False)
-                rows.append({"privacy": label, "method": f"alone:{name}", "test": _test(test),
-                             "epsilon": None if holder.private is None else holder.private.epsilon(),
-                             "num_statements": holder.num_own, "seconds": time.perf_counter() - t0})
+                rows.append(
+                    {
+                        "privacy": label,
+                        "method": f"alone:{name}",
+                        "test": _test(test),
+                        "epsilon": None if holder.private is None else holder.private.epsilon(),
+                        "num_statements": holder.num_own,
+                        "seconds": time.perf_counter() - t0,
+                    }
+                )
                 print(json.dumps(rows[-1]), file=sys.stderr)
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps({"command": "python benchmarks/federated.py " + " ".join(sys.argv[1:] if argv is None
-                                                                                         else argv),
-                               "settings": vars(args), "rows": rows}, indent=1) + "\n")
+    out.write_text(
+        json.dumps(
+            {
+                "command": "python benchmarks/federated.py " + " ".join(sys.argv[1:] if argv is None else argv),
+                "settings": vars(args),
+                "rows": rows,
+            },
+            indent=1,
+        )
+        + "\n"
+    )
     print(f"wrote {out}", file=sys.stderr)
     return 0
 

@@ -49,14 +49,28 @@ def main(argv: list[str] | None = None) -> int:
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         for eps in settings:
-            argv_train = ["train", "--dataset", args.dataset, "--split", "inductive", "--model", args.model,
-                          "--epochs", str(args.rounds), "--batch-size", str(args.batch_size),
-                          "--seed", str(args.seed), "--no-progress"]
+            argv_train = [
+                "train",
+                "--dataset",
+                args.dataset,
+                "--split",
+                "inductive",
+                "--model",
+                args.model,
+                "--epochs",
+                str(args.rounds),
+                "--batch-size",
+                str(args.batch_size),
+                "--seed",
+                str(args.seed),
+                "--no-progress",
+            ]
             if eps is not None:
                 argv_train += ["--privacy", "full", "--target-epsilon", str(eps)]
             cfg = build_run_config(build_parser().parse_args(argv_train))
-            fed = FederatedConfig(partition=args.partition, clients=args.clients, rounds=args.rounds,
-                                  local_epochs=1, aggregation="fedavg")
+            fed = FederatedConfig(
+                partition=args.partition, clients=args.clients, rounds=args.rounds, local_epochs=1, aggregation="fedavg"
+            )
             counter: dict[str, int] = {}
             label = "none" if eps is None else f"record-level eps={eps:g}"
 
@@ -65,24 +79,39 @@ def main(argv: list[str] | None = None) -> int:
                 counter[holder.name] = counter.get(holder.name, 0) + 1
                 if len(members) < 2:
                     return
-                res = server_entity_attack(sent, upload, struct_index=holder.model.structural.struct_index,
-                                           members=members, non_members=non, seed=args.seed)
-                rows.append({"privacy": label, "round": counter[holder.name], "holder": holder.name,
-                             **res.to_dict()})
+                res = server_entity_attack(
+                    sent,
+                    upload,
+                    struct_index=holder.model.structural.struct_index,
+                    members=members,
+                    non_members=non,
+                    seed=args.seed,
+                )
+                rows.append({"privacy": label, "round": counter[holder.name], "holder": holder.name, **res.to_dict()})
                 print(json.dumps(rows[-1]), file=sys.stderr)
 
             t0 = time.perf_counter()
             m = federate(cfg, fed, Path(tmp) / f"fed-{len(rows)}", progress=False, on_upload=observe)
-            print(json.dumps({"privacy": label, "test_mrr": m["test"]["mrr"],
-                              "seconds": time.perf_counter() - t0}), file=sys.stderr)
+            print(
+                json.dumps({"privacy": label, "test_mrr": m["test"]["mrr"], "seconds": time.perf_counter() - t0}),
+                file=sys.stderr,
+            )
             for r in rows:
                 if r["privacy"] == label:
                     r["global_test_mrr"] = m["test"]["mrr"]
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps({"command": "python benchmarks/federated_attack.py "
-                               + " ".join(sys.argv[1:] if argv is None else argv),
-                               "settings": vars(args), "rows": rows}, indent=1) + "\n")
+    out.write_text(
+        json.dumps(
+            {
+                "command": "python benchmarks/federated_attack.py " + " ".join(sys.argv[1:] if argv is None else argv),
+                "settings": vars(args),
+                "rows": rows,
+            },
+            indent=1,
+        )
+        + "\n"
+    )
     print(f"wrote {out}", file=sys.stderr)
     return 0
 

@@ -67,8 +67,22 @@ KEYS = ("mrr", "hits@1", "hits@3", "hits@10", "num_triples")
 
 def command(variant: str, args: argparse.Namespace, run_dir: Path) -> list[str]:
     """The ``textkg train`` command line of one variant."""
-    return ["textkg", "train", "--dataset", args.dataset, "--split", args.split, *VARIANTS[variant],
-            "--epochs", str(args.epochs), "--seed", str(args.seed), "--out", str(run_dir), "--no-progress"]
+    return [
+        "textkg",
+        "train",
+        "--dataset",
+        args.dataset,
+        "--split",
+        args.split,
+        *VARIANTS[variant],
+        "--epochs",
+        str(args.epochs),
+        "--seed",
+        str(args.seed),
+        "--out",
+        str(run_dir),
+        "--no-progress",
+    ]
 
 
 def train(cmd: list[str]) -> float:
@@ -88,8 +102,10 @@ def summarise(metrics: dict) -> dict:
     for name in SUBSETS:
         if name in subsets:
             sub = subsets[name]
-            out["test"][name] = {**{k: sub[k] for k in KEYS},
-                                 **{side: {k: sub[side][k] for k in KEYS} for side in ("head", "tail")}}
+            out["test"][name] = {
+                **{k: sub[k] for k in KEYS},
+                **{side: {k: sub[side][k] for k in KEYS} for side in ("head", "tail")},
+            }
     out["valid_mrr"] = (metrics.get("valid") or {}).get("mrr")
     out["fusion"] = metrics["model"]["fusion"]
     out["fusion_weights"] = metrics["model"].get("fusion_weights")
@@ -130,13 +146,26 @@ def main(argv: list[str] | None = None) -> int:
             print("+", shlex.join(cmd), file=sys.stderr, flush=True)
             wall = train(cmd)
         previous = entry["runs"].get(variant, {})
-        entry["runs"][variant] = {"command": shlex.join(cmd), "run_dir": str(cmd[cmd.index("--out") + 1]),
-                                  "wall_seconds": wall if wall is not None else previous.get("wall_seconds"),
-                                  **summarise(json.loads(metrics_path.read_text()))}
-    entry.update({"dataset": args.dataset, "split": args.split, "epochs": args.epochs, "seed": args.seed,
-                  "machine": {"cpu_count": os.cpu_count(), "platform": platform.platform(),
-                              "omp_num_threads": os.environ.get("OMP_NUM_THREADS"),
-                              "loadavg_after": os.getloadavg()}})
+        entry["runs"][variant] = {
+            "command": shlex.join(cmd),
+            "run_dir": str(cmd[cmd.index("--out") + 1]),
+            "wall_seconds": wall if wall is not None else previous.get("wall_seconds"),
+            **summarise(json.loads(metrics_path.read_text())),
+        }
+    entry.update(
+        {
+            "dataset": args.dataset,
+            "split": args.split,
+            "epochs": args.epochs,
+            "seed": args.seed,
+            "machine": {
+                "cpu_count": os.cpu_count(),
+                "platform": platform.platform(),
+                "omp_num_threads": os.environ.get("OMP_NUM_THREADS"),
+                "loadavg_after": os.getloadavg(),
+            },
+        }
+    )
     results[key] = entry
     args.out.parent.mkdir(parents=True, exist_ok=True)
     tmp = args.out.with_suffix(".json.tmp")

@@ -69,8 +69,7 @@ def worker(method: str, b: int, p: int, t: int, d: int, steps: int, threads: int
     g = torch.Generator().manual_seed(0)
     x = torch.nn.functional.normalize(torch.randn(p, t, generator=g), dim=-1)
     cfg = dataclasses.replace(get_preset("cpu-fused"), dim=d)
-    model = build_model(cfg, num_entities=p, num_relations=237, seen_entities=torch.arange(p),
-                        text_features=x).train()
+    model = build_model(cfg, num_entities=p, num_relations=237, seen_entities=torch.arange(p), text_features=x).train()
     pool = torch.arange(p)
     positions = pool_positions(pool, p)
     gram, setup_ms = None, 0.0
@@ -84,15 +83,31 @@ def worker(method: str, b: int, p: int, t: int, d: int, steps: int, threads: int
 
     def step(s: int) -> None:
         gen = torch.Generator().manual_seed(100 + s)
-        triples = torch.stack([torch.randint(0, p, (b,), generator=gen), torch.randint(0, 237, (b,), generator=gen),
-                               torch.randint(0, p, (b,), generator=gen)], dim=1)
+        triples = torch.stack(
+            [
+                torch.randint(0, p, (b,), generator=gen),
+                torch.randint(0, 237, (b,), generator=gen),
+                torch.randint(0, p, (b,), generator=gen),
+            ],
+            dim=1,
+        )
         model.zero_grad(set_to_none=True)
         if method == "nonprivate":
-            one_vs_all_loss(model, triples, entity_pool=pool, positions=positions, temperature=0.05,
-                            generator=gen).mean().backward()
+            one_vs_all_loss(
+                model, triples, entity_pool=pool, positions=positions, temperature=0.05, generator=gen
+            ).mean().backward()
         else:
-            clipped_gradient_sum(model, triples, entity_pool=pool, positions=positions, max_grad_norm=1.0,
-                                 temperature=0.05, generator=gen, method=method.split("-")[0], gram=gram)
+            clipped_gradient_sum(
+                model,
+                triples,
+                entity_pool=pool,
+                positions=positions,
+                max_grad_norm=1.0,
+                temperature=0.05,
+                generator=gen,
+                method=method.split("-")[0],
+                gram=gram,
+            )
 
     step(0)
     wall, cpu = [], []
@@ -101,10 +116,19 @@ def worker(method: str, b: int, p: int, t: int, d: int, steps: int, threads: int
         step(s)
         wall.append(1e3 * (time.perf_counter() - w0))
         cpu.append(1e3 * (time.process_time() - c0))
-    return {"method": method, "batch_size": b, "pool": p, "text_dim": t, "dim": d,
-            "ms_per_step_median": statistics.median(wall), "ms_per_step": wall,
-            "cpu_ms_per_step_median": statistics.median(cpu), "rss_setup_mb": rss_setup, "setup_ms": setup_ms,
-            "peak_rss_mb": _rss_mb("VmHWM")}
+    return {
+        "method": method,
+        "batch_size": b,
+        "pool": p,
+        "text_dim": t,
+        "dim": d,
+        "ms_per_step_median": statistics.median(wall),
+        "ms_per_step": wall,
+        "cpu_ms_per_step_median": statistics.median(cpu),
+        "rss_setup_mb": rss_setup,
+        "setup_ms": setup_ms,
+        "peak_rss_mb": _rss_mb("VmHWM"),
+    }
 
 
 def accuracy(t: int, d: int, p: int = 1000, b: int = 64) -> dict:
@@ -118,15 +142,33 @@ def accuracy(t: int, d: int, p: int = 1000, b: int = 64) -> dict:
     g = torch.Generator().manual_seed(0)
     x = torch.nn.functional.normalize(torch.randn(p, t, generator=g) + 0.5, dim=-1)
     torch.manual_seed(0)
-    model = build_model(dataclasses.replace(get_preset("cpu-fused"), dim=d), num_entities=p, num_relations=20,
-                        seen_entities=torch.arange(p), text_features=x).train()
+    model = build_model(
+        dataclasses.replace(get_preset("cpu-fused"), dim=d),
+        num_entities=p,
+        num_relations=20,
+        seen_entities=torch.arange(p),
+        text_features=x,
+    ).train()
     pool = torch.arange(p)
-    triples = torch.stack([torch.randint(0, p, (b,), generator=g), torch.randint(0, 20, (b,), generator=g),
-                           torch.randint(0, p, (b,), generator=g)], dim=1)
+    triples = torch.stack(
+        [
+            torch.randint(0, p, (b,), generator=g),
+            torch.randint(0, 20, (b,), generator=g),
+            torch.randint(0, p, (b,), generator=g),
+        ],
+        dim=1,
+    )
 
     def norms(dtype, method):
-        sq = per_example_sq_norms(model.to(dtype), triples, entity_pool=pool, positions=pool_positions(pool, p),
-                                  temperature=0.05, generator=torch.Generator().manual_seed(3), method=method)
+        sq = per_example_sq_norms(
+            model.to(dtype),
+            triples,
+            entity_pool=pool,
+            positions=pool_positions(pool, p),
+            temperature=0.05,
+            generator=torch.Generator().manual_seed(3),
+            method=method,
+        )
         return torch.stack(list(sq.values())).sum(0).double().sqrt()
 
     ref = norms(torch.float64, "direct")
@@ -178,18 +220,41 @@ def main(argv=None) -> None:
             base = None
             for method in args.methods.split(","):
                 gmac = flops.get(method, 0.0) / 1e9
-                entry = {"method": method, "batch_size": b, "pool": p, "projection_gmac_estimate": gmac,
-                         "auto_would_pick": method == auto}
+                entry = {
+                    "method": method,
+                    "batch_size": b,
+                    "pool": p,
+                    "projection_gmac_estimate": gmac,
+                    "auto_would_pick": method == auto,
+                }
                 if gmac > args.max_gmac:
                     entry["skipped"] = f"estimate {gmac:.0f} G multiply-adds > --max-gmac {args.max_gmac:g}"
                     runs.append(entry)
                     print(json.dumps(entry), flush=True)
                     continue
                 load = os.getloadavg()[0]
-                cmd = [sys.executable, __file__, "--worker", method, str(b), str(p), str(args.steps),
-                       "--text-dim", str(args.text_dim), "--dim", str(args.dim), "--threads", str(args.threads)]
-                res = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT,
-                                     env={**os.environ, "OMP_NUM_THREADS": str(args.threads)})
+                cmd = [
+                    sys.executable,
+                    __file__,
+                    "--worker",
+                    method,
+                    str(b),
+                    str(p),
+                    str(args.steps),
+                    "--text-dim",
+                    str(args.text_dim),
+                    "--dim",
+                    str(args.dim),
+                    "--threads",
+                    str(args.threads),
+                ]
+                res = subprocess.run(
+                    cmd,
+                    capture_output=True,
+                    text=True,
+                    cwd=ROOT,
+                    env={**os.environ, "OMP_NUM_THREADS": str(args.threads)},
+                )
                 if res.returncode:
                     entry["error"] = res.stderr[-2000:]
                 else:
@@ -199,16 +264,25 @@ def main(argv=None) -> None:
                         base = entry
                     elif base is not None:
                         entry["time_ratio_to_nonprivate"] = entry["ms_per_step_median"] / base["ms_per_step_median"]
-                        entry["cpu_ratio_to_nonprivate"] = (entry["cpu_ms_per_step_median"]
-                                                            / base["cpu_ms_per_step_median"])
+                        entry["cpu_ratio_to_nonprivate"] = (
+                            entry["cpu_ms_per_step_median"] / base["cpu_ms_per_step_median"]
+                        )
                         entry["peak_rss_ratio_to_nonprivate"] = entry["peak_rss_mb"] / base["peak_rss_mb"]
                 runs.append(entry)
                 print(json.dumps({k: v for k, v in entry.items() if k != "ms_per_step"}), flush=True)
-    out = {"torch": torch.__version__, "python": platform.python_version(), "cpu_count": os.cpu_count(),
-           "threads": args.threads, "steps": args.steps, "text_dim": args.text_dim, "dim": args.dim,
-           "setting": "cpu-fused architecture, random features, TransE-L2, tau 0.05, dropout 0.5, "
-                      "237 relations; DP = exact norms + reweighted backward, noise excluded",
-           "float32_accuracy": accuracy(args.text_dim, args.dim), "runs": runs}
+    out = {
+        "torch": torch.__version__,
+        "python": platform.python_version(),
+        "cpu_count": os.cpu_count(),
+        "threads": args.threads,
+        "steps": args.steps,
+        "text_dim": args.text_dim,
+        "dim": args.dim,
+        "setting": "cpu-fused architecture, random features, TransE-L2, tau 0.05, dropout 0.5, "
+        "237 relations; DP = exact norms + reweighted backward, noise excluded",
+        "float32_accuracy": accuracy(args.text_dim, args.dim),
+        "runs": runs,
+    }
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(out, indent=2) + "\n")
     print(f"wrote {args.out}")

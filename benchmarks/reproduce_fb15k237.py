@@ -56,8 +56,13 @@ PUBLISHED = {
     "StATIK": {"mrr": 0.224, "hits@1": 0.143, "hits@3": 0.248, "hits@10": 0.381, "source": "Markowitz et al. 2022"},
     "DKRL-BERT": {"mrr": 0.082, "hits@1": 0.046, "hits@3": 0.080, "hits@10": 0.145, "source": "seed paper, Table 1"},
     "DKRL-Flair": {"mrr": 0.098, "hits@1": 0.052, "hits@3": 0.096, "hits@10": 0.184, "source": "seed paper, Table 1"},
-    "Torchcoder-AEC": {"mrr": 0.013, "hits@1": 0.0004, "hits@3": 0.0019, "hits@10": 0.0054,
-                       "source": "seed paper, Table 1"},
+    "Torchcoder-AEC": {
+        "mrr": 0.013,
+        "hits@1": 0.0004,
+        "hits@3": 0.0019,
+        "hits@10": 0.0054,
+        "source": "seed paper, Table 1",
+    },
 }
 
 #: Which published rows each preset is compared with (the first is its own paper row).
@@ -77,37 +82,54 @@ DEFAULT_REFERENCES = ["BLP-TransE", "StATIK"]
 
 def parse_args(argv=None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--table", metavar="MD", default=None,
-                   help="only render the rows of --out as a Markdown table into MD (no training)")
+    p.add_argument(
+        "--table",
+        metavar="MD",
+        default=None,
+        help="only render the rows of --out as a Markdown table into MD (no training)",
+    )
     p.add_argument("--data", help="BLP-format FB15k-237 directory (required unless --table)")
     p.add_argument("--inductive-dir", default="ind_rebuilt_seed0")
-    p.add_argument("--description", default="first-sentence",
-                   help="short (names), long, or first-sentence (StAR, default)")
+    p.add_argument(
+        "--description", default="first-sentence", help="short (names), long, or first-sentence (StAR, default)"
+    )
     p.add_argument("--preset", help="model preset (textkg models list; required unless --table)")
     p.add_argument("--epochs", type=int, default=3)
     p.add_argument("--lr", type=float)
     p.add_argument("--batch-size", type=int)
     p.add_argument("--num-negatives", type=int)
     p.add_argument("--loss", choices=["margin", "softplus", "softmax"])
-    p.add_argument("--negatives", choices=["sampled", "all"],
-                   help="all = 1-vs-all against every training entity (with --loss softmax)")
+    p.add_argument(
+        "--negatives",
+        choices=["sampled", "all"],
+        help="all = 1-vs-all against every training entity (with --loss softmax)",
+    )
     p.add_argument("--temperature", type=float, help="softmax loss temperature")
     p.add_argument("--margin", type=float)
     p.add_argument("--dim", type=int)
     p.add_argument("--max-minutes", type=float)
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--valid-max-triples", type=int, default=2000,
-                   help="validation subset used for model selection (0 = all)")
-    p.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE",
-                   help="any other override, e.g. model.encoder_kwargs.pooling=mean or "
-                        "train.weight_decay=1e-6 (VALUE is parsed as JSON when possible)")
+    p.add_argument(
+        "--valid-max-triples", type=int, default=2000, help="validation subset used for model selection (0 = all)"
+    )
+    p.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="SECTION.KEY=VALUE",
+        help="any other override, e.g. model.encoder_kwargs.pooling=mean or "
+        "train.weight_decay=1e-6 (VALUE is parsed as JSON when possible)",
+    )
     p.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's)")
     p.add_argument("--tag", default=None, help="free-text label stored with the row")
     p.add_argument("--out", default=str(DEFAULT_OUT), help="JSON list the row is appended to")
     p.add_argument("--run-dir", default=None, help="run directory (default: a new temporary one)")
-    p.add_argument("--valid-only", action="store_true",
-                   help="recipe search: train and report validation only (no test ranking, "
-                        "no run files kept); the row says test=null")
+    p.add_argument(
+        "--valid-only",
+        action="store_true",
+        help="recipe search: train and report validation only (no test ranking, "
+        "no run files kept); the row says test=null",
+    )
     p.add_argument("--progress", action="store_true")
     args = p.parse_args(argv)
     if args.table is None and (args.data is None or args.preset is None):
@@ -137,20 +159,34 @@ def build_config(args):
     from textkg.training.config import RunConfig
 
     cfg = {
-        "data": {"dataset": str(Path(args.data).resolve()), "split": "inductive",
-                 "inductive_dir": args.inductive_dir, "description": args.description},
+        "data": {
+            "dataset": str(Path(args.data).resolve()),
+            "split": "inductive",
+            "inductive_dir": args.inductive_dir,
+            "description": args.description,
+        },
         "model_name": args.preset,
         "model": get_preset(args.preset).to_dict(),
-        "train": {"epochs": args.epochs, "seed": args.seed, "candidates": "blp",
-                  "valid_max_triples": args.valid_max_triples},
+        "train": {
+            "epochs": args.epochs,
+            "seed": args.seed,
+            "candidates": "blp",
+            "valid_max_triples": args.valid_max_triples,
+        },
         "privacy": {"mode": "none"},
     }
     cfg["train"].update(preset_train_defaults(args.preset))  # then the flags below override
-    flags = {"lr": ("train", "lr"), "batch_size": ("train", "batch_size"),
-             "num_negatives": ("train", "num_negatives"), "loss": ("train", "loss"),
-             "margin": ("train", "margin"), "max_minutes": ("train", "max_minutes"),
-             "negatives": ("train", "negatives"), "temperature": ("train", "temperature"),
-             "dim": ("model", "dim")}
+    flags = {
+        "lr": ("train", "lr"),
+        "batch_size": ("train", "batch_size"),
+        "num_negatives": ("train", "num_negatives"),
+        "loss": ("train", "loss"),
+        "margin": ("train", "margin"),
+        "max_minutes": ("train", "max_minutes"),
+        "negatives": ("train", "negatives"),
+        "temperature": ("train", "temperature"),
+        "dim": ("model", "dim"),
+    }
     for flag, (section, key) in flags.items():
         value = getattr(args, flag)
         if value is not None:
@@ -174,10 +210,16 @@ def machine_info() -> dict:
         load = [round(x, 2) for x in os.getloadavg()]
     except OSError:  # pragma: no cover
         load = None
-    return {"torch": torch.__version__, "torch_threads": torch.get_num_threads(),
-            "cpu_count": os.cpu_count(), "affinity_cpus": affinity, "load_average_at_end": load,
-            "platform": platform.platform(), "processor": platform.processor(),
-            "python": platform.python_version()}
+    return {
+        "torch": torch.__version__,
+        "torch_threads": torch.get_num_threads(),
+        "cpu_count": os.cpu_count(),
+        "affinity_cpus": affinity,
+        "load_average_at_end": load,
+        "platform": platform.platform(),
+        "processor": platform.processor(),
+        "python": platform.python_version(),
+    }
 
 
 def _metrics(d: dict | None) -> dict | None:
@@ -195,12 +237,21 @@ def _valid_only(cfg, run_dir: Path, progress: bool) -> dict:
     trainer, _, _ = pipeline.build_trainer(prep, cfg, run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
     state = trainer.fit()
-    valid = pipeline.evaluate_split(prep, cfg, "valid", max_triples=cfg.train.valid_max_triples,
-                                    progress=progress).to_dict()
-    return {"model": {"num_parameters": sum(p.numel() for p in prep.model.parameters() if p.requires_grad)},
-            "train": {"epochs": state.epoch, "best_epoch": state.best_epoch, "stopped": state.stopped,
-                      "seconds": state.seconds, "history": state.history},
-            "valid": valid, "test": None}
+    valid = pipeline.evaluate_split(
+        prep, cfg, "valid", max_triples=cfg.train.valid_max_triples, progress=progress
+    ).to_dict()
+    return {
+        "model": {"num_parameters": sum(p.numel() for p in prep.model.parameters() if p.requires_grad)},
+        "train": {
+            "epochs": state.epoch,
+            "best_epoch": state.best_epoch,
+            "stopped": state.stopped,
+            "seconds": state.seconds,
+            "history": state.history,
+        },
+        "valid": valid,
+        "test": None,
+    }
 
 
 def append_row(path: Path, row: dict) -> None:
@@ -219,8 +270,16 @@ def _settings_text(row: dict) -> str:
     enc = f"{m['encoder']}{'/' + pooling if pooling else ''}" if m.get("encoder") else "-"
     norm = (m.get("interaction_kwargs") or {}).get("p")
     interaction = m["interaction"] + (f"-L{norm}" if norm == 2 else "")
-    parts = [f"{enc}", interaction, f"{d['description']}", f"d={m['dim']}", f"lr={t['lr']:g}", f"B={t['batch_size']}",
-             _negatives_text(t), _loss_text(t)]
+    parts = [
+        f"{enc}",
+        interaction,
+        f"{d['description']}",
+        f"d={m['dim']}",
+        f"lr={t['lr']:g}",
+        f"B={t['batch_size']}",
+        _negatives_text(t),
+        _loss_text(t),
+    ]
     if m.get("text_hidden"):  # an experimental option tried during the recipe search (since removed)
         parts.append(f"text MLP {m['text_hidden']}")
     if t.get("max_minutes"):
@@ -242,16 +301,21 @@ def _loss_text(t: dict) -> str:
 
 def render_table(rows: list[dict]) -> str:
     """Markdown table of result rows (numbers exactly as stored in the JSON)."""
+
     def f(x):
         return "–" if x is None else f"{x:.3f}"
 
-    lines = ["| tag | preset | settings | epochs (best) | train min | valid MRR (n) | test MRR | H@1 | H@3 | H@10 |",
-             "|---|---|---|---|---|---|---|---|---|---|"]
+    lines = [
+        "| tag | preset | settings | epochs (best) | train min | valid MRR (n) | test MRR | H@1 | H@3 | H@10 |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
     for r in rows:
         t, v = r.get("test") or {}, r.get("valid") or {}
-        lines.append(f"| {r.get('tag') or ''} | {r['preset']} | {_settings_text(r)} | {r['epochs_run']} "
-                     f"({r['best_epoch']}) | {r['train_minutes']:.1f} | {f(v.get('mrr'))} ({v.get('num_triples')}) "
-                     f"| {f(t.get('mrr'))} | {f(t.get('hits@1'))} | {f(t.get('hits@3'))} | {f(t.get('hits@10'))} |")
+        lines.append(
+            f"| {r.get('tag') or ''} | {r['preset']} | {_settings_text(r)} | {r['epochs_run']} "
+            f"({r['best_epoch']}) | {r['train_minutes']:.1f} | {f(v.get('mrr'))} ({v.get('num_triples')}) "
+            f"| {f(t.get('mrr'))} | {f(t.get('hits@1'))} | {f(t.get('hits@3'))} | {f(t.get('hits@10'))} |"
+        )
     return "\n".join(lines) + "\n"
 
 
@@ -271,8 +335,7 @@ def main(argv=None) -> dict | None:
     cfg = build_config(args)
     run_dir = Path(args.run_dir) if args.run_dir else Path(tempfile.mkdtemp(prefix="reproduce_fb15k237-"))
     started = time.perf_counter()
-    metrics = (_valid_only(cfg, run_dir, args.progress) if args.valid_only
-               else run(cfg, run_dir, progress=args.progress))
+    metrics = _valid_only(cfg, run_dir, args.progress) if args.valid_only else run(cfg, run_dir, progress=args.progress)
     total = time.perf_counter() - started
     train = metrics["train"]
     refs = REFERENCES.get(args.preset, DEFAULT_REFERENCES)
@@ -305,9 +368,20 @@ def main(argv=None) -> dict | None:
         import shutil
 
         shutil.rmtree(run_dir, ignore_errors=True)
-    print(json.dumps({"preset": args.preset, "tag": args.tag, "train_minutes": row["train_minutes"],
-                      "total_seconds": row["total_seconds"], "valid_mrr": v.get("mrr"),
-                      "test": t, "published": row["published"]}, indent=1))
+    print(
+        json.dumps(
+            {
+                "preset": args.preset,
+                "tag": args.tag,
+                "train_minutes": row["train_minutes"],
+                "total_seconds": row["total_seconds"],
+                "valid_mrr": v.get("mrr"),
+                "test": t,
+                "published": row["published"],
+            },
+            indent=1,
+        )
+    )
     return row
 
 

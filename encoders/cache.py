@@ -164,8 +164,11 @@ def cached_encode_tokens(
     folder = encoder_dir(encoder, cache_dir, "tokens")
     keys = [text_key(t) for t in texts]
     index = _load_index(folder, ".tok.npy")
-    offsets = {shard: np.load(folder / f"{shard}.off.npy") for shard in _shards(folder)
-               if (folder / f"{shard}.off.npy").exists()}
+    offsets = {
+        shard: np.load(folder / f"{shard}.off.npy")
+        for shard in _shards(folder)
+        if (folder / f"{shard}.off.npy").exists()
+    }
     rows: dict[bytes, torch.Tensor] = {}
     for k in set(keys):
         if k in index:

@@ -83,8 +83,11 @@ def write_corpus(
         (corpus_dir / "train" / f"train_split_{k}").write_text("\n".join(chunk) + "\n", encoding="utf-8")
     (corpus_dir / "valid.txt").write_text("\n".join(valid) + "\n", encoding="utf-8")
     (corpus_dir / "test.txt").write_text("\n".join(test) + "\n", encoding="utf-8")
-    return {"train": sum(len(x) + 1 for x in train), "valid": sum(len(x) + 1 for x in valid),
-            "test": sum(len(x) + 1 for x in test)}
+    return {
+        "train": sum(len(x) + 1 for x in train),
+        "valid": sum(len(x) + 1 for x in valid),
+        "test": sum(len(x) + 1 for x in test),
+    }
 
 
 def _deadline_trainer(base: type, deadline: float | None) -> type:
@@ -151,8 +154,12 @@ def train_char_lm(
     """
     if direction not in DIRECTIONS:
         raise ConfigError(f"direction must be one of {', '.join(DIRECTIONS)}, got '{direction}'", field="direction")
-    for field, value in (("hidden_size", hidden_size), ("epochs", epochs), ("sequence_length", sequence_length),
-                         ("mini_batch_size", mini_batch_size)):
+    for field, value in (
+        ("hidden_size", hidden_size),
+        ("epochs", epochs),
+        ("sequence_length", sequence_length),
+        ("mini_batch_size", mini_batch_size),
+    ):
         if not isinstance(value, int) or value < 1:
             raise ConfigError(f"{field} must be a positive integer, got {value!r}", field=field)
     texts = validate_texts(texts)
@@ -177,8 +184,9 @@ def train_char_lm(
         corpus = TextCorpus(out / "corpus", dictionary, forward=is_forward, character_level=True)
         batch = max(1, min(mini_batch_size, counts["valid"] // 4, counts["test"] // 4))
         seq_len = max(2, min(sequence_length, counts["train"] // (2 * batch)))
-        model = LanguageModel(dictionary, is_forward, hidden_size=hidden_size, nlayers=nlayers,
-                              embedding_size=embedding_size)
+        model = LanguageModel(
+            dictionary, is_forward, hidden_size=hidden_size, nlayers=nlayers, embedding_size=embedding_size
+        )
         start = time.monotonic()
         deadline = None if max_seconds is None else start + float(max_seconds)
         trainer = _deadline_trainer(LanguageModelTrainer, deadline)(model, corpus)
@@ -187,8 +195,15 @@ def train_char_lm(
             model.generate_text = lambda *a, **k: ("", 0.0)  # type: ignore[method-assign]
         with warnings.catch_warnings():
             warnings.filterwarnings("ignore", category=FutureWarning)  # flair's GradScaler call
-            trainer.train(out, sequence_length=seq_len, learning_rate=learning_rate, mini_batch_size=batch,
-                          max_epochs=epochs, num_workers=0, patience=max(1, epochs // 4))
+            trainer.train(
+                out,
+                sequence_length=seq_len,
+                learning_rate=learning_rate,
+                mini_batch_size=batch,
+                max_epochs=epochs,
+                num_workers=0,
+                patience=max(1, epochs // 4),
+            )
         seconds = time.monotonic() - start
         best = out / "best-lm.pt"
         # flair validates (and saves the best model) only at the end of each training split
@@ -243,8 +258,9 @@ def _keep_final_if_better(model: Any, best: Path, corpus: Any, *, mini_batch_siz
     return True
 
 
-def char_lm_perplexity(model_path: Path, corpus: Any, *, mini_batch_size: int,
-                       sequence_length: int) -> dict[str, float]:
+def char_lm_perplexity(
+    model_path: Path, corpus: Any, *, mini_batch_size: int, sequence_length: int
+) -> dict[str, float]:
     """Validation and test perplexity (``exp`` of mean per-character cross-entropy)."""
     from flair.models import LanguageModel
     from flair.trainers.language_model_trainer import LanguageModelTrainer

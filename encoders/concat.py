@@ -32,19 +32,23 @@ class ConcatEncoder(TextEncoder):
 
     name = "concat"
 
-    def __init__(self, parts: Sequence[dict] = (), *, normalize: bool = True, cache_dir: str | None = None,
-                 device: str = "cpu") -> None:
+    def __init__(
+        self, parts: Sequence[dict] = (), *, normalize: bool = True, cache_dir: str | None = None, device: str = "cpu"
+    ) -> None:
         from .registry import get_encoder
 
         if not parts or isinstance(parts, (str, dict)):
-            raise ConfigError("concat needs a list of parts, e.g. [{\"name\": \"bert\"}, {\"name\": \"glove-bow\"}]",
-                              field="encoder_kwargs.parts")
+            raise ConfigError(
+                'concat needs a list of parts, e.g. [{"name": "bert"}, {"name": "glove-bow"}]',
+                field="encoder_kwargs.parts",
+            )
         self._parts_config = []
         self.parts: list[TextEncoder] = []
         for i, part in enumerate(parts):
             if not isinstance(part, dict) or not isinstance(part.get("name"), str):
-                raise ConfigError(f"each part is a mapping with a 'name', got {part!r}",
-                                  field=f"encoder_kwargs.parts[{i}]")
+                raise ConfigError(
+                    f"each part is a mapping with a 'name', got {part!r}", field=f"encoder_kwargs.parts[{i}]"
+                )
             kwargs = {k: v for k, v in part.items() if k != "name"}
             if part["name"] == "concat":
                 raise ConfigError("a concat part cannot itself be concat", field=f"encoder_kwargs.parts[{i}]")
@@ -65,8 +69,11 @@ class ConcatEncoder(TextEncoder):
 
     @property
     def config(self) -> dict[str, Any]:
-        return {"parts": [dict(p) for p in self._parts_config], "normalize": self.normalize,
-                "cache_dir": self.cache_dir}
+        return {
+            "parts": [dict(p) for p in self._parts_config],
+            "normalize": self.normalize,
+            "cache_dir": self.cache_dir,
+        }
 
     def _combine(self, vectors: list[torch.Tensor]) -> torch.Tensor:
         if self.normalize:
@@ -86,5 +93,6 @@ class ConcatEncoder(TextEncoder):
         texts = validate_texts(texts)
         if not texts:
             return torch.zeros(0, self.dim)
-        return self._combine([cached_encode(p, texts, cache_dir=self.cache_dir, batch_size=batch_size)
-                              for p in self.parts])
+        return self._combine(
+            [cached_encode(p, texts, cache_dir=self.cache_dir, batch_size=batch_size) for p in self.parts]
+        )

@@ -45,8 +45,7 @@ class DKRLEncoder(nn.Module):
             the longest one.
     """
 
-    def __init__(self, token_dim: int, out_dim: int, *, hidden_dim: int | None = None,
-                 bucket_size: int = 1024) -> None:
+    def __init__(self, token_dim: int, out_dim: int, *, hidden_dim: int | None = None, bucket_size: int = 1024) -> None:
         super().__init__()
         hidden_dim = hidden_dim or out_dim
         self.token_dim, self.out_dim, self.bucket_size = token_dim, out_dim, bucket_size

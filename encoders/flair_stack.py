@@ -133,13 +133,16 @@ class FlairStackEncoder(TextEncoder):
 
         with flair_device(self.device):
             parts: list[Any] = [] if words_path is None else [WordEmbeddings(words_path)]
-            parts += [FlairEmbeddings(fwd, chars_per_chunk=chars_per_chunk),
-                      FlairEmbeddings(bwd, chars_per_chunk=chars_per_chunk)]
+            parts += [
+                FlairEmbeddings(fwd, chars_per_chunk=chars_per_chunk),
+                FlairEmbeddings(bwd, chars_per_chunk=chars_per_chunk),
+            ]
             self.stack = StackedEmbeddings(parts)
             self.stack.eval()
         if not (parts[-2].is_forward_lm and not parts[-1].is_forward_lm):
-            raise ConfigError("forward_model must be a forward LM and backward_model a backward LM",
-                              field="forward_model")
+            raise ConfigError(
+                "forward_model must be a forward LM and backward_model a backward LM", field="forward_model"
+            )
 
     @staticmethod
     def _resolve_words(words: Any, cache_dir: str | None) -> tuple[str | None, str]:
@@ -149,8 +152,9 @@ class FlairStackEncoder(TextEncoder):
             return str(glove_kv_path(cache_dir)), glove_identity()
         path = Path(words)
         if not path.is_file():
-            raise ConfigError(f"word embeddings '{words}' is not a file (flair would download names)",
-                              field="word_embeddings")
+            raise ConfigError(
+                f"word embeddings '{words}' is not a file (flair would download names)", field="word_embeddings"
+            )
         return str(path), f"sha256:{file_fingerprint(path)}"
 
     @property
@@ -180,7 +184,8 @@ class FlairStackEncoder(TextEncoder):
             self.stack.embed(sentences)
         rows = [
             torch.stack([tok.get_embedding().detach().float().cpu() for tok in s])
-            if len(s) else torch.zeros(0, self.dim)
+            if len(s)
+            else torch.zeros(0, self.dim)
             for s in sentences
         ]
         for s in sentences:

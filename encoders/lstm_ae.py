@@ -78,8 +78,10 @@ class LSTMAutoencoder(nn.Module):
         mode = self.training
         self.eval()
         try:
-            parts = [self(tokens[i : i + batch_size], mask[i : i + batch_size])
-                     for i in range(0, tokens.shape[0], batch_size)]
+            parts = [
+                self(tokens[i : i + batch_size], mask[i : i + batch_size])
+                for i in range(0, tokens.shape[0], batch_size)
+            ]
         finally:
             self.train(mode)
         return torch.cat(parts) if parts else torch.zeros(0, self.code_dim)
@@ -88,8 +90,13 @@ class LSTMAutoencoder(nn.Module):
         """Write config + state_dict to ``path`` (atomically)."""
         path = Path(path)
         tmp = path.with_name(path.name + ".tmp")
-        torch.save({"config": {"token_dim": self.token_dim, "code_dim": self.code_dim,
-                               "num_layers": self.num_layers}, "state_dict": self.state_dict()}, tmp)
+        torch.save(
+            {
+                "config": {"token_dim": self.token_dim, "code_dim": self.code_dim, "num_layers": self.num_layers},
+                "state_dict": self.state_dict(),
+            },
+            tmp,
+        )
         os.replace(tmp, path)
 
     @classmethod
@@ -130,8 +137,10 @@ def pretrain_autoencoder(
         training loss per epoch.
     """
     if tokens.ndim != 3 or mask.shape != tokens.shape[:2]:
-        raise ConfigError(f"expected tokens (n, L, d) and mask (n, L), got {tuple(tokens.shape)} and "
-                          f"{tuple(mask.shape)}", field="tokens")
+        raise ConfigError(
+            f"expected tokens (n, L, d) and mask (n, L), got {tuple(tokens.shape)} and {tuple(mask.shape)}",
+            field="tokens",
+        )
     _lengths(mask)
     for field, value in (("code_dim", code_dim), ("epochs", epochs), ("batch_size", batch_size)):
         if not isinstance(value, int) or value < 1:
@@ -169,7 +178,8 @@ def load_autoencoder(path: str | os.PathLike[str]) -> LSTMAutoencoder:
     try:
         return LSTMAutoencoder.load(path)
     except Exception as exc:
-        raise ConfigError(f"not an LSTM autoencoder written by textkg ({type(exc).__name__}: {exc})",
-                          file=path, field="model.text_module_kwargs.path") from None
-
-
+        raise ConfigError(
+            f"not an LSTM autoencoder written by textkg ({type(exc).__name__}: {exc})",
+            file=path,
+            field="model.text_module_kwargs.path",
+        ) from None

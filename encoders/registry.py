@@ -66,9 +66,7 @@ def list_trainable_encoders() -> list[str]:
 
 def _resolve(table: dict[str, str], name: str, family: str) -> type:
     if name not in table:
-        raise ConfigError(
-            f"unknown {family} '{name}'; choose one of: {', '.join(sorted(table))}", field="encoder"
-        )
+        raise ConfigError(f"unknown {family} '{name}'; choose one of: {', '.join(sorted(table))}", field="encoder")
     module, _, cls = table[name].partition(":")
     return getattr(importlib.import_module(module), cls)
 
@@ -97,9 +95,7 @@ def get_encoder(name_or_class_or_instance: str | type | TextEncoder, **kwargs: A
     raise ConfigError(f"expected an encoder name, class or instance, got {obj!r}", field="encoder")
 
 
-def get_trainable_encoder(
-    name_or_class_or_instance: str | type | torch.nn.Module, **kwargs: Any
-) -> torch.nn.Module:
+def get_trainable_encoder(name_or_class_or_instance: str | type | torch.nn.Module, **kwargs: Any) -> torch.nn.Module:
     """Build a trainable text module (``"dkrl"``, ``"lstm-ae"``).
 
     Args:

@@ -32,29 +32,58 @@ from pathlib import Path
 
 def textkg_cli(*args):
     """Run the `textkg` command line with this kernel's Python; return its JSON output."""
-    proc = subprocess.run([sys.executable, "-m", "textkg.cli.main", *map(str, args)],
-                          capture_output=True, text=True)
+    proc = subprocess.run([sys.executable, "-m", "textkg.cli.main", *map(str, args)], capture_output=True, text=True)
     if proc.returncode != 0:
         raise RuntimeError(f"textkg {' '.join(map(str, args))} failed:\n{proc.stderr[-3000:]}")
     return json.loads(proc.stdout)
 
 
 # %%
-SWEEP = Path('runs/privacy_sweep')
-result = textkg_cli('sweep', '--dataset', 'hpo-small', '--model', 'transe', '--dim', 16,
-                    '--epochs', 1, '--batch-size', 1024, '--num-negatives', 8,
-                    '--valid-max-triples', 200, '--eval-every', 1,
-                    '--privacy-modes', 'none,full,confidential', '--noise-multipliers', '1,4',
-                    '--confidential-relations', 'has_phenotype',
-                    '--audit-candidates', 400, '--audit', 'score', '--no-progress', '--out', SWEEP)
-rows = result['rows']
-print(f"{'run':22s} {'sigma':>6s} {'epsilon':>8s} {'guarantee':>9s} {'MRR':>7s} {'H@10':>6s} "
-      f"{'audit AUC':>9s} {'eps_lb':>6s}")
+SWEEP = Path("runs/privacy_sweep")
+result = textkg_cli(
+    "sweep",
+    "--dataset",
+    "hpo-small",
+    "--model",
+    "transe",
+    "--dim",
+    16,
+    "--epochs",
+    1,
+    "--batch-size",
+    1024,
+    "--num-negatives",
+    8,
+    "--valid-max-triples",
+    200,
+    "--eval-every",
+    1,
+    "--privacy-modes",
+    "none,full,confidential",
+    "--noise-multipliers",
+    "1,4",
+    "--confidential-relations",
+    "has_phenotype",
+    "--audit-candidates",
+    400,
+    "--audit",
+    "score",
+    "--no-progress",
+    "--out",
+    SWEEP,
+)
+rows = result["rows"]
+print(
+    f"{'run':22s} {'sigma':>6s} {'epsilon':>8s} {'guarantee':>9s} {'MRR':>7s} {'H@10':>6s} "
+    f"{'audit AUC':>9s} {'eps_lb':>6s}"
+)
 for r in rows:
-    eps = '-' if r['epsilon'] is None else f"{r['epsilon']:.2f}"
-    sigma = '-' if r['noise_multiplier'] is None else f"{r['noise_multiplier']:g}"
-    print(f"{r['name']:22s} {sigma:>6s} {eps:>8s} {str(r['guarantee'] or '-'):>9s} {r['mrr']:7.4f} "
-          f"{r['hits@10']:6.3f} {r['audit_auc']:9.3f} {r['audit_epsilon_lb']:6.2f}")
+    eps = "-" if r["epsilon"] is None else f"{r['epsilon']:.2f}"
+    sigma = "-" if r["noise_multiplier"] is None else f"{r['noise_multiplier']:g}"
+    print(
+        f"{r['name']:22s} {sigma:>6s} {eps:>8s} {str(r['guarantee'] or '-'):>9s} {r['mrr']:7.4f} "
+        f"{r['hits@10']:6.3f} {r['audit_auc']:9.3f} {r['audit_epsilon_lb']:6.2f}"
+    )
 
 # %% [markdown]
 # ## The frontier
@@ -64,7 +93,7 @@ for r in rows:
 # %%
 from IPython.display import Image, display
 
-display(Image(filename=str(SWEEP / 'frontier.png')))
+display(Image(filename=str(SWEEP / "frontier.png")))
 
 # %% [markdown]
 # ## Budget spent and validation MRR
@@ -76,9 +105,9 @@ from textkg.report import write_run_plots
 
 written = write_run_plots(SWEEP)
 print([p.name for p in written])
-for name in ('compare_epsilon.png', 'compare_valid_mrr.png'):
-    if (SWEEP / 'plots' / name).exists():
-        display(Image(filename=str(SWEEP / 'plots' / name)))
+for name in ("compare_epsilon.png", "compare_valid_mrr.png"):
+    if (SWEEP / "plots" / name).exists():
+        display(Image(filename=str(SWEEP / "plots" / name)))
 
 # %% [markdown]
 # ## The audit
@@ -89,16 +118,18 @@ for name in ('compare_epsilon.png', 'compare_valid_mrr.png'):
 from textkg.audit import run_audit
 
 for r in rows:
-    audit = json.loads((SWEEP / r['run_dir'] / 'audit.json').read_text())
-    claim = audit['accountant_epsilon']
-    print(f"{r['name']:22s} AUC={audit['roc_auc']:.3f}  advantage={audit['advantage']:.3f}  "
-          f"TPR@1%FPR={audit['tpr_at_fpr']['0.01']:.3f}  "
-          f"eps_lb={audit['epsilon_lower_bound']['epsilon']:.2f}  "
-          f"claimed eps={'-' if claim is None else round(claim, 2)}")
-    if claim is not None and audit['guarantee'] == 'dp':
-        assert audit['epsilon_lower_bound']['epsilon'] <= claim, 'audit beats the accountant: a bug'
+    audit = json.loads((SWEEP / r["run_dir"] / "audit.json").read_text())
+    claim = audit["accountant_epsilon"]
+    print(
+        f"{r['name']:22s} AUC={audit['roc_auc']:.3f}  advantage={audit['advantage']:.3f}  "
+        f"TPR@1%FPR={audit['tpr_at_fpr']['0.01']:.3f}  "
+        f"eps_lb={audit['epsilon_lower_bound']['epsilon']:.2f}  "
+        f"claimed eps={'-' if claim is None else round(claim, 2)}"
+    )
+    if claim is not None and audit["guarantee"] == "dp":
+        assert audit["epsilon_lower_bound"]["epsilon"] <= claim, "audit beats the accountant: a bug"
 
 # another attack on the non-private run, through the library
-loss_audit = run_audit(SWEEP / 'none', attack='loss')
-print('loss attack on the non-private run: AUC', round(loss_audit.roc_auc, 3))
-display(Image(filename=str(SWEEP / 'plots' / 'compare_audit_roc.png')))
+loss_audit = run_audit(SWEEP / "none", attack="loss")
+print("loss attack on the non-private run: AUC", round(loss_audit.roc_auc, 3))
+display(Image(filename=str(SWEEP / "plots" / "compare_audit_roc.png")))

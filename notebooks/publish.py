@@ -26,8 +26,9 @@ OUT = HERE.parent / "docs" / "notebooks"
 def publish(path: Path) -> Path:
     nb = nbformat.read(path, as_version=4)
     with tempfile.TemporaryDirectory() as tmp:
-        NotebookClient(nb, timeout=900, kernel_name="python3",
-                       resources={"metadata": {"path": tmp}}).execute(env={**os.environ, "MPLBACKEND": "Agg"})
+        NotebookClient(nb, timeout=900, kernel_name="python3", resources={"metadata": {"path": tmp}}).execute(
+            env={**os.environ, "MPLBACKEND": "Agg"}
+        )
     OUT.mkdir(parents=True, exist_ok=True)
     target = OUT / path.name
     nbformat.write(nb, target)

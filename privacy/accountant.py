@@ -44,8 +44,9 @@ def get_accountant(accountant: str | type | Any = "rdp", **accountant_kwargs: An
     """
     if isinstance(accountant, str):
         if accountant not in _REGISTRY:
-            raise ConfigError(f"unknown accountant {accountant!r}; registered: "
-                              f"{', '.join(sorted(_REGISTRY))}", field="accountant")
+            raise ConfigError(
+                f"unknown accountant {accountant!r}; registered: {', '.join(sorted(_REGISTRY))}", field="accountant"
+            )
         return _REGISTRY[accountant](**accountant_kwargs)
     if isinstance(accountant, type):
         return accountant(**accountant_kwargs)
@@ -145,8 +146,7 @@ class RDPAccountant:
             orders = parse_orders([float(a) for a in state["orders"]])
             history = []
             for q, sigma, n in state["history"]:
-                event = SampledGaussianEvent(sample_rate=float(q), noise_multiplier=float(sigma),
-                                             steps=int(n))
+                event = SampledGaussianEvent(sample_rate=float(q), noise_multiplier=float(sigma), steps=int(n))
                 history.append((event.sample_rate, event.noise_multiplier, event.steps))
         except (KeyError, TypeError, ValueError, AttributeError, ConfigError) as exc:
             raise PrivacyError(f"malformed accountant state: {exc}", field="accountant") from None
@@ -158,8 +158,9 @@ class RDPAccountant:
         return f"RDPAccountant(orders={len(self.orders)} orders, steps={self.steps})"
 
 
-def epsilon_of(*, sample_rate: float, noise_multiplier: float, steps: int, delta: float,
-               orders: Sequence[float] | None = None) -> float:
+def epsilon_of(
+    *, sample_rate: float, noise_multiplier: float, steps: int, delta: float, orders: Sequence[float] | None = None
+) -> float:
     """ε of ``steps`` SGM runs at (q, σ) — a one-call convenience over :class:`RDPAccountant`."""
     acc = RDPAccountant(orders=orders)
     acc.step(SampledGaussianEvent(sample_rate=sample_rate, noise_multiplier=noise_multiplier, steps=steps))

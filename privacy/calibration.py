@@ -14,8 +14,9 @@ from textkg.errors import PrivacyError
 _SIGMA_MAX = 1e4
 
 
-def _epsilon(sigma: float, *, sample_rate: float, steps: int, delta: float,
-             orders: Sequence[float] | str | None) -> float:
+def _epsilon(
+    sigma: float, *, sample_rate: float, steps: int, delta: float, orders: Sequence[float] | str | None
+) -> float:
     acc = RDPAccountant(orders=orders)
     acc.step(SampledGaussianEvent(sample_rate=sample_rate, noise_multiplier=sigma, steps=steps))
     with warnings.catch_warnings():
@@ -23,8 +24,15 @@ def _epsilon(sigma: float, *, sample_rate: float, steps: int, delta: float,
         return acc.get_epsilon(delta=delta)
 
 
-def calibrate_noise_multiplier(*, target_epsilon: float, delta: float, sample_rate: float, steps: int,
-                               orders: Sequence[float] | str | None = None, tol: float = 1e-4) -> float:
+def calibrate_noise_multiplier(
+    *,
+    target_epsilon: float,
+    delta: float,
+    sample_rate: float,
+    steps: int,
+    orders: Sequence[float] | str | None = None,
+    tol: float = 1e-4,
+) -> float:
     """Smallest noise multiplier (up to ``tol``) with ε(σ) <= ``target_epsilon``.
 
     Bisection on σ: ε is non-increasing in σ (every RDP order is), the bracket
@@ -67,7 +75,8 @@ def calibrate_noise_multiplier(*, target_epsilon: float, delta: float, sample_ra
                 f"target_epsilon={target_epsilon:g} is unreachable at delta={delta:g} with "
                 f"{steps} steps at sample_rate={sample_rate:g} and these RDP orders, even with "
                 f"noise_multiplier={_SIGMA_MAX:g}; raise the target, raise delta or widen the orders",
-                field="target_epsilon")
+                field="target_epsilon",
+            )
     while hi - lo > tol * hi:
         mid = 0.5 * (lo + hi)
         if eps(mid) > target_epsilon:

@@ -34,8 +34,10 @@ def batch_size_of(dense_grads: DenseGrads, row_grads: RowGrads) -> int:
     sizes = {name: g.shape[0] for name, g in dense_grads.items()}
     for name, (idx, g) in row_grads.items():
         if idx.dim() != 2 or g.dim() != 3 or idx.shape != g.shape[:2]:
-            raise ValueError(f"row gradients of {name!r} must be indices (B, M) and grads (B, M, d), "
-                             f"got {tuple(idx.shape)} and {tuple(g.shape)}")
+            raise ValueError(
+                f"row gradients of {name!r} must be indices (B, M) and grads (B, M, d), "
+                f"got {tuple(idx.shape)} and {tuple(g.shape)}"
+            )
         sizes[name] = idx.shape[0]
     if len(set(sizes.values())) > 1:
         raise ValueError(f"per-example gradients disagree on the batch size: {sizes}")
@@ -111,8 +113,7 @@ def per_example_norms(dense_grads: DenseGrads, row_grads: RowGrads) -> torch.Ten
     b = batch_size_of(dense_grads, row_grads)
     dtypes = [g.dtype for g in dense_grads.values()] + [g.dtype for _, g in row_grads.values()]
     devices = [g.device for g in dense_grads.values()] + [g.device for _, g in row_grads.values()]
-    sq = torch.zeros(b, dtype=dtypes[0] if dtypes else torch.float32,
-                     device=devices[0] if devices else None)
+    sq = torch.zeros(b, dtype=dtypes[0] if dtypes else torch.float32, device=devices[0] if devices else None)
     if b == 0:
         return sq
     for g in dense_grads.values():
@@ -129,8 +130,9 @@ def clip_coefficients(norms: torch.Tensor, *, max_grad_norm: float) -> torch.Ten
     return (max_grad_norm / (norms + 1e-6)).clamp(max=1.0)
 
 
-def aggregate_clipped(dense_grads: DenseGrads, row_grads: RowGrads, coefficients: torch.Tensor,
-                      table_sizes: Mapping[str, int]) -> dict[str, torch.Tensor]:
+def aggregate_clipped(
+    dense_grads: DenseGrads, row_grads: RowGrads, coefficients: torch.Tensor, table_sizes: Mapping[str, int]
+) -> dict[str, torch.Tensor]:
     """Sum of the clipped per-example gradients, one dense tensor per parameter.
 
     The plain reference form: :class:`privacy.dp_sgd.DPSGDStep` computes the

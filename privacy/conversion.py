@@ -41,8 +41,7 @@ def rdp_to_epsilon(*, orders: Sequence[float], rdp: Sequence[float], delta: floa
     alphas = np.asarray(orders, dtype=np.float64).ravel()
     rho = np.asarray(rdp, dtype=np.float64).ravel()
     if alphas.shape != rho.shape or alphas.size == 0:
-        raise ValueError(f"orders and rdp must be non-empty and of equal length, got "
-                         f"{alphas.size} and {rho.size}")
+        raise ValueError(f"orders and rdp must be non-empty and of equal length, got {alphas.size} and {rho.size}")
     if not np.all(alphas > 1) or not np.all(np.isfinite(alphas)):
         raise ValueError("every RDP order must be finite and > 1")
     if not 0.0 <= delta < 1.0 or math.isnan(delta):
@@ -63,7 +62,10 @@ def rdp_to_epsilon(*, orders: Sequence[float], rdp: Sequence[float], delta: floa
     epsilon = max(0.0, float(eps[best]))
     if alphas.size > 1 and epsilon > 0.0 and alphas[best] in (alphas.min(), alphas.max()):
         edge = "smallest" if alphas[best] == alphas.min() else "largest"
-        warnings.warn(f"the best RDP order {alphas[best]:g} is the {edge} of the grid "
-                      f"[{alphas.min():g}, {alphas.max():g}]; widen the grid for a tighter ε",
-                      PrivacyWarning, stacklevel=2)
+        warnings.warn(
+            f"the best RDP order {alphas[best]:g} is the {edge} of the grid "
+            f"[{alphas.min():g}, {alphas.max():g}]; widen the grid for a tighter ε",
+            PrivacyWarning,
+            stacklevel=2,
+        )
     return epsilon, float(alphas[best])

@@ -22,10 +22,15 @@ from privacy.noise import gaussian_noise
 _CHUNK_ENTRIES = 1 << 19
 
 
-def per_example_grads(loss_fn: Callable[..., torch.Tensor], params: Mapping[str, torch.Tensor],
-                      per_example_inputs: Sequence[Any], *, grad_inputs: Sequence[int] = (0,),
-                      chunk_size: int | None = None, randomness: str = "error"
-                      ) -> tuple[dict[str, torch.Tensor], tuple[Any, ...]]:
+def per_example_grads(
+    loss_fn: Callable[..., torch.Tensor],
+    params: Mapping[str, torch.Tensor],
+    per_example_inputs: Sequence[Any],
+    *,
+    grad_inputs: Sequence[int] = (0,),
+    chunk_size: int | None = None,
+    randomness: str = "error",
+) -> tuple[dict[str, torch.Tensor], tuple[Any, ...]]:
     """Per-example gradients with ``torch.func.vmap(torch.func.grad(...))``.
 
     ``loss_fn(params, *one_example_inputs) -> scalar`` sees ONE example: each
@@ -64,14 +69,16 @@ def per_example_grads(loss_fn: Callable[..., torch.Tensor], params: Mapping[str,
     diff = tuple(inputs[k] for k in grad_inputs)
     rest = tuple(None if k in grad_inputs else x for k, x in enumerate(inputs))
     rest_dims = tuple(None if x is None else 0 for x in rest)
-    compute = vmap(grad(loss_of, argnums=(0, 1)), in_dims=(None, 0, rest_dims),
-                   chunk_size=chunk_size, randomness=randomness)
+    compute = vmap(
+        grad(loss_of, argnums=(0, 1)), in_dims=(None, 0, rest_dims), chunk_size=chunk_size, randomness=randomness
+    )
     param_grads, input_grads = compute(detached, diff, rest)
     return dict(param_grads), tuple(input_grads)
 
 
-def per_example_input_grads(batch_loss_fn: Callable[[Mapping[str, torch.Tensor]], torch.Tensor],
-                            inputs: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor] | None:
+def per_example_input_grads(
+    batch_loss_fn: Callable[[Mapping[str, torch.Tensor]], torch.Tensor], inputs: Mapping[str, torch.Tensor]
+) -> dict[str, torch.Tensor] | None:
     """Per-example gradients w.r.t. per-example inputs from ONE ordinary backward (no ``vmap``).
 
     ``batch_loss_fn(inputs) -> (B,)`` returns one loss per example, where
@@ -103,8 +110,9 @@ def per_example_input_grads(batch_loss_fn: Callable[[Mapping[str, torch.Tensor]]
     return {k: torch.zeros_like(v) if g is None else g for (k, v), g in zip(leaves.items(), grads, strict=True)}
 
 
-def as_row_grads(indices: Mapping[str, torch.Tensor], grads: Mapping[str, torch.Tensor]
-                 ) -> dict[str, tuple[torch.Tensor, torch.Tensor]]:
+def as_row_grads(
+    indices: Mapping[str, torch.Tensor], grads: Mapping[str, torch.Tensor]
+) -> dict[str, tuple[torch.Tensor, torch.Tensor]]:
     """Pair gathered-row gradients with the rows they came from.
 
     Args:
@@ -137,8 +145,16 @@ class DPSGDStep:
         generator: randomness for the noise.
     """
 
-    def __init__(self, *, noise_multiplier: float, max_grad_norm: float, expected_batch_size: float,
-                 accountant: Any, sample_rate: float, generator: torch.Generator | None) -> None:
+    def __init__(
+        self,
+        *,
+        noise_multiplier: float,
+        max_grad_norm: float,
+        expected_batch_size: float,
+        accountant: Any,
+        sample_rate: float,
+        generator: torch.Generator | None,
+    ) -> None:
         # validate (and build the event) before keeping any state
         self.event = SampledGaussianEvent(sample_rate=sample_rate, noise_multiplier=noise_multiplier)
         if not max_grad_norm > 0:
@@ -153,9 +169,13 @@ class DPSGDStep:
         self.generator = generator
         self.last_norms: torch.Tensor | None = None
 
-    def __call__(self, dense_grads: DenseGrads, row_grads: RowGrads,
-                 table_sizes: Mapping[str, int],
-                 noise: Mapping[str, torch.Tensor] | None = None) -> dict[str, torch.Tensor]:
+    def __call__(
+        self,
+        dense_grads: DenseGrads,
+        row_grads: RowGrads,
+        table_sizes: Mapping[str, int],
+        noise: Mapping[str, torch.Tensor] | None = None,
+    ) -> dict[str, torch.Tensor]:
         """Noised, averaged gradient of every parameter.
 
         Args:
@@ -189,7 +209,9 @@ class DPSGDStep:
 
         def start(name: str, shape: Sequence[int], like: torch.Tensor) -> torch.Tensor:
             if noise is None:
-                return gaussian_noise(tuple(shape), std=std, generator=self.generator, dtype=like.dtype, device=like.device)
+                return gaussian_noise(
+                    tuple(shape), std=std, generator=self.generator, dtype=like.dtype, device=like.device
+                )
             unit = noise[name]
             if tuple(unit.shape) != tuple(shape):
                 raise ValueError(f"noise for {name!r} has shape {tuple(unit.shape)}, expected {tuple(shape)}")
@@ -208,16 +230,24 @@ class DPSGDStep:
                 chunk = max(1, _CHUNK_ENTRIES // max(1, idx.shape[1] * d))
                 coef = scale.to(noised.dtype)
                 for s in range(0, b, chunk):
-                    noised.index_add_(0, idx[s:s + chunk].reshape(-1),
-                                      (g[s:s + chunk].to(noised.dtype) * coef[s:s + chunk, None, None]).reshape(-1, d))
+                    noised.index_add_(
+                        0,
+                        idx[s : s + chunk].reshape(-1),
+                        (g[s : s + chunk].to(noised.dtype) * coef[s : s + chunk, None, None]).reshape(-1, d),
+                    )
             out[name] = noised.to(g.dtype)
         self.last_norms = norms.detach()
         if self.accountant is not None:
             self.accountant.step(self.event)
         return out
 
-    def noise_clipped_sum(self, clipped_sums: Mapping[str, torch.Tensor], *, norms: torch.Tensor,
-                          noise: Mapping[str, torch.Tensor] | None = None) -> dict[str, torch.Tensor]:
+    def noise_clipped_sum(
+        self,
+        clipped_sums: Mapping[str, torch.Tensor],
+        *,
+        norms: torch.Tensor,
+        noise: Mapping[str, torch.Tensor] | None = None,
+    ) -> dict[str, torch.Tensor]:
         """``(Σ_b c_b g_b + N(0, σ²C²)) / (qN)`` from a sum the caller has ALREADY clipped.
 
         For losses whose per-example gradients are never formed (ghost
@@ -243,12 +273,14 @@ class DPSGDStep:
         out: dict[str, torch.Tensor] = {}
         for name, total in clipped_sums.items():
             if noise is None:
-                noised = gaussian_noise(total.shape, std=std, generator=self.generator, dtype=total.dtype,
-                                        device=total.device)
+                noised = gaussian_noise(
+                    total.shape, std=std, generator=self.generator, dtype=total.dtype, device=total.device
+                )
             else:
                 if tuple(noise[name].shape) != tuple(total.shape):
-                    raise ValueError(f"noise for {name!r} has shape {tuple(noise[name].shape)}, "
-                                     f"expected {tuple(total.shape)}")
+                    raise ValueError(
+                        f"noise for {name!r} has shape {tuple(noise[name].shape)}, expected {tuple(total.shape)}"
+                    )
                 noised = noise[name].to(device=total.device, dtype=torch.float64) * std
             out[name] = noised.add_(total.to(noised.dtype), alpha=1.0 / self.expected_batch_size).to(total.dtype)
         self.last_norms = norms.detach()

@@ -38,8 +38,7 @@ class SampledGaussianEvent:
         q, sigma, steps = self.sample_rate, self.noise_multiplier, self.steps
         if isinstance(q, bool) or not isinstance(q, (int, float)) or not 0.0 <= q <= 1.0:
             raise ValueError(f"sample_rate must be a number in [0, 1], got {q!r}")
-        if (isinstance(sigma, bool) or not isinstance(sigma, (int, float))
-                or math.isnan(sigma) or sigma < 0.0):
+        if isinstance(sigma, bool) or not isinstance(sigma, (int, float)) or math.isnan(sigma) or sigma < 0.0:
             raise ValueError(f"noise_multiplier must be a number >= 0, got {sigma!r}")
         if isinstance(steps, bool) or not isinstance(steps, int) or steps < 1:
             raise ValueError(f"steps must be an int >= 1, got {steps!r}")

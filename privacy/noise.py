@@ -5,8 +5,9 @@ from __future__ import annotations
 import torch
 
 
-def add_noise(summed_grad: torch.Tensor, *, noise_multiplier: float, max_grad_norm: float,
-              generator: torch.Generator | None) -> torch.Tensor:
+def add_noise(
+    summed_grad: torch.Tensor, *, noise_multiplier: float, max_grad_norm: float, generator: torch.Generator | None
+) -> torch.Tensor:
     """``summed_grad + N(0, σ²C²)`` on EVERY entry (a new tensor; the input is untouched).
 
     For an embedding table this means every row, not only the rows the batch
@@ -27,13 +28,18 @@ def add_noise(summed_grad: torch.Tensor, *, noise_multiplier: float, max_grad_no
     std = float(noise_multiplier) * float(max_grad_norm)
     if std == 0.0:
         return summed_grad.clone()
-    noise = torch.randn(summed_grad.shape, generator=generator, dtype=summed_grad.dtype,
-                        device=summed_grad.device)
+    noise = torch.randn(summed_grad.shape, generator=generator, dtype=summed_grad.dtype, device=summed_grad.device)
     return noise.mul_(std).add_(summed_grad)  # one fresh tensor, no temporaries
 
 
-def gaussian_noise(shape: tuple[int, ...] | torch.Size, *, std: float, generator: torch.Generator | None,
-                   dtype: torch.dtype = torch.float32, device: torch.device | str | None = None) -> torch.Tensor:
+def gaussian_noise(
+    shape: tuple[int, ...] | torch.Size,
+    *,
+    std: float,
+    generator: torch.Generator | None,
+    dtype: torch.dtype = torch.float32,
+    device: torch.device | str | None = None,
+) -> torch.Tensor:
     """A fresh tensor of i.i.d. ``N(0, std²)`` entries, drawn in place (``normal_``), no temporaries.
 
     The building block of :class:`privacy.dp_sgd.DPSGDStep`, which draws the

@@ -31,19 +31,23 @@ def pld_epsilon(ledger: Iterable[tuple[float, float, int]], *, delta: float) -> 
 
     if not 0 < delta < 1:
         raise ValueError(f"delta must be in (0, 1), got {delta}")
-    events = [dp_accounting.SelfComposedDpEvent(
-        dp_accounting.PoissonSampledDpEvent(float(q), dp_accounting.GaussianDpEvent(float(sigma))), int(steps))
-        for q, sigma, steps in ledger if steps]
+    events = [
+        dp_accounting.SelfComposedDpEvent(
+            dp_accounting.PoissonSampledDpEvent(float(q), dp_accounting.GaussianDpEvent(float(sigma))), int(steps)
+        )
+        for q, sigma, steps in ledger
+        if steps
+    ]
     if not events:
         return 0.0
-    accountant = pld_privacy_accountant.PLDAccountant(
-        value_discretization_interval=VALUE_DISCRETIZATION_INTERVAL)
+    accountant = pld_privacy_accountant.PLDAccountant(value_discretization_interval=VALUE_DISCRETIZATION_INTERVAL)
     accountant.compose(dp_accounting.ComposedDpEvent(events))
     return float(accountant.get_epsilon(delta))
 
 
-def pld_calibrate_noise_multiplier(*, target_epsilon: float, delta: float, sample_rate: float, steps: int,
-                                   tol: float = 1e-3, sigma_max: float = 1e3) -> float:
+def pld_calibrate_noise_multiplier(
+    *, target_epsilon: float, delta: float, sample_rate: float, steps: int, tol: float = 1e-3, sigma_max: float = 1e3
+) -> float:
     """Smallest σ (up to ``tol``, relative) whose PLD ε over ``steps`` steps is ≤ ``target_epsilon``.
 
     Bisection with the bracket ε(lo) > target ≥ ε(hi); returns ``hi``, so the result never
@@ -52,6 +56,7 @@ def pld_calibrate_noise_multiplier(*, target_epsilon: float, delta: float, sampl
     Raises:
         ValueError: the target is unreachable with σ ≤ ``sigma_max``.
     """
+
     def eps(sigma: float) -> float:
         return pld_epsilon([(sample_rate, sigma, steps)], delta=delta)
 
@@ -66,9 +71,11 @@ def pld_calibrate_noise_multiplier(*, target_epsilon: float, delta: float, sampl
     return hi
 
 
-def pld_max_steps(*, target_epsilon: float, delta: float, sample_rate: float, noise_multiplier: float,
-                  limit: int) -> int:
+def pld_max_steps(
+    *, target_epsilon: float, delta: float, sample_rate: float, noise_multiplier: float, limit: int
+) -> int:
     """The most steps ``k ≤ limit`` at (q, σ) whose PLD ε is ≤ ``target_epsilon`` (ε grows with k)."""
+
     def ok(k: int) -> bool:
         return k == 0 or pld_epsilon([(sample_rate, noise_multiplier, k)], delta=delta) <= target_epsilon
 

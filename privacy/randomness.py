@@ -106,8 +106,9 @@ class SecretRandomness:
         """``(n,)`` float64 uniforms on [0, 1) (53-bit resolution)."""
         return torch.from_numpy(self.generator(purpose, step).random(int(n)))
 
-    def normal(self, shapes: Mapping[str, Sequence[int]], *, step: int,
-               purpose: str = "noise") -> dict[str, torch.Tensor]:
+    def normal(
+        self, shapes: Mapping[str, Sequence[int]], *, step: int, purpose: str = "noise"
+    ) -> dict[str, torch.Tensor]:
         """Standard normal float64 tensors, one per named shape, in the mapping's order."""
         g = self.generator(purpose, step)
         return {name: torch.from_numpy(g.standard_normal(tuple(shape))) for name, shape in shapes.items()}
@@ -120,7 +121,7 @@ class SecretRandomness:
         (it is: it depends on the key and the step only), not secret. The noise and
         the Poisson sample, which must be secret, never come from torch's generator.
         """
-        seed = int(self.generator(purpose, step).integers(0, 2 ** 63 - 1))
+        seed = int(self.generator(purpose, step).integers(0, 2**63 - 1))
         return torch.Generator().manual_seed(seed)
 
     # -- ledger ------------------------------------------------------------------

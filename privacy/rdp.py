@@ -65,8 +65,9 @@ def parse_orders(spec: str | Iterable[float]) -> tuple[float, ...]:
             try:
                 values.append(float(item))
             except ValueError:
-                raise ConfigError(f"cannot read RDP order {item!r}; use e.g. '2-64' or '1.5,2,4'",
-                                  field="orders") from None
+                raise ConfigError(
+                    f"cannot read RDP order {item!r}; use e.g. '2-64' or '1.5,2,4'", field="orders"
+                ) from None
     if not values:
         raise ConfigError("no RDP orders given", field="orders")
     bad = [v for v in values if not (v > 1 and math.isfinite(v))]
@@ -108,11 +109,9 @@ def log_a_int(q: float, sigma: float, alpha: int) -> float:
     """
     k = np.arange(2, alpha + 1, dtype=np.float64)
     log_binom = special.gammaln(alpha + 1) - special.gammaln(k + 1) - special.gammaln(alpha - k + 1)
-    x = (k * k - k) / (2.0 * sigma ** 2)
-    log_expm1 = np.where(x > 30.0, x + np.log1p(-np.exp(-np.minimum(x, 700.0))),
-                         np.log(np.expm1(np.minimum(x, 30.0))))
-    log_a_minus_1 = float(special.logsumexp(log_binom + k * math.log(q) + (alpha - k) * math.log1p(-q)
-                                            + log_expm1))
+    x = (k * k - k) / (2.0 * sigma**2)
+    log_expm1 = np.where(x > 30.0, x + np.log1p(-np.exp(-np.minimum(x, 700.0))), np.log(np.expm1(np.minimum(x, 30.0))))
+    log_a_minus_1 = float(special.logsumexp(log_binom + k * math.log(q) + (alpha - k) * math.log1p(-q) + log_expm1))
     if log_a_minus_1 > 30.0:
         return log_a_minus_1 + math.log1p(math.exp(-log_a_minus_1))
     return math.log1p(math.exp(log_a_minus_1))
@@ -137,9 +136,9 @@ def log_a_frac(q: float, sigma: float, alpha: float) -> float:
     has not converged after ~130 000 terms.
     """
     log_q, log_1mq = math.log(q), math.log1p(-q)
-    z0 = sigma ** 2 * math.log(1.0 / q - 1.0) + 0.5
+    z0 = sigma**2 * math.log(1.0 / q - 1.0) + 0.5
     scale = math.sqrt(2.0) * sigma
-    two_var = 2.0 * sigma ** 2
+    two_var = 2.0 * sigma**2
     log_gamma_alpha = special.gammaln(alpha + 1.0)
     acc = {"pos0": -math.inf, "pos1": -math.inf, "neg0": -math.inf, "neg1": -math.inf}
     start, size = 0, 64
@@ -148,18 +147,33 @@ def log_a_frac(q: float, sigma: float, alpha: float) -> float:
         j = alpha - i
         log_abs_coef = log_gamma_alpha - special.gammaln(i + 1.0) - special.gammaln(j + 1.0)
         positive = special.gammasgn(j + 1.0) > 0
-        log_s0 = (log_abs_coef + i * log_q + j * log_1mq + (i * i - i) / two_var
-                  + math.log(0.5) + _log_erfc_array((i - z0) / scale))
-        log_s1 = (log_abs_coef + j * log_q + i * log_1mq + (j * j - j) / two_var
-                  + math.log(0.5) + _log_erfc_array((z0 - j) / scale))
-        for name, terms, mask in (("pos0", log_s0, positive), ("pos1", log_s1, positive),
-                                  ("neg0", log_s0, ~positive), ("neg1", log_s1, ~positive)):
+        log_s0 = (
+            log_abs_coef
+            + i * log_q
+            + j * log_1mq
+            + (i * i - i) / two_var
+            + math.log(0.5)
+            + _log_erfc_array((i - z0) / scale)
+        )
+        log_s1 = (
+            log_abs_coef
+            + j * log_q
+            + i * log_1mq
+            + (j * j - j) / two_var
+            + math.log(0.5)
+            + _log_erfc_array((z0 - j) / scale)
+        )
+        for name, terms, mask in (
+            ("pos0", log_s0, positive),
+            ("pos1", log_s1, positive),
+            ("neg0", log_s0, ~positive),
+            ("neg1", log_s1, ~positive),
+        ):
             if mask.any():
                 acc[name] = _log_add(acc[name], float(special.logsumexp(terms[mask])))
         total = _log_add(_log_sub(acc["pos0"], acc["neg0"]), _log_sub(acc["pos1"], acc["neg1"]))
         last = max(log_s0[-1], log_s1[-1])
-        if (i[-2] > alpha + 1 and log_s0[-1] < log_s0[-2] and log_s1[-1] < log_s1[-2]
-                and last < total - 30):
+        if i[-2] > alpha + 1 and log_s0[-1] < log_s0[-2] and log_s1[-1] < log_s1[-2] and last < total - 30:
             return _log_add(total, float(last) + math.log(2.0))
         start, size = start + size, size * 2
     return math.inf
@@ -196,12 +210,13 @@ def rdp_sampled_gaussian_order(*, sample_rate: float, noise_multiplier: float, o
     if sigma == 0.0 or math.isinf(alpha):
         return math.inf
     if q == 1.0:
-        return alpha / (2.0 * sigma ** 2)
+        return alpha / (2.0 * sigma**2)
     return log_a(q, sigma, alpha) / (alpha - 1.0)
 
 
-def compute_rdp(*, sample_rate: float, noise_multiplier: float, steps: int = 1,
-                orders: Sequence[float] = DEFAULT_ORDERS) -> np.ndarray:
+def compute_rdp(
+    *, sample_rate: float, noise_multiplier: float, steps: int = 1, orders: Sequence[float] = DEFAULT_ORDERS
+) -> np.ndarray:
     """RDP of ``steps`` compositions of the SGM at every order.
 
     RDP composes additively (Mironov 2017, arXiv 1702.07476v3, Prop. 1), so
@@ -210,9 +225,13 @@ def compute_rdp(*, sample_rate: float, noise_multiplier: float, steps: int = 1,
     Returns:
         ``(len(orders),)`` float64 array; entries may be ``inf``.
     """
-    one = np.array([rdp_sampled_gaussian_order(sample_rate=sample_rate,
-                                                noise_multiplier=noise_multiplier, order=a)
-                    for a in orders], dtype=np.float64)
+    one = np.array(
+        [
+            rdp_sampled_gaussian_order(sample_rate=sample_rate, noise_multiplier=noise_multiplier, order=a)
+            for a in orders
+        ],
+        dtype=np.float64,
+    )
     if steps == 0:
         return np.zeros_like(one)
     return one * steps

@@ -19,8 +19,13 @@ def _check(num_examples: int, sample_rate: float) -> None:
         raise ValueError(f"sample_rate must be in [0, 1], got {sample_rate!r}")
 
 
-def poisson_sample(num_examples: int, *, sample_rate: float, generator: torch.Generator | None = None,
-                   uniform: torch.Tensor | None = None) -> torch.Tensor:
+def poisson_sample(
+    num_examples: int,
+    *,
+    sample_rate: float,
+    generator: torch.Generator | None = None,
+    uniform: torch.Tensor | None = None,
+) -> torch.Tensor:
     """Indices of one Poisson sample: example i is kept iff ``u_i < q``.
 
     Args:
@@ -56,8 +61,7 @@ class PoissonBatches:
         ``(b,)`` LongTensors of indices, as :func:`poisson_sample`.
     """
 
-    def __init__(self, num_examples: int, *, sample_rate: float, steps: int,
-                 generator: torch.Generator | None) -> None:
+    def __init__(self, num_examples: int, *, sample_rate: float, steps: int, generator: torch.Generator | None) -> None:
         _check(num_examples, sample_rate)
         if isinstance(steps, bool) or not isinstance(steps, int) or steps < 0:
             raise ValueError(f"steps must be an int >= 0, got {steps!r}")

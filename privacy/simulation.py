@@ -29,9 +29,14 @@ GUARANTEE = "simulation"
 """The label any result of this module must carry."""
 
 
-def clip_and_noise_batch_gradient(params: Iterable[torch.Tensor], *, noise_multiplier: float,
-                                  max_grad_norm: float, batch_size: int,
-                                  generator: torch.Generator | None) -> float:
+def clip_and_noise_batch_gradient(
+    params: Iterable[torch.Tensor],
+    *,
+    noise_multiplier: float,
+    max_grad_norm: float,
+    batch_size: int,
+    generator: torch.Generator | None,
+) -> float:
     """Clip the batch gradient's total norm to C, then add N(0, (σC/B)²) to every entry.
 
     Acts in place on ``p.grad`` of every parameter that has one (as

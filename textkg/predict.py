@@ -42,8 +42,7 @@ class Predictor:
         if not cfg_path.is_file():
             raise ConfigError("not a textkg run directory (no config.json)", file=self.run_dir)
         if not (self.run_dir / ckpt.BEST_MODEL).is_file():
-            raise ConfigError("run has no best_model.pt (training did not finish an epoch)",
-                              file=self.run_dir)
+            raise ConfigError("run has no best_model.pt (training did not finish an epoch)", file=self.run_dir)
         stored = json.loads(cfg_path.read_text())
         check_run_version(stored, cfg_path)
         self.config = RunConfig.from_dict(stored, source=str(cfg_path))
@@ -58,12 +57,19 @@ class Predictor:
         """The model's text inputs for ``descriptions``, by name (as in :meth:`KGEModel.embed_new_entities`)."""
         cfg = self.config.model
         if cfg.encoder is None:
-            raise ConfigError(f"model {self.config.model_name!r} has no text encoder: zero-shot prediction "
-                              "needs a text model (e.g. --model fused-transe or blp-transe)", field="model")
+            raise ConfigError(
+                f"model {self.config.model_name!r} has no text encoder: zero-shot prediction "
+                "needs a text model (e.g. --model fused-transe or blp-transe)",
+                field="model",
+            )
         if cfg.text_module == "lstm-ae" and not (self.run_dir / AUTOENCODER_FILE).is_file():
-            raise ConfigError(f"this LSTM-autoencoder run has no {AUTOENCODER_FILE} (runs from before "
-                              "the autoencoder was saved have none), so a new description cannot be coded with "
-                              "the run's autoencoder; retrain it", file=self.run_dir, field="model")
+            raise ConfigError(
+                f"this LSTM-autoencoder run has no {AUTOENCODER_FILE} (runs from before "
+                "the autoencoder was saved have none), so a new description cannot be coded with "
+                "the run's autoencoder; retrain it",
+                file=self.run_dir,
+                field="model",
+            )
         if cfg.text_module == "finetune":  # same tokenizer and length as the training entities
             from textkg.training.features import finetune_token_ids, finetune_tokenizer
 
@@ -84,8 +90,15 @@ class Predictor:
         with torch.no_grad():
             return self.model.embed_new_entities(**self._encode(descriptions))
 
-    def predict(self, *, description: str, name: str | None = None, relation: str | None = None,
-                direction: str | None = None, top_k: int = 10) -> dict:
+    def predict(
+        self,
+        *,
+        description: str,
+        name: str | None = None,
+        relation: str | None = None,
+        direction: str | None = None,
+        top_k: int = 10,
+    ) -> dict:
         """Top-``k`` links of one new entity for each (relation, direction) asked.
 
         Without ``relation``/``direction`` every relation and both directions
@@ -107,16 +120,24 @@ class Predictor:
             for r in relations:
                 r_vec = rels[r : r + 1]
                 for d in directions:
-                    scores = (interaction.score_tails(new, r_vec, ents) if d == "tail"
-                              else interaction.score_heads(r_vec, new, ents))[0]
+                    scores = (
+                        interaction.score_tails(new, r_vec, ents)
+                        if d == "tail"
+                        else interaction.score_heads(r_vec, new, ents)
+                    )[0]
                     top = torch.topk(scores, min(top_k, len(scores)))
-                    preds += [{"relation": self.kg.relations[r], "direction": d,
-                               "entity": self.kg.entities[i], "name": self.kg.entity_names[i],
-                               "score": float(s)}
-                              for s, i in zip(top.values.tolist(), top.indices.tolist(), strict=True)]
+                    preds += [
+                        {
+                            "relation": self.kg.relations[r],
+                            "direction": d,
+                            "entity": self.kg.entities[i],
+                            "name": self.kg.entity_names[i],
+                            "score": float(s),
+                        }
+                        for s, i in zip(top.values.tolist(), top.indices.tolist(), strict=True)
+                    ]
         preds.sort(key=lambda p: -p["score"])
-        return {"entity": {"name": name, "description": description},
-                "predictions": preds}
+        return {"entity": {"name": name, "description": description}, "predictions": preds}
 
     def _relations(self, relation: str | None) -> list[int]:
         if relation is None:
@@ -124,8 +145,9 @@ class Predictor:
         try:
             return [self.kg.relations.index(relation)]
         except ValueError:
-            raise ConfigError(f"unknown relation {relation!r}; known: {', '.join(self.kg.relations)}",
-                              field="relation") from None
+            raise ConfigError(
+                f"unknown relation {relation!r}; known: {', '.join(self.kg.relations)}", field="relation"
+            ) from None
 
 
 def load_predictor(run_dir: str | Path) -> Predictor:

@@ -52,16 +52,23 @@ def recompute_epsilon(privacy: dict) -> float:
     if not missing and privacy.get("accountant") == "pld":  # dp-accounting's PLD, as the run computed it
         from privacy.pld import pld_epsilon
 
-        return pld_epsilon([(e["sample_rate"], e["noise_multiplier"], e["steps"]) for e in privacy["ledger"]],
-                           delta=privacy["delta"])
+        return pld_epsilon(
+            [(e["sample_rate"], e["noise_multiplier"], e["steps"]) for e in privacy["ledger"]], delta=privacy["delta"]
+        )
     if missing:
-        raise ConfigError(f"the privacy block lacks {', '.join(missing)}: epsilon cannot be recomputed from it "
-                          "(a run from before textkg recorded its ledger; retrain it)", field="privacy")
+        raise ConfigError(
+            f"the privacy block lacks {', '.join(missing)}: epsilon cannot be recomputed from it "
+            "(a run from before textkg recorded its ledger; retrain it)",
+            field="privacy",
+        )
     orders = [float(a) for a in privacy["orders"]]
     rdp = np.zeros(len(orders))
     for entry in privacy["ledger"]:
-        rdp = rdp + np.asarray(compute_rdp(q=entry["sample_rate"], noise_multiplier=entry["noise_multiplier"],
-                                           steps=entry["steps"], orders=orders))
+        rdp = rdp + np.asarray(
+            compute_rdp(
+                q=entry["sample_rate"], noise_multiplier=entry["noise_multiplier"], steps=entry["steps"], orders=orders
+            )
+        )
     if not privacy["ledger"]:
         return 0.0
     return float(get_privacy_spent(orders=orders, rdp=rdp, delta=privacy["delta"])[0])
@@ -79,37 +86,51 @@ def _check(run_dir: Path, out: Path, allow_simulation: bool) -> tuple[dict, dict
     if not (run_dir / "best_model.pt").is_file():
         raise ConfigError("the run has no best_model.pt", file=run_dir)
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
-        raise ConfigError("the release directory exists and is not empty; choose another --out", file=out,
-                          field="out")
+        raise ConfigError("the release directory exists and is not empty; choose another --out", file=out, field="out")
     metrics = json.loads((run_dir / "metrics.json").read_text())
     config = json.loads((run_dir / "config.json").read_text())
     if "federated" in metrics:  # one guarantee per data holder (clients[*].privacy), no single ledger
-        raise ConfigError("releasing a federated run is not supported yet: its guarantees are per data holder "
-                          "(metrics.json clients[*].privacy; docs/federated.md)", file=run_dir, field="federated")
+        raise ConfigError(
+            "releasing a federated run is not supported yet: its guarantees are per data holder "
+            "(metrics.json clients[*].privacy; docs/federated.md)",
+            file=run_dir,
+            field="federated",
+        )
     privacy = metrics.get("privacy")
     label = _label(privacy)
     if label != "dp" and not allow_simulation:
-        why = "it was trained without privacy" if privacy is None else \
-            f"its guarantee is {label!r}: " + "; ".join(privacy.get("not_dp_because") or [])
-        raise ConfigError(f"refusing to release a run that is not differentially private ({why}); pass "
-                          "--allow-simulation to release it labelled NOT DIFFERENTIALLY PRIVATE", file=run_dir,
-                          field="privacy.guarantee")
+        why = (
+            "it was trained without privacy"
+            if privacy is None
+            else f"its guarantee is {label!r}: " + "; ".join(privacy.get("not_dp_because") or [])
+        )
+        raise ConfigError(
+            f"refusing to release a run that is not differentially private ({why}); pass "
+            "--allow-simulation to release it labelled NOT DIFFERENTIALLY PRIVATE",
+            file=run_dir,
+            field="privacy.guarantee",
+        )
     if label == "dp":
         eps = recompute_epsilon(privacy)
         claimed = privacy["epsilon"]
         if not (claimed is not None and math.isclose(eps, claimed, rel_tol=1e-6, abs_tol=1e-9)):
-            raise ConfigError(f"the privacy block claims epsilon={claimed} but its ledger gives {eps}",
-                              file=run_dir / "metrics.json", field="privacy.epsilon")
+            raise ConfigError(
+                f"the privacy block claims epsilon={claimed} but its ledger gives {eps}",
+                file=run_dir / "metrics.json",
+                field="privacy.epsilon",
+            )
     return metrics, config, label
 
 
 def _public_config(config: dict) -> dict:
     """The run's config minus anything that looks secret (it should hold none: the key lives in the
     checkpoint)."""
+
     def clean(obj):
         if isinstance(obj, dict):
-            return {k: clean(v) for k, v in obj.items()
-                    if not any(word in k.lower() for word in ("secret", "key", "token"))}
+            return {
+                k: clean(v) for k, v in obj.items() if not any(word in k.lower() for word in ("secret", "key", "token"))
+            }
         return obj
 
     return clean(config)
@@ -122,31 +143,53 @@ def model_card(metrics: dict, config: dict, label: str) -> str:
     lines = []
     if label != "dp":
         lines += [f"**NOT DIFFERENTIALLY PRIVATE ({label}).** This bundle carries no privacy guarantee.", ""]
-    lines += [f"# textkg model: {config.get('model_name')} on {Path(str(metrics.get('dataset'))).name}", "",
-              f"- textkg {metrics.get('textkg_version')}, split `{metrics.get('split')}`",
-              f"- test MRR {test.get('mrr', float('nan')):.4f}, Hits@10 {test.get('hits@10', float('nan')):.4f} "
-              f"({test.get('num_triples')} test statements)", ""]
+    lines += [
+        f"# textkg model: {config.get('model_name')} on {Path(str(metrics.get('dataset'))).name}",
+        "",
+        f"- textkg {metrics.get('textkg_version')}, split `{metrics.get('split')}`",
+        f"- test MRR {test.get('mrr', float('nan')):.4f}, Hits@10 {test.get('hits@10', float('nan')):.4f} "
+        f"({test.get('num_triples')} test statements)",
+        "",
+    ]
     if label == "dp":
-        lines += ["## Privacy guarantee", "",
-                  f"({privacy['epsilon']:.4g}, {privacy['delta']:.3g})-differential privacy with respect to "
-                  f"{privacy.get('adjacency', 'adding or removing one private statement')}.",
-                  f"DP-SGD: Poisson sampling at q = {privacy['sample_rate']:.4g}, {privacy['steps']} steps, "
-                  f"per-example clipping of the whole gradient at C = {privacy['max_grad_norm']:g}, Gaussian "
-                  f"noise σ = {privacy['noise_multiplier']:.4g} on every entry of every trained parameter; "
-                  f"RDP accounting converted with Canonne–Kamath–Steinke 2020"
-                  + (f" (PLD accounting of the same ledger: ε = {privacy['epsilon_pld']:.4g})"
-                     if privacy.get("epsilon_pld") is not None else "") + ".",
-                  f"Randomness: {privacy.get('randomness')}.", ""]
-    lines += ["## Threat model", "",
-              "The adversary holds every file of this bundle, knows the textkg code and every public input "
-              "below, and may know every private statement but one. The guarantee bounds how much the bundle "
-              "can reveal about whether that one statement was used in training. Model selection and every "
-              "metric here used public statements only. Details: docs/privacy.md in the textkg repository.", "",
-              "## Public inputs (not protected)", ""]
+        lines += [
+            "## Privacy guarantee",
+            "",
+            f"({privacy['epsilon']:.4g}, {privacy['delta']:.3g})-differential privacy with respect to "
+            f"{privacy.get('adjacency', 'adding or removing one private statement')}.",
+            f"DP-SGD: Poisson sampling at q = {privacy['sample_rate']:.4g}, {privacy['steps']} steps, "
+            f"per-example clipping of the whole gradient at C = {privacy['max_grad_norm']:g}, Gaussian "
+            f"noise σ = {privacy['noise_multiplier']:.4g} on every entry of every trained parameter; "
+            f"RDP accounting converted with Canonne–Kamath–Steinke 2020"
+            + (
+                f" (PLD accounting of the same ledger: ε = {privacy['epsilon_pld']:.4g})"
+                if privacy.get("epsilon_pld") is not None
+                else ""
+            )
+            + ".",
+            f"Randomness: {privacy.get('randomness')}.",
+            "",
+        ]
+    lines += [
+        "## Threat model",
+        "",
+        "The adversary holds every file of this bundle, knows the textkg code and every public input "
+        "below, and may know every private statement but one. The guarantee bounds how much the bundle "
+        "can reveal about whether that one statement was used in training. Model selection and every "
+        "metric here used public statements only. Details: docs/privacy.md in the textkg repository.",
+        "",
+        "## Public inputs (not protected)",
+        "",
+    ]
     lines += [f"- {item}" for item in privacy.get("public_inputs") or ["(a non-private run: nothing is protected)"]]
-    lines += ["", "## Never released", "",
-              "checkpoint.pt (holds the secret noise key), audit_split.json, private_metrics.json, training "
-              "logs. This bundle holds only: " + ", ".join(WHITELIST) + ".", ""]
+    lines += [
+        "",
+        "## Never released",
+        "",
+        "checkpoint.pt (holds the secret noise key), audit_split.json, private_metrics.json, training "
+        "logs. This bundle holds only: " + ", ".join(WHITELIST) + ".",
+        "",
+    ]
     return "\n".join(lines)
 
 
@@ -179,9 +222,14 @@ def release(run_dir: str | Path, out: str | Path, *, allow_simulation: bool = Fa
         atomic_write_json(out / "privacy.json", {**stamp, "privacy": metrics.get("privacy")})
         atomic_write_bytes(out / "MODEL_CARD.md", model_card(metrics, config, label).encode())
         privacy = metrics.get("privacy") or {}
-        manifest = {**stamp, "textkg_version": textkg.__version__, "guarantee": label,
-                    "epsilon": privacy.get("epsilon"), "delta": privacy.get("delta"),
-                    "files": {p.name: _sha256(p) for p in sorted(out.iterdir())}}
+        manifest = {
+            **stamp,
+            "textkg_version": textkg.__version__,
+            "guarantee": label,
+            "epsilon": privacy.get("epsilon"),
+            "delta": privacy.get("delta"),
+            "files": {p.name: _sha256(p) for p in sorted(out.iterdir())},
+        }
         atomic_write_json(out / "RELEASE.json", manifest)
     except BaseException:
         shutil.rmtree(out, ignore_errors=True)

@@ -54,8 +54,9 @@ class SweepPoint:
         return self.mode
 
 
-def make_grid(modes: Iterable[str], *, noise_multipliers: Iterable[float] = (),
-              target_epsilons: Iterable[float] = ()) -> list[SweepPoint]:
+def make_grid(
+    modes: Iterable[str], *, noise_multipliers: Iterable[float] = (), target_epsilons: Iterable[float] = ()
+) -> list[SweepPoint]:
     """The grid: ``none`` once; each private mode once per σ and once per target ε.
 
     Raises:
@@ -69,8 +70,7 @@ def make_grid(modes: Iterable[str], *, noise_multipliers: Iterable[float] = (),
     if not modes:
         raise ConfigError("give at least one privacy mode", field="privacy_modes")
     if any(m != "none" for m in modes) and not sigmas and not targets:
-        raise ConfigError("private modes need --noise-multipliers or --target-epsilons",
-                          field="noise_multipliers")
+        raise ConfigError("private modes need --noise-multipliers or --target-epsilons", field="noise_multipliers")
     grid: list[SweepPoint] = []
     for mode in modes:
         if mode == "none":
@@ -87,8 +87,9 @@ def point_config(base: RunConfig, point: SweepPoint) -> RunConfig:
     The named confidential relations / fraction of ``base`` are kept in every
     mode, so that audits of all points draw candidates from the same pool.
     """
-    privacy = dataclasses.replace(base.privacy, mode=point.mode, noise_multiplier=point.noise_multiplier,
-                                  target_epsilon=point.target_epsilon)
+    privacy = dataclasses.replace(
+        base.privacy, mode=point.mode, noise_multiplier=point.noise_multiplier, target_epsilon=point.target_epsilon
+    )
     return dataclasses.replace(base, privacy=privacy)
 
 
@@ -129,8 +130,7 @@ def _run_point(cfg: RunConfig, run_dir: Path, *, progress: bool) -> dict:
 
     if run_dir.exists() and any(run_dir.iterdir()):
         if not _same_config(run_dir, cfg):
-            raise ConfigError("holds a run with a different configuration; choose another --out",
-                              file=run_dir)
+            raise ConfigError("holds a run with a different configuration; choose another --out", file=run_dir)
         if (run_dir / "metrics.json").is_file():
             return json.loads((run_dir / "metrics.json").read_text())
         if (run_dir / "checkpoint.pt").is_file():
@@ -139,8 +139,14 @@ def _run_point(cfg: RunConfig, run_dir: Path, *, progress: bool) -> dict:
     return run(cfg, run_dir, progress=progress)
 
 
-def run_sweep(base_cfg: RunConfig, grid: Sequence[SweepPoint], out_dir: str | Path, *,
-              audit_attack: str | None = None, progress: bool = False) -> list[dict]:
+def run_sweep(
+    base_cfg: RunConfig,
+    grid: Sequence[SweepPoint],
+    out_dir: str | Path,
+    *,
+    audit_attack: str | None = None,
+    progress: bool = False,
+) -> list[dict]:
     """Train every grid point; write ``sweep.json`` and ``frontier.png``.
 
     Args:
@@ -188,8 +194,11 @@ def _audit_point(run_dir: Path, attack: str) -> dict:
 
     result = run_audit(run_dir, attack=attack)
     write_audit(result, run_dir / AUDIT_RESULT)
-    return {"audit_attack": attack, "audit_auc": result.roc_auc,
-            "audit_epsilon_lb": result.epsilon_lower_bound["epsilon"]}
+    return {
+        "audit_attack": attack,
+        "audit_auc": result.roc_auc,
+        "audit_epsilon_lb": result.epsilon_lower_bound["epsilon"],
+    }
 
 
 def read_sweep(out_dir: str | Path) -> list[dict]:

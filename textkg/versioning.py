@@ -38,12 +38,21 @@ def check_run_version(config: dict, source: str | Path) -> None:
     """
     made_with = config.get(VERSION_KEY)
     if made_with is None:
-        raise ConfigError(f"records no {VERSION_KEY}, so the textkg version that made this run is unknown; "
-                          "re-train it with this version", file=source, field=VERSION_KEY)
+        raise ConfigError(
+            f"records no {VERSION_KEY}, so the textkg version that made this run is unknown; "
+            "re-train it with this version",
+            file=source,
+            field=VERSION_KEY,
+        )
     if major(made_with) is None:
-        raise ConfigError(f"{VERSION_KEY} {made_with!r} is not a version (MAJOR.MINOR.PATCH)", file=source,
-                          field=VERSION_KEY)
+        raise ConfigError(
+            f"{VERSION_KEY} {made_with!r} is not a version (MAJOR.MINOR.PATCH)", file=source, field=VERSION_KEY
+        )
     if major(made_with) != major(textkg.__version__):
-        raise ConfigError(f"this run was made with textkg {made_with}; this is textkg {textkg.__version__}, a "
-                          f"different major version, whose saved models are not compatible. Re-train the run, "
-                          f"or read it with `pip install 'textkg=={made_with}'`", file=source, field=VERSION_KEY)
+        raise ConfigError(
+            f"this run was made with textkg {made_with}; this is textkg {textkg.__version__}, a "
+            f"different major version, whose saved models are not compatible. Re-train the run, "
+            f"or read it with `pip install 'textkg=={made_with}'`",
+            file=source,
+            field=VERSION_KEY,
+        )

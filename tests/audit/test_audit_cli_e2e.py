@@ -6,8 +6,19 @@ import pytest
 
 from textkg.cli.main import main
 
-SMALL = ["--dataset", "hpo-small", "--model", "transe", "--epochs", "1", "--dim", "16",
-         "--valid-max-triples", "100", "--no-progress"]
+SMALL = [
+    "--dataset",
+    "hpo-small",
+    "--model",
+    "transe",
+    "--epochs",
+    "1",
+    "--dim",
+    "16",
+    "--valid-max-triples",
+    "100",
+    "--no-progress",
+]
 
 
 def _json(capsys):
@@ -55,9 +66,29 @@ def test_run_without_audit_split_is_a_user_error(tmp_path, capsys):
 @pytest.mark.slow
 def test_sweep_with_audit(tmp_path, capsys):
     out = tmp_path / "sweep"
-    assert main(["sweep", *SMALL, "--batch-size", "2048", "--num-negatives", "4",
-                 "--privacy-modes", "none,full", "--noise-multipliers", "2",
-                 "--audit-candidates", "200", "--audit", "score", "--out", str(out)]) == 0
+    assert (
+        main(
+            [
+                "sweep",
+                *SMALL,
+                "--batch-size",
+                "2048",
+                "--num-negatives",
+                "4",
+                "--privacy-modes",
+                "none,full",
+                "--noise-multipliers",
+                "2",
+                "--audit-candidates",
+                "200",
+                "--audit",
+                "score",
+                "--out",
+                str(out),
+            ]
+        )
+        == 0
+    )
     rows = _json(capsys)["rows"]
     assert [r["name"] for r in rows] == ["none", "full-sigma2"]
     private = rows[1]

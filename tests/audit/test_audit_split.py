@@ -12,8 +12,9 @@ from textkg.training.audit_split import draw_audit_split
 def _train(n=60, seed=0):
     g = torch.Generator().manual_seed(seed)
     # distinct rows: the row index is encoded in the head column
-    return torch.stack([torch.arange(n), torch.randint(4, (n,), generator=g),
-                        torch.randint(100, (n,), generator=g)], dim=1)
+    return torch.stack(
+        [torch.arange(n), torch.randint(4, (n,), generator=g), torch.randint(100, (n,), generator=g)], dim=1
+    )
 
 
 def _rows(sub, train):
@@ -32,8 +33,7 @@ def test_disjoint_equal_sizes_and_keep_mask():
 
 
 def test_odd_candidate_count_rounds_down():
-    keep, members, non_members = draw_audit_split(_train(), torch.ones(60, dtype=torch.bool),
-                                                  num_candidates=21, seed=0)
+    keep, members, non_members = draw_audit_split(_train(), torch.ones(60, dtype=torch.bool), num_candidates=21, seed=0)
     assert len(members) == len(non_members) == 10
 
 

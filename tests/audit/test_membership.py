@@ -28,17 +28,35 @@ class _Memorizer(torch.nn.Module):
 
 def _run_dir(tmp_path, *, strength=5.0, privacy=None, m=100):
     g = torch.Generator().manual_seed(0)
-    cands = torch.stack([torch.randperm(10_000, generator=g)[: 2 * m], torch.randint(3, (2 * m,), generator=g),
-                         torch.randint(50, (2 * m,), generator=g)], dim=1)
+    cands = torch.stack(
+        [
+            torch.randperm(10_000, generator=g)[: 2 * m],
+            torch.randint(3, (2 * m,), generator=g),
+            torch.randint(50, (2 * m,), generator=g),
+        ],
+        dim=1,
+    )
     members, non_members = cands[:m], cands[m:]
-    (tmp_path / "audit_split.json").write_text(json.dumps(
-        {"seed": 0, "members": members.tolist(), "non_members": non_members.tolist(),
-         "candidate_pool": "all training statements"}))
+    (tmp_path / "audit_split.json").write_text(
+        json.dumps(
+            {
+                "seed": 0,
+                "members": members.tolist(),
+                "non_members": non_members.tolist(),
+                "candidate_pool": "all training statements",
+            }
+        )
+    )
     (tmp_path / "metrics.json").write_text(json.dumps({"privacy": privacy}))
-    cfg = RunConfig(train=TrainConfig(num_negatives=4),
-                    privacy=PrivacyConfig(mode="full", noise_multiplier=1.0) if privacy else PrivacyConfig())
-    predictor = SimpleNamespace(model=_Memorizer(members, strength), config=cfg,
-                                prepared=SimpleNamespace(split=SimpleNamespace(train_entities=torch.arange(10_000))))
+    cfg = RunConfig(
+        train=TrainConfig(num_negatives=4),
+        privacy=PrivacyConfig(mode="full", noise_multiplier=1.0) if privacy else PrivacyConfig(),
+    )
+    predictor = SimpleNamespace(
+        model=_Memorizer(members, strength),
+        config=cfg,
+        prepared=SimpleNamespace(split=SimpleNamespace(train_entities=torch.arange(10_000))),
+    )
     return predictor
 
 
@@ -76,8 +94,7 @@ def test_strong_memorisation_is_detected(tmp_path):
 
 
 def test_no_memorisation_gives_no_evidence(tmp_path):
-    predictor = _run_dir(tmp_path, strength=0.0,
-                         privacy={"epsilon": 1.5, "delta": 1e-5, "guarantee": "dp"})
+    predictor = _run_dir(tmp_path, strength=0.0, privacy={"epsilon": 1.5, "delta": 1e-5, "guarantee": "dp"})
     result = run_audit(tmp_path, attack="score", predictor=predictor)
     assert 0.3 < result.roc_auc < 0.7
     assert result.epsilon_lower_bound["epsilon"] < 1.5

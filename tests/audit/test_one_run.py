@@ -20,17 +20,21 @@ def _p(m, r, v, eps, delta=0.0):
     return stats.one_run_p_value(num_candidates=m, num_guesses=r, num_correct=v, epsilon=eps, delta=delta)
 
 
-@pytest.mark.parametrize("m,r,v,delta,published", [
-    (1000, 100, 75, 1e-4, 0.673),  # arXiv:2305.08846v1, App. D example (printed rounded)
-    (100_000, 1510, 1439, 1e-5, 2.675),  # ibid., Sec. 7 (printed truncated; 2.6758...)
-])
+@pytest.mark.parametrize(
+    "m,r,v,delta,published",
+    [
+        (1000, 100, 75, 1e-4, 0.673),  # arXiv:2305.08846v1, App. D example (printed rounded)
+        (100_000, 1510, 1439, 1e-5, 2.675),  # ibid., Sec. 7 (printed truncated; 2.6758...)
+    ],
+)
 def test_reproduces_the_papers_printed_values(m, r, v, delta, published):
     assert _bound(m, r, v, delta) == pytest.approx(published, abs=1e-3)
 
 
 @settings(max_examples=60, deadline=None)
-@given(st.integers(1, 400).flatmap(lambda r: st.tuples(st.just(r), st.integers(0, r))),
-       st.sampled_from([0.01, 0.05, 0.2]))
+@given(
+    st.integers(1, 400).flatmap(lambda r: st.tuples(st.just(r), st.integers(0, r))), st.sampled_from([0.01, 0.05, 0.2])
+)
 def test_pure_dp_is_the_one_sided_clopper_pearson_bound_in_logit(rv, beta):
     """delta = 0: reject eps iff P[Bin(r, q_eps) >= v] < beta, so eps_lower = logit of the one-sided
     Clopper-Pearson lower bound Beta^-1(beta; v, r - v + 1) on the guess accuracy (0 below 1/2)."""
@@ -88,6 +92,5 @@ def test_inputs_are_validated():
         _bound(10, 5, 2, beta=0.0)
     with pytest.raises(ValueError):
         _p(10, 5, 2, -1.0)
-    capped = stats.one_run_epsilon_lower_bound(num_candidates=10_000, num_guesses=50, num_correct=50,
-                                               max_epsilon=2.0)
+    capped = stats.one_run_epsilon_lower_bound(num_candidates=10_000, num_guesses=50, num_correct=50, max_epsilon=2.0)
     assert capped == 2.0  # the search stops at max_epsilon

@@ -58,8 +58,9 @@ def test_roc_curve_matches_sklearn(seed):
     rng = np.random.default_rng(seed)
     members, non_members = rng.integers(0, 8, 40).astype(float), rng.integers(0, 6, 30).astype(float)
     curve = stats.roc_curve(members, non_members)
-    fpr, tpr, _ = metrics.roc_curve(np.r_[np.ones(40), np.zeros(30)], np.r_[members, non_members],
-                                    drop_intermediate=False)
+    fpr, tpr, _ = metrics.roc_curve(
+        np.r_[np.ones(40), np.zeros(30)], np.r_[members, non_members], drop_intermediate=False
+    )
     np.testing.assert_allclose(curve.fpr, fpr)
     np.testing.assert_allclose(curve.tpr, tpr)
     # the trapezoid area of the curve is the AUC
@@ -101,8 +102,8 @@ def test_clopper_pearson_matches_beta_quantiles(k, n):
 
 def test_clopper_pearson_known_values():
     # k = 0: upper = 1 - (alpha/2)^(1/n)  (closed form); k = n: lower = (alpha/2)^(1/n)
-    assert stats.clopper_pearson(0, 10)[1] == pytest.approx(1 - 0.025 ** 0.1)
-    assert stats.clopper_pearson(10, 10)[0] == pytest.approx(0.025 ** 0.1)
+    assert stats.clopper_pearson(0, 10)[1] == pytest.approx(1 - 0.025**0.1)
+    assert stats.clopper_pearson(10, 10)[0] == pytest.approx(0.025**0.1)
     # textbook value: 5 of 10, 95% -> (0.1871, 0.8129)
     lo, hi = stats.clopper_pearson(5, 10)
     assert (round(lo, 4), round(hi, 4)) == (0.1871, 0.8129)
@@ -128,8 +129,10 @@ def test_epsilon_bound_zero_without_separation():
 
 def test_epsilon_bound_grows_with_separation():
     rng = np.random.default_rng(2)
-    bounds = [stats.empirical_epsilon_lower_bound(rng.normal(mu, 1, 1000), rng.normal(0, 1, 1000)).epsilon
-              for mu in (0.0, 1.0, 2.0, 4.0)]
+    bounds = [
+        stats.empirical_epsilon_lower_bound(rng.normal(mu, 1, 1000), rng.normal(0, 1, 1000)).epsilon
+        for mu in (0.0, 1.0, 2.0, 4.0)
+    ]
     assert bounds[0] < bounds[1] < bounds[2] < bounds[3]
 
 
@@ -147,8 +150,10 @@ def test_epsilon_bound_grows_with_sample_size_and_is_capped():
 def test_epsilon_bound_delta_lowers_it_and_symmetric_form_counts():
     rng = np.random.default_rng(3)
     members, non_members = rng.normal(1.5, 1, 2000), rng.normal(0, 1, 2000)
-    assert (stats.empirical_epsilon_lower_bound(members, non_members, delta=0.1).epsilon
-            < stats.empirical_epsilon_lower_bound(members, non_members).epsilon)
+    assert (
+        stats.empirical_epsilon_lower_bound(members, non_members, delta=0.1).epsilon
+        < stats.empirical_epsilon_lower_bound(members, non_members).epsilon
+    )
     # a quarter of the non-members far *below* everyone (surely not members):
     # only the TNR/FNR form sees it, since the top scores are tied
     non_members = np.r_[np.full(500, -10.0), np.zeros(1500)]
@@ -158,12 +163,24 @@ def test_epsilon_bound_delta_lowers_it_and_symmetric_form_counts():
 
 def test_epsilon_bound_details_are_consistent():
     for selection in stats.THRESHOLD_SELECTIONS:
-        b = stats.empirical_epsilon_lower_bound(np.r_[np.ones(300), np.zeros(100)], np.zeros(400),
-                                                threshold_selection=selection, seed=3)
+        b = stats.empirical_epsilon_lower_bound(
+            np.r_[np.ones(300), np.zeros(100)], np.zeros(400), threshold_selection=selection, seed=3
+        )
         assert b.form == "tpr/fpr" and b.threshold == 1.0 and b.threshold_selection == selection
         assert b.epsilon == pytest.approx(math.log(b.tpr_lower / b.fpr_upper))
-        assert set(b.to_dict()) == {"epsilon", "threshold", "form", "tpr_lower", "fpr_upper", "confidence", "delta",
-                                    "threshold_selection", "num_selection", "num_evaluation", "seed"}
+        assert set(b.to_dict()) == {
+            "epsilon",
+            "threshold",
+            "form",
+            "tpr_lower",
+            "fpr_upper",
+            "confidence",
+            "delta",
+            "threshold_selection",
+            "num_selection",
+            "num_evaluation",
+            "seed",
+        }
         if selection == "held-out":
             assert (b.num_selection, b.num_evaluation, b.seed) == (400, 400, 3)  # 200 + 200 each
     assert (b.num_selection, b.num_evaluation, b.seed) == (800, 800, None)  # same-data: every candidate does both
@@ -199,8 +216,9 @@ def _null_hits(selection: str, trials: int, n: int = 500) -> int:
     rng = np.random.default_rng(20261124)
     hits = 0
     for t in range(trials):
-        b = stats.empirical_epsilon_lower_bound(rng.normal(size=n), rng.normal(size=n),
-                                                threshold_selection=selection, seed=t)
+        b = stats.empirical_epsilon_lower_bound(
+            rng.normal(size=n), rng.normal(size=n), threshold_selection=selection, seed=t
+        )
         hits += b.epsilon > 0
     return hits
 

@@ -57,8 +57,9 @@ def test_predict_on_missing_run_dir(tmp_path, capsys):
 def test_console_script_exit_code_without_traceback(tmp_path):
     cfg = tmp_path / "run.yaml"
     cfg.write_text("nonsense_section: 1\n")
-    proc = subprocess.run([sys.executable, "-m", "textkg.cli.main", "train", "--config", str(cfg)],
-                          capture_output=True, text=True)
+    proc = subprocess.run(
+        [sys.executable, "-m", "textkg.cli.main", "train", "--config", str(cfg)], capture_output=True, text=True
+    )
     assert proc.returncode == 2
     assert "nonsense_section" in proc.stderr
     assert "Traceback" not in proc.stderr
@@ -78,8 +79,22 @@ def test_finetune_text_module_needs_a_bert_encoder(tmp_path, capsys):
     fixture = Path(__file__).resolve().parents[1] / "fixtures" / "tiny_blp"
     cfg = tmp_path / "ft.yaml"
     cfg.write_text("model:\n  text_module: finetune\n")
-    code, err = _run(["train", "--model", "blp-transe", "--encoder", "glove-bow", "--dataset", str(fixture),
-                      "--config", str(cfg), "--out", str(tmp_path / "o")], capsys)
+    code, err = _run(
+        [
+            "train",
+            "--model",
+            "blp-transe",
+            "--encoder",
+            "glove-bow",
+            "--dataset",
+            str(fixture),
+            "--config",
+            str(cfg),
+            "--out",
+            str(tmp_path / "o"),
+        ],
+        capsys,
+    )
     assert code == 2
     assert "model.encoder" in err and "'bert'" in err and "Traceback" not in err
     assert not (tmp_path / "o").exists()
@@ -87,8 +102,9 @@ def test_finetune_text_module_needs_a_bert_encoder(tmp_path, capsys):
 
 def test_unknown_description_kind_lists_the_loaders_choices(tmp_path, capsys):
     fixture = Path(__file__).resolve().parents[1] / "fixtures" / "tiny_blp"
-    code, err = _run(["train", "--dataset", str(fixture), "--description", "medium",
-                      "--out", str(tmp_path / "o")], capsys)
+    code, err = _run(
+        ["train", "--dataset", str(fixture), "--description", "medium", "--out", str(tmp_path / "o")], capsys
+    )
     assert code == 2
     assert "field 'description'" in err and "first-sentence" in err and "long" in err
     assert not (tmp_path / "o").exists()

@@ -8,21 +8,41 @@ import sys
 from pathlib import Path
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "tiny_blp"
-BASE = ["train", "--dataset", str(FIXTURE), "--split", "transductive", "--model", "transe", "--dim", "8",
-        "--batch-size", "32", "--privacy", "full", "--no-progress"]
+BASE = [
+    "train",
+    "--dataset",
+    str(FIXTURE),
+    "--split",
+    "transductive",
+    "--model",
+    "transe",
+    "--dim",
+    "8",
+    "--batch-size",
+    "32",
+    "--privacy",
+    "full",
+    "--no-progress",
+]
 
 
 def _cli(args, tmp_path):
-    env = {"TEXTKG_CACHE_DIR": str(tmp_path / "cache"), "PATH": "/usr/bin:/bin",
-           "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
-    return subprocess.run([sys.executable, "-m", "textkg.cli.main", *args], capture_output=True, text=True,
-                          env=env, timeout=300)
+    env = {
+        "TEXTKG_CACHE_DIR": str(tmp_path / "cache"),
+        "PATH": "/usr/bin:/bin",
+        "HF_HUB_OFFLINE": "1",
+        "HF_DATASETS_OFFLINE": "1",
+    }
+    return subprocess.run(
+        [sys.executable, "-m", "textkg.cli.main", *args], capture_output=True, text=True, env=env, timeout=300
+    )
 
 
 def test_a_budget_that_allows_no_step_exits_2_before_writing(tmp_path):
     out = tmp_path / "run"
-    proc = _cli([*BASE, "--epochs", "1", "--target-epsilon", "1", "--noise-multiplier", "0.1",
-                 "--out", str(out)], tmp_path)
+    proc = _cli(
+        [*BASE, "--epochs", "1", "--target-epsilon", "1", "--noise-multiplier", "0.1", "--out", str(out)], tmp_path
+    )
     assert proc.returncode == 2, proc.stderr[-2000:]
     assert "Traceback" not in proc.stderr
     assert "not a single step" in proc.stderr and "privacy.target_epsilon" in proc.stderr
@@ -31,8 +51,9 @@ def test_a_budget_that_allows_no_step_exits_2_before_writing(tmp_path):
 
 def test_a_budget_that_stops_the_plan_says_so_on_stderr(tmp_path):
     out = tmp_path / "run"
-    proc = _cli([*BASE, "--epochs", "5", "--target-epsilon", "3", "--noise-multiplier", "0.9",
-                 "--out", str(out)], tmp_path)
+    proc = _cli(
+        [*BASE, "--epochs", "5", "--target-epsilon", "3", "--noise-multiplier", "0.9", "--out", str(out)], tmp_path
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
     metrics = json.loads((out / "metrics.json").read_text())
     assert metrics["train"]["stopped"] == "privacy budget reached"

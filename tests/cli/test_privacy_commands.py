@@ -17,8 +17,9 @@ def _run(argv, capsys):
 
 def test_account_matches_opacus_reference(capsys):
     # Opacus's own test value: sigma 1.5, q 0.04, 2250 steps, delta 1e-5 (RDP accountant, CKS conversion)
-    code, out, _ = _run(["account", "--sample-rate", "0.04", "--noise-multiplier", "1.5",
-                         "--steps", "2250", "--delta", "1e-5"], capsys)
+    code, out, _ = _run(
+        ["account", "--sample-rate", "0.04", "--noise-multiplier", "1.5", "--steps", "2250", "--delta", "1e-5"], capsys
+    )
     assert code == 0
     assert out["epsilon"] == pytest.approx(7.32911117143, rel=1e-9)
     assert 1 < out["alpha"] < 1024
@@ -35,29 +36,78 @@ def test_seed_integer_grid_is_never_tighter(capsys):
 
 
 def test_calibrate_never_overshoots_and_round_trips(capsys):
-    code, cal, _ = _run(["calibrate", "--target-epsilon", "1.0", "--delta", "1e-6",
-                         "--sample-rate", "0.002", "--steps", "1000"], capsys)
+    code, cal, _ = _run(
+        ["calibrate", "--target-epsilon", "1.0", "--delta", "1e-6", "--sample-rate", "0.002", "--steps", "1000"], capsys
+    )
     assert code == 0 and cal["epsilon"] <= 1.0
-    _, acc, _ = _run(["account", "--sample-rate", "0.002", "--noise-multiplier", str(cal["noise_multiplier"]),
-                      "--steps", "1000", "--delta", "1e-6"], capsys)
+    _, acc, _ = _run(
+        [
+            "account",
+            "--sample-rate",
+            "0.002",
+            "--noise-multiplier",
+            str(cal["noise_multiplier"]),
+            "--steps",
+            "1000",
+            "--delta",
+            "1e-6",
+        ],
+        capsys,
+    )
     assert acc["epsilon"] == pytest.approx(cal["epsilon"], rel=1e-12)
     # a slightly smaller sigma would overshoot: the answer is tight
-    _, lower, _ = _run(["account", "--sample-rate", "0.002", "--noise-multiplier",
-                        str(cal["noise_multiplier"] * 0.999), "--steps", "1000", "--delta", "1e-6"], capsys)
+    _, lower, _ = _run(
+        [
+            "account",
+            "--sample-rate",
+            "0.002",
+            "--noise-multiplier",
+            str(cal["noise_multiplier"] * 0.999),
+            "--steps",
+            "1000",
+            "--delta",
+            "1e-6",
+        ],
+        capsys,
+    )
     assert lower["epsilon"] > 1.0
 
 
-@pytest.mark.parametrize("argv, field", [
-    (["account", "--sample-rate", "1.5", "--noise-multiplier", "1", "--steps", "3", "--delta", "1e-5"], "sample-rate"),
-    (["account", "--sample-rate", "0.1", "--noise-multiplier", "0", "--steps", "3", "--delta", "1e-5"],
-     "noise-multiplier"),
-    (["account", "--sample-rate", "0.1", "--noise-multiplier", "1", "--steps", "0", "--delta", "1e-5"], "steps"),
-    (["account", "--sample-rate", "0.1", "--noise-multiplier", "1", "--steps", "3", "--delta", "1"], "delta"),
-    (["account", "--sample-rate", "0.1", "--noise-multiplier", "1", "--steps", "3", "--delta", "1e-5",
-      "--orders", "1-4"], "orders"),
-    (["calibrate", "--target-epsilon", "-1", "--delta", "1e-5", "--sample-rate", "0.1", "--steps", "3"],
-     "target-epsilon"),
-])
+@pytest.mark.parametrize(
+    "argv, field",
+    [
+        (
+            ["account", "--sample-rate", "1.5", "--noise-multiplier", "1", "--steps", "3", "--delta", "1e-5"],
+            "sample-rate",
+        ),
+        (
+            ["account", "--sample-rate", "0.1", "--noise-multiplier", "0", "--steps", "3", "--delta", "1e-5"],
+            "noise-multiplier",
+        ),
+        (["account", "--sample-rate", "0.1", "--noise-multiplier", "1", "--steps", "0", "--delta", "1e-5"], "steps"),
+        (["account", "--sample-rate", "0.1", "--noise-multiplier", "1", "--steps", "3", "--delta", "1"], "delta"),
+        (
+            [
+                "account",
+                "--sample-rate",
+                "0.1",
+                "--noise-multiplier",
+                "1",
+                "--steps",
+                "3",
+                "--delta",
+                "1e-5",
+                "--orders",
+                "1-4",
+            ],
+            "orders",
+        ),
+        (
+            ["calibrate", "--target-epsilon", "-1", "--delta", "1e-5", "--sample-rate", "0.1", "--steps", "3"],
+            "target-epsilon",
+        ),
+    ],
+)
 def test_bad_numbers_are_user_errors(argv, field, capsys):
     code, _, err = _run(argv, capsys)
     assert code == 2
@@ -65,6 +115,8 @@ def test_bad_numbers_are_user_errors(argv, field, capsys):
 
 
 def test_unreachable_target_is_a_user_error(capsys):
-    code, _, err = _run(["calibrate", "--target-epsilon", "1e-6", "--delta", "1e-5",
-                         "--sample-rate", "1.0", "--steps", "100000"], capsys)
+    code, _, err = _run(
+        ["calibrate", "--target-epsilon", "1e-6", "--delta", "1e-5", "--sample-rate", "1.0", "--steps", "100000"],
+        capsys,
+    )
     assert code == 2 and "unreachable" in err

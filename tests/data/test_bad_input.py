@@ -57,16 +57,18 @@ def test_entity_without_description_names_the_triples_file(tiny_copy):
     lines = _lines(tiny_copy / "entity2text.txt")
     missing = lines[5].split("\t")[0]
     (tiny_copy / "entity2text.txt").write_text("".join(lines[:5] + lines[6:]), encoding="utf-8")
-    first = next(i for i, line in enumerate(_lines(tiny_copy / "train.tsv"), start=1)
-                 if missing in line.rstrip("\n").split("\t"))
+    first = next(
+        i for i, line in enumerate(_lines(tiny_copy / "train.tsv"), start=1) if missing in line.rstrip("\n").split("\t")
+    )
     field = "head" if _lines(tiny_copy / "train.tsv")[first - 1].startswith(missing + "\t") else "tail"
     _raises(tiny_copy, "train.tsv", first, field, match="entity2text.txt")
 
 
 def test_missing_long_description_row(tiny_copy):
     lines = _lines(tiny_copy / "entity2textlong.txt")
-    (tiny_copy / "entity2textlong.txt").write_text("".join(line for line in lines if not line.startswith("/e/03\t")),
-                                                   encoding="utf-8")
+    (tiny_copy / "entity2textlong.txt").write_text(
+        "".join(line for line in lines if not line.startswith("/e/03\t")), encoding="utf-8"
+    )
     with pytest.raises(DataError) as info:
         load_dataset(tiny_copy, description="long")
     err = info.value

@@ -20,11 +20,15 @@ def test_transductive_counts(shared_fb15k237):
 
 
 def test_inductive_rebuild_and_star_descriptions(shared_fb15k237):
-    kg = load_dataset(shared_fb15k237, inductive_dir="ind_rebuilt_seed0",
-                      description_file="entity2text_firstsentence_StAR.txt")
+    kg = load_dataset(
+        shared_fb15k237, inductive_dir="ind_rebuilt_seed0", description_file="entity2text_firstsentence_StAR.txt"
+    )
     assert kg.num_entities == 14_541
     assert {k: len(v) for k, v in kg.entity_splits.items()} == {
-        "ind-train": 11_633, "ind-valid": 1_454, "ind-test": 1_454}
+        "ind-train": 11_633,
+        "ind-valid": 1_454,
+        "ind-test": 1_454,
+    }
     assert [len(kg.triples[k]) for k in ("ind-train", "ind-valid", "ind-test")] == [209_352, 49_046, 51_718]
     i = kg.entities.index("/m/016ywr")
     assert kg.entity_names[i] == "Jeremy Irons"

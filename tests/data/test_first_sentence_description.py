@@ -18,7 +18,8 @@ def test_first_sentence_description(tmp_path):
     shutil.copytree(TINY, d)
     rows = [line.split("\t", 1) for line in (d / "entity2text.txt").read_text().splitlines() if line]
     (d / "entity2text_firstsentence_StAR.txt").write_text(
-        "".join(f"{e}\t{name.strip()} -- first sentence of {e}.\n" for e, name in rows))
+        "".join(f"{e}\t{name.strip()} -- first sentence of {e}.\n" for e, name in rows)
+    )
     kg = load_dataset(d, description="first-sentence")
     assert all(desc.endswith(".") and " -- first sentence of " in desc for desc in kg.entity_descriptions)
     assert kg.info["description_file"].endswith("entity2text_firstsentence_StAR.txt")

@@ -27,8 +27,7 @@ def test_hpo_small_entity_text_and_types(hpo_small):
     kg = hpo_small
     for i, e in enumerate(kg.entities):
         kind = kg.entity_types[i]
-        assert kind == ("phenotype" if e.startswith("HP:") else "gene" if e.startswith("NCBIGene:")
-                        else "disease")
+        assert kind == ("phenotype" if e.startswith("HP:") else "gene" if e.startswith("NCBIGene:") else "disease")
         if kind == "gene":
             assert kg.entity_descriptions[i] == f"gene {kg.entity_names[i]}"
     root = kg.entities.index(hpo.SMALL_ROOT)
@@ -42,20 +41,25 @@ def test_relation_directions(hpo_small):
     kinds = {r: set() for r in kg.relations}
     for h, r, t in kg.triples["all"].tolist():
         kinds[kg.relations[r]].add((kg.entity_types[h], kg.entity_types[t]))
-    assert kinds == {"is_a": {("phenotype", "phenotype")}, "has_phenotype": {("disease", "phenotype")},
-                     "gene_has_phenotype": {("gene", "phenotype")},
-                     "gene_associated_with_disease": {("gene", "disease")}}
+    assert kinds == {
+        "is_a": {("phenotype", "phenotype")},
+        "has_phenotype": {("disease", "phenotype")},
+        "gene_has_phenotype": {("gene", "phenotype")},
+        "gene_associated_with_disease": {("gene", "disease")},
+    }
 
 
 def test_obo_parsing_strips_quotes_and_xrefs(tmp_path):
     obo = tmp_path / "x.obo"
     obo.write_text(
-        'format-version: 1.2\n\n[Term]\nid: HP:1\nname: Root\n\n'
+        "format-version: 1.2\n\n[Term]\nid: HP:1\nname: Root\n\n"
         '[Term]\nid: HP:2\nname: Child\ndef: "A \\"quoted\\" def." [PMID:1, https://x]\n'
         'synonym: "Kid" EXACT []\nis_a: HP:1 ! Root\nalt_id: HP:9\n\n'
-        '[Term]\nid: HP:3\nname: Old\nis_obsolete: true\n\n'
+        "[Term]\nid: HP:3\nname: Old\nis_obsolete: true\n\n"
         '[Term]\nid: HP:4\nname: Bare\nsynonym: "Plain" RELATED []\nis_a: HP:2 ! Child\n\n'
-        '[Typedef]\nid: part_of\nname: part of\n', encoding="utf-8")
+        "[Typedef]\nid: part_of\nname: part of\n",
+        encoding="utf-8",
+    )
     terms = hpo.parse_obo(obo)
     assert set(terms) == {"HP:1", "HP:2", "HP:3", "HP:4"} and terms["HP:3"].obsolete
     names = {k: t.name for k, t in terms.items()}

@@ -23,14 +23,22 @@ def graphs(draw, typed=False):
     m = draw(st.integers(n, 6 * n))
     seed = draw(st.integers(0, 2**31 - 1))
     g = torch.Generator().manual_seed(seed)
-    triples = torch.stack([torch.randint(n, (m,), generator=g), torch.randint(r, (m,), generator=g),
-                           torch.randint(n, (m,), generator=g)], dim=1)
+    triples = torch.stack(
+        [torch.randint(n, (m,), generator=g), torch.randint(r, (m,), generator=g), torch.randint(n, (m,), generator=g)],
+        dim=1,
+    )
     triples = torch.unique(triples, dim=0)
     types = tuple("a" if i % 3 else "b" for i in range(n)) if typed else None
     return KnowledgeGraph(
-        name="random", entities=tuple(f"e{i}" for i in range(n)), relations=tuple(f"r{j}" for j in range(r)),
-        entity_names=tuple(f"e{i}" for i in range(n)), entity_descriptions=tuple(f"entity {i}" for i in range(n)),
-        relation_texts=tuple(f"r{j}" for j in range(r)), triples={"all": triples}, entity_types=types)
+        name="random",
+        entities=tuple(f"e{i}" for i in range(n)),
+        relations=tuple(f"r{j}" for j in range(r)),
+        entity_names=tuple(f"e{i}" for i in range(n)),
+        entity_descriptions=tuple(f"entity {i}" for i in range(n)),
+        relation_texts=tuple(f"r{j}" for j in range(r)),
+        triples={"all": triples},
+        entity_types=types,
+    )
 
 
 def _rows(t):
@@ -48,8 +56,7 @@ fractions = st.sampled_from([0.1, 0.2, 0.3])
 @SETTINGS
 @given(kg=graphs(), seed=st.integers(0, 1000), vf=fractions, tf=fractions, min_neighbors=st.integers(1, 3))
 def test_inductive_invariants(kg, seed, vf, tf, min_neighbors):
-    s = make_split(kg, "inductive", seed=seed, valid_fraction=vf, test_fraction=tf,
-                   min_neighbors=min_neighbors)
+    s = make_split(kg, "inductive", seed=seed, valid_fraction=vf, test_fraction=tf, min_neighbors=min_neighbors)
     tr, va, te = (set(x.tolist()) for x in (s.train_entities, s.valid_entities, s.test_entities))
     assert not (tr & va) and not (tr & te) and not (va & te)
     assert _ents(s.train) <= tr if len(s.train) else True
@@ -99,8 +106,7 @@ def test_transductive_invariants(kg, seed, vf, tf):
 @given(kg=graphs(), seed=st.integers(0, 1000), kind=st.sampled_from(["transductive", "inductive"]))
 def test_same_seed_same_split(kg, seed, kind):
     a, b = make_split(kg, kind, seed=seed), make_split(kg, kind, seed=seed)
-    for name in ("train", "valid", "test", "train_entities", "valid_entities", "test_entities",
-                 "filter_triples"):
+    for name in ("train", "valid", "test", "train_entities", "valid_entities", "test_entities", "filter_triples"):
         assert torch.equal(getattr(a, name), getattr(b, name))
 
 
@@ -129,8 +135,14 @@ def test_split_independent_of_pythonhashseed(tiny_blp, tiny_blp_ind, tmp_path):
     digests = []
     for hash_seed in ("1", "2"):
         env = dict(os.environ, PYTHONHASHSEED=hash_seed, TEXTKG_CACHE_DIR=str(tmp_path / f"cache{hash_seed}"))
-        out = subprocess.run([sys.executable, "-c", _HASH_SCRIPT, str(tiny_blp), str(tiny_blp_ind)],
-                             env=env, cwd=REPO, capture_output=True, text=True, check=True)
+        out = subprocess.run(
+            [sys.executable, "-c", _HASH_SCRIPT, str(tiny_blp), str(tiny_blp_ind)],
+            env=env,
+            cwd=REPO,
+            capture_output=True,
+            text=True,
+            check=True,
+        )
         digests.append(out.stdout.strip())
     assert digests[0] == digests[1] and len(digests[0]) == 64
     assert hashlib.sha256(b"").hexdigest() != digests[0]

@@ -10,13 +10,29 @@ from textkg.errors import DataError
 def _kg(info: dict) -> KnowledgeGraph:
     n, r, m = 30, 2, 120
     g = torch.Generator().manual_seed(0)
-    triples = torch.unique(torch.stack([torch.randint(n, (m,), generator=g), torch.randint(r, (m,), generator=g),
-                                        torch.randint(n, (m,), generator=g)], dim=1), dim=0)
+    triples = torch.unique(
+        torch.stack(
+            [
+                torch.randint(n, (m,), generator=g),
+                torch.randint(r, (m,), generator=g),
+                torch.randint(n, (m,), generator=g),
+            ],
+            dim=1,
+        ),
+        dim=0,
+    )
     return KnowledgeGraph(
-        name="typed", entities=tuple(f"e{i}" for i in range(n)), relations=("r0", "r1"),
-        entity_names=tuple(f"e{i}" for i in range(n)), entity_descriptions=tuple(f"entity {i}" for i in range(n)),
-        relation_texts=("r0", "r1"), triples={"all": triples},
-        entity_types=tuple("a" if i % 3 else "b" for i in range(n)), source="typed.pt", info=info)
+        name="typed",
+        entities=tuple(f"e{i}" for i in range(n)),
+        relations=("r0", "r1"),
+        entity_names=tuple(f"e{i}" for i in range(n)),
+        entity_descriptions=tuple(f"entity {i}" for i in range(n)),
+        relation_texts=("r0", "r1"),
+        triples={"all": triples},
+        entity_types=tuple("a" if i % 3 else "b" for i in range(n)),
+        source="typed.pt",
+        info=info,
+    )
 
 
 def test_holdout_types_from_info_equal_the_argument():

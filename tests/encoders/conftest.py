@@ -22,8 +22,7 @@ def char_lms(tmp_path_factory):
     root = tmp_path_factory.mktemp("charlm")
     texts = TINY_CORPUS * 3
     paths = tuple(
-        train_char_lm(texts, direction=d, out_dir=root / d, hidden_size=16, embedding_size=8,
-                      epochs=1, seed=0)
+        train_char_lm(texts, direction=d, out_dir=root / d, hidden_size=16, embedding_size=8, epochs=1, seed=0)
         for d in ("forward", "backward")
     )
     return paths

@@ -23,10 +23,30 @@ def test_charlm_train_reads_the_requested_description_file(tmp_path):
     out = {}
     for description in ("short", "long"):
         out[description] = tmp_path / description
-        proc = subprocess.run([sys.executable, "-m", "textkg.cli.main", "charlm", "train", "--dataset", str(TINY),
-                               "--description", description, "--direction", "forward", "--hidden-size", "16",
-                               "--max-epochs", "1", "--out", str(out[description])],
-                              capture_output=True, text=True, env={**os.environ, "OMP_NUM_THREADS": "1"})
+        proc = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "textkg.cli.main",
+                "charlm",
+                "train",
+                "--dataset",
+                str(TINY),
+                "--description",
+                description,
+                "--direction",
+                "forward",
+                "--hidden-size",
+                "16",
+                "--max-epochs",
+                "1",
+                "--out",
+                str(out[description]),
+            ],
+            capture_output=True,
+            text=True,
+            env={**os.environ, "OMP_NUM_THREADS": "1"},
+        )
         assert proc.returncode == 0, proc.stderr
         report = json.loads(proc.stdout)
         assert Path(report["model"]).is_file()
@@ -37,8 +57,20 @@ def test_charlm_train_reads_the_requested_description_file(tmp_path):
 
 
 def test_charlm_train_unknown_description_is_a_clear_error(tmp_path, capsys):
-    code = main(["charlm", "train", "--dataset", str(TINY), "--description", "medium",
-                 "--direction", "forward", "--out", str(tmp_path / "lm")])
+    code = main(
+        [
+            "charlm",
+            "train",
+            "--dataset",
+            str(TINY),
+            "--description",
+            "medium",
+            "--direction",
+            "forward",
+            "--out",
+            str(tmp_path / "lm"),
+        ]
+    )
     err = capsys.readouterr().err
     assert code == 2 and "description" in err and "Traceback" not in err
     assert not (tmp_path / "lm").exists()

@@ -27,8 +27,7 @@ def test_ragged_batch_equals_single_rows(module):
     mask = torch.arange(9) < torch.tensor([[2], [9], [5]])
     batch = module(tokens, mask)
     for i, n in enumerate([2, 9, 5]):
-        torch.testing.assert_close(batch[i], module(tokens[i : i + 1, :n], mask[i : i + 1, :n])[0], atol=1e-6,
-                                   rtol=0)
+        torch.testing.assert_close(batch[i], module(tokens[i : i + 1, :n], mask[i : i + 1, :n])[0], atol=1e-6, rtol=0)
 
 
 def test_gradients_flow(module):
@@ -70,5 +69,6 @@ def test_encode_rows_equals_gather_then_forward():
     tokens = torch.randn(len(lengths), 25, 6)
     mask = torch.arange(25) < lengths[:, None]
     rows = torch.tensor([2, 0, 0, 7, 5, 3, 6, 1, 4, 2])
-    torch.testing.assert_close(module.encode_rows(tokens, mask, rows), module(tokens[rows], mask[rows]),
-                               atol=1e-6, rtol=0)
+    torch.testing.assert_close(
+        module.encode_rows(tokens, mask, rows), module(tokens[rows], mask[rows]), atol=1e-6, rtol=0
+    )

@@ -53,8 +53,8 @@ def test_concat_is_normalised_parts_side_by_side():
     assert both.dim == glove.dim + bert.dim
     x = both.encode(texts)
     g, b = glove.encode(texts), bert.encode(texts)
-    torch.testing.assert_close(x[:, :glove.dim], g / g.norm(dim=1, keepdim=True))
-    torch.testing.assert_close(x[:, glove.dim:], b / b.norm(dim=1, keepdim=True))
+    torch.testing.assert_close(x[:, : glove.dim], g / g.norm(dim=1, keepdim=True))
+    torch.testing.assert_close(x[:, glove.dim :], b / b.norm(dim=1, keepdim=True))
     raw = get_encoder("concat", parts=[{"name": "glove-bow"}], normalize=False)
     torch.testing.assert_close(raw.encode(texts), g)
     assert raw.identity != get_encoder("concat", parts=[{"name": "glove-bow"}]).identity

@@ -48,7 +48,6 @@ def test_train_char_lm_validates_first(tmp_path):
 
 def test_max_seconds_stops_cleanly(tmp_path):
     texts = [f"Description {i} of some phenotype with several words." for i in range(300)]
-    path = train_char_lm(texts, direction="forward", out_dir=tmp_path, hidden_size=16, epochs=50,
-                         max_seconds=2, seed=0)
+    path = train_char_lm(texts, direction="forward", out_dir=tmp_path, hidden_size=16, epochs=50, max_seconds=2, seed=0)
     metrics = read_char_lm_metrics(path)
     assert path.exists() and metrics["seconds"] < 30 and metrics["valid_perplexity"] > 1

@@ -8,8 +8,14 @@ from textkg.errors import DataError
 
 @pytest.fixture
 def toy():
-    texts = ["Abnormal enlargement of the kidney.", "Recurrent seizures in infancy.", "Short stature.",
-             "Increased muscle tone with stiffness of the limbs.", "kidney cysts", "small head"]
+    texts = [
+        "Abnormal enlargement of the kidney.",
+        "Recurrent seizures in infancy.",
+        "Short stature.",
+        "Increased muscle tone with stiffness of the limbs.",
+        "kidney cysts",
+        "small head",
+    ]
     return get_encoder("glove-bow").encode_tokens(texts)
 
 

@@ -18,8 +18,9 @@ class TableScorer:
         return self.table[candidates[None, :], relations[:, None], tails[:, None]]
 
 
-def oracle_rank(table: torch.Tensor, triple, direction: str, candidates, known: set, *,
-                exclude_query: bool = False) -> float:
+def oracle_rank(
+    table: torch.Tensor, triple, direction: str, candidates, known: set, *, exclude_query: bool = False
+) -> float:
     """Filtered realistic rank by brute force, one candidate at a time (pure Python).
 
     ``exclude_query``: also skip the query's own entity (``h`` for tails, ``t`` for heads).

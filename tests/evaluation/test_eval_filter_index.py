@@ -15,9 +15,14 @@ from textkg.evaluation import FilterIndex
 @given(st.integers(1, 10), st.integers(1, 4), st.integers(0, 40), st.integers(0, 15), st.integers(0, 2**31 - 1))
 def test_lookups_match_sets(num_entities, num_relations, n, b, seed):
     g = torch.Generator().manual_seed(seed)
-    triples = torch.stack([torch.randint(0, num_entities, (n,), generator=g),
-                           torch.randint(0, num_relations, (n,), generator=g),
-                           torch.randint(0, num_entities, (n,), generator=g)], 1)
+    triples = torch.stack(
+        [
+            torch.randint(0, num_entities, (n,), generator=g),
+            torch.randint(0, num_relations, (n,), generator=g),
+            torch.randint(0, num_entities, (n,), generator=g),
+        ],
+        1,
+    )
     index = FilterIndex.from_triples(triples, num_entities, num_relations)
     known = {tuple(x) for x in triples.tolist()}
     assert index.num_triples == len(known)

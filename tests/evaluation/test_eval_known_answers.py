@@ -6,11 +6,10 @@ import math
 
 import pytest
 import torch
+from eval_oracle import TableScorer
 
 from textkg.errors import ConfigError, DataError
 from textkg.evaluation import FilterIndex, RankingMetrics, compute_ranks, evaluate, rank_metrics, realistic_ranks
-
-from eval_oracle import TableScorer
 
 E, R = 6, 2
 TRIPLES = torch.tensor([[0, 0, 1], [0, 0, 2], [3, 1, 4], [5, 0, 0], [2, 1, 2]])
@@ -82,8 +81,9 @@ def test_head_and_tail_reported_separately_and_both_concatenates():
 
 def test_to_dict_layout_and_subsets():
     masks = {"first_two": torch.tensor([True, True, False, False, False])}
-    d = evaluate(TableScorer(truth_table()), TRIPLES, filter_index=index(), num_entities=E,
-                 subset_masks=masks).to_dict()
+    d = evaluate(
+        TableScorer(truth_table()), TRIPLES, filter_index=index(), num_entities=E, subset_masks=masks
+    ).to_dict()
     keys = {"mrr", "mr", "hits@1", "hits@3", "hits@10", "num_triples"}
     assert set(d) == keys | {"head", "tail", "subsets"}
     assert set(d["head"]) == set(d["tail"]) == keys
@@ -105,8 +105,7 @@ def test_target_at_minus_inf_does_not_tie_with_filtered_entries():
     table[0, 0, 3] = 0.0  # one better, unfiltered candidate
     triples = torch.tensor([[0, 0, 1]])
     filt = torch.tensor([[0, 0, 1], [0, 0, 2], [0, 0, 4]])
-    result = compute_ranks(TableScorer(table), triples, filter_index=index(filt), num_entities=E,
-                           directions=("tail",))
+    result = compute_ranks(TableScorer(table), triples, filter_index=index(filt), num_entities=E, directions=("tail",))
     # remaining: 0, 1 (target), 3, 5 -> greater = {3}, equal others = {0, 5}
     assert result.tail_ranks.tolist() == [1 + 1 + 2 / 2]
 
@@ -136,8 +135,9 @@ def test_target_not_in_candidates_names_the_triple():
         compute_ranks(ConstantScorer(), TRIPLES, filter_index=index(), candidates=cands, num_entities=E)
     assert err.value.field == "candidates"
     # tail prediction alone does not need entity 5
-    compute_ranks(ConstantScorer(), TRIPLES, filter_index=index(), candidates=cands, num_entities=E,
-                  directions=("tail",))
+    compute_ranks(
+        ConstantScorer(), TRIPLES, filter_index=index(), candidates=cands, num_entities=E, directions=("tail",)
+    )
 
 
 def test_nan_score_raises():
@@ -150,8 +150,7 @@ def test_nan_score_raises():
 def test_both_infinities_are_not_mistaken_for_nan():
     table = truth_table()
     table[0, 0, 4], table[0, 0, 5] = math.inf, -math.inf
-    result = compute_ranks(TableScorer(table), TRIPLES[:1], filter_index=index(), num_entities=E,
-                           directions=("tail",))
+    result = compute_ranks(TableScorer(table), TRIPLES[:1], filter_index=index(), num_entities=E, directions=("tail",))
     assert result.tail_ranks.tolist() == [2.0]  # only +inf beats the target
 
 
@@ -201,10 +200,23 @@ def test_bad_subset_mask_raises_before_ranking():
 
 def test_rank_metrics_values_and_validation():
     m = rank_metrics(torch.tensor([1.0, 2.0, 4.0, 10.5]))
-    assert m == pytest.approx({"mrr": (1 + 0.5 + 0.25 + 1 / 10.5) / 4, "mr": 17.5 / 4, "hits@1": 0.25,
-                               "hits@3": 0.5, "hits@10": 0.75, "num_triples": 4})
-    assert rank_metrics(torch.tensor([1.5]), ks=(1, 2)) == {"mrr": 1 / 1.5, "mr": 1.5, "hits@1": 0.0,
-                                                            "hits@2": 1.0, "num_triples": 1}
+    assert m == pytest.approx(
+        {
+            "mrr": (1 + 0.5 + 0.25 + 1 / 10.5) / 4,
+            "mr": 17.5 / 4,
+            "hits@1": 0.25,
+            "hits@3": 0.5,
+            "hits@10": 0.75,
+            "num_triples": 4,
+        }
+    )
+    assert rank_metrics(torch.tensor([1.5]), ks=(1, 2)) == {
+        "mrr": 1 / 1.5,
+        "mr": 1.5,
+        "hits@1": 0.0,
+        "hits@2": 1.0,
+        "num_triples": 1,
+    }
     empty = rank_metrics(torch.empty(0))
     assert empty["num_triples"] == 0 and math.isnan(empty["mrr"])
     with pytest.raises(ValueError):

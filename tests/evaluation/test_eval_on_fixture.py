@@ -6,11 +6,10 @@ from pathlib import Path
 
 import pytest
 import torch
+from eval_oracle import TableScorer, oracle_rank
 
 from textkg.data import candidate_entities, load_dataset, make_split
 from textkg.evaluation import FilterIndex, compute_ranks
-
-from eval_oracle import TableScorer, oracle_rank
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "tiny_blp_ind"
 
@@ -31,8 +30,14 @@ def test_fixture_ranks_match_oracle(prepared, which, protocol):
     kg, split, index, table = prepared
     candidates = candidate_entities(kg, split, which, protocol)
     triples = split.triples(which)
-    result = compute_ranks(TableScorer(table), triples, filter_index=index, candidates=candidates,
-                           num_entities=kg.num_entities, batch_size=16)
+    result = compute_ranks(
+        TableScorer(table),
+        triples,
+        filter_index=index,
+        candidates=candidates,
+        num_entities=kg.num_entities,
+        batch_size=16,
+    )
     known = {tuple(x) for x in split.filter_triples.tolist()}
     cands = candidates.tolist()
     for direction, ranks in (("head", result.head_ranks), ("tail", result.tail_ranks)):

@@ -8,27 +8,27 @@ from types import SimpleNamespace
 
 import pytest
 import torch
+from eval_oracle import TableScorer, oracle_rank
 
 from textkg.errors import ConfigError
 from textkg.evaluation import FilterIndex, RankingMetrics, evaluate
 from textkg.evaluation.metrics import QueryMask
 from textkg.training.pipeline import _subset_masks
 
-from eval_oracle import TableScorer, oracle_rank
-
 # One relation (think ``is_a``), four entities; 0 and 1 were seen in training, 2 and 3 are new.
 E, R = 4, 1
 SEEN = torch.tensor([0, 1])
 KG = SimpleNamespace(num_entities=E, num_relations=R, relations=["is_a"])
 # score(h, is_a, t) = M[h][t]
-M = [[0.0, 5.0, 1.0, 2.0],
-     [7.0, 0.0, 4.0, 1.0],
-     [6.0, 2.0, 0.0, 7.0],
-     [1.0, 5.0, 1.0, 0.0]]
+M = [[0.0, 5.0, 1.0, 2.0], [7.0, 0.0, 4.0, 1.0], [6.0, 2.0, 0.0, 7.0], [1.0, 5.0, 1.0, 0.0]]
 TABLE = torch.tensor(M)[:, None, :]
-TRIPLES = torch.tensor([[2, 0, 0],   # new term 2 is_a seen 0: tail answer seen, head answer unseen
-                        [0, 0, 1],   # both seen
-                        [1, 0, 3]])  # seen 1 is_a new 3: head answer seen, tail answer unseen
+TRIPLES = torch.tensor(
+    [
+        [2, 0, 0],  # new term 2 is_a seen 0: tail answer seen, head answer unseen
+        [0, 0, 1],  # both seen
+        [1, 0, 3],
+    ]
+)  # seen 1 is_a new 3: head answer seen, tail answer unseen
 FILTER = torch.cat([TRIPLES, torch.tensor([[0, 0, 3]])])  # plus one known (training) triple
 # Filtered realistic ranks, by hand:
 #   (2,0,?) target 0 (6): only 3 (7) beats it                                -> tail 2
@@ -43,8 +43,9 @@ TAIL_RANKS = [2.0, 1.0, 3.0]
 
 def run_eval(subset_masks):
     index = FilterIndex.from_triples(FILTER, E, R)
-    return evaluate(TableScorer(TABLE), TRIPLES, filter_index=index, num_entities=E,
-                    subset_masks=subset_masks).to_dict()
+    return evaluate(
+        TableScorer(TABLE), TRIPLES, filter_index=index, num_entities=E, subset_masks=subset_masks
+    ).to_dict()
 
 
 def test_hand_ranks_agree_with_the_oracle():
@@ -68,8 +69,9 @@ def test_answer_seen_and_unseen_from_hand_ranks():
     unseen = d["subsets"]["answer_unseen"]  # head query of triple 0 (2); tail query of triple 2 (3)
     assert unseen["mrr"] == pytest.approx((1 / 2 + 1 / 3) / 2)
     assert (unseen["mr"], unseen["hits@1"], unseen["hits@3"], unseen["num_triples"]) == (2.5, 0.0, 1.0, 2)
-    assert unseen["head"] == pytest.approx({"mrr": 0.5, "mr": 2.0, "hits@1": 0.0, "hits@3": 1.0,
-                                            "hits@10": 1.0, "num_triples": 1})
+    assert unseen["head"] == pytest.approx(
+        {"mrr": 0.5, "mr": 2.0, "hits@1": 0.0, "hits@3": 1.0, "hits@10": 1.0, "num_triples": 1}
+    )
     assert unseen["tail"]["mrr"] == pytest.approx(1 / 3) and unseen["tail"]["num_triples"] == 1
 
     # the triple-level subsets are unchanged: head_unseen is triple 0, both queries
@@ -79,8 +81,15 @@ def test_answer_seen_and_unseen_from_hand_ranks():
 
 def test_subset_layout_matches_triple_subsets():
     d = run_eval(_subset_masks(TRIPLES, SEEN, KG))
-    assert list(d["subsets"]) == ["both_seen", "head_unseen", "tail_unseen", "any_unseen",
-                                  "answer_seen", "answer_unseen", "relation:is_a"]
+    assert list(d["subsets"]) == [
+        "both_seen",
+        "head_unseen",
+        "tail_unseen",
+        "any_unseen",
+        "answer_seen",
+        "answer_unseen",
+        "relation:is_a",
+    ]
     keys = set(d["subsets"]["both_seen"])
     for sub in d["subsets"].values():
         assert set(sub) == keys == {"mrr", "mr", "hits@1", "hits@3", "hits@10", "num_triples", "head", "tail"}
@@ -96,7 +105,8 @@ def test_all_seen_leaves_out_answer_unseen_and_answer_seen_is_everything():
 def same(a: dict, b: dict) -> bool:
     """Equal dicts, NaN equal to NaN (an empty subset)."""
     return a.keys() == b.keys() and all(
-        a[k] == b[k] or (isinstance(a[k], float) and math.isnan(a[k]) and math.isnan(b[k])) for k in a)
+        a[k] == b[k] or (isinstance(a[k], float) and math.isnan(a[k]) and math.isnan(b[k])) for k in a
+    )
 
 
 def test_triple_level_query_mask_equals_from_ranks():
@@ -130,18 +140,25 @@ def test_seen_and_unseen_answers_partition_the_queries():
 
 def test_empty_direction_is_nan_with_zero_count():
     head, tail = torch.tensor([1.0, 2.0]), torch.tensor([4.0, 1.0])
-    m = RankingMetrics.from_query_mask(head, tail, QueryMask(head=torch.tensor([False, False]),
-                                                             tail=torch.tensor([True, False])))
+    m = RankingMetrics.from_query_mask(
+        head, tail, QueryMask(head=torch.tensor([False, False]), tail=torch.tensor([True, False]))
+    )
     assert m.head["num_triples"] == 0 and math.isnan(m.head["mrr"])
     assert m.tail["mrr"] == m.both["mrr"] == 0.25 and m.both["num_triples"] == 1
     assert not QueryMask(head=torch.tensor([False]), tail=torch.tensor([False])).any()
 
 
-@pytest.mark.parametrize("mask, match", [
-    (QueryMask(head=torch.ones(2, dtype=torch.bool), tail=torch.ones(3, dtype=torch.bool)), "'q' \\(head queries\\)"),
-    (QueryMask(head=torch.ones(3, dtype=torch.bool), tail=torch.ones(3)), "'q' \\(tail queries\\)"),
-    (QueryMask(head=[True, True, True], tail=torch.ones(3, dtype=torch.bool)), "'q' \\(head queries\\)"),
-])
+@pytest.mark.parametrize(
+    "mask, match",
+    [
+        (
+            QueryMask(head=torch.ones(2, dtype=torch.bool), tail=torch.ones(3, dtype=torch.bool)),
+            "'q' \\(head queries\\)",
+        ),
+        (QueryMask(head=torch.ones(3, dtype=torch.bool), tail=torch.ones(3)), "'q' \\(tail queries\\)"),
+        (QueryMask(head=[True, True, True], tail=torch.ones(3, dtype=torch.bool)), "'q' \\(head queries\\)"),
+    ],
+)
 def test_bad_query_mask_raises_config_error(mask, match):
     with pytest.raises(ConfigError, match=match) as err:
         run_eval({"q": mask})

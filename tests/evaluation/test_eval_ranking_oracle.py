@@ -26,12 +26,22 @@ def problems(draw):
     if draw(st.booleans()):  # infinities: -inf targets must not tie with filtered entries
         special = torch.tensor([-math.inf, math.inf])[torch.randint(0, 2, table.shape, generator=g)]
         table = torch.where(torch.rand(table.shape, generator=g) < 0.2, special, table)
-    triples = torch.stack([torch.randint(0, num_entities, (n,), generator=g),
-                           torch.randint(0, num_relations, (n,), generator=g),
-                           torch.randint(0, num_entities, (n,), generator=g)], 1)
-    extra = torch.stack([torch.randint(0, num_entities, (3 * n,), generator=g),
-                         torch.randint(0, num_relations, (3 * n,), generator=g),
-                         torch.randint(0, num_entities, (3 * n,), generator=g)], 1)
+    triples = torch.stack(
+        [
+            torch.randint(0, num_entities, (n,), generator=g),
+            torch.randint(0, num_relations, (n,), generator=g),
+            torch.randint(0, num_entities, (n,), generator=g),
+        ],
+        1,
+    )
+    extra = torch.stack(
+        [
+            torch.randint(0, num_entities, (3 * n,), generator=g),
+            torch.randint(0, num_relations, (3 * n,), generator=g),
+            torch.randint(0, num_entities, (3 * n,), generator=g),
+        ],
+        1,
+    )
     filter_triples = torch.cat([triples, extra[: draw(st.integers(0, 3 * n))]])
     if draw(st.booleans()):
         candidates = None
@@ -52,13 +62,21 @@ def test_ranks_match_oracle(problem, exclude_query):
     table, triples, filter_triples, candidates, batch_size = problem
     num_entities, num_relations = table.shape[0], table.shape[1]
     index = FilterIndex.from_triples(filter_triples, num_entities, num_relations)
-    result = compute_ranks(TableScorer(table), triples, filter_index=index, candidates=candidates,
-                           num_entities=num_entities, batch_size=batch_size, exclude_query=exclude_query)
+    result = compute_ranks(
+        TableScorer(table),
+        triples,
+        filter_index=index,
+        candidates=candidates,
+        num_entities=num_entities,
+        batch_size=batch_size,
+        exclude_query=exclude_query,
+    )
     known = {tuple(x) for x in filter_triples.tolist()}
     cands = list(range(num_entities)) if candidates is None else candidates.tolist()
     for direction, ranks in (("head", result.head_ranks), ("tail", result.tail_ranks)):
-        expected = [oracle_rank(table, tuple(x), direction, cands, known, exclude_query=exclude_query)
-                    for x in triples.tolist()]
+        expected = [
+            oracle_rank(table, tuple(x), direction, cands, known, exclude_query=exclude_query) for x in triples.tolist()
+        ]
         assert ranks.dtype == torch.float64
         assert ranks.tolist() == expected, direction
 
@@ -70,8 +88,15 @@ def test_metrics_match_oracle(problem):
     num_entities, num_relations = table.shape[0], table.shape[1]
     index = FilterIndex.from_triples(filter_triples, num_entities, num_relations)
     mask = triples[:, 0] % 2 == 0
-    metrics = evaluate(TableScorer(table), triples, filter_index=index, candidates=candidates,
-                       num_entities=num_entities, batch_size=batch_size, subset_masks={"even_head": mask}).to_dict()
+    metrics = evaluate(
+        TableScorer(table),
+        triples,
+        filter_index=index,
+        candidates=candidates,
+        num_entities=num_entities,
+        batch_size=batch_size,
+        subset_masks={"even_head": mask},
+    ).to_dict()
     known = {tuple(x) for x in filter_triples.tolist()}
     cands = list(range(num_entities)) if candidates is None else candidates.tolist()
     head = [oracle_rank(table, tuple(x), "head", cands, known) for x in triples.tolist()]
@@ -84,8 +109,9 @@ def test_metrics_match_oracle(problem):
     assert sub["num_triples"] == int(mask.sum())
     if mask.any():
         keep = mask.tolist()
-        sub_ranks = ([r for r, k in zip(head, keep, strict=True) if k]
-                     + [r for r, k in zip(tail, keep, strict=True) if k])
+        sub_ranks = [r for r, k in zip(head, keep, strict=True) if k] + [
+            r for r, k in zip(tail, keep, strict=True) if k
+        ]
         assert sub["mrr"] == pytest.approx(oracle_metrics(sub_ranks)["mrr"], rel=1e-12)
     else:
         assert math.isnan(sub["mrr"])

@@ -15,9 +15,12 @@ TINY = Path(__file__).resolve().parents[1] / "fixtures" / "tiny_blp"
 
 
 def test_evaluate_with_and_without_the_query_entity(tmp_path, capsys):
-    cfg = RunConfig(data=DataConfig(dataset=str(TINY), split="transductive"),
-                    model=dataclasses.replace(get_preset("transe"), dim=8),
-                    train=TrainConfig(epochs=1, batch_size=64), model_name="transe")
+    cfg = RunConfig(
+        data=DataConfig(dataset=str(TINY), split="transductive"),
+        model=dataclasses.replace(get_preset("transe"), dim=8),
+        train=TrainConfig(epochs=1, batch_size=64),
+        model_name="transe",
+    )
     run(cfg, tmp_path / "run", progress=False)
     out = {}
     for flag in ("--no-exclude-query", "--exclude-query"):

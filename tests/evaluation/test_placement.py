@@ -35,8 +35,15 @@ from textkg.evaluation.placement import (
 
 IS_A, HAS = 0, 1
 ROOT, A, B, A1, A2, B1, N, C, D, X, M = range(11)
-TRAIN_EDGES = [(A, IS_A, ROOT), (B, IS_A, ROOT), (A1, IS_A, A), (A2, IS_A, A), (B1, IS_A, B), (X, IS_A, A1),
-               (D, HAS, A1)]
+TRAIN_EDGES = [
+    (A, IS_A, ROOT),
+    (B, IS_A, ROOT),
+    (A1, IS_A, A),
+    (A2, IS_A, A),
+    (B1, IS_A, B),
+    (X, IS_A, A1),
+    (D, HAS, A1),
+]
 TEST_EDGES = [(N, IS_A, A), (N, IS_A, B1), (C, IS_A, N), (M, IS_A, A1), (M, IS_A, N)]
 TYPES = ("phenotype",) * 8 + ("disease",) + ("phenotype",) * 2
 PHENOTYPE_TRAIN = [ROOT, A, B, A1, A2, B1, C, X]  # candidates: training phenotypes
@@ -45,14 +52,26 @@ PHENOTYPE_TRAIN = [ROOT, A, B, A1, A2, B1, C, X]  # candidates: training phenoty
 def _toy(relations=("is_a", "has_phenotype"), types=TYPES):
     train = torch.tensor(TRAIN_EDGES + [(C, IS_A, X)])  # C is a training entity too
     test = torch.tensor(TEST_EDGES)
-    kg = KnowledgeGraph(name="toy", entities=tuple(f"e{i}" for i in range(11)), relations=relations,
-                        entity_names=tuple(f"e{i}" for i in range(11)),
-                        entity_descriptions=tuple(f"term {i}" for i in range(11)),
-                        relation_texts=relations, triples={"all": torch.cat([train, test])}, entity_types=types)
-    split = Split(kind="inductive", train=train, valid=torch.empty(0, 3, dtype=torch.long), test=test,
-                  train_entities=torch.tensor(sorted({ROOT, A, B, A1, A2, B1, C, D, X})),
-                  valid_entities=torch.empty(0, dtype=torch.long), test_entities=torch.tensor([N, M]),
-                  filter_triples=torch.cat([train, test]))
+    kg = KnowledgeGraph(
+        name="toy",
+        entities=tuple(f"e{i}" for i in range(11)),
+        relations=relations,
+        entity_names=tuple(f"e{i}" for i in range(11)),
+        entity_descriptions=tuple(f"term {i}" for i in range(11)),
+        relation_texts=relations,
+        triples={"all": torch.cat([train, test])},
+        entity_types=types,
+    )
+    split = Split(
+        kind="inductive",
+        train=train,
+        valid=torch.empty(0, 3, dtype=torch.long),
+        test=test,
+        train_entities=torch.tensor(sorted({ROOT, A, B, A1, A2, B1, C, D, X})),
+        valid_entities=torch.empty(0, dtype=torch.long),
+        test_entities=torch.tensor([N, M]),
+        filter_triples=torch.cat([train, test]),
+    )
     return kg, split
 
 
@@ -83,7 +102,7 @@ def _oracle_rank(table, term, parent, true_parents, candidates):
 def test_queries_are_new_terms_under_training_parents():
     kg, split = _toy()
     q = placement_queries(kg, split)
-    pairs = sorted(zip(q.terms.tolist(), q.parents.tolist()))
+    pairs = sorted(zip(q.terms.tolist(), q.parents.tolist(), strict=True))
     assert pairs == [(N, A), (N, B1), (M, A1)]  # not (C, N): C is no new term; not (M, N): N is no known term
     assert [g.tolist() for g in q.groups] == [sorted(PHENOTYPE_TRAIN)]  # the disease D is no candidate
     assert q.true_parents[N] == {A, B1}
@@ -97,7 +116,7 @@ def test_ranks_match_a_brute_force_oracle(seed):
     table = torch.randint(0, 4, (11, 11), generator=g).float()  # few values: many ties
     q = placement_queries(kg, split)
     ranks, _ = placement_ranks(_scorer(table), q, num_entities=11, batch_size=1 + seed % 2)
-    for i, (term, parent) in enumerate(zip(q.terms.tolist(), q.parents.tolist())):
+    for i, (term, parent) in enumerate(zip(q.terms.tolist(), q.parents.tolist(), strict=True)):
         assert ranks[i] == _oracle_rank(table, term, parent, q.true_parents[term], PHENOTYPE_TRAIN)
 
 
@@ -147,8 +166,22 @@ def test_close_at_1_credits_the_true_parent_and_splits_ties():
 
 
 # Description features: N is closest to A2 (whose parent is A), then A1; A itself is orthogonal.
-FEATURES = torch.tensor([[0, 0, 1], [0, 1, 0], [0, .2, 1], [1, .5, 0], [1, .1, 0], [.3, 0, 1],
-                         [1, 0, 0], [0, -1, 0], [1, 0, 0], [-1, 0, 0], [0, 0, -1]], dtype=torch.float)
+FEATURES = torch.tensor(
+    [
+        [0, 0, 1],
+        [0, 1, 0],
+        [0, 0.2, 1],
+        [1, 0.5, 0],
+        [1, 0.1, 0],
+        [0.3, 0, 1],
+        [1, 0, 0],
+        [0, -1, 0],
+        [1, 0, 0],
+        [-1, 0, 0],
+        [0, 0, -1],
+    ],
+    dtype=torch.float,
+)
 
 
 def test_description_nn_ranks_by_cosine():
@@ -174,8 +207,9 @@ def test_parent_of_nearest_promotes_the_neighbours_parent(k):
 
 def test_parent_of_nearest_breaks_aggregate_ties_by_cosine():
     feats = torch.zeros(11, 3)
-    feats[N], feats[A2], feats[A], feats[B], feats[ROOT] = (torch.tensor(v) for v in (
-        [1., 0, 0], [1., .1, 0], [.5, 1, 0], [0., 1, 0], [0., 0, 1]))
+    feats[N], feats[A2], feats[A], feats[B], feats[ROOT] = (
+        torch.tensor(v) for v in ([1.0, 0, 0], [1.0, 0.1, 0], [0.5, 1, 0], [0.0, 1, 0], [0.0, 0, 1])
+    )
     scorer = parent_of_nearest_scorer(feats, torch.tensor([[A2, A], [A2, B]]), k=1)
     s = scorer(torch.tensor([N]), torch.tensor([A, B, A2, ROOT]))[0]
     # A and B: both parents of the nearest neighbour A2, A nearer to N by cosine;
@@ -226,8 +260,13 @@ def test_hpo_small_inductive_end_to_end():
     feats = torch.randn(kg.num_entities, 8, generator=torch.Generator().manual_seed(0))
     cfg = get_preset("fused-transe")
     torch.manual_seed(0)
-    model = build_model(cfg, num_entities=kg.num_entities, num_relations=kg.num_relations,
-                        seen_entities=split.train_entities, text_features=feats).eval()
+    model = build_model(
+        cfg,
+        num_entities=kg.num_entities,
+        num_relations=kg.num_relations,
+        seen_entities=split.train_entities,
+        text_features=feats,
+    ).eval()
     with torch.no_grad():
         out = evaluate_placement(model, kg, split, text_features=feats)
     q = placement_queries(kg, split)
@@ -251,15 +290,42 @@ def test_train_reports_placement_first(tmp_path, capsys, monkeypatch):
 
     monkeypatch.setattr(pipeline, "_description_features", fake_features)
     out = tmp_path / "run"
-    assert main(["train", "--dataset", "hpo-small", "--split", "inductive", "--model", "transe", "--epochs", "1",
-                 "--dim", "16", "--valid-max-triples", "50", "--no-progress", "--out", str(out)]) == 0
+    assert (
+        main(
+            [
+                "train",
+                "--dataset",
+                "hpo-small",
+                "--split",
+                "inductive",
+                "--model",
+                "transe",
+                "--epochs",
+                "1",
+                "--dim",
+                "16",
+                "--valid-max-triples",
+                "50",
+                "--no-progress",
+                "--out",
+                str(out),
+            ]
+        )
+        == 0
+    )
     summary = json.loads(capsys.readouterr().out)
     assert list(summary)[0] == "placement" and {"out", "test", "valid", "privacy"} <= set(summary)
-    assert summary["placement"]["reading"].startswith("New terms: the true parent is the top suggestion")
+    assert summary["placement"]["reading"].startswith("New terms: the suggestions come from ")
     assert set(summary["placement"]["baselines"]) == {"description-nn", "parent-of-nearest"}
     metrics = json.loads((out / "metrics.json").read_text())
     assert metrics["test"]["placement"] == summary["placement"]["model"]
     assert metrics["test"]["placement"]["num_queries"] > 50 and len(calls) == 1
+    # the method the summary leads with is the best on validation terms, never chosen on test
+    selection = metrics["test"]["placement_selection"]
+    valid_mrr = {name: m["mrr"] for name, m in selection["valid"].items()}
+    assert summary["placement"]["chosen_on_validation"] == selection["chosen"] == max(valid_mrr, key=valid_mrr.get)
+    assert set(valid_mrr) == {"model", "description-nn", "parent-of-nearest", "combined"}
+    assert summary["placement"]["combined"] == metrics["test"]["placement_combined"]
 
 
 def test_hierarchy_limits_what_placement_reads():
@@ -278,10 +344,10 @@ def test_hierarchy_limits_what_placement_reads():
     import dataclasses
 
     other = dataclasses.replace(split, train=moved)
-    assert evaluate_placement(TableModel(table), kg, other, text_features=FEATURES, k=2,
-                              hierarchy=public) == restricted
-    none = evaluate_placement(TableModel(table), kg, split, text_features=FEATURES,
-                              hierarchy=split.train[split.train[:, 1] == HAS])
+    assert evaluate_placement(TableModel(table), kg, other, text_features=FEATURES, k=2, hierarchy=public) == restricted
+    none = evaluate_placement(
+        TableModel(table), kg, split, text_features=FEATURES, hierarchy=split.train[split.train[:, 1] == HAS]
+    )
     assert set(none["placement_baselines"]) == {"description-nn"}
 
 
@@ -289,9 +355,8 @@ def test_private_run_placement_reads_no_private_statement(tmp_path, monkeypatch)
     """Adversary's view: under ``--privacy full`` every training statement is private, so the released
     placement block has no parent-of-nearest baseline and a close@1 built from public statements only."""
     from textkg.cli.main import main
-    from textkg.training import pipeline
-
     from textkg.evaluation import placement as placement_module
+    from textkg.training import pipeline
 
     seen = {}
 
@@ -302,12 +367,121 @@ def test_private_run_placement_reads_no_private_statement(tmp_path, monkeypatch)
         return original(*args, **kwargs)
 
     monkeypatch.setattr(placement_module, "evaluate_placement", spy)
-    monkeypatch.setattr(pipeline, "_description_features",
-                        lambda prep: torch.randn(prep.kg.num_entities, 8, generator=torch.Generator().manual_seed(0)))
+    monkeypatch.setattr(
+        pipeline,
+        "_description_features",
+        lambda prep: torch.randn(prep.kg.num_entities, 8, generator=torch.Generator().manual_seed(0)),
+    )
     out = tmp_path / "run"
-    assert main(["train", "--dataset", "hpo-small", "--split", "inductive", "--model", "transe", "--epochs", "1",
-                 "--dim", "8", "--valid-max-triples", "20", "--no-progress", "--privacy", "full",
-                 "--noise-multiplier", "1.0", "--batch-size", "512", "--out", str(out)]) == 0
+    assert (
+        main(
+            [
+                "train",
+                "--dataset",
+                "hpo-small",
+                "--split",
+                "inductive",
+                "--model",
+                "transe",
+                "--epochs",
+                "1",
+                "--dim",
+                "8",
+                "--valid-max-triples",
+                "20",
+                "--no-progress",
+                "--privacy",
+                "full",
+                "--noise-multiplier",
+                "1.0",
+                "--batch-size",
+                "512",
+                "--out",
+                str(out),
+            ]
+        )
+        == 0
+    )
     assert seen["hierarchy"] is not None and len(seen["hierarchy"]) == 0
     metrics = json.loads((out / "metrics.json").read_text())
     assert set(metrics["test"]["placement_baselines"]) == {"description-nn"}
+    # the combination has no hierarchy to vote with: model and description only, tuned on validation
+    combined = metrics["test"]["placement_selection"]["combined"]
+    assert combined["vote"] is None and set(combined["weights"]) == {"model", "description"}
+
+
+def test_confidential_run_placement_votes_with_public_statements_only(tmp_path, monkeypatch):
+    """Adversary's view: with half the training statements confidential, every (child, parent) statement
+    that parent-of-nearest or the combination's vote reads is a public one, and some private ``is_a``
+    statements existed to leak."""
+    from textkg.cli.main import main
+    from textkg.evaluation import placement as placement_module
+    from textkg.evaluation import placement_ensemble
+    from textkg.training import pipeline
+
+    seen, read = {}, []
+    original = placement_module.evaluate_placement
+
+    def spy(model, kg, split, **kwargs):
+        seen.update(train=split.train, hierarchy=kwargs.get("hierarchy"), valid=split.valid)
+        return original(model, kg, split, **kwargs)
+
+    def recording(factory):
+        def wrapped(features, parent_edges, **kwargs):
+            read.append(parent_edges.clone())
+            return factory(features, parent_edges, **kwargs)
+
+        return wrapped
+
+    monkeypatch.setattr(placement_module, "evaluate_placement", spy)
+    monkeypatch.setattr(
+        placement_module, "parent_of_nearest_scorer", recording(placement_module.parent_of_nearest_scorer)
+    )
+    monkeypatch.setattr(
+        placement_ensemble, "neighbour_vote_scorer", recording(placement_ensemble.neighbour_vote_scorer)
+    )
+    monkeypatch.setattr(
+        pipeline,
+        "_description_features",
+        lambda prep: torch.randn(prep.kg.num_entities, 8, generator=torch.Generator().manual_seed(0)),
+    )
+    out = tmp_path / "run"
+    assert (
+        main(
+            [
+                "train",
+                "--dataset",
+                "hpo-small",
+                "--split",
+                "inductive",
+                "--model",
+                "transe",
+                "--epochs",
+                "1",
+                "--dim",
+                "8",
+                "--valid-max-triples",
+                "20",
+                "--no-progress",
+                "--privacy",
+                "confidential",
+                "--confidential-fraction",
+                "0.5",
+                "--noise-multiplier",
+                "1.0",
+                "--batch-size",
+                "512",
+                "--out",
+                str(out),
+            ]
+        )
+        == 0
+    )
+    is_a = json.loads((out / "graph.json").read_text())["relations"].index("is_a")
+    public = {(h, t) for h, r, t in seen["hierarchy"].tolist() if r == is_a}
+    private = {(h, t) for h, r, t in seen["train"].tolist() if r == is_a} - public
+    assert private and public and len(read) >= 2  # parent-of-nearest and at least one vote
+    for edges in read:
+        assert {tuple(e) for e in edges.tolist()} <= public
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert metrics["test"]["placement_selection"]["combined"]["vote"] is not None

@@ -43,8 +43,7 @@ def test_the_direction_is_learned_on_the_other_half():
 def test_nothing_moved_is_chance():
     index = torch.arange(40)
     sent, up = _upload(torch.tensor([], dtype=torch.long))
-    res = server_entity_attack(sent, up, struct_index=index, members=torch.arange(20),
-                               non_members=torch.arange(20, 40))
+    res = server_entity_attack(sent, up, struct_index=index, members=torch.arange(20), non_members=torch.arange(20, 40))
     assert res.auc == 0.5 and res.epsilon_lower_bound == 0.0
 
 
@@ -74,17 +73,41 @@ def test_the_server_sees_a_holders_entities_in_the_clear_but_not_under_dp(tmp_pa
 
     results = {}
     for label, extra in [("none", []), ("dp", ["--privacy", "full", "--target-epsilon", "1"])]:
-        cfg = build_run_config(build_parser().parse_args(
-            ["train", "--dataset", "hpo-small", "--split", "inductive", "--model", "fused-transe",
-             "--epochs", "1", "--batch-size", "512", "--valid-max-triples", "50", "--no-progress", *extra]))
+        cfg = build_run_config(
+            build_parser().parse_args(
+                [
+                    "train",
+                    "--dataset",
+                    "hpo-small",
+                    "--split",
+                    "inductive",
+                    "--model",
+                    "fused-transe",
+                    "--epochs",
+                    "1",
+                    "--batch-size",
+                    "512",
+                    "--valid-max-triples",
+                    "50",
+                    "--no-progress",
+                    *extra,
+                ]
+            )
+        )
 
         def observe(holder, sent, upload, label=label):
             if holder.name == "ORPHA":
                 members, non = audit_entities(holder.own, holder.shared, holder.model.seen_entities)
-                results[label] = server_entity_attack(sent, upload, struct_index=holder.model.structural.struct_index,
-                                                      members=members, non_members=non)
+                results[label] = server_entity_attack(
+                    sent, upload, struct_index=holder.model.structural.struct_index, members=members, non_members=non
+                )
 
-        federate(cfg, FederatedConfig(partition="source", clients=None, rounds=1, aggregation="fedavg"),
-                 tmp_path / label, progress=False, on_upload=observe)
+        federate(
+            cfg,
+            FederatedConfig(partition="source", clients=None, rounds=1, aggregation="fedavg"),
+            tmp_path / label,
+            progress=False,
+            on_upload=observe,
+        )
     assert results["none"].auc > 0.7, results["none"]  # 0.82 in benchmarks/federated_attack.py
     assert results["dp"].auc < 0.65, results["dp"]

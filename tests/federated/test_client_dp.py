@@ -17,8 +17,22 @@ from privacy.rdp import DEFAULT_ORDERS
 from textkg.cli.main import main
 from textkg.federated import client_dp, runner
 
-BASE = ["federate", "--dataset", "hpo-small", "--split", "inductive", "--model", "transe", "--dim", "16",
-        "--valid-max-triples", "50", "--no-progress", "--batch-size", "1024"]
+BASE = [
+    "federate",
+    "--dataset",
+    "hpo-small",
+    "--split",
+    "inductive",
+    "--model",
+    "transe",
+    "--dim",
+    "16",
+    "--valid-max-triples",
+    "50",
+    "--no-progress",
+    "--batch-size",
+    "1024",
+]
 
 
 def _state(model):
@@ -41,15 +55,31 @@ def test_one_round_is_the_clipped_equal_weight_mean_plus_sigma_c_over_k_noise(tm
     monkeypatch.setattr(client_dp, "SecretRandomness", lambda: SecretRandomness.from_seed(7))
     sigma, clip = 0.5, 0.05
     out = tmp_path / "fed"
-    assert main([*BASE, "--partition", "source", "--rounds", "1", "--client-noise-multiplier", str(sigma),
-                 "--client-clip", str(clip), "--out", str(out)]) == 0
+    assert (
+        main(
+            [
+                *BASE,
+                "--partition",
+                "source",
+                "--rounds",
+                "1",
+                "--client-noise-multiplier",
+                str(sigma),
+                "--client-clip",
+                str(clip),
+                "--out",
+                str(out),
+            ]
+        )
+        == 0
+    )
     initial = sent[0]
     names = list(initial)
     k = len(returned)
     deltas = []
     for params in returned:
         d = {n: params[n].double() - initial[n].double() for n in names}
-        norm = torch.sqrt(sum((v ** 2).sum() for v in d.values()))
+        norm = torch.sqrt(sum((v**2).sum() for v in d.values()))
         assert norm > clip  # so the clipping is exercised
         deltas.append({n: v * min(1.0, clip / float(norm)) for n, v in d.items()})
     g = SecretRandomness.from_seed(7).generator("noise", 0)
@@ -62,8 +92,24 @@ def test_one_round_is_the_clipped_equal_weight_mean_plus_sigma_c_over_k_noise(tm
 
 def test_calibrated_ledger_matches_textkg_and_hides_holder_sizes(tmp_path):
     out = tmp_path / "fed"
-    assert main([*BASE, "--partition", "random", "--clients", "3", "--rounds", "2",
-                 "--client-target-epsilon", "8", "--out", str(out)]) == 0
+    assert (
+        main(
+            [
+                *BASE,
+                "--partition",
+                "random",
+                "--clients",
+                "3",
+                "--rounds",
+                "2",
+                "--client-target-epsilon",
+                "8",
+                "--out",
+                str(out),
+            ]
+        )
+        == 0
+    )
     metrics = json.loads((out / "metrics.json").read_text(), parse_constant=lambda c: pytest.fail(c))
     block = metrics["privacy"]
     assert block["guarantee"] == "dp" and block["unit"] == client_dp.CLIENT_UNIT
@@ -85,19 +131,38 @@ def test_noise_is_secret_not_numpys_global_generator(tmp_path):
     for i in range(2):
         np.random.seed(0)
         out = tmp_path / f"fed{i}"
-        assert main([*BASE, "--partition", "random", "--clients", "2", "--rounds", "1",
-                     "--client-noise-multiplier", "1", "--out", str(out)]) == 0
+        assert (
+            main(
+                [
+                    *BASE,
+                    "--partition",
+                    "random",
+                    "--clients",
+                    "2",
+                    "--rounds",
+                    "1",
+                    "--client-noise-multiplier",
+                    "1",
+                    "--out",
+                    str(out),
+                ]
+            )
+            == 0
+        )
         outs.append(torch.load(out / "best_model.pt", weights_only=True))
     assert not torch.equal(outs[0]["relation_embeddings"], outs[1]["relation_embeddings"])
 
 
-@pytest.mark.parametrize("extra, field", [
-    (["--client-target-epsilon", "4", "--aggregation", "row"], "aggregation"),
-    (["--client-target-epsilon", "4", "--privacy", "full", "--target-epsilon", "4"], "privacy.mode"),
-    (["--client-target-epsilon", "4", "--client-noise-multiplier", "1"], "client_target_epsilon"),
-    (["--client-noise-multiplier", "-1"], "client-noise-multiplier"),
-    (["--client-target-epsilon", "4", "--client-delta", "1"], "client-delta"),
-])
+@pytest.mark.parametrize(
+    "extra, field",
+    [
+        (["--client-target-epsilon", "4", "--aggregation", "row"], "aggregation"),
+        (["--client-target-epsilon", "4", "--privacy", "full", "--target-epsilon", "4"], "privacy.mode"),
+        (["--client-target-epsilon", "4", "--client-noise-multiplier", "1"], "client_target_epsilon"),
+        (["--client-noise-multiplier", "-1"], "client-noise-multiplier"),
+        (["--client-target-epsilon", "4", "--client-delta", "1"], "client-delta"),
+    ],
+)
 def test_bad_client_dp_settings_exit_2_and_write_nothing(tmp_path, capsys, extra, field):
     out = tmp_path / "fed"
     assert main([*BASE, "--partition", "random", "--clients", "2", *extra, "--out", str(out)]) == 2

@@ -13,12 +13,27 @@ from textkg.federated.runner import FederatedConfig
 
 pytest.importorskip("flwr")
 
+
 def _state(model):
     return {n: p.detach().clone() for n, p in model.named_parameters() if p.requires_grad}
 
 
-BASE = ["federate", "--dataset", "hpo-small", "--split", "inductive", "--model", "transe", "--dim", "16",
-        "--valid-max-triples", "50", "--no-progress", "--batch-size", "1024"]
+BASE = [
+    "federate",
+    "--dataset",
+    "hpo-small",
+    "--split",
+    "inductive",
+    "--model",
+    "transe",
+    "--dim",
+    "16",
+    "--valid-max-triples",
+    "50",
+    "--no-progress",
+    "--batch-size",
+    "1024",
+]
 
 
 @pytest.mark.parametrize("aggregation", ["fedavg", "row"])
@@ -39,8 +54,7 @@ def test_fedavg_is_the_example_weighted_mean_of_the_holders(tmp_path, monkeypatc
     out = tmp_path / "fed"
     # source: OMIM / ORPHA / DECIPHER; DECIPHER's 13 statements never use some relations, so their rows
     # are changed by fewer than all holders
-    assert main([*BASE, "--partition", "source", "--rounds", "1", "--aggregation", aggregation,
-                 "--out", str(out)]) == 0
+    assert main([*BASE, "--partition", "source", "--rounds", "1", "--aggregation", aggregation, "--out", str(out)]) == 0
     summary = json.loads(capsys.readouterr().out)
     # Flower samples the nodes in random order; the FedAvg weight is each holder's own statements
     assert sorted(c["num_statements"] for c in summary["clients"]) == sorted(n for _, n in returned)
@@ -84,8 +98,28 @@ def test_record_level_dp_ledgers_compose_over_rounds(tmp_path):
     outs = []
     for i in range(2):
         out = tmp_path / f"fed{i}"
-        assert main([*BASE, "--partition", "random", "--clients", "2", "--rounds", "2", "--local-epochs", "2",
-                     "--privacy", "full", "--target-epsilon", "2", "--out", str(out)]) == 0
+        assert (
+            main(
+                [
+                    *BASE,
+                    "--partition",
+                    "random",
+                    "--clients",
+                    "2",
+                    "--rounds",
+                    "2",
+                    "--local-epochs",
+                    "2",
+                    "--privacy",
+                    "full",
+                    "--target-epsilon",
+                    "2",
+                    "--out",
+                    str(out),
+                ]
+            )
+            == 0
+        )
         outs.append(out)
     metrics = json.loads((outs[0] / "metrics.json").read_text())
     assert metrics["privacy"]["guarantee"] == "dp"
@@ -103,12 +137,15 @@ def test_record_level_dp_ledgers_compose_over_rounds(tmp_path):
     assert not torch.equal(a["relation_embeddings"], b["relation_embeddings"])
 
 
-@pytest.mark.parametrize("extra, field", [
-    (["--rounds", "0"], "rounds"),
-    (["--partition", "column"], "partition_file"),
-    (["--partition", "random", "--clients", "1"], "clients"),
-    (["--partition", "source", "--clients", "2"], "clients"),
-])
+@pytest.mark.parametrize(
+    "extra, field",
+    [
+        (["--rounds", "0"], "rounds"),
+        (["--partition", "column"], "partition_file"),
+        (["--partition", "random", "--clients", "1"], "clients"),
+        (["--partition", "source", "--clients", "2"], "clients"),
+    ],
+)
 def test_bad_settings_exit_2_and_write_nothing(tmp_path, capsys, extra, field):
     out = tmp_path / "fed"
     assert main([*BASE, *extra, "--out", str(out)]) == 2
@@ -144,8 +181,26 @@ def _repeat(tmp_path):
 
 def test_release_refuses_a_federated_run_clearly(tmp_path, capsys):
     out = tmp_path / "fed"
-    assert main([*BASE, "--partition", "random", "--clients", "2", "--rounds", "1", "--privacy", "full",
-                 "--target-epsilon", "2", "--out", str(out)]) == 0
+    assert (
+        main(
+            [
+                *BASE,
+                "--partition",
+                "random",
+                "--clients",
+                "2",
+                "--rounds",
+                "1",
+                "--privacy",
+                "full",
+                "--target-epsilon",
+                "2",
+                "--out",
+                str(out),
+            ]
+        )
+        == 0
+    )
     capsys.readouterr()
     assert main(["release", str(out), "--out", str(tmp_path / "rel")]) == 2
     assert "federated run is not supported yet" in capsys.readouterr().err

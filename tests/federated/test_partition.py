@@ -16,9 +16,16 @@ TRAIN = torch.tensor([[1, 0, 0], [2, 0, 0], [3, 1, 0], [3, 1, 1], [4, 1, 2], [5,
 
 
 def _kg(entities=ENTS, types=TYPES):
-    return KnowledgeGraph(name="toy", entities=entities, relations=RELS, entity_names=entities,
-                          entity_descriptions=entities, relation_texts=RELS, triples={"all": TRAIN},
-                          entity_types=types)
+    return KnowledgeGraph(
+        name="toy",
+        entities=entities,
+        relations=RELS,
+        entity_names=entities,
+        entity_descriptions=entities,
+        relation_texts=RELS,
+        triples={"all": TRAIN},
+        entity_types=types,
+    )
 
 
 def test_source_partition_follows_the_disease():
@@ -74,8 +81,9 @@ def _write(tmp_path, rows):
 
 
 def _rows(kg, client_of):
-    return [(kg.entities[h], kg.relations[r], kg.entities[t], client_of(i))
-            for i, (h, r, t) in enumerate(TRAIN.tolist())]
+    return [
+        (kg.entities[h], kg.relations[r], kg.entities[t], client_of(i)) for i, (h, r, t) in enumerate(TRAIN.tolist())
+    ]
 
 
 def test_column_file(tmp_path):
@@ -87,14 +95,17 @@ def test_column_file(tmp_path):
         make_partition(kg, TRAIN, "column", column_file=path, num_clients=3)
 
 
-@pytest.mark.parametrize("edit, match", [
-    (lambda rows: rows[:-1], "not listed"),
-    (lambda rows: rows + [rows[0]], "listed twice"),
-    (lambda rows: [rows[0][:3]] + rows[1:], "4 tab-separated"),
-    (lambda rows: [("HP:9",) + rows[0][1:]] + rows[1:], "unknown head"),
-    (lambda rows: [rows[0][:3] + ("",)] + rows[1:], "empty client"),
-    (lambda rows: [("HP:3", "is_a", "HP:2", "A")] + rows[1:], "not a training statement"),
-])
+@pytest.mark.parametrize(
+    "edit, match",
+    [
+        (lambda rows: rows[:-1], "not listed"),
+        (lambda rows: rows + [rows[0]], "listed twice"),
+        (lambda rows: [rows[0][:3]] + rows[1:], "4 tab-separated"),
+        (lambda rows: [("HP:9",) + rows[0][1:]] + rows[1:], "unknown head"),
+        (lambda rows: [rows[0][:3] + ("",)] + rows[1:], "empty client"),
+        (lambda rows: [("HP:3", "is_a", "HP:2", "A")] + rows[1:], "not a training statement"),
+    ],
+)
 def test_column_file_errors_name_the_line(tmp_path, edit, match):
     kg = _kg()
     path = _write(tmp_path, edit(_rows(kg, lambda i: "A" if i % 2 else "B")))

@@ -27,9 +27,14 @@ FUSION_CASES = {
 
 def random_triples(shape, *, seed: int = 0, num_entities: int = NUM_ENTITIES) -> torch.Tensor:
     g = torch.Generator().manual_seed(seed)
-    return torch.stack([torch.randint(0, num_entities, shape, generator=g),
-                        torch.randint(0, NUM_RELATIONS, shape, generator=g),
-                        torch.randint(0, num_entities, shape, generator=g)], dim=-1)
+    return torch.stack(
+        [
+            torch.randint(0, num_entities, shape, generator=g),
+            torch.randint(0, NUM_RELATIONS, shape, generator=g),
+            torch.randint(0, num_entities, shape, generator=g),
+        ],
+        dim=-1,
+    )
 
 
 def text_features(seed: int = 0) -> torch.Tensor:
@@ -40,8 +45,13 @@ def make_model(fusion: str, *, interaction: str = "transe", seed: int = 0, **ove
     """A small model with random pooled text features (when the fusion uses text)."""
     torch.manual_seed(seed)
     kwargs = {"p": 1} if interaction == "transe" else {}
-    cfg = ModelConfig(interaction=interaction, interaction_kwargs=kwargs, dim=DIM, fusion=fusion,
-                      **{**FUSION_CASES[fusion], **overrides})
+    cfg = ModelConfig(
+        interaction=interaction,
+        interaction_kwargs=kwargs,
+        dim=DIM,
+        fusion=fusion,
+        **{**FUSION_CASES[fusion], **overrides},
+    )
     feats = {"text_features": text_features(seed)} if cfg.encoder else {}
     return build_model(cfg, num_entities=NUM_ENTITIES, num_relations=NUM_RELATIONS, seen_entities=SEEN, **feats)
 

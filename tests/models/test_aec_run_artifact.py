@@ -25,8 +25,12 @@ AE_KWARGS = {"code_dim": 8, "epochs": 1}
 
 def _cfg(**ae_kwargs) -> RunConfig:
     model = replace(get_preset("torchcoder-aec"), dim=16, text_module_kwargs=ae_kwargs or AE_KWARGS)
-    return RunConfig(data=DataConfig(dataset=str(TINY), split="inductive"), model=model,
-                     train=TrainConfig(epochs=1, batch_size=16, num_negatives=2), model_name="torchcoder-aec")
+    return RunConfig(
+        data=DataConfig(dataset=str(TINY), split="inductive"),
+        model=model,
+        train=TrainConfig(epochs=1, batch_size=16, num_negatives=2),
+        model_name="torchcoder-aec",
+    )
 
 
 def _text_features(model) -> torch.Tensor:
@@ -56,14 +60,49 @@ def test_run_saves_the_autoencoder_and_predict_codes_with_it(aec_run):
 
 
 def test_pretrained_autoencoder_file_replaces_in_run_pretraining(tmp_path, capsys):
-    assert main(["encoders", "pretrain-aec", "--dataset", str(TINY), "--code-dim", "6", "--epochs", "1",
-                 "--out", str(tmp_path / "ae")]) == 0
+    assert (
+        main(
+            [
+                "encoders",
+                "pretrain-aec",
+                "--dataset",
+                str(TINY),
+                "--code-dim",
+                "6",
+                "--epochs",
+                "1",
+                "--out",
+                str(tmp_path / "ae"),
+            ]
+        )
+        == 0
+    )
     report = json.loads(capsys.readouterr().out)
     path = Path(report["out"])
     assert path == tmp_path / "ae" / AUTOENCODER_FILE and report["code_dim"] == 6
-    assert main(["train", "--dataset", str(TINY), "--split", "inductive", "--model", "torchcoder-aec",
-                 "--autoencoder", str(path), "--dim", "16", "--epochs", "1", "--no-progress",
-                 "--out", str(tmp_path / "run")]) == 0
+    assert (
+        main(
+            [
+                "train",
+                "--dataset",
+                str(TINY),
+                "--split",
+                "inductive",
+                "--model",
+                "torchcoder-aec",
+                "--autoencoder",
+                str(path),
+                "--dim",
+                "16",
+                "--epochs",
+                "1",
+                "--no-progress",
+                "--out",
+                str(tmp_path / "run"),
+            ]
+        )
+        == 0
+    )
     capsys.readouterr()
     used = LSTMAutoencoder.load(tmp_path / "run" / AUTOENCODER_FILE)
     given = LSTMAutoencoder.load(path)
@@ -74,16 +113,32 @@ def test_pretrained_autoencoder_file_replaces_in_run_pretraining(tmp_path, capsy
     assert config["model"]["text_module_kwargs"] == {"path": str(path)}
 
 
-@pytest.mark.parametrize("argv, needle", [
-    (["--model", "blp-transe", "--autoencoder", "x.pt"], "--autoencoder is for LSTM-autoencoder models"),
-    (["--model", "torchcoder-aec", "--autoencoder", "{tmp}/missing.pt"], "missing.pt"),
-    (["--model", "torchcoder-aec", "--autoencoder", "{tmp}/bad.pt"], "bad.pt"),
-])
+@pytest.mark.parametrize(
+    "argv, needle",
+    [
+        (["--model", "blp-transe", "--autoencoder", "x.pt"], "--autoencoder is for LSTM-autoencoder models"),
+        (["--model", "torchcoder-aec", "--autoencoder", "{tmp}/missing.pt"], "missing.pt"),
+        (["--model", "torchcoder-aec", "--autoencoder", "{tmp}/bad.pt"], "bad.pt"),
+    ],
+)
 def test_bad_autoencoder_flag_is_a_clear_error(tmp_path, capsys, argv, needle):
     (tmp_path / "bad.pt").write_bytes(b"not a torch file")
     argv = [a.replace("{tmp}", str(tmp_path)) for a in argv]
-    code = main(["train", "--dataset", str(TINY), "--split", "inductive", *argv, "--epochs", "1",
-                 "--no-progress", "--out", str(tmp_path / "run")])
+    code = main(
+        [
+            "train",
+            "--dataset",
+            str(TINY),
+            "--split",
+            "inductive",
+            *argv,
+            "--epochs",
+            "1",
+            "--no-progress",
+            "--out",
+            str(tmp_path / "run"),
+        ]
+    )
     err = capsys.readouterr().err
     assert code == 2 and needle in err and "Traceback" not in err
     assert not (tmp_path / "run").exists()

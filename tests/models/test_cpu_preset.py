@@ -20,8 +20,7 @@ def _model(name: str, **changes):
     cfg = dataclasses.replace(get_preset(name), dim=8, **changes)
     x = torch.randn(NUM_ENTITIES, 7, generator=torch.Generator().manual_seed(0))
     torch.manual_seed(0)
-    return build_model(cfg, num_entities=NUM_ENTITIES, num_relations=NUM_RELATIONS, seen_entities=SEEN,
-                       text_features=x)
+    return build_model(cfg, num_entities=NUM_ENTITIES, num_relations=NUM_RELATIONS, seen_entities=SEEN, text_features=x)
 
 
 @pytest.mark.parametrize("name", ["blp-transe", "blp-distmult", "cpu-best", "fused-transe"])
@@ -30,7 +29,7 @@ def test_many_reads_path_matches_gather_path(name):
     model.eval()  # no structural dropout: both paths must read the same rows
     many = random_triples((9, 3))  # 27 triples = 54 entity reads > 14 entities: all-entities path
     assert many[..., [0, 2]].numel() > NUM_ENTITIES
-    chunks = [many[i:i + 2] for i in range(0, len(many), 2)]  # <= 12 reads each: gather path
+    chunks = [many[i : i + 2] for i in range(0, len(many), 2)]  # <= 12 reads each: gather path
     assert all(c[..., [0, 2]].numel() <= NUM_ENTITIES for c in chunks)
 
     model.zero_grad()

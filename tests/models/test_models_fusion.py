@@ -57,8 +57,14 @@ def test_fusion_formulas():
 def test_unseen_only_triples_never_touch_a_trained_structural_row(fusion):
     model = make_model(fusion, structural_dropout=0.5 if fusion != "structural" else 0.0).train()
     g = torch.Generator().manual_seed(0)
-    triples = torch.stack([UNSEEN[torch.randint(4, (20,), generator=g)], torch.randint(NUM_RELATIONS, (20,)),
-                           UNSEEN[torch.randint(4, (20,), generator=g)]], dim=1)
+    triples = torch.stack(
+        [
+            UNSEEN[torch.randint(4, (20,), generator=g)],
+            torch.randint(NUM_RELATIONS, (20,)),
+            UNSEEN[torch.randint(4, (20,), generator=g)],
+        ],
+        dim=1,
+    )
     model(triples, generator=g).sum().backward()
     table_grad = model.tables()["entity"].grad
     assert torch.count_nonzero(table_grad[: len(SEEN)]) == 0
@@ -200,8 +206,9 @@ def test_text_module_new_entities():
     dkrl = models["dkrl"].eval()
     tok, mask = dkrl.text.text_token_features[[12]], dkrl.text.text_token_mask[[12]]
     with torch.no_grad():
-        torch.testing.assert_close(dkrl.embed_new_entities(token_features=tok, token_mask=mask),
-                                   dkrl.entity_matrix(torch.tensor([12])))
+        torch.testing.assert_close(
+            dkrl.embed_new_entities(token_features=tok, token_mask=mask), dkrl.entity_matrix(torch.tensor([12]))
+        )
 
 
 def test_text_features_are_buffers_not_parameters():

@@ -120,7 +120,7 @@ def test_relation_dims():
 def test_transe_known_values():
     h, r, t = torch.tensor([1.0, 2.0]), torch.tensor([0.5, -1.0]), torch.tensor([0.0, 0.0])
     assert float(TransE(p=1).score(h, r, t)) == pytest.approx(-2.5)
-    assert float(TransE(p=2).score(h, r, t)) == pytest.approx(-math.sqrt(1.5 ** 2 + 1.0))
+    assert float(TransE(p=2).score(h, r, t)) == pytest.approx(-math.sqrt(1.5**2 + 1.0))
     assert float(TransE(p=1).score(h, t - h, t)) == 0.0  # a perfect translation
 
 
@@ -158,8 +158,9 @@ def test_rotate_with_zero_phases_is_l1_of_complex_moduli():
     torch.testing.assert_close(RotatE().score(h, torch.zeros(6, 4), t), expected)
     # with zero imaginary parts this is TransE-L1 on the real parts
     h[:, 4:], t[:, 4:] = 0.0, 0.0
-    torch.testing.assert_close(RotatE().score(h, torch.zeros(6, 4), t),
-                               TransE(p=1).score(h[:, :4], torch.zeros(6, 4), t[:, :4]))
+    torch.testing.assert_close(
+        RotatE().score(h, torch.zeros(6, 4), t), TransE(p=1).score(h[:, :4], torch.zeros(6, 4), t[:, :4])
+    )
 
 
 def test_rotate_half_turn_known_value():
@@ -178,13 +179,16 @@ def test_rotate_chunking_matches_unchunked(monkeypatch):
     full = RotatE().score_tails(h, r, c)
     monkeypatch.setattr(mod, "_CHUNK_ELEMENTS", 13)
     torch.testing.assert_close(RotatE().score_tails(h, r, c), full)
-    torch.testing.assert_close(RotatE().score_heads(r, h, c),
-                               RotatE().score(c[None], r[:, None], h[:, None]))
+    torch.testing.assert_close(RotatE().score_heads(r, h, c), RotatE().score(c[None], r[:, None], h[:, None]))
 
 
 @settings(max_examples=25, deadline=None)
-@given(name=st.sampled_from(["transe", "distmult", "complex", "rotate"]), b=st.integers(1, 4),
-       c=st.integers(1, 6), seed=st.integers(0, 10_000))
+@given(
+    name=st.sampled_from(["transe", "distmult", "complex", "rotate"]),
+    b=st.integers(1, 4),
+    c=st.integers(1, 6),
+    seed=st.integers(0, 10_000),
+)
 def test_candidate_scoring_property(name, b, c, seed):
     inter = get_interaction(name)
     g = torch.Generator().manual_seed(seed)

@@ -88,19 +88,21 @@ def test_per_example_gradients_under_vmap_equal_a_loop(fusion, interaction):
     def example_loss(dense_params, rows, triples):
         return _loss(functional_call(wrapper, {**buffers, **dense_params}, (triples, rows)))
 
-    dense_g, row_g = vmap(grad(example_loss, argnums=(0, 1)), in_dims=(None, 0, 0),
-                          randomness="different")(dense, gathered, batch)
+    dense_g, row_g = vmap(grad(example_loss, argnums=(0, 1)), in_dims=(None, 0, 0), randomness="different")(
+        dense, gathered, batch
+    )
     params = dict(model.named_parameters())
     for i in range(len(batch)):
         model.zero_grad()
         rows_i = {k: tables[k][idx] for k, idx in plan.items()}
         _loss(model.score_rows(batch[i], {k: v[i] for k, v in rows_i.items()})).backward()
         for name, g in dense_g.items():
-            expected = params[name[len("model."):]].grad
+            expected = params[name[len("model.") :]].grad
             torch.testing.assert_close(g[i], torch.zeros_like(g[i]) if expected is None else expected)
         for name, table in tables.items():
-            scattered = torch.zeros_like(table).index_add_(0, plan[name][i].reshape(-1),
-                                                           row_g[name][i].reshape(-1, table.shape[1]))
+            scattered = torch.zeros_like(table).index_add_(
+                0, plan[name][i].reshape(-1), row_g[name][i].reshape(-1, table.shape[1])
+            )
             torch.testing.assert_close(scattered, table.grad if table.grad is not None else torch.zeros_like(table))
 
 
@@ -149,8 +151,16 @@ def test_entity_matrix_cache_follows_parameter_updates():
     model.eval()
     with torch.no_grad():
         after = model.score_tails(ids, ids, torch.arange(NUM_ENTITIES))
-        fresh = torch.stack([model(torch.stack([ids[i].expand(NUM_ENTITIES), ids[i].expand(NUM_ENTITIES),
-                                                torch.arange(NUM_ENTITIES)], 1)) for i in range(2)])
+        fresh = torch.stack(
+            [
+                model(
+                    torch.stack(
+                        [ids[i].expand(NUM_ENTITIES), ids[i].expand(NUM_ENTITIES), torch.arange(NUM_ENTITIES)], 1
+                    )
+                )
+                for i in range(2)
+            ]
+        )
     assert not torch.allclose(before, after)
     torch.testing.assert_close(after, fresh, rtol=1e-5, atol=1e-5)
     other = make_model("weighted", seed=9).eval()
@@ -202,13 +212,14 @@ def test_new_entity_from_text_equals_unseen_entity_with_same_text(fusion):
     with torch.no_grad():
         torch.testing.assert_close(model.embed_new_entities(text_features=feats), model.entity_matrix()[[11, 12]])
         new = model.embed_new_entities(text_features=feats)
-        torch.testing.assert_close(model.score_new_entities(new, torch.tensor([1, 2])),
-                                   model.score_tails(torch.tensor([11, 12]), torch.tensor([1, 2]),
-                                                     torch.arange(NUM_ENTITIES)))
-        torch.testing.assert_close(model.score_new_entities(new, torch.tensor([1, 2]), direction="head",
-                                                            candidates=torch.tensor([0, 3])),
-                                   model.score_heads(torch.tensor([1, 2]), torch.tensor([11, 12]),
-                                                     torch.tensor([0, 3])))
+        torch.testing.assert_close(
+            model.score_new_entities(new, torch.tensor([1, 2])),
+            model.score_tails(torch.tensor([11, 12]), torch.tensor([1, 2]), torch.arange(NUM_ENTITIES)),
+        )
+        torch.testing.assert_close(
+            model.score_new_entities(new, torch.tensor([1, 2]), direction="head", candidates=torch.tensor([0, 3])),
+            model.score_heads(torch.tensor([1, 2]), torch.tensor([11, 12]), torch.tensor([0, 3])),
+        )
     with pytest.raises(ConfigError):
         model.embed_new_entities(token_features=feats)
     with pytest.raises(ConfigError):

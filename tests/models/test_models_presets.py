@@ -12,8 +12,22 @@ from models_cases import NUM_ENTITIES, NUM_RELATIONS, SEEN, random_triples
 from textkg.errors import ConfigError
 from textkg.models import ModelConfig, build_model, get_preset, list_presets, register_preset
 
-REQUIRED = ["transe", "transe-l2", "distmult", "complex", "rotate", "blp-transe", "blp-distmult", "blp-complex",
-            "glove-bow", "dkrl-bert", "dkrl-flair", "torchcoder-aec", "fused-transe", "gated-transe"]
+REQUIRED = [
+    "transe",
+    "transe-l2",
+    "distmult",
+    "complex",
+    "rotate",
+    "blp-transe",
+    "blp-distmult",
+    "blp-complex",
+    "glove-bow",
+    "dkrl-bert",
+    "dkrl-flair",
+    "torchcoder-aec",
+    "fused-transe",
+    "gated-transe",
+]
 
 
 def _features(cfg: ModelConfig) -> dict:
@@ -41,8 +55,9 @@ def test_unknown_preset_lists_names():
 def test_every_preset_builds_and_takes_an_optimiser_step(name):
     cfg = dataclasses.replace(get_preset(name), dim=8)
     torch.manual_seed(0)
-    model = build_model(cfg, num_entities=NUM_ENTITIES, num_relations=NUM_RELATIONS, seen_entities=SEEN,
-                        **_features(cfg))
+    model = build_model(
+        cfg, num_entities=NUM_ENTITIES, num_relations=NUM_RELATIONS, seen_entities=SEEN, **_features(cfg)
+    )
     opt = torch.optim.Adam(model.parameters(), lr=0.1)
     model.train()
     g = torch.Generator().manual_seed(0)
@@ -72,7 +87,12 @@ def test_config_round_trip(name):
 def test_blp_transe_matches_blp():
     cfg = get_preset("blp-transe")
     assert (cfg.encoder, cfg.encoder_kwargs, cfg.fusion, cfg.interaction_kwargs, cfg.normalize_entities) == (
-        "bert", {"pooling": "cls"}, "text", {"p": 1}, True)
+        "bert",
+        {"pooling": "cls"},
+        "text",
+        {"p": 1},
+        True,
+    )
 
 
 def test_config_is_frozen_and_copies_kwargs():
@@ -84,18 +104,21 @@ def test_config_is_frozen_and_copies_kwargs():
         cfg.dim = 3
 
 
-@pytest.mark.parametrize("bad, field", [
-    ({"dim": 0}, "model.dim"),
-    ({"interaction": "complex", "interaction_kwargs": {}, "dim": 7}, "model.dim"),
-    ({"interaction": "transh"}, "model.interaction"),
-    ({"interaction_kwargs": {"p": 3}}, "model.interaction_kwargs.p"),
-    ({"fusion": "concat"}, "model.fusion"),
-    ({"fusion": "text"}, "model.encoder"),
-    ({"encoder": "bert"}, "model.fusion"),
-    ({"fusion": "weighted", "encoder": "bert", "text_module": "cnn"}, "model.text_module"),
-    ({"structural_dropout": 1.0}, "model.structural_dropout"),
-    ({"fusion": "text", "encoder": "bert", "structural_dropout": 0.2}, "model.structural_dropout"),
-])
+@pytest.mark.parametrize(
+    "bad, field",
+    [
+        ({"dim": 0}, "model.dim"),
+        ({"interaction": "complex", "interaction_kwargs": {}, "dim": 7}, "model.dim"),
+        ({"interaction": "transh"}, "model.interaction"),
+        ({"interaction_kwargs": {"p": 3}}, "model.interaction_kwargs.p"),
+        ({"fusion": "concat"}, "model.fusion"),
+        ({"fusion": "text"}, "model.encoder"),
+        ({"encoder": "bert"}, "model.fusion"),
+        ({"fusion": "weighted", "encoder": "bert", "text_module": "cnn"}, "model.text_module"),
+        ({"structural_dropout": 1.0}, "model.structural_dropout"),
+        ({"fusion": "text", "encoder": "bert", "structural_dropout": 0.2}, "model.structural_dropout"),
+    ],
+)
 def test_invalid_configs_name_the_field(bad, field):
     with pytest.raises(ConfigError) as info:
         ModelConfig(**bad)
@@ -135,22 +158,38 @@ def test_build_model_input_errors():
     with pytest.raises(ConfigError, match="one per entity"):
         _build(text_cfg, text_features=torch.randn(NUM_ENTITIES - 1, 3))
     with pytest.raises(ConfigError, match="one kind"):
-        _build(text_cfg, text_features=torch.randn(NUM_ENTITIES, 3),
-               token_features=torch.randn(NUM_ENTITIES, 2, 3), token_mask=torch.ones(NUM_ENTITIES, 2, dtype=bool))
+        _build(
+            text_cfg,
+            text_features=torch.randn(NUM_ENTITIES, 3),
+            token_features=torch.randn(NUM_ENTITIES, 2, 3),
+            token_mask=torch.ones(NUM_ENTITIES, 2, dtype=bool),
+        )
     with pytest.raises(ConfigError, match="token_mask"):
         _build(text_cfg, token_features=torch.randn(NUM_ENTITIES, 2, 3))
     with pytest.raises(ConfigError, match="dkrl"):  # token features but no token module
-        _build(text_cfg, token_features=torch.randn(NUM_ENTITIES, 2, 3),
-               token_mask=torch.ones(NUM_ENTITIES, 2, dtype=bool))
+        _build(
+            text_cfg, token_features=torch.randn(NUM_ENTITIES, 2, 3), token_mask=torch.ones(NUM_ENTITIES, 2, dtype=bool)
+        )
     with pytest.raises(ConfigError, match="text_module"):
-        _build(text_cfg, input_ids=torch.zeros(NUM_ENTITIES, 2, dtype=torch.long),
-               attention_mask=torch.ones(NUM_ENTITIES, 2, dtype=torch.long))
+        _build(
+            text_cfg,
+            input_ids=torch.zeros(NUM_ENTITIES, 2, dtype=torch.long),
+            attention_mask=torch.ones(NUM_ENTITIES, 2, dtype=torch.long),
+        )
     with pytest.raises(ConfigError, match="seen_entities"):
-        build_model(get_preset("transe"), num_entities=NUM_ENTITIES, num_relations=NUM_RELATIONS,
-                    seen_entities=torch.tensor([0, 0, 1]))
+        build_model(
+            get_preset("transe"),
+            num_entities=NUM_ENTITIES,
+            num_relations=NUM_RELATIONS,
+            seen_entities=torch.tensor([0, 0, 1]),
+        )
     with pytest.raises(ConfigError, match="seen_entities"):
-        build_model(get_preset("transe"), num_entities=NUM_ENTITIES, num_relations=NUM_RELATIONS,
-                    seen_entities=torch.tensor([NUM_ENTITIES]))
+        build_model(
+            get_preset("transe"),
+            num_entities=NUM_ENTITIES,
+            num_relations=NUM_RELATIONS,
+            seen_entities=torch.tensor([NUM_ENTITIES]),
+        )
 
 
 def test_build_model_accepts_a_dict_config_and_float16_features():

@@ -13,10 +13,42 @@ from textkg.models.presets import get_preset
 from textkg.training.config import DataConfig, RunConfig, TrainConfig
 from textkg.training.pipeline import run
 
-ANIMALS = ["cat", "dog", "horse", "cow", "sheep", "goat", "pig", "duck",
-           "tiger", "lion", "bear", "wolf", "fox", "rabbit", "mouse", "eagle"]
-FOODS = ["fish", "bone", "hay", "grass", "clover", "weeds", "corn", "bread",
-         "deer", "zebra", "honey", "elk", "hen", "carrot", "cheese", "snake"]
+ANIMALS = [
+    "cat",
+    "dog",
+    "horse",
+    "cow",
+    "sheep",
+    "goat",
+    "pig",
+    "duck",
+    "tiger",
+    "lion",
+    "bear",
+    "wolf",
+    "fox",
+    "rabbit",
+    "mouse",
+    "eagle",
+]
+FOODS = [
+    "fish",
+    "bone",
+    "hay",
+    "grass",
+    "clover",
+    "weeds",
+    "corn",
+    "bread",
+    "deer",
+    "zebra",
+    "honey",
+    "elk",
+    "hen",
+    "carrot",
+    "cheese",
+    "snake",
+]
 
 
 def _toy_graph(root: Path) -> Path:
@@ -37,9 +69,12 @@ def trained_run(tmp_path_factory):
     from dataclasses import replace
 
     model = replace(get_preset("glove-bow"), dim=32)
-    cfg = RunConfig(data=DataConfig(dataset=str(data), split="transductive"), model=model,
-                    train=TrainConfig(epochs=60, batch_size=4, lr=0.02, num_negatives=8, eval_every=20),
-                    model_name="glove-bow")
+    cfg = RunConfig(
+        data=DataConfig(dataset=str(data), split="transductive"),
+        model=model,
+        train=TrainConfig(epochs=60, batch_size=4, lr=0.02, num_negatives=8, eval_every=20),
+        model_name="glove-bow",
+    )
     out = base / "run"
     run(cfg, out, progress=False)
     return out
@@ -48,8 +83,9 @@ def trained_run(tmp_path_factory):
 @pytest.mark.parametrize("k", [0, 3, 7, 11])
 def test_new_entity_gets_its_planted_tail_first(trained_run, k):
     predictor = textkg.load(trained_run)
-    out = predictor.predict(description=ANIMALS[k], name=f"new {ANIMALS[k]}", relation="likes",
-                            direction="tail", top_k=3)
+    out = predictor.predict(
+        description=ANIMALS[k], name=f"new {ANIMALS[k]}", relation="likes", direction="tail", top_k=3
+    )
     assert out["entity"] == {"name": f"new {ANIMALS[k]}", "description": ANIMALS[k]}
     top = out["predictions"][0]
     assert (top["entity"], top["relation"], top["direction"]) == (f"/f/{FOODS[k]}", "likes", "tail")

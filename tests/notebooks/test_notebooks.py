@@ -28,8 +28,11 @@ def _kernel_available(name: str = "python3") -> bool:
 
 
 def test_all_notebooks_present():
-    assert {p.name for p in PATHS} == {"01_zero_shot_hpo.ipynb", "02_privacy_utility.ipynb",
-                                       "03_biomedical_encoders.ipynb"}
+    assert {p.name for p in PATHS} == {
+        "01_zero_shot_hpo.ipynb",
+        "02_privacy_utility.ipynb",
+        "03_biomedical_encoders.ipynb",
+    }
     assert all(p.with_suffix(".py").is_file() for p in PATHS), "every notebook has its jupytext script"
 
 
@@ -58,8 +61,9 @@ def test_notebook_executes(path, tmp_path, monkeypatch):
         pytest.skip("the python3 Jupyter kernel is not installed")
     monkeypatch.setenv("MPLBACKEND", "Agg")
     nb = nbformat.read(path, as_version=4)
-    client = NotebookClient(nb, timeout=CELL_TIMEOUT_S, kernel_name="python3",
-                            resources={"metadata": {"path": str(tmp_path)}})
+    client = NotebookClient(
+        nb, timeout=CELL_TIMEOUT_S, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}
+    )
     client.execute(env=dict(os.environ))
     errors = [o for c in nb.cells if c.cell_type == "code" for o in c.outputs if o.output_type == "error"]
     assert not errors

@@ -32,16 +32,20 @@ def plan(examples):
 def make_tiny():
     g = torch.Generator().manual_seed(0)
     tables = {"entity": torch.randn(V_ENT, DIM, generator=g), "relation": torch.randn(V_REL, DIM, generator=g)}
-    dense = {"linear.weight": torch.randn(DIM, DIM, generator=g) * 0.5,
-             "linear.bias": torch.randn(DIM, generator=g) * 0.1}
-    examples = torch.tensor([
-        [0, 0, 1, 2],
-        [3, 1, 3, 4],    # head == tail
-        [5, 2, 6, 6],    # negative == tail
-        [7, 0, 7, 7],    # head == tail == negative
-        [8, 1, 9, 10],
-        [11, 2, 0, 11],  # negative == head
-    ])
+    dense = {
+        "linear.weight": torch.randn(DIM, DIM, generator=g) * 0.5,
+        "linear.bias": torch.randn(DIM, generator=g) * 0.1,
+    }
+    examples = torch.tensor(
+        [
+            [0, 0, 1, 2],
+            [3, 1, 3, 4],  # head == tail
+            [5, 2, 6, 6],  # negative == tail
+            [7, 0, 7, 7],  # head == tail == negative
+            [8, 1, 9, 10],
+            [11, 2, 0, 11],  # negative == head
+        ]
+    )
     return tables, dense, examples
 
 

@@ -74,8 +74,9 @@ def test_empty_ledger_is_zero():
 
 
 def test_state_dict_round_trip_and_resume():
-    events = [SampledGaussianEvent(sample_rate=0.013, noise_multiplier=1.37)] * 40 + \
-             [SampledGaussianEvent(sample_rate=0.2, noise_multiplier=3.1)] * 7
+    events = [SampledGaussianEvent(sample_rate=0.013, noise_multiplier=1.37)] * 40 + [
+        SampledGaussianEvent(sample_rate=0.2, noise_multiplier=3.1)
+    ] * 7
     full = RDPAccountant(orders="2-64")
     for e in events:
         full.step(e)
@@ -92,11 +93,18 @@ def test_state_dict_round_trip_and_resume():
     assert resumed.get_privacy_spent(delta=DELTA) == full.get_privacy_spent(delta=DELTA)
 
 
-@pytest.mark.parametrize("state", [
-    {}, {"orders": [2, 3]}, {"orders": [2, 3], "history": [[0.1, 1.0]]},
-    {"orders": [0.5], "history": []}, {"orders": [2], "history": [[1.5, 1.0, 3]]},
-    {"orders": [2], "history": [[0.1, 1.0, 0]]}, {"accountant": "prv", "orders": [2], "history": []},
-])
+@pytest.mark.parametrize(
+    "state",
+    [
+        {},
+        {"orders": [2, 3]},
+        {"orders": [2, 3], "history": [[0.1, 1.0]]},
+        {"orders": [0.5], "history": []},
+        {"orders": [2], "history": [[1.5, 1.0, 3]]},
+        {"orders": [2], "history": [[0.1, 1.0, 0]]},
+        {"accountant": "prv", "orders": [2], "history": []},
+    ],
+)
 def test_load_state_dict_rejects_malformed(state):
     acc = RDPAccountant()
     acc.step(SampledGaussianEvent(sample_rate=0.1, noise_multiplier=1.0))
@@ -138,22 +146,19 @@ def test_registry():
 
 
 @settings(max_examples=25, deadline=None)
-@given(q=st.floats(1e-4, 0.5), sigma=st.floats(0.5, 5.0), steps=st.integers(1, 5000),
-       more=st.integers(1, 5000))
+@given(q=st.floats(1e-4, 0.5), sigma=st.floats(0.5, 5.0), steps=st.integers(1, 5000), more=st.integers(1, 5000))
 def test_epsilon_increases_with_steps(q, sigma, steps, more):
     assert _eps(q, sigma, steps) <= _eps(q, sigma, steps + more)
 
 
 @settings(max_examples=25, deadline=None)
-@given(q=st.floats(1e-4, 0.5), factor=st.floats(1.01, 2.0), sigma=st.floats(0.5, 5.0),
-       steps=st.integers(1, 2000))
+@given(q=st.floats(1e-4, 0.5), factor=st.floats(1.01, 2.0), sigma=st.floats(0.5, 5.0), steps=st.integers(1, 2000))
 def test_epsilon_increases_with_sample_rate(q, factor, sigma, steps):
     assert _eps(q, sigma, steps) <= _eps(min(1.0, q * factor), sigma, steps) * (1 + 1e-12)
 
 
 @settings(max_examples=25, deadline=None)
-@given(q=st.floats(1e-4, 0.5), sigma=st.floats(0.5, 5.0), factor=st.floats(1.01, 2.0),
-       steps=st.integers(1, 2000))
+@given(q=st.floats(1e-4, 0.5), sigma=st.floats(0.5, 5.0), factor=st.floats(1.01, 2.0), steps=st.integers(1, 2000))
 def test_epsilon_decreases_with_noise(q, sigma, factor, steps):
     assert _eps(q, sigma * factor, steps) <= _eps(q, sigma, steps) * (1 + 1e-12)
 
@@ -180,8 +185,11 @@ def test_pld_epsilon_matches_dp_accounting_and_is_below_rdp():
     ledger = [(0.0138, 1.416, 300), (0.0138, 1.416, 65)]
     eps = pld_epsilon(ledger, delta=5.4e-6)
     ref = pld_privacy_accountant.PLDAccountant()
-    ref.compose(dp_accounting.SelfComposedDpEvent(
-        dp_accounting.PoissonSampledDpEvent(0.0138, dp_accounting.GaussianDpEvent(1.416)), 365))
+    ref.compose(
+        dp_accounting.SelfComposedDpEvent(
+            dp_accounting.PoissonSampledDpEvent(0.0138, dp_accounting.GaussianDpEvent(1.416)), 365
+        )
+    )
     assert eps == pytest.approx(ref.get_epsilon(5.4e-6), rel=1e-3)
     rdp = epsilon_of(sample_rate=0.0138, noise_multiplier=1.416, steps=365, delta=5.4e-6)
     assert 0.8 * rdp < eps < rdp

@@ -33,13 +33,13 @@ def test_known_value_and_tightness():
 
 
 @settings(max_examples=20, deadline=None)
-@given(target=st.floats(0.3, 20.0), q=st.floats(1e-3, 0.3), steps=st.integers(1, 3000),
-       log_delta=st.floats(-9, -4))
+@given(target=st.floats(0.3, 20.0), q=st.floats(1e-3, 0.3), steps=st.integers(1, 3000), log_delta=st.floats(-9, -4))
 def test_never_overshoots_and_is_tight(target, q, steps, log_delta):
-    delta, tol = 10 ** log_delta, 1e-3
+    delta, tol = 10**log_delta, 1e-3
     try:
-        sigma = calibrate_noise_multiplier(target_epsilon=target, delta=delta, sample_rate=q, steps=steps,
-                                           orders=GRID, tol=tol)
+        sigma = calibrate_noise_multiplier(
+            target_epsilon=target, delta=delta, sample_rate=q, steps=steps, orders=GRID, tol=tol
+        )
     except PrivacyError:
         # unreachable: even huge noise cannot go below the target on this grid
         assert _eps(1e4, q, steps, delta, GRID) > target
@@ -54,10 +54,18 @@ def test_unreachable_target_raises():
     assert info.value.field == "target_epsilon"
 
 
-@pytest.mark.parametrize("kwargs", [
-    dict(target_epsilon=0.0), dict(delta=0.0), dict(delta=1.0), dict(sample_rate=0.0),
-    dict(sample_rate=1.5), dict(steps=0), dict(tol=0.0),
-])
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        dict(target_epsilon=0.0),
+        dict(delta=0.0),
+        dict(delta=1.0),
+        dict(sample_rate=0.0),
+        dict(sample_rate=1.5),
+        dict(steps=0),
+        dict(tol=0.0),
+    ],
+)
 def test_rejects_bad_arguments(kwargs):
     args = dict(target_epsilon=1.0, delta=1e-5, sample_rate=0.01, steps=10)
     args.update(kwargs)
@@ -66,6 +74,5 @@ def test_rejects_bad_arguments(kwargs):
 
 
 def test_seed_integer_grid():
-    sigma = calibrate_noise_multiplier(target_epsilon=2.0, delta=1e-5, sample_rate=0.02, steps=500,
-                                       orders="2-64")
+    sigma = calibrate_noise_multiplier(target_epsilon=2.0, delta=1e-5, sample_rate=0.02, steps=500, orders="2-64")
     assert _eps(sigma, 0.02, 500, 1e-5, "2-64") <= 2.0

@@ -14,8 +14,10 @@ from privacy.conversion import PrivacyWarning, rdp_to_epsilon
 from privacy.rdp import DEFAULT_ORDERS, compute_rdp
 
 
-@pytest.mark.parametrize("q,sigma,steps,delta", [(0.04, 1.5, 2250, 1e-5), (0.01, 1.0, 10_000, 1e-6),
-                                                 (0.1, 3.0, 500, 1e-5), (0.001, 0.8, 100, 1e-7)])
+@pytest.mark.parametrize(
+    "q,sigma,steps,delta",
+    [(0.04, 1.5, 2250, 1e-5), (0.01, 1.0, 10_000, 1e-6), (0.1, 3.0, 500, 1e-5), (0.001, 0.8, 100, 1e-7)],
+)
 def test_matches_opacus_and_dp_accounting(q, sigma, steps, delta):
     orders = list(DEFAULT_ORDERS)
     rdp = compute_rdp(sample_rate=q, noise_multiplier=sigma, steps=steps, orders=orders)

@@ -37,8 +37,9 @@ def test_batched_input_grads_equal_vmap_and_oracle():
     gathered = {k: tables[k][v] for k, v in idx.items()}
 
     def batch_loss(rows):  # dense parameters held fixed: only the rows get per-example grads
-        return torch.stack([triple_loss(dense, {k: v[b] for k, v in rows.items()}, examples[b])
-                            for b in range(len(examples))])
+        return torch.stack(
+            [triple_loss(dense, {k: v[b] for k, v in rows.items()}, examples[b]) for b in range(len(examples))]
+        )
 
     batched = per_example_input_grads(batch_loss, gathered)
     _, (vmapped,) = per_example_grads(triple_loss, dense, (gathered, examples))
@@ -65,8 +66,10 @@ def test_batched_input_grads_shape_contract():
 @pytest.mark.parametrize("b,m,v", [(50, 7, 5), (40, 35, 1000), (3, 1, 4), (5, 0, 4), (0, 3, 4), (8, 6, 2)])
 def test_norms_equal_full_coalescing(b, m, v):
     g = torch.Generator().manual_seed(b * 100 + m)
-    rows = {"t": (torch.randint(v, (b, m), generator=g), torch.randn(b, m, 4, generator=g)),
-            "u": (torch.randint(3, (b, 2), generator=g), torch.randn(b, 2, 4, generator=g))}
+    rows = {
+        "t": (torch.randint(v, (b, m), generator=g), torch.randn(b, m, 4, generator=g)),
+        "u": (torch.randint(3, (b, 2), generator=g), torch.randn(b, 2, 4, generator=g)),
+    }
     dense = {"w": torch.randn(b, 2, 3, generator=g), "s": torch.randn(b, generator=g)}
     got = per_example_norms(dense, rows)
     assert got.shape == (b,)
@@ -80,8 +83,9 @@ def test_chunked_noiseless_step_equals_aggregate(monkeypatch):
     b, m, d, v = 37, 5, 3, 11
     rows = {"t": (torch.randint(v, (b, m), generator=g), torch.randn(b, m, d, generator=g))}
     dense = {"w": torch.randn(b, 2, 2, generator=g)}
-    step = DPSGDStep(noise_multiplier=0.0, max_grad_norm=0.8, expected_batch_size=20.0, accountant=None,
-                     sample_rate=0.5, generator=g)
+    step = DPSGDStep(
+        noise_multiplier=0.0, max_grad_norm=0.8, expected_batch_size=20.0, accountant=None, sample_rate=0.5, generator=g
+    )
     out = step(dense, rows, {"t": v})
     coef = clip_coefficients(per_example_norms(dense, rows), max_grad_norm=0.8)
     expected = aggregate_clipped(dense, rows, coef, {"t": v})
@@ -91,19 +95,32 @@ def test_chunked_noiseless_step_equals_aggregate(monkeypatch):
 
 def test_step_noise_has_std_sigma_c_over_expected_batch_on_every_entry():
     sigma, c, expected_b = 1.7, 0.6, 4.0
-    step = DPSGDStep(noise_multiplier=sigma, max_grad_norm=c, expected_batch_size=expected_b, accountant=None,
-                     sample_rate=0.1, generator=torch.Generator().manual_seed(3))
-    out = step({"w": torch.zeros(2, 300, 7)}, {"t": (torch.zeros(2, 1, dtype=torch.long), torch.zeros(2, 1, 5))},
-               {"t": 500})
+    step = DPSGDStep(
+        noise_multiplier=sigma,
+        max_grad_norm=c,
+        expected_batch_size=expected_b,
+        accountant=None,
+        sample_rate=0.1,
+        generator=torch.Generator().manual_seed(3),
+    )
+    out = step(
+        {"w": torch.zeros(2, 300, 7)}, {"t": (torch.zeros(2, 1, dtype=torch.long), torch.zeros(2, 1, 5))}, {"t": 500}
+    )
     for x in (out["w"], out["t"]):
         assert torch.all(x != 0)
         flat = x.double().reshape(-1)
-        statistic = float((flat ** 2).sum() / (sigma * c / expected_b) ** 2)
+        statistic = float((flat**2).sum() / (sigma * c / expected_b) ** 2)
         assert stats.chi2.ppf(0.0005, flat.numel()) < statistic < stats.chi2.ppf(0.9995, flat.numel())
 
 
 def test_step_rejects_mismatched_tables():
-    step = DPSGDStep(noise_multiplier=1.0, max_grad_norm=1.0, expected_batch_size=1.0, accountant=None,
-                     sample_rate=0.1, generator=None)
+    step = DPSGDStep(
+        noise_multiplier=1.0,
+        max_grad_norm=1.0,
+        expected_batch_size=1.0,
+        accountant=None,
+        sample_rate=0.1,
+        generator=None,
+    )
     with pytest.raises(ValueError):
         step({}, {"t": (torch.zeros(1, 1, dtype=torch.long), torch.zeros(1, 1, 2))}, {"u": 3})

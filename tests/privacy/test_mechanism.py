@@ -53,13 +53,15 @@ def test_norms_with_duplicate_rows_equal_full_gradient_norm(tiny):
     tables, dense, examples = tiny
     dense_g, row_g = _vmap_grads(tables, dense, examples)
     norms = per_example_norms(dense_g, row_g)
-    expected = torch.stack([
-        torch.sqrt(sum(g.pow(2).sum() for g in oracle_grads(tables, dense, ex).values())) for ex in examples
-    ])
+    expected = torch.stack(
+        [torch.sqrt(sum(g.pow(2).sum() for g in oracle_grads(tables, dense, ex).values())) for ex in examples]
+    )
     torch.testing.assert_close(norms, expected, rtol=1e-5, atol=1e-6)
     # summing squared norms of the UNcoalesced reads would be wrong exactly for the duplicate examples
-    naive = torch.sqrt(sum(g.reshape(len(examples), -1).pow(2).sum(1) for g in dense_g.values())
-                       + sum(g.pow(2).sum((1, 2)) for _, g in row_g.values()))
+    naive = torch.sqrt(
+        sum(g.reshape(len(examples), -1).pow(2).sum(1) for g in dense_g.values())
+        + sum(g.pow(2).sum((1, 2)) for _, g in row_g.values())
+    )
     assert not torch.allclose(naive[1:4], expected[1:4], rtol=1e-3)
 
 
@@ -96,8 +98,14 @@ def test_dp_sgd_step_without_noise_is_mean_of_clipped_oracle(tiny):
     dense_g, row_g = _vmap_grads(tables, dense, examples)
     acc = RDPAccountant()
     c, expected_b = 0.7, 4.0
-    step = DPSGDStep(noise_multiplier=0.0, max_grad_norm=c, expected_batch_size=expected_b, accountant=acc,
-                     sample_rate=0.25, generator=torch.Generator().manual_seed(1))
+    step = DPSGDStep(
+        noise_multiplier=0.0,
+        max_grad_norm=c,
+        expected_batch_size=expected_b,
+        accountant=acc,
+        sample_rate=0.25,
+        generator=torch.Generator().manual_seed(1),
+    )
     out = step(dense_g, row_g, SIZES)
     expected = {k: torch.zeros_like(v) for k, v in {**tables, **dense}.items()}
     for ex in examples:
@@ -121,7 +129,7 @@ def test_noise_std_and_every_entry():
     x = noised.double().reshape(-1)
     n = x.numel()
     # Σ x²/(σC)² ~ χ²(n): two-sided 99.9% interval
-    statistic = float((x ** 2).sum() / (sigma * c) ** 2)
+    statistic = float((x**2).sum() / (sigma * c) ** 2)
     assert stats.chi2.ppf(0.0005, n) < statistic < stats.chi2.ppf(0.9995, n)
     assert abs(float(x.mean())) < 3.3 * sigma * c / math.sqrt(n)
     assert torch.all(noised != 0)
@@ -131,33 +139,58 @@ def test_noise_covers_untouched_rows_at_right_scale():
     v, d, sigma, c, expected_b = 3000, 8, 2.0, 1.0, 5.0
     idx = torch.tensor([[0, 1], [1, 1]])
     grads = torch.ones(2, 2, d)
-    step = DPSGDStep(noise_multiplier=sigma, max_grad_norm=c, expected_batch_size=expected_b,
-                     accountant=None, sample_rate=0.1, generator=torch.Generator().manual_seed(7))
+    step = DPSGDStep(
+        noise_multiplier=sigma,
+        max_grad_norm=c,
+        expected_batch_size=expected_b,
+        accountant=None,
+        sample_rate=0.1,
+        generator=torch.Generator().manual_seed(7),
+    )
     out = step({}, {"table": (idx, grads)}, {"table": v})["table"]
     assert out.shape == (v, d)
     untouched = out[2:].double().reshape(-1)
     assert torch.all(untouched != 0)  # every row is noised, not only the touched ones
     n = untouched.numel()
-    statistic = float((untouched ** 2).sum() / (sigma * c / expected_b) ** 2)
+    statistic = float((untouched**2).sum() / (sigma * c / expected_b) ** 2)
     assert stats.chi2.ppf(0.0005, n) < statistic < stats.chi2.ppf(0.9995, n)
 
 
 def test_empty_batch_is_still_a_noised_step():
     acc = RDPAccountant()
-    step = DPSGDStep(noise_multiplier=1.0, max_grad_norm=1.0, expected_batch_size=10.0, accountant=acc,
-                     sample_rate=0.01, generator=torch.Generator().manual_seed(0))
-    out = step({"w": torch.zeros(0, 3, 2)},
-               {"table": (torch.zeros(0, 0, dtype=torch.long), torch.zeros(0, 0, 4))}, {"table": 6})
+    step = DPSGDStep(
+        noise_multiplier=1.0,
+        max_grad_norm=1.0,
+        expected_batch_size=10.0,
+        accountant=acc,
+        sample_rate=0.01,
+        generator=torch.Generator().manual_seed(0),
+    )
+    out = step(
+        {"w": torch.zeros(0, 3, 2)},
+        {"table": (torch.zeros(0, 0, dtype=torch.long), torch.zeros(0, 0, 4))},
+        {"table": 6},
+    )
     assert out["w"].shape == (3, 2) and out["table"].shape == (6, 4)
     assert torch.all(out["table"] != 0)
     assert acc.steps == 1
 
 
 def test_dp_sgd_step_validates_first():
-    for kwargs in (dict(noise_multiplier=-1.0), dict(max_grad_norm=0.0), dict(expected_batch_size=0.0),
-                   dict(sample_rate=1.5)):
-        args = dict(noise_multiplier=1.0, max_grad_norm=1.0, expected_batch_size=1.0, accountant=None,
-                    sample_rate=0.1, generator=None)
+    for kwargs in (
+        dict(noise_multiplier=-1.0),
+        dict(max_grad_norm=0.0),
+        dict(expected_batch_size=0.0),
+        dict(sample_rate=1.5),
+    ):
+        args = dict(
+            noise_multiplier=1.0,
+            max_grad_norm=1.0,
+            expected_batch_size=1.0,
+            accountant=None,
+            sample_rate=0.1,
+            generator=None,
+        )
         args.update(kwargs)
         with pytest.raises(ValueError):
             DPSGDStep(**args)
@@ -170,8 +203,14 @@ def test_inconsistent_batch_sizes_rejected():
 
 def test_emits_one_event_per_call():
     acc = RDPAccountant()
-    step = DPSGDStep(noise_multiplier=1.1, max_grad_norm=1.0, expected_batch_size=2.0, accountant=acc,
-                     sample_rate=0.02, generator=torch.Generator().manual_seed(0))
+    step = DPSGDStep(
+        noise_multiplier=1.1,
+        max_grad_norm=1.0,
+        expected_batch_size=2.0,
+        accountant=acc,
+        sample_rate=0.02,
+        generator=torch.Generator().manual_seed(0),
+    )
     for _ in range(3):
         step({"w": torch.ones(2, 3)}, {}, {})
     assert acc.history == [(0.02, 1.1, 3)]

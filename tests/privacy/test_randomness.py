@@ -15,7 +15,7 @@ def test_torch_generator_seeds_keep_only_32_bits():
     """Why torch's generator cannot hold the secret: seeds that differ above bit 32 give the same
     stream, so a 'secret' torch seed has at most 2**32 values to try."""
     a = torch.randn(8, generator=torch.Generator().manual_seed(12345))
-    b = torch.randn(8, generator=torch.Generator().manual_seed(12345 + 2 ** 32))
+    b = torch.randn(8, generator=torch.Generator().manual_seed(12345 + 2**32))
     assert torch.equal(a, b)
 
 
@@ -102,8 +102,14 @@ def test_dp_step_with_secret_noise_rounds_once_from_float64():
     r = SecretRandomness()
     noise = r.normal({"w": (4,), "table": (v, d)}, step=0)
     sigma, c, expected_b = 1.3, 0.7, 4.0
-    out = DPSGDStep(noise_multiplier=sigma, max_grad_norm=c, expected_batch_size=expected_b, accountant=None,
-                    sample_rate=0.5, generator=None)(dense, rows, {"table": v}, noise)
+    out = DPSGDStep(
+        noise_multiplier=sigma,
+        max_grad_norm=c,
+        expected_batch_size=expected_b,
+        accountant=None,
+        sample_rate=0.5,
+        generator=None,
+    )(dense, rows, {"table": v}, noise)
     norms = torch.sqrt((dense["w"] ** 2).sum(1) + (rows["table"][1] ** 2).sum((1, 2)))
     # (duplicate rows within an example would need coalescing; draw again if any)
     assert all(len(set(i.tolist())) == 2 for i in idx)
@@ -121,10 +127,20 @@ def test_dp_step_with_secret_noise_rounds_once_from_float64():
 def test_dp_step_refuses_noise_that_misses_a_parameter():
     dense = {"w": torch.zeros(1, 2)}
     rows = {"table": (torch.zeros(1, 1, dtype=torch.long), torch.zeros(1, 1, 2))}
-    step = DPSGDStep(noise_multiplier=1.0, max_grad_norm=1.0, expected_batch_size=1.0, accountant=None,
-                     sample_rate=0.5, generator=None)
+    step = DPSGDStep(
+        noise_multiplier=1.0,
+        max_grad_norm=1.0,
+        expected_batch_size=1.0,
+        accountant=None,
+        sample_rate=0.5,
+        generator=None,
+    )
     with pytest.raises(ValueError, match="every parameter"):
         step(dense, rows, {"table": 3}, {"w": torch.zeros(2, dtype=torch.float64)})
     with pytest.raises(ValueError, match="shape"):
-        step(dense, rows, {"table": 3}, {"w": torch.zeros(2, dtype=torch.float64),
-                                        "table": torch.zeros(2, 2, dtype=torch.float64)})
+        step(
+            dense,
+            rows,
+            {"table": 3},
+            {"w": torch.zeros(2, dtype=torch.float64), "table": torch.zeros(2, 2, dtype=torch.float64)},
+        )

@@ -75,8 +75,12 @@ def test_fractional_orders_match_opacus_and_bound_by_dp_accounting(q, sigma, cap
 
 def _oracle_log_a_sum(q, sigma, alpha: int) -> mp.mpf:
     q, sigma = mp.mpf(q), mp.mpf(sigma)
-    return mp.log(mp.fsum(mp.binomial(alpha, k) * (1 - q) ** (alpha - k) * q ** k
-                          * mp.exp((k * k - k) / (2 * sigma ** 2)) for k in range(alpha + 1)))
+    return mp.log(
+        mp.fsum(
+            mp.binomial(alpha, k) * (1 - q) ** (alpha - k) * q**k * mp.exp((k * k - k) / (2 * sigma**2))
+            for k in range(alpha + 1)
+        )
+    )
 
 
 def _oracle_log_a_integral(q, sigma, alpha) -> mp.mpf:
@@ -84,10 +88,10 @@ def _oracle_log_a_integral(q, sigma, alpha) -> mp.mpf:
     q, sigma, alpha = mp.mpf(q), mp.mpf(sigma), mp.mpf(alpha)
 
     def integrand(z):
-        ratio = (1 - q) + q * mp.exp((2 * z - 1) / (2 * sigma ** 2))
-        return mp.npdf(z, 0, sigma) * ratio ** alpha
+        ratio = (1 - q) + q * mp.exp((2 * z - 1) / (2 * sigma**2))
+        return mp.npdf(z, 0, sigma) * ratio**alpha
 
-    z0 = sigma ** 2 * mp.log(1 / q - 1) + mp.mpf(1) / 2
+    z0 = sigma**2 * mp.log(1 / q - 1) + mp.mpf(1) / 2
     cuts = sorted({-mp.inf, -12 * sigma, mp.mpf(0), z0, alpha, alpha + 12 * sigma, mp.inf})
     return mp.log(mp.quad(integrand, cuts))
 
@@ -119,14 +123,15 @@ def test_log_a_fractional_against_mpmath(q, sigma, alpha):
 @pytest.mark.parametrize("sigma", [0.5, 1.0, 3.0])
 def test_q_one_is_gaussian_mechanism(alpha, sigma):
     # the seed paper's exponent (k²−k)/σ² would give α/σ²; the right value is α/(2σ²)
-    assert rdp_sampled_gaussian_order(sample_rate=1.0, noise_multiplier=sigma, order=alpha) == \
-        pytest.approx(alpha / (2 * sigma ** 2), rel=1e-12)
+    assert rdp_sampled_gaussian_order(sample_rate=1.0, noise_multiplier=sigma, order=alpha) == pytest.approx(
+        alpha / (2 * sigma**2), rel=1e-12
+    )
 
 
 def test_integer_formula_tends_to_gaussian_as_q_to_one():
     alpha, sigma = 6, 1.3
     near = rdp_sampled_gaussian_order(sample_rate=1 - 1e-12, noise_multiplier=sigma, order=alpha)
-    assert near == pytest.approx(alpha / (2 * sigma ** 2), rel=1e-6)
+    assert near == pytest.approx(alpha / (2 * sigma**2), rel=1e-6)
 
 
 def test_edge_cases():

@@ -12,9 +12,10 @@ from privacy.sampling import PoissonBatches, poisson_sample
 
 def test_batch_sizes_are_binomial():
     n, q, steps = 1000, 0.05, 2000
-    sizes = torch.tensor([len(b) for b in PoissonBatches(n, sample_rate=q, steps=steps,
-                                                         generator=torch.Generator().manual_seed(3))],
-                         dtype=torch.float64)
+    sizes = torch.tensor(
+        [len(b) for b in PoissonBatches(n, sample_rate=q, steps=steps, generator=torch.Generator().manual_seed(3))],
+        dtype=torch.float64,
+    )
     mean, var = n * q, n * q * (1 - q)
     assert abs(sizes.mean().item() - mean) < 4 * math.sqrt(var / steps)
     # sample variance of a Binomial: SE ≈ var·sqrt(2/(steps−1)) (near-normal)

@@ -22,10 +22,30 @@ NEVER = {"checkpoint.pt", "audit_split.json", "private_metrics.json"}
 
 
 def _train(out: Path, *flags: str) -> Path:
-    args = build_parser().parse_args([
-        "train", "--dataset", str(FIXTURE), "--split", "transductive", "--model", "fused-transe",
-        "--encoder", "glove-bow", "--dim", "8", "--epochs", "2", "--batch-size", "32", "--seed", "0",
-        "--audit-candidates", "20", *flags])
+    args = build_parser().parse_args(
+        [
+            "train",
+            "--dataset",
+            str(FIXTURE),
+            "--split",
+            "transductive",
+            "--model",
+            "fused-transe",
+            "--encoder",
+            "glove-bow",
+            "--dim",
+            "8",
+            "--epochs",
+            "2",
+            "--batch-size",
+            "32",
+            "--seed",
+            "0",
+            "--audit-candidates",
+            "20",
+            *flags,
+        ]
+    )
     run(build_run_config(args), out, progress=False)
     return out
 
@@ -63,8 +83,12 @@ def test_the_bundle_predicts_as_the_run_does(dp_run, tmp_path):
 def test_a_simulation_run_is_refused_without_the_flag_and_labelled_with_it(tmp_path):
     sim = _train(tmp_path / "sim", "--privacy", "full", "--noise-multiplier", "1.0", "--reproducible-noise", "0")
     refused = tmp_path / "refused"
-    proc = subprocess.run([sys.executable, "-m", "textkg.cli.main", "release", str(sim), "--out", str(refused)],
-                          capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        [sys.executable, "-m", "textkg.cli.main", "release", str(sim), "--out", str(refused)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
     assert "--allow-simulation" in proc.stderr and not refused.exists()
     out = tmp_path / "labelled"

@@ -16,23 +16,31 @@ def _metrics(private: bool, epochs: int = 3) -> dict:
         if private:
             rec["epsilon"] = 0.5 * e
         history.append(rec)
-    privacy = {"guarantee": "dp", "epsilon": 0.5 * epochs, "delta": 1e-5, "mode": "full",
-               "target_epsilon": 2.0} if private else None
-    return {"train": {"history": history, "epochs": epochs}, "privacy": privacy,
-            "test": {"mrr": 0.3, "hits@10": 0.5}}
+    privacy = (
+        {"guarantee": "dp", "epsilon": 0.5 * epochs, "delta": 1e-5, "mode": "full", "target_epsilon": 2.0}
+        if private
+        else None
+    )
+    return {"train": {"history": history, "epochs": epochs}, "privacy": privacy, "test": {"mrr": 0.3, "hits@10": 0.5}}
 
 
 def _audit() -> dict:
-    return {"roc_auc": 0.7, "num_non_members": 4, "epsilon_lower_bound": {"epsilon": 0.3},
-            "roc": {"fpr": [0, 0.25, 0.5, 1.0], "tpr": [0, 0.5, 0.75, 1.0]}}
+    return {
+        "roc_auc": 0.7,
+        "num_non_members": 4,
+        "epsilon_lower_bound": {"epsilon": 0.3},
+        "roc": {"fpr": [0, 0.25, 0.5, 1.0], "tpr": [0, 0.5, 0.75, 1.0]},
+    }
 
 
 def _rows() -> list[dict]:
-    return [{"mode": "none", "epsilon": None, "mrr": 0.4, "hits@10": 0.6, "guarantee": None},
-            {"mode": "full", "epsilon": 1.0, "mrr": 0.1, "hits@10": 0.2, "guarantee": "dp"},
-            {"mode": "full", "epsilon": 8.0, "mrr": 0.2, "hits@10": 0.3, "guarantee": "dp"},
-            {"mode": "confidential", "epsilon": 1.0, "mrr": 0.3, "hits@10": 0.4, "guarantee": "dp"},
-            {"mode": "confidential", "epsilon": 100.0, "mrr": 0.35, "hits@10": 0.5, "guarantee": "simulation"}]
+    return [
+        {"mode": "none", "epsilon": None, "mrr": 0.4, "hits@10": 0.6, "guarantee": None},
+        {"mode": "full", "epsilon": 1.0, "mrr": 0.1, "hits@10": 0.2, "guarantee": "dp"},
+        {"mode": "full", "epsilon": 8.0, "mrr": 0.2, "hits@10": 0.3, "guarantee": "dp"},
+        {"mode": "confidential", "epsilon": 1.0, "mrr": 0.3, "hits@10": 0.4, "guarantee": "dp"},
+        {"mode": "confidential", "epsilon": 100.0, "mrr": 0.35, "hits@10": 0.5, "guarantee": "simulation"},
+    ]
 
 
 def _is_png(path) -> bool:

@@ -13,8 +13,15 @@ from textkg.training.config import PrivacyConfig, RunConfig, TrainConfig
 
 def test_grid():
     grid = make_grid(["none", "full", "confidential"], noise_multipliers=[0.5, 1], target_epsilons=[4])
-    assert [p.name for p in grid] == ["none", "full-sigma0.5", "full-sigma1", "full-eps4",
-                                      "confidential-sigma0.5", "confidential-sigma1", "confidential-eps4"]
+    assert [p.name for p in grid] == [
+        "none",
+        "full-sigma0.5",
+        "full-sigma1",
+        "full-eps4",
+        "confidential-sigma0.5",
+        "confidential-sigma1",
+        "confidential-eps4",
+    ]
     assert make_grid(["none", "none"]) == [SweepPoint("none")]
 
 
@@ -25,8 +32,9 @@ def test_grid_errors(kwargs):
 
 
 def test_point_config_keeps_base_and_validates():
-    base = RunConfig(train=TrainConfig(epochs=3),
-                     privacy=PrivacyConfig(confidential_relations=("is_a",), max_grad_norm=2.0))
+    base = RunConfig(
+        train=TrainConfig(epochs=3), privacy=PrivacyConfig(confidential_relations=("is_a",), max_grad_norm=2.0)
+    )
     cfg = point_config(base, SweepPoint("confidential", noise_multiplier=2.0))
     assert cfg.privacy.mode == "confidential" and cfg.privacy.noise_multiplier == 2.0
     assert cfg.privacy.confidential_relations == ("is_a",) and cfg.privacy.max_grad_norm == 2.0
@@ -53,12 +61,22 @@ def fake_run(monkeypatch):
         private = cfg.privacy.mode != "none"
         sigma = cfg.privacy.noise_multiplier or 1.0
         metrics = {
-            "train": {"seconds": 1.0, "steps": 10, "stopped": None,
-                      "history": [{"epoch": 1, "step": 10, "valid_mrr": 0.2,
-                                   **({"epsilon": 2 / sigma} if private else {})}]},
+            "train": {
+                "seconds": 1.0,
+                "steps": 10,
+                "stopped": None,
+                "history": [{"epoch": 1, "step": 10, "valid_mrr": 0.2, **({"epsilon": 2 / sigma} if private else {})}],
+            },
             "test": {"mrr": 0.5 - (0.2 / sigma if private else 0), "hits@10": 0.7},
-            "privacy": {"epsilon": 2 / sigma, "delta": 1e-5, "guarantee": "dp", "noise_multiplier": sigma,
-                        "mode": cfg.privacy.mode} if private else None,
+            "privacy": {
+                "epsilon": 2 / sigma,
+                "delta": 1e-5,
+                "guarantee": "dp",
+                "noise_multiplier": sigma,
+                "mode": cfg.privacy.mode,
+            }
+            if private
+            else None,
         }
         (out_dir / "metrics.json").write_text(json.dumps(metrics))
         return metrics
@@ -77,8 +95,17 @@ def test_run_sweep_rows_files_and_reuse(tmp_path, fake_run):
     assert full["mode"] == "full" and full["noise_multiplier"] == 0.5 and full["epsilon"] == 4.0
     assert full["guarantee"] == "dp" and full["mrr"] == pytest.approx(0.1) and full["hits@10"] == 0.7
     assert rows[0]["epsilon"] is None and rows[0]["mode"] == "none"
-    assert {"mode", "noise_multiplier", "target_epsilon", "epsilon", "delta", "mrr", "hits@10", "seconds",
-            "guarantee"} <= set(full)
+    assert {
+        "mode",
+        "noise_multiplier",
+        "target_epsilon",
+        "epsilon",
+        "delta",
+        "mrr",
+        "hits@10",
+        "seconds",
+        "guarantee",
+    } <= set(full)
     assert read_sweep(tmp_path) == rows
     assert (tmp_path / "frontier.png").stat().st_size > 1000
     assert all((tmp_path / p.name / "metrics.json").is_file() for p in grid)

@@ -16,8 +16,14 @@ from textkg.training.private_training import select_confidential, statement_unif
 
 def _triples(n: int, seed: int = 0) -> torch.Tensor:
     g = torch.Generator().manual_seed(seed)
-    return torch.stack([torch.randint(0, 500, (n,), generator=g), torch.randint(0, 7, (n,), generator=g),
-                        torch.randint(0, 500, (n,), generator=g)], dim=1)
+    return torch.stack(
+        [
+            torch.randint(0, 500, (n,), generator=g),
+            torch.randint(0, 7, (n,), generator=g),
+            torch.randint(0, 500, (n,), generator=g),
+        ],
+        dim=1,
+    )
 
 
 def _cfg(fraction: float) -> PrivacyConfig:
@@ -31,15 +37,16 @@ def test_inserting_one_statement_relabels_no_other():
     for at in (0, 1000, 2000):
         grown = torch.cat([train[:at], extra, train[at:]])
         after = select_confidential(grown, tuple(f"r{i}" for i in range(7)), _cfg(0.5), seed=0)
-        assert torch.equal(torch.cat([after[:at], after[at + 1:]]), before)
+        assert torch.equal(torch.cat([after[:at], after[at + 1 :]]), before)
 
 
 def test_labels_follow_the_statement_not_its_position():
     train = _triples(1000)
     perm = torch.randperm(len(train), generator=torch.Generator().manual_seed(1))
     mask = select_confidential(train, tuple(f"r{i}" for i in range(7)), _cfg(0.3), seed=5)
-    assert torch.equal(select_confidential(train[perm], tuple(f"r{i}" for i in range(7)), _cfg(0.3), seed=5),
-                       mask[perm])
+    assert torch.equal(
+        select_confidential(train[perm], tuple(f"r{i}" for i in range(7)), _cfg(0.3), seed=5), mask[perm]
+    )
 
 
 def test_fraction_and_seed():

@@ -26,8 +26,24 @@ from textkg.training.features import finetune_settings, finetune_token_ids, text
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "tiny_blp"
 PROBE = "text.module.model.encoder.layer.0.attention.self.query.weight"
-TRAIN_ARGS = ["train", "--dataset", str(FIXTURE), "--split", "inductive", "--model", "blp-transe-finetune",
-              "--dim", "8", "--epochs", "1", "--batch-size", "100", "--num-negatives", "2", "--no-progress"]
+TRAIN_ARGS = [
+    "train",
+    "--dataset",
+    str(FIXTURE),
+    "--split",
+    "inductive",
+    "--model",
+    "blp-transe-finetune",
+    "--dim",
+    "8",
+    "--epochs",
+    "1",
+    "--batch-size",
+    "100",
+    "--num-negatives",
+    "2",
+    "--no-progress",
+]
 
 
 def _finetune_cfg(**kwargs) -> ModelConfig:
@@ -43,12 +59,15 @@ def _pretrained_probe() -> torch.Tensor:
 
 
 # -- settings and inputs (fast) ----------------------------------------------------------------
-@pytest.mark.parametrize(("model", "field"), [
-    ({"encoder": "glove-bow", "encoder_kwargs": {}}, "model.encoder"),
-    ({"encoder_kwargs": {"device": "cuda"}}, "model.encoder_kwargs.device"),
-    ({"encoder_kwargs": {"pooling": "max"}}, "model.encoder_kwargs.pooling"),
-    ({"encoder_kwargs": {"max_tokens": 1}}, "model.encoder_kwargs.max_tokens"),
-])
+@pytest.mark.parametrize(
+    ("model", "field"),
+    [
+        ({"encoder": "glove-bow", "encoder_kwargs": {}}, "model.encoder"),
+        ({"encoder_kwargs": {"device": "cuda"}}, "model.encoder_kwargs.device"),
+        ({"encoder_kwargs": {"pooling": "max"}}, "model.encoder_kwargs.pooling"),
+        ({"encoder_kwargs": {"max_tokens": 1}}, "model.encoder_kwargs.max_tokens"),
+    ],
+)
 def test_bad_finetune_settings_name_the_field(model, field):
     with pytest.raises(ConfigError) as info:
         finetune_settings(_finetune_cfg(**model))
@@ -58,8 +77,11 @@ def test_bad_finetune_settings_name_the_field(model, field):
 def test_defaults_are_the_frozen_bert_encoders():
     from encoders.bert import default_minilm_path
 
-    assert finetune_settings(_finetune_cfg()) == {"model_name_or_path": default_minilm_path(),
-                                                  "pooling": "cls", "max_tokens": 32}
+    assert finetune_settings(_finetune_cfg()) == {
+        "model_name_or_path": default_minilm_path(),
+        "pooling": "cls",
+        "max_tokens": 32,
+    }
 
 
 def test_token_ids_are_the_frozen_encoders_tokenisation():
@@ -107,8 +129,23 @@ def test_predict_embeds_new_entities_with_the_fine_tuned_weights(finetuned_run, 
     from textkg.predict import load_predictor
 
     capsys.readouterr()
-    assert main(["predict", str(finetuned_run), "--description", "Bergen is a city in Norway",
-                 "--relation", "/geo/near_by", "--direction", "tail", "--top-k", "3"]) == 0
+    assert (
+        main(
+            [
+                "predict",
+                str(finetuned_run),
+                "--description",
+                "Bergen is a city in Norway",
+                "--relation",
+                "/geo/near_by",
+                "--direction",
+                "tail",
+                "--top-k",
+                "3",
+            ]
+        )
+        == 0
+    )
     out = json.loads(capsys.readouterr().out)
     assert len(out["predictions"]) == 3
     predictor = load_predictor(finetuned_run)
@@ -125,9 +162,13 @@ def test_predict_embeds_new_entities_with_the_fine_tuned_weights(finetuned_run, 
 def _prepared_private(tmp_path, **privacy):
     from textkg.training.pipeline import build_trainer, prepare
 
-    cfg = RunConfig(data=DataConfig(dataset=str(FIXTURE), split="inductive"), model=_finetune_cfg(),
-                    train=TrainConfig(epochs=1, batch_size=2, num_negatives=1, lr=2e-5),
-                    privacy=PrivacyConfig(**privacy), model_name="blp-transe-finetune")
+    cfg = RunConfig(
+        data=DataConfig(dataset=str(FIXTURE), split="inductive"),
+        model=_finetune_cfg(),
+        train=TrainConfig(epochs=1, batch_size=2, num_negatives=1, lr=2e-5),
+        privacy=PrivacyConfig(**privacy),
+        model_name="blp-transe-finetune",
+    )
     prep = prepare(cfg)
     _trainer, private, _audit = build_trainer(prep, cfg, tmp_path)
     return prep, private
@@ -140,9 +181,16 @@ def test_dp_per_example_gradients_of_the_transformer_match_autograd(tmp_path):
     prep, _ = _prepared_private(tmp_path)
     model = prep.model.eval()  # no dropout: vmap and the loop see the same function
     loss_fn = functools.partial(margin_ranking, margin=1.0)
-    step = PrivateStep(model, private_triples=prep.split.train, entity_pool=prep.split.train_entities,
-                       loss_fn=loss_fn, num_negatives=1, mechanism=None, sample_rate=0.01,
-                       generator=torch.Generator().manual_seed(0))
+    step = PrivateStep(
+        model,
+        private_triples=prep.split.train,
+        entity_pool=prep.split.train_entities,
+        loss_fn=loss_fn,
+        num_negatives=1,
+        mechanism=None,
+        sample_rate=0.01,
+        generator=torch.Generator().manual_seed(0),
+    )
     batch = prep.split.train[:2, None, :].repeat(1, 2, 1)  # (B=2, 1+K=2, 3): positive, corrupted tail
     batch[:, 1, 2] = prep.split.train_entities[[5, 9]]
     dense, _rows = step.per_example_gradients(batch)
@@ -175,8 +223,19 @@ def test_dp_step_clips_and_noises_the_transformer(tmp_path):
 @pytest.mark.slow
 def test_cli_dp_run_fine_tunes_under_dp_sgd(tmp_path):
     out = tmp_path / "dp"
-    args = [*TRAIN_ARGS, "--batch-size", "8", "--privacy", "confidential", "--confidential-fraction", "0.1",
-            "--noise-multiplier", "1.0", "--out", str(out)]
+    args = [
+        *TRAIN_ARGS,
+        "--batch-size",
+        "8",
+        "--privacy",
+        "confidential",
+        "--confidential-fraction",
+        "0.1",
+        "--noise-multiplier",
+        "1.0",
+        "--out",
+        str(out),
+    ]
     assert main(args) == 0
     privacy = json.loads((out / "metrics.json").read_text())["privacy"]
     assert privacy["guarantee"] == "dp" and privacy["steps"] >= 1 and privacy["epsilon"] > 0

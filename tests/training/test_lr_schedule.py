@@ -19,9 +19,12 @@ TINY = Path(__file__).resolve().parents[1] / "fixtures" / "tiny_blp"
 
 
 def _trainer(tmp_path, **train):
-    cfg = RunConfig(data=DataConfig(dataset=str(TINY), split="transductive"),
-                    model=dataclasses.replace(get_preset("transe"), dim=8),
-                    train=TrainConfig(**{"epochs": 2, "batch_size": 50, "lr": 0.1, **train}), model_name="transe")
+    cfg = RunConfig(
+        data=DataConfig(dataset=str(TINY), split="transductive"),
+        model=dataclasses.replace(get_preset("transe"), dim=8),
+        train=TrainConfig(**{"epochs": 2, "batch_size": 50, "lr": 0.1, **train}),
+        model_name="transe",
+    )
     prep = prepare(cfg)
     return build_trainer(prep, cfg, tmp_path)[0]
 

@@ -12,8 +12,21 @@ from textkg.training import memory
 from textkg.training.config import RunConfig
 from textkg.training.memory import OVERHEAD_BYTES, MemoryEstimate, check_memory, estimate_memory
 
-ARGS = ["train", "--dataset", "hpo-small", "--split", "inductive", "--model", "transe", "--epochs", "1",
-        "--dim", "16", "--valid-max-triples", "20"]
+ARGS = [
+    "train",
+    "--dataset",
+    "hpo-small",
+    "--split",
+    "inductive",
+    "--model",
+    "transe",
+    "--epochs",
+    "1",
+    "--dim",
+    "16",
+    "--valid-max-triples",
+    "20",
+]
 
 
 class Table(torch.nn.Module):
@@ -33,8 +46,12 @@ def _cfg(**train):
 
 def test_components_are_rows_times_width_times_bytes():
     n, d = 1000, 16
-    est = estimate_memory(Table(n, d, features=True), _cfg(batch_size=64, num_negatives=8, eval_batch_size=32),
-                          num_entities=n, private=False)
+    est = estimate_memory(
+        Table(n, d, features=True),
+        _cfg(batch_size=64, num_negatives=8, eval_batch_size=32),
+        num_entities=n,
+        private=False,
+    )
     params = 4 * (n + 3) * d
     c = est.components
     assert c["frozen text features"] == 4 * n * 7
@@ -45,14 +62,17 @@ def test_components_are_rows_times_width_times_bytes():
     private = estimate_memory(Table(n, d), _cfg(batch_size=64, num_negatives=8), num_entities=n, private=True)
     noise = next(v for k, v in private.components.items() if k.startswith("DP noise"))
     assert noise == (3 * 8 + 4) * (n + 3) * d  # three float64 steps + the float32 noised gradient
-    one_vs_all = estimate_memory(Table(n, d), _cfg(batch_size=64, negatives="all", loss="softmax"),
-                                 num_entities=n, private=False)
+    one_vs_all = estimate_memory(
+        Table(n, d), _cfg(batch_size=64, negatives="all", loss="softmax"), num_entities=n, private=False
+    )
     assert one_vs_all.components["training scores (B x candidates, with gradient)"] == 2 * 4 * 64 * n
 
 
 def test_refusal_names_the_components_and_can_be_skipped(monkeypatch, capsys):
     est = MemoryEstimate({"structural table": 3 * 2**30})
-    with pytest.raises(ConfigError, match=r"needs an estimated 3\.8 GiB.*structural table 3\.0 GiB.*1\.0 GiB available"):
+    with pytest.raises(
+        ConfigError, match=r"needs an estimated 3\.8 GiB.*structural table 3\.0 GiB.*1\.0 GiB available"
+    ):
         check_memory(est, available=2**30)
     assert "memory estimate: 3.8 GiB" in capsys.readouterr().err
     monkeypatch.setenv(memory.SKIP_ENV, "1")

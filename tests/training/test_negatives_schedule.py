@@ -50,7 +50,8 @@ def test_interleave_counts_and_ratio(num_public, num_private, batch):
             done_u += kind == "public"
             done_c += kind == "private"
             assert abs(done_u / plan.public_steps - done_c / plan.private_steps) <= (
-                1 / plan.public_steps + 1 / plan.private_steps)
+                1 / plan.public_steps + 1 / plan.private_steps
+            )
 
 
 def test_public_batches_partition():

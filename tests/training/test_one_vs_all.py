@@ -16,13 +16,13 @@ import torch
 import torch.nn.functional as F
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "models"))
-from models_cases import NUM_ENTITIES, NUM_RELATIONS, SEEN, random_triples  # noqa: E402
+from models_cases import NUM_ENTITIES, NUM_RELATIONS, SEEN, random_triples
 
-from textkg.errors import ConfigError  # noqa: E402
-from textkg.models import build_model, get_preset  # noqa: E402
-from textkg.training.config import PrivacyConfig, RunConfig, TrainConfig  # noqa: E402
-from textkg.training.losses import make_loss, softmax_cross_entropy  # noqa: E402
-from textkg.training.one_vs_all import one_vs_all_loss, pool_positions  # noqa: E402
+from textkg.errors import ConfigError
+from textkg.models import build_model, get_preset
+from textkg.training.config import PrivacyConfig, RunConfig, TrainConfig
+from textkg.training.losses import make_loss, softmax_cross_entropy
+from textkg.training.one_vs_all import one_vs_all_loss, pool_positions
 
 
 def _model(name: str, **changes):
@@ -30,8 +30,7 @@ def _model(name: str, **changes):
     x = torch.randn(NUM_ENTITIES, 7, generator=torch.Generator().manual_seed(0))
     torch.manual_seed(0)
     features = {"text_features": x} if cfg.encoder is not None else {}
-    return build_model(cfg, num_entities=NUM_ENTITIES, num_relations=NUM_RELATIONS, seen_entities=SEEN,
-                       **features)
+    return build_model(cfg, num_entities=NUM_ENTITIES, num_relations=NUM_RELATIONS, seen_entities=SEEN, **features)
 
 
 def test_softmax_cross_entropy_matches_torch():
@@ -58,8 +57,9 @@ def test_one_vs_all_equals_per_triple_oracle(name):
     model.eval()  # no structural dropout: the oracle and the fast path read the same rows
     pool = SEEN
     triples = random_triples((6,), seed=3, num_entities=len(SEEN))  # ends among the seen ids 0..9
-    got = one_vs_all_loss(model, triples, entity_pool=pool, positions=pool_positions(pool, NUM_ENTITIES),
-                          temperature=0.5)
+    got = one_vs_all_loss(
+        model, triples, entity_pool=pool, positions=pool_positions(pool, NUM_ENTITIES), temperature=0.5
+    )
     want = torch.stack([_oracle(model, tr, pool, 0.5) for tr in triples])
     assert got.shape == (6,)
     assert torch.allclose(got, want, atol=1e-5)
@@ -69,8 +69,9 @@ def test_one_vs_all_gradients_match_oracle():
     model = _model("cpu-best")
     pool = SEEN
     triples = random_triples((4,), seed=5, num_entities=len(SEEN))
-    one_vs_all_loss(model, triples, entity_pool=pool, positions=pool_positions(pool, NUM_ENTITIES),
-                    temperature=0.2).sum().backward()
+    one_vs_all_loss(
+        model, triples, entity_pool=pool, positions=pool_positions(pool, NUM_ENTITIES), temperature=0.2
+    ).sum().backward()
     fast = {k: p.grad.clone() for k, p in model.named_parameters()}
     model.zero_grad()
     torch.stack([_oracle(model, tr, pool, 0.2) for tr in triples]).sum().backward()
@@ -98,18 +99,25 @@ def test_config_rules():
         TrainConfig(loss="softmax", temperature=0.0)
     assert err.value.field == "train.temperature"
     with pytest.raises(ConfigError, match="sampled") as err:
-        RunConfig(model=get_preset("transe"), train=TrainConfig(loss="softmax", negatives="all"),
-                  privacy=PrivacyConfig(mode="full", noise_multiplier=1.0))
+        RunConfig(
+            model=get_preset("transe"),
+            train=TrainConfig(loss="softmax", negatives="all"),
+            privacy=PrivacyConfig(mode="full", noise_multiplier=1.0),
+        )
     assert err.value.field == "train.negatives"
     # the sampled softmax is a per-example loss, so DP training may use it
-    RunConfig(model=get_preset("transe"), train=TrainConfig(loss="softmax"),
-              privacy=PrivacyConfig(mode="full", noise_multiplier=1.0))
+    RunConfig(
+        model=get_preset("transe"),
+        train=TrainConfig(loss="softmax"),
+        privacy=PrivacyConfig(mode="full", noise_multiplier=1.0),
+    )
 
 
 def test_make_loss_binds_options():
     scores = torch.randn(3, 5, generator=torch.Generator().manual_seed(2))
-    assert torch.allclose(make_loss(TrainConfig(loss="softmax", temperature=0.1))(scores),
-                          softmax_cross_entropy(scores, temperature=0.1))
+    assert torch.allclose(
+        make_loss(TrainConfig(loss="softmax", temperature=0.1))(scores), softmax_cross_entropy(scores, temperature=0.1)
+    )
     margin = make_loss(TrainConfig(loss="margin", margin=2.0))(scores)
     assert torch.allclose(margin, F.relu(2.0 - scores[:, :1] + scores[:, 1:]).mean(-1))
 
@@ -125,10 +133,14 @@ def test_pipeline_trains_with_one_vs_all(tmp_path):
 
     data = _toy_graph(tmp_path / "toy")
     model = dataclasses.replace(get_preset("glove-bow"), dim=32, interaction_kwargs={"p": 2})
-    cfg = RunConfig(data=DataConfig(dataset=str(data), split="transductive"), model=model,
-                    train=TrainConfig(epochs=40, batch_size=4, lr=0.02, loss="softmax", negatives="all",
-                                      temperature=0.1, eval_every=20),
-                    model_name="glove-bow")
+    cfg = RunConfig(
+        data=DataConfig(dataset=str(data), split="transductive"),
+        model=model,
+        train=TrainConfig(
+            epochs=40, batch_size=4, lr=0.02, loss="softmax", negatives="all", temperature=0.1, eval_every=20
+        ),
+        model_name="glove-bow",
+    )
     import json
 
     metrics = run(cfg, tmp_path / "run", progress=False)
@@ -145,8 +157,14 @@ def test_pipeline_trains_with_one_vs_all(tmp_path):
 def _unseen_row_grad(model, generator):
     model.zero_grad()
     triples = random_triples((8,), seed=7, num_entities=len(SEEN))
-    one_vs_all_loss(model, triples, entity_pool=SEEN, positions=pool_positions(SEEN, NUM_ENTITIES),
-                    temperature=0.5, generator=generator).sum().backward()
+    one_vs_all_loss(
+        model,
+        triples,
+        entity_pool=SEEN,
+        positions=pool_positions(SEEN, NUM_ENTITIES),
+        temperature=0.5,
+        generator=generator,
+    ).sum().backward()
     return model.structural.weight.grad[model.structural.unseen_row]
 
 
@@ -165,8 +183,14 @@ def test_one_vs_all_dropout_matches_oracle_with_the_same_rows():
     model = _model("fused-transe", structural_dropout=0.5)
     model.train()
     triples = random_triples((5,), seed=9, num_entities=len(SEEN))
-    got = one_vs_all_loss(model, triples, entity_pool=SEEN, positions=pool_positions(SEEN, NUM_ENTITIES),
-                          temperature=0.5, generator=torch.Generator().manual_seed(3))
+    got = one_vs_all_loss(
+        model,
+        triples,
+        entity_pool=SEEN,
+        positions=pool_positions(SEEN, NUM_ENTITIES),
+        temperature=0.5,
+        generator=torch.Generator().manual_seed(3),
+    )
     rows = model.structural.rows(SEEN, generator=torch.Generator().manual_seed(3), training=True)
     dropped = SEEN[rows == model.structural.unseen_row]
     assert 0 < len(dropped) < len(SEEN)

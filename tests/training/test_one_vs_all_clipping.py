@@ -37,8 +37,13 @@ def make_model(preset: str = "cpu-fused", **changes):
     x = torch.randn(NUM_ENTITIES, TEXT_DIM, generator=torch.Generator().manual_seed(1))
     torch.manual_seed(0)
     feats = {"text_features": x} if cfg.encoder is not None else {}
-    model = build_model(cfg, num_entities=NUM_ENTITIES, num_relations=NUM_RELATIONS,
-                        seen_entities=torch.arange(NUM_SEEN), **feats).double().train()
+    model = (
+        build_model(
+            cfg, num_entities=NUM_ENTITIES, num_relations=NUM_RELATIONS, seen_entities=torch.arange(NUM_SEEN), **feats
+        )
+        .double()
+        .train()
+    )
     if cfg.fusion == "weighted":  # away from the symmetric start, so both weights matter
         with torch.no_grad():
             model.fusion.w_structural.fill_(0.7)
@@ -48,9 +53,14 @@ def make_model(preset: str = "cpu-fused", **changes):
 
 def make_triples(n: int = 9, seed: int = 3) -> torch.Tensor:
     g = torch.Generator().manual_seed(seed)
-    triples = torch.stack([torch.randint(0, NUM_ENTITIES, (n,), generator=g),
-                           torch.randint(0, NUM_RELATIONS, (n,), generator=g),
-                           torch.randint(0, NUM_ENTITIES, (n,), generator=g)], dim=1)
+    triples = torch.stack(
+        [
+            torch.randint(0, NUM_ENTITIES, (n,), generator=g),
+            torch.randint(0, NUM_RELATIONS, (n,), generator=g),
+            torch.randint(0, NUM_ENTITIES, (n,), generator=g),
+        ],
+        dim=1,
+    )
     triples[1, 2] = triples[1, 0]  # head == tail
     triples[2, 0] = NUM_SEEN + 1  # an unseen head: reads the unseen row
     return triples
@@ -67,8 +77,15 @@ class _Loss(nn.Module):
         self.model, self.label_smoothing = model, label_smoothing
 
     def forward(self, triples, generator):
-        return one_vs_all_loss(self.model, triples, entity_pool=POOL, positions=POSITIONS, temperature=TEMPERATURE,
-                               label_smoothing=self.label_smoothing, generator=generator).sum()
+        return one_vs_all_loss(
+            self.model,
+            triples,
+            entity_pool=POOL,
+            positions=POSITIONS,
+            temperature=TEMPERATURE,
+            label_smoothing=self.label_smoothing,
+            generator=generator,
+        ).sum()
 
 
 def oracle(model, triples, seed: int, label_smoothing: float = 0.0, skip: int = 0) -> list[dict[str, torch.Tensor]]:
@@ -82,9 +99,9 @@ def oracle(model, triples, seed: int, label_smoothing: float = 0.0, skip: int = 
     for b in range(len(triples)):
         gen = torch.Generator().manual_seed(seed)
         torch.rand(skip, generator=gen)
-        one = triples[b:b + 1]
+        one = triples[b : b + 1]
         grads = grad(lambda prm, one=one, gen=gen: functional_call(wrapper, prm, (one, gen)))(params)
-        out.append({k[len("model."):]: v for k, v in grads.items()})
+        out.append({k[len("model.") :]: v for k, v in grads.items()})
     return out
 
 
@@ -92,8 +109,13 @@ def oracle_sq_norms(grads: list[dict[str, torch.Tensor]]) -> dict[str, torch.Ten
     return {k: torch.stack([g[k].square().sum() for g in grads]) for k in grads[0]}
 
 
-CASES = [("cpu-fused", {}, 0.0), ("cpu-fused", {"normalize_entities": False}, 0.0),
-         ("cpu-fused", {}, 0.1), ("cpu-best", {}, 0.0), ("transe-l2", {"structural_dropout": 0.5}, 0.0)]
+CASES = [
+    ("cpu-fused", {}, 0.0),
+    ("cpu-fused", {"normalize_entities": False}, 0.0),
+    ("cpu-fused", {}, 0.1),
+    ("cpu-best", {}, 0.0),
+    ("transe-l2", {"structural_dropout": 0.5}, 0.0),
+]
 
 
 @pytest.mark.parametrize("method", ["gram", "direct"])
@@ -102,15 +124,28 @@ def test_per_parameter_norms_match_oracle(preset, changes, smoothing, method):
     model = make_model(preset, **changes)
     triples = make_triples()
     want = oracle_sq_norms(oracle(model, triples, seed=11, label_smoothing=smoothing))
-    got = per_example_sq_norms(model, triples, entity_pool=POOL, positions=POSITIONS, temperature=TEMPERATURE,
-                               label_smoothing=smoothing, generator=torch.Generator().manual_seed(11),
-                               method=method)
+    got = per_example_sq_norms(
+        model,
+        triples,
+        entity_pool=POOL,
+        positions=POSITIONS,
+        temperature=TEMPERATURE,
+        label_smoothing=smoothing,
+        generator=torch.Generator().manual_seed(11),
+        method=method,
+    )
     assert set(got) == set(want) == set(trained_parameters(model))
     for k in want:
         assert torch.allclose(got[k], want[k], rtol=1e-9, atol=1e-12), (k, got[k], want[k])
     if preset == "cpu-fused" and not changes:
-        assert set(want) == {"structural.weight", "relation_embeddings", "fusion.w_structural", "fusion.w_text",
-                             "text.projection.weight", "text.projection.bias"}
+        assert set(want) == {
+            "structural.weight",
+            "relation_embeddings",
+            "fusion.w_structural",
+            "fusion.w_text",
+            "text.projection.weight",
+            "text.projection.bias",
+        }
         for k in want:  # every trained parameter contributes: dropping one would change the norm
             assert bool((want[k] > 1e-8).all()), k
 
@@ -124,8 +159,15 @@ def test_small_chunks_give_the_oracle_norms(monkeypatch, method):
     model = make_model()
     triples = make_triples()
     want = oracle_sq_norms(oracle(model, triples, seed=11))
-    got = per_example_sq_norms(model, triples, entity_pool=POOL, positions=POSITIONS, temperature=TEMPERATURE,
-                               generator=torch.Generator().manual_seed(11), method=method)
+    got = per_example_sq_norms(
+        model,
+        triples,
+        entity_pool=POOL,
+        positions=POSITIONS,
+        temperature=TEMPERATURE,
+        generator=torch.Generator().manual_seed(11),
+        method=method,
+    )
     for k in want:
         assert torch.allclose(got[k], want[k], rtol=1e-9, atol=1e-12), k
 
@@ -135,8 +177,9 @@ def test_a_cached_feature_gram_gives_the_same_norms():
     triples = make_triples()
     kwargs = {"entity_pool": POOL, "positions": POSITIONS, "temperature": TEMPERATURE, "method": "gram"}
     plain = per_example_sq_norms(model, triples, generator=torch.Generator().manual_seed(1), **kwargs)
-    cached = per_example_sq_norms(model, triples, generator=torch.Generator().manual_seed(1),
-                                  gram=feature_gram(model, POOL), **kwargs)
+    cached = per_example_sq_norms(
+        model, triples, generator=torch.Generator().manual_seed(1), gram=feature_gram(model, POOL), **kwargs
+    )
     for k in plain:
         assert torch.allclose(plain[k], cached[k], rtol=1e-12), k
 
@@ -146,8 +189,14 @@ def test_norms_fail_without_the_projection_part():
     model = make_model()
     triples = make_triples()
     want = oracle_sq_norms(oracle(model, triples, seed=11))
-    got = per_example_sq_norms(model, triples, entity_pool=POOL, positions=POSITIONS, temperature=TEMPERATURE,
-                               generator=torch.Generator().manual_seed(11))
+    got = per_example_sq_norms(
+        model,
+        triples,
+        entity_pool=POOL,
+        positions=POSITIONS,
+        temperature=TEMPERATURE,
+        generator=torch.Generator().manual_seed(11),
+    )
     total = sum(want.values()).sqrt()
     assert torch.allclose(sum(got.values()).sqrt(), total, rtol=1e-9)
     without = sum(v for k, v in got.items() if k != "text.projection.weight").sqrt()
@@ -164,8 +213,9 @@ def test_clipped_sum_matches_oracle(preset):
     coef = (c / (norms + 1e-6)).clamp(max=1.0)
     assert bool((coef < 1).any() and (coef == 1).any())
     gen = torch.Generator().manual_seed(5)
-    out = clipped_gradient_sum(model, triples, entity_pool=POOL, positions=POSITIONS, max_grad_norm=c,
-                               temperature=TEMPERATURE, generator=gen)
+    out = clipped_gradient_sum(
+        model, triples, entity_pool=POOL, positions=POSITIONS, max_grad_norm=c, temperature=TEMPERATURE, generator=gen
+    )
     assert torch.allclose(out.norms, norms, rtol=1e-9)
     for k, got in out.gradients.items():
         want = sum(cb * ex[k] for cb, ex in zip(coef, grads, strict=True))
@@ -178,11 +228,24 @@ def test_clipped_sum_matches_oracle(preset):
 def test_infinite_bound_gives_the_batch_gradient():
     model = make_model()
     triples = make_triples()
-    out = clipped_gradient_sum(model, triples, entity_pool=POOL, positions=POSITIONS, max_grad_norm=1e12,
-                               temperature=TEMPERATURE, generator=torch.Generator().manual_seed(2))
+    out = clipped_gradient_sum(
+        model,
+        triples,
+        entity_pool=POOL,
+        positions=POSITIONS,
+        max_grad_norm=1e12,
+        temperature=TEMPERATURE,
+        generator=torch.Generator().manual_seed(2),
+    )
     assert bool((out.coefficients == 1).all())
-    loss = one_vs_all_loss(model, triples, entity_pool=POOL, positions=POSITIONS, temperature=TEMPERATURE,
-                           generator=torch.Generator().manual_seed(2)).sum()
+    loss = one_vs_all_loss(
+        model,
+        triples,
+        entity_pool=POOL,
+        positions=POSITIONS,
+        temperature=TEMPERATURE,
+        generator=torch.Generator().manual_seed(2),
+    ).sum()
     params = trained_parameters(model)
     want = torch.autograd.grad(loss, list(params.values()))
     for (k, _), w in zip(params.items(), want, strict=True):
@@ -191,8 +254,14 @@ def test_infinite_bound_gives_the_batch_gradient():
 
 def test_empty_batch():
     model = make_model()
-    out = clipped_gradient_sum(model, torch.zeros(0, 3, dtype=torch.long), entity_pool=POOL, positions=POSITIONS,
-                               max_grad_norm=1.0, generator=torch.Generator().manual_seed(0))
+    out = clipped_gradient_sum(
+        model,
+        torch.zeros(0, 3, dtype=torch.long),
+        entity_pool=POOL,
+        positions=POSITIONS,
+        max_grad_norm=1.0,
+        generator=torch.Generator().manual_seed(0),
+    )
     assert out.norms.shape == (0,)
     assert all(float(g.abs().sum()) == 0 for g in out.gradients.values())
 
@@ -209,8 +278,7 @@ def test_dropout_mask_is_the_one_entity_matrix_draws_on_large_pools():
     assert torch.equal(got, want)
 
 
-@pytest.mark.parametrize("preset,changes", [("transe", {}), ("gated-transe", {"encoder": "bert"}),
-                                            ("distmult", {})])
+@pytest.mark.parametrize("preset,changes", [("transe", {}), ("gated-transe", {"encoder": "bert"}), ("distmult", {})])
 def test_unsupported_models_are_refused(preset, changes):
     model = make_model(preset, **changes)
     with pytest.raises(ConfigError):

@@ -31,8 +31,14 @@ FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "tiny_blp"
 
 
 def _mechanism(sigma: float, c: float, expected: float) -> DPSGDStep:
-    return DPSGDStep(noise_multiplier=sigma, max_grad_norm=c, expected_batch_size=expected, accountant=None,
-                     sample_rate=1.0, generator=torch.Generator().manual_seed(0))
+    return DPSGDStep(
+        noise_multiplier=sigma,
+        max_grad_norm=c,
+        expected_batch_size=expected,
+        accountant=None,
+        sample_rate=1.0,
+        generator=torch.Generator().manual_seed(0),
+    )
 
 
 def test_private_step_without_noise_is_the_clipped_oracle_mean():
@@ -42,9 +48,16 @@ def test_private_step_without_noise_is_the_clipped_oracle_mean():
     norms = torch.stack([sum(g.square().sum() for g in ex.values()) for ex in grads]).sqrt()
     c, expected = float(norms.median()), 6.5
     coef = (c / (norms + 1e-6)).clamp(max=1.0)
-    step = OneVsAllPrivateStep(model, private_triples=triples, entity_pool=POOL, positions=POSITIONS,
-                               temperature=TEMPERATURE, mechanism=_mechanism(0.0, c, expected), sample_rate=1.0,
-                               generator=torch.Generator().manual_seed(7))
+    step = OneVsAllPrivateStep(
+        model,
+        private_triples=triples,
+        entity_pool=POOL,
+        positions=POSITIONS,
+        temperature=TEMPERATURE,
+        mechanism=_mechanism(0.0, c, expected),
+        sample_rate=1.0,
+        generator=torch.Generator().manual_seed(7),
+    )
     assert step() == len(triples)  # q = 1: every triple is sampled
     names = dict(model.named_parameters())
     for k, p in names.items():
@@ -69,38 +82,64 @@ def test_noise_of_a_clipped_sum_is_sigma_c_on_every_entry_summed_in_float64():
 def test_private_step_noise_covers_every_trained_parameter():
     model = make_model()
     shapes = noise_shapes(model)
-    assert set(shapes) == {"entity", "relation", "fusion.w_structural", "fusion.w_text", "text.projection.weight",
-                           "text.projection.bias"}
+    assert set(shapes) == {
+        "entity",
+        "relation",
+        "fusion.w_structural",
+        "fusion.w_text",
+        "text.projection.weight",
+        "text.projection.bias",
+    }
     gen = torch.Generator().manual_seed(1)
     unit = {k: torch.randn(s, dtype=torch.float64, generator=gen) for k, s in shapes.items()}
-    step = OneVsAllPrivateStep(model, private_triples=make_triples(), entity_pool=POOL, positions=POSITIONS,
-                               temperature=TEMPERATURE, mechanism=_mechanism(1e6, 1e-9, 1.0), sample_rate=1.0,
-                               generator=torch.Generator().manual_seed(3), noise=unit)
+    step = OneVsAllPrivateStep(
+        model,
+        private_triples=make_triples(),
+        entity_pool=POOL,
+        positions=POSITIONS,
+        temperature=TEMPERATURE,
+        mechanism=_mechanism(1e6, 1e-9, 1.0),
+        sample_rate=1.0,
+        generator=torch.Generator().manual_seed(3),
+        noise=unit,
+    )
     step()
     params = {**model.dense_parameters(), **model.tables()}
     for k, p in params.items():  # ‖clipped sum‖ ≤ B·C ≪ σC: the gradient is the noise, σC/(qN) · unit
         assert torch.allclose(p.grad, unit[k].to(p.dtype) * 1e-3, rtol=1e-4, atol=1e-10), k
 
 
-def _private(model_name: str = "cpu-fused", *, privacy: dict | None = None, data: dict | None = None,
-             model_changes: dict | None = None, **train):
+def _private(
+    model_name: str = "cpu-fused",
+    *,
+    privacy: dict | None = None,
+    data: dict | None = None,
+    model_changes: dict | None = None,
+    **train,
+):
     model = dataclasses.replace(get_preset(model_name), **(model_changes or {}))
-    return RunConfig(data=DataConfig(**(data or {})), model=model, model_name=model_name,
-                     train=TrainConfig(loss="softmax", negatives="all", **train),
-                     privacy=PrivacyConfig(**{"mode": "full", "noise_multiplier": 1.0, **(privacy or {})}))
+    return RunConfig(
+        data=DataConfig(**(data or {})),
+        model=model,
+        model_name=model_name,
+        train=TrainConfig(loss="softmax", negatives="all", **train),
+        privacy=PrivacyConfig(**{"mode": "full", "noise_multiplier": 1.0, **(privacy or {})}),
+    )
 
 
 def test_config_accepts_only_the_supported_private_one_vs_all():
     assert _private().train.negatives == "all"
     assert _private("cpu-best").train.negatives == "all"
     assert _private(privacy={"mode": "confidential", "confidential_fraction": 0.5}).privacy.mode == "confidential"
-    cases = [({"model_name": "transe"}, "TransE with p=2"),
-             ({"model_name": "gated-transe"}, "TransE with p=2"),
-             ({"model_name": "gated-transe", "model_changes": {"interaction_kwargs": {"p": 2}}}, "fusions"),
-             ({"model_name": "dkrl-flair"}, "text_module"),
-             ({"pool_size": 16}, "pool_size"),
-             ({"privacy": {"mechanism": "simulation"}}, "dp-sgd"),
-             ({"data": {"public_entities": "ids.txt"}}, "public vocabulary")]
+    cases = [
+        ({"model_name": "transe"}, "TransE with p=2"),
+        ({"model_name": "gated-transe"}, "TransE with p=2"),
+        ({"model_name": "gated-transe", "model_changes": {"interaction_kwargs": {"p": 2}}}, "fusions"),
+        ({"model_name": "dkrl-flair"}, "text_module"),
+        ({"pool_size": 16}, "pool_size"),
+        ({"privacy": {"mechanism": "simulation"}}, "dp-sgd"),
+        ({"data": {"public_entities": "ids.txt"}}, "public vocabulary"),
+    ]
     for kwargs, message in cases:
         with pytest.raises(ConfigError, match=message) as err:
             _private(**kwargs)
@@ -109,10 +148,33 @@ def test_config_accepts_only_the_supported_private_one_vs_all():
 
 @pytest.mark.slow
 def test_a_private_one_vs_all_run_is_dp_and_trains(tmp_path, monkeypatch):
-    args = build_parser().parse_args([
-        "train", "--dataset", str(FIXTURE), "--split", "transductive", "--model", "cpu-fused",
-        "--encoder", "glove-bow", "--dim", "8", "--epochs", "2", "--batch-size", "32", "--seed", "0",
-        "--privacy", "full", "--noise-multiplier", "1.0", "--negatives", "all"])
+    args = build_parser().parse_args(
+        [
+            "train",
+            "--dataset",
+            str(FIXTURE),
+            "--split",
+            "transductive",
+            "--model",
+            "cpu-fused",
+            "--encoder",
+            "glove-bow",
+            "--dim",
+            "8",
+            "--epochs",
+            "2",
+            "--batch-size",
+            "32",
+            "--seed",
+            "0",
+            "--privacy",
+            "full",
+            "--noise-multiplier",
+            "1.0",
+            "--negatives",
+            "all",
+        ]
+    )
     cfg = build_run_config(args)
     assert (cfg.train.negatives, cfg.train.loss, cfg.train.temperature) == ("all", "softmax", 0.05)
     calls = []
@@ -128,8 +190,14 @@ def test_a_private_one_vs_all_run_is_dp_and_trains(tmp_path, monkeypatch):
     privacy = metrics["privacy"]
     assert privacy["guarantee"] == "dp" and privacy["steps"] > 0 and privacy["epsilon"] > 0
     assert calls == list(range(privacy["steps"]))  # every private step was a 1-vs-all step
-    assert set(privacy["covered_parameters"]) == {"table:entity", "table:relation", "fusion.w_structural",
-                                                  "fusion.w_text", "text.projection.weight", "text.projection.bias"}
+    assert set(privacy["covered_parameters"]) == {
+        "table:entity",
+        "table:relation",
+        "fusion.w_structural",
+        "fusion.w_text",
+        "text.projection.weight",
+        "text.projection.bias",
+    }
     assert json.loads((tmp_path / "config.json").read_text())["train"]["negatives"] == "all"
     state = torch.load(tmp_path / "best_model.pt")
     assert all(bool(torch.isfinite(v).all()) for v in state.values() if v.is_floating_point())

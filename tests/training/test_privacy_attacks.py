@@ -27,8 +27,19 @@ FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "tiny_blp"
 UNUSED = "/e/unused"  # in entity2text.txt, in no statement of the fixture
 EXTRA = f"{UNUSED}\t/r/likes\t/e/00\n"
 #: privacy-block fields that are functions of N, the number of private statements, a declared public input
-N_DERIVED = {"num_private_triples", "sample_rate", "delta", "epsilon", "epsilon_pld", "epsilon_rdp", "alpha", "ledger", "steps",
-             "planned_steps", "noise_multiplier"}
+N_DERIVED = {
+    "num_private_triples",
+    "sample_rate",
+    "delta",
+    "epsilon",
+    "epsilon_pld",
+    "epsilon_rdp",
+    "alpha",
+    "ledger",
+    "steps",
+    "planned_steps",
+    "noise_multiplier",
+}
 
 
 def _dataset(tmp_path: Path, name: str, *, extra: bool) -> Path:
@@ -41,10 +52,32 @@ def _dataset(tmp_path: Path, name: str, *, extra: bool) -> Path:
 
 
 def _config(dataset: Path, *flags: str):
-    args = build_parser().parse_args([
-        "train", "--dataset", str(dataset), "--split", "transductive", "--model", "transe", "--dim", "8",
-        "--epochs", "2", "--batch-size", "32", "--seed", "0", "--privacy", "full",
-        "--noise-multiplier", "1.0", "--max-grad-norm", "1.0", *flags])
+    args = build_parser().parse_args(
+        [
+            "train",
+            "--dataset",
+            str(dataset),
+            "--split",
+            "transductive",
+            "--model",
+            "transe",
+            "--dim",
+            "8",
+            "--epochs",
+            "2",
+            "--batch-size",
+            "32",
+            "--seed",
+            "0",
+            "--privacy",
+            "full",
+            "--noise-multiplier",
+            "1.0",
+            "--max-grad-norm",
+            "1.0",
+            *flags,
+        ]
+    )
     return build_run_config(args)
 
 
@@ -172,8 +205,12 @@ def test_the_privacy_block_recomputes_to_its_epsilon_with_opacus_alone(tmp_path)
     out = _train(_dataset(tmp_path, "d", extra=False), tmp_path / "run", "--epochs", "3")
     privacy = json.loads((out / "metrics.json").read_text())["privacy"]
     orders = privacy["orders"]
-    rdp = sum(np.asarray(compute_rdp(q=e["sample_rate"], noise_multiplier=e["noise_multiplier"],
-                                     steps=e["steps"], orders=orders)) for e in privacy["ledger"])
+    rdp = sum(
+        np.asarray(
+            compute_rdp(q=e["sample_rate"], noise_multiplier=e["noise_multiplier"], steps=e["steps"], orders=orders)
+        )
+        for e in privacy["ledger"]
+    )
     eps, alpha = get_privacy_spent(orders=orders, rdp=rdp, delta=privacy["delta"])
     assert sum(e["steps"] for e in privacy["ledger"]) == privacy["steps"]
     assert eps == pytest.approx(privacy["epsilon"], rel=1e-9)
@@ -203,8 +240,13 @@ def test_pld_accounting_calibrates_a_smaller_sigma_and_its_block_recomputes(tmp_
     runs = {}
     for accountant in ("rdp", "pld"):
         cfg = _config(data, *flags, "--accountant", accountant)
-        cfg = cfg.__class__(data=cfg.data, model=cfg.model, train=cfg.train, model_name=cfg.model_name,
-                            privacy=cfg.privacy.__class__(**{**cfg.privacy.__dict__, "noise_multiplier": None}))
+        cfg = cfg.__class__(
+            data=cfg.data,
+            model=cfg.model,
+            train=cfg.train,
+            model_name=cfg.model_name,
+            privacy=cfg.privacy.__class__(**{**cfg.privacy.__dict__, "noise_multiplier": None}),
+        )
         run(cfg, tmp_path / accountant, progress=False)
         runs[accountant] = json.loads((tmp_path / accountant / "metrics.json").read_text())["privacy"]
     rdp, pld = runs["rdp"], runs["pld"]

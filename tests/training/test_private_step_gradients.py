@@ -22,15 +22,19 @@ from textkg.training.private_step import PrivateStep
 
 NUM_ENTITIES, NUM_RELATIONS, DIM, TEXT_DIM = 14, 3, 6, 5
 SEEN = torch.tensor([0, 1, 2, 3, 4, 5, 6, 7, 8, 9])  # 10..13 are unseen
-FUSIONS = {"structural": {}, "text": {"encoder": "bert"},
-           "weighted": {"encoder": "bert"}, "gate": {"encoder": "bert"}}
+FUSIONS = {"structural": {}, "text": {"encoder": "bert"}, "weighted": {"encoder": "bert"}, "gate": {"encoder": "bert"}}
 INTERACTIONS = ["transe", "distmult", "complex", "rotate"]
 
 
 def make_model(fusion: str, *, interaction: str = "transe", **overrides):
     torch.manual_seed(0)
-    cfg = ModelConfig(interaction=interaction, interaction_kwargs={"p": 1} if interaction == "transe" else {},
-                      dim=DIM, fusion=fusion, **{**FUSIONS[fusion], **overrides})
+    cfg = ModelConfig(
+        interaction=interaction,
+        interaction_kwargs={"p": 1} if interaction == "transe" else {},
+        dim=DIM,
+        fusion=fusion,
+        **{**FUSIONS[fusion], **overrides},
+    )
     feats = {}
     if cfg.encoder:
         feats["text_features"] = torch.randn(NUM_ENTITIES, TEXT_DIM, generator=torch.Generator().manual_seed(0))
@@ -40,22 +44,47 @@ def make_model(fusion: str, *, interaction: str = "transe", **overrides):
 
 def private_triples(n: int = 7, seed: int = 3) -> torch.Tensor:
     g = torch.Generator().manual_seed(seed)
-    triples = torch.stack([torch.randint(0, NUM_ENTITIES, (n,), generator=g),
-                           torch.randint(0, NUM_RELATIONS, (n,), generator=g),
-                           torch.randint(0, NUM_ENTITIES, (n,), generator=g)], dim=1)
+    triples = torch.stack(
+        [
+            torch.randint(0, NUM_ENTITIES, (n,), generator=g),
+            torch.randint(0, NUM_RELATIONS, (n,), generator=g),
+            torch.randint(0, NUM_ENTITIES, (n,), generator=g),
+        ],
+        dim=1,
+    )
     triples[1, 2] = triples[1, 0]  # head == tail: the example reads one entity row twice
     return triples
 
 
-def make_step(model, *, loss_fn=softplus_loss, seed: int = 5, noise_multiplier: float = 0.0,
-              max_grad_norm: float = 1e6, expected_batch_size: float = 7.0, num_negatives: int = 4):
+def make_step(
+    model,
+    *,
+    loss_fn=softplus_loss,
+    seed: int = 5,
+    noise_multiplier: float = 0.0,
+    max_grad_norm: float = 1e6,
+    expected_batch_size: float = 7.0,
+    num_negatives: int = 4,
+):
     generator = torch.Generator().manual_seed(seed)
-    mechanism = DPSGDStep(noise_multiplier=noise_multiplier, max_grad_norm=max_grad_norm,
-                          expected_batch_size=expected_batch_size, accountant=None, sample_rate=1.0,
-                          generator=generator)
-    return PrivateStep(model, private_triples=private_triples(), entity_pool=torch.arange(NUM_ENTITIES),
-                       loss_fn=loss_fn, num_negatives=num_negatives, mechanism=mechanism, sample_rate=1.0,
-                       generator=generator)
+    mechanism = DPSGDStep(
+        noise_multiplier=noise_multiplier,
+        max_grad_norm=max_grad_norm,
+        expected_batch_size=expected_batch_size,
+        accountant=None,
+        sample_rate=1.0,
+        generator=generator,
+    )
+    return PrivateStep(
+        model,
+        private_triples=private_triples(),
+        entity_pool=torch.arange(NUM_ENTITIES),
+        loss_fn=loss_fn,
+        num_negatives=num_negatives,
+        mechanism=mechanism,
+        sample_rate=1.0,
+        generator=generator,
+    )
 
 
 def oracle(model, batch, plan, loss_fn):
@@ -67,8 +96,12 @@ def oracle(model, batch, plan, loss_fn):
         model.zero_grad(set_to_none=True)
         rows = {k: t[plan[k][i]] for k, t in model.tables().items()}
         loss_fn(model.score_rows(batch[i], rows)).backward()
-        out.append({table_names.get(id(p), n): torch.zeros_like(p) if p.grad is None else p.grad.clone()
-                    for n, p in trained.items()})
+        out.append(
+            {
+                table_names.get(id(p), n): torch.zeros_like(p) if p.grad is None else p.grad.clone()
+                for n, p in trained.items()
+            }
+        )
     model.zero_grad(set_to_none=True)
     return out
 
@@ -142,8 +175,7 @@ def test_batched_backward_equals_vmap(interaction):
 @pytest.mark.parametrize("fusion", ["text", "weighted", "gate"])
 @pytest.mark.parametrize("interaction", ["transe", "rotate"])
 def test_models_with_dense_parameters_use_vmap_and_equal_oracle(fusion, interaction):
-    model = make_model(fusion, interaction=interaction,
-                       **({"structural_dropout": 0.5} if fusion != "text" else {}))
+    model = make_model(fusion, interaction=interaction, **({"structural_dropout": 0.5} if fusion != "text" else {}))
     assert model.dense_parameters()
     check_against_oracle(model, make_step(model), softplus_loss)
 

@@ -10,8 +10,16 @@ from textkg.training.private_training import PrivateTraining
 
 def _build(cfg: PrivacyConfig) -> PrivateTraining:
     triples = torch.tensor([[0, 0, 1], [1, 0, 2], [2, 0, 3], [3, 0, 0]])
-    return PrivateTraining(cfg, private_triples=triples, batch_size=2, planned_epochs=1,
-                           entity_pool=torch.arange(4), loss_fn=None, num_negatives=1, trained_parameters=[])
+    return PrivateTraining(
+        cfg,
+        private_triples=triples,
+        batch_size=2,
+        planned_epochs=1,
+        entity_pool=torch.arange(4),
+        loss_fn=None,
+        num_negatives=1,
+        trained_parameters=[],
+    )
 
 
 def test_neither_sigma_nor_target_is_a_privacy_error():

@@ -40,10 +40,32 @@ t.Trainer._private_step = counting_step
 sys.exit(main(sys.argv[1:]))
 """
 
-TRAIN_ARGS = ["train", "--dataset", str(FIXTURE), "--split", "transductive", "--model", "transe",
-              "--dim", "8", "--epochs", "3", "--batch-size", "16", "--seed", "3",
-              "--privacy", "full", "--noise-multiplier", "1.1", "--max-grad-norm", "1.0",
-              "--checkpoint-every", "4", "--no-progress"]
+TRAIN_ARGS = [
+    "train",
+    "--dataset",
+    str(FIXTURE),
+    "--split",
+    "transductive",
+    "--model",
+    "transe",
+    "--dim",
+    "8",
+    "--epochs",
+    "3",
+    "--batch-size",
+    "16",
+    "--seed",
+    "3",
+    "--privacy",
+    "full",
+    "--noise-multiplier",
+    "1.1",
+    "--max-grad-norm",
+    "1.0",
+    "--checkpoint-every",
+    "4",
+    "--no-progress",
+]
 
 
 def _env(tmp_path: Path) -> dict:

@@ -10,13 +10,13 @@ import pytest
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "models"))
-from models_cases import NUM_ENTITIES, NUM_RELATIONS, SEEN, random_triples  # noqa: E402
+from models_cases import NUM_ENTITIES, NUM_RELATIONS, SEEN, random_triples
 
-from textkg.errors import ConfigError  # noqa: E402
-from textkg.models import build_model, get_preset  # noqa: E402
-from textkg.training.config import DataConfig, RunConfig, TrainConfig  # noqa: E402
-from textkg.training.one_vs_all import one_vs_all_loss, pool_positions, sample_pool  # noqa: E402
-from textkg.training.pipeline import build_trainer, prepare  # noqa: E402
+from textkg.errors import ConfigError
+from textkg.models import build_model, get_preset
+from textkg.training.config import DataConfig, RunConfig, TrainConfig
+from textkg.training.one_vs_all import one_vs_all_loss, pool_positions, sample_pool
+from textkg.training.pipeline import build_trainer, prepare
 
 TINY = Path(__file__).resolve().parents[1] / "fixtures" / "tiny_blp"
 
@@ -31,8 +31,9 @@ def test_sample_pool_holds_the_batch_ends_and_size_draws(size):
     assert len(ends) <= len(pool) <= len(ends) + size
     assert pool.tolist() == sorted(set(pool.tolist()))
     assert torch.equal(positions, pool_positions(pool, NUM_ENTITIES))
-    again, _ = sample_pool(SEEN, triples, size, num_entities=NUM_ENTITIES,
-                           generator=torch.Generator().manual_seed(size))
+    again, _ = sample_pool(
+        SEEN, triples, size, num_entities=NUM_ENTITIES, generator=torch.Generator().manual_seed(size)
+    )
     assert torch.equal(pool, again)  # seeded
 
 
@@ -76,9 +77,12 @@ def test_pool_size_config_rules():
 
 def _cfg(**train) -> RunConfig:
     model = dataclasses.replace(get_preset("transe-l2"), dim=8)
-    return RunConfig(data=DataConfig(dataset=str(TINY), split="transductive"), model=model,
-                     train=TrainConfig(**{"epochs": 3, "batch_size": 8, "loss": "softmax", "negatives": "all",
-                                          **train}), model_name="transe-l2")
+    return RunConfig(
+        data=DataConfig(dataset=str(TINY), split="transductive"),
+        model=model,
+        train=TrainConfig(**{"epochs": 3, "batch_size": 8, "loss": "softmax", "negatives": "all", **train}),
+        model_name="transe-l2",
+    )
 
 
 def test_sampled_pool_training_steps_see_only_the_drawn_rows(tmp_path):
@@ -88,8 +92,11 @@ def test_sampled_pool_training_steps_see_only_the_drawn_rows(tmp_path):
     trainer, _, _ = build_trainer(prep, cfg, tmp_path)
     idx = torch.arange(4)
     trainer._public_step(idx)
-    (table,) = [p for name, p in prep.model.named_parameters() if p.grad is not None and p.ndim == 2
-                and p.shape[0] >= prep.kg.num_entities]
+    (table,) = [
+        p
+        for name, p in prep.model.named_parameters()
+        if p.grad is not None and p.ndim == 2 and p.shape[0] >= prep.kg.num_entities
+    ]
     touched = int((table.grad.abs().sum(1) > 0).sum())
     assert 0 < touched <= 5 + 2 * 4 < len(prep.split.train_entities)
 

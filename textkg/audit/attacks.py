@@ -49,8 +49,9 @@ def get_attack(name: str | AttackFn) -> AttackFn:
     try:
         return _ATTACKS[name]
     except KeyError:
-        raise ConfigError(f"unknown attack {name!r}; choose one of: {', '.join(list_attacks())}",
-                          field="attack") from None
+        raise ConfigError(
+            f"unknown attack {name!r}; choose one of: {', '.join(list_attacks())}", field="attack"
+        ) from None
 
 
 def _batches(n: int, batch_size: int):
@@ -85,8 +86,9 @@ def loss_attack(predictor, triples: torch.Tensor, *, seed: int = 0, batch_size: 
     cfg = predictor.config.train
     loss = make_loss(cfg)
     g = torch.Generator().manual_seed(seed + 15485863)
-    batch = corrupt(triples, num_negatives=cfg.num_negatives,
-                    entity_pool=predictor.prepared.split.train_entities, generator=g)
+    batch = corrupt(
+        triples, num_negatives=cfg.num_negatives, entity_pool=predictor.prepared.split.train_entities, generator=g
+    )
     model = predictor.model
     model.eval()
     with torch.no_grad():
@@ -105,8 +107,14 @@ def rank_attack(predictor, triples: torch.Tensor, *, seed: int = 0, batch_size: 
     model = predictor.model
     model.eval()
     with torch.no_grad():
-        ranks = compute_ranks(model, triples, filter_index=predictor.prepared.filter_index,
-                              candidates=None, num_entities=kg.num_entities, batch_size=batch_size)
+        ranks = compute_ranks(
+            model,
+            triples,
+            filter_index=predictor.prepared.filter_index,
+            candidates=None,
+            num_entities=kg.num_entities,
+            batch_size=batch_size,
+        )
     # compute_ranks ranks both directions unless told otherwise
     assert ranks.tail_ranks is not None and ranks.head_ranks is not None
     return 0.5 * (1.0 / ranks.tail_ranks.double() + 1.0 / ranks.head_ranks.double())

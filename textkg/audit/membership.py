@@ -78,8 +78,11 @@ def load_audit_split(run_dir: str | Path) -> tuple[torch.Tensor, torch.Tensor, d
     """``(members (m, 3), non_members (n, 3), record)`` of a run; ConfigError if absent."""
     path = Path(run_dir) / AUDIT_SPLIT
     if not path.is_file():
-        raise ConfigError("run has no audit split: train it with --audit-candidates N (e.g. 1000) to hold "
-                          "out non-members for a membership-inference audit", file=path)
+        raise ConfigError(
+            "run has no audit split: train it with --audit-candidates N (e.g. 1000) to hold "
+            "out non-members for a membership-inference audit",
+            file=path,
+        )
     try:
         record = json.loads(path.read_text())
         members = torch.as_tensor(record["members"], dtype=torch.long).reshape(-1, 3)
@@ -98,19 +101,19 @@ def _claimed_privacy(run_dir: Path) -> dict | None:
     return json.loads(path.read_text()).get("privacy")
 
 
-def attack_scores(predictor, members: torch.Tensor, non_members: torch.Tensor, *, attack: str = "score",
-                  seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
+def attack_scores(
+    predictor, members: torch.Tensor, non_members: torch.Tensor, *, attack: str = "score", seed: int = 0
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Attack scores ``(m,)``, ``(n,)`` of members and non-members (higher = member).
 
     Both sets are scored in one call so that every candidate is treated alike.
     """
     fn = get_attack(attack)
     scores = fn(predictor, torch.cat([members, non_members]), seed=seed).double()
-    return scores[: len(members)], scores[len(members):]
+    return scores[: len(members)], scores[len(members) :]
 
 
-def run_audit(run_dir: str | Path, *, attack: str = "score", alpha: float = 0.05,
-              predictor=None) -> AuditResult:
+def run_audit(run_dir: str | Path, *, attack: str = "score", alpha: float = 0.05, predictor=None) -> AuditResult:
     """Audit a run directory with one attack.
 
     Args:
@@ -136,14 +139,18 @@ def run_audit(run_dir: str | Path, *, attack: str = "score", alpha: float = 0.05
     curve = stats.roc_curve(pos, neg)
     eps = None if claim is None else claim.get("epsilon")
     return AuditResult(
-        run_dir=str(run_dir), attack=attack if isinstance(attack, str) else getattr(attack, "__name__", "custom"),
-        num_members=len(members), num_non_members=len(non_members),
+        run_dir=str(run_dir),
+        attack=attack if isinstance(attack, str) else getattr(attack, "__name__", "custom"),
+        num_members=len(members),
+        num_non_members=len(non_members),
         candidate_pool=record.get("candidate_pool"),
-        roc_auc=stats.roc_auc(pos, neg), advantage=stats.advantage(pos, neg),
+        roc_auc=stats.roc_auc(pos, neg),
+        advantage=stats.advantage(pos, neg),
         tpr_at_fpr={str(f): stats.tpr_at_fpr(pos, neg, f) for f in LOW_FPRS},
         epsilon_lower_bound=bound.to_dict(),
         accountant_epsilon=None if eps is None or (isinstance(eps, float) and math.isnan(eps)) else float(eps),
-        delta=delta, guarantee=None if claim is None else claim.get("guarantee"),
+        delta=delta,
+        guarantee=None if claim is None else claim.get("guarantee"),
         privacy_mode=predictor.config.privacy.mode,
         roc={"fpr": curve.fpr.tolist(), "tpr": curve.tpr.tolist()},
     )

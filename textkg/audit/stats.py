@@ -98,9 +98,15 @@ def roc_curve(members, non_members) -> RocCurve:
     tp = np.concatenate([[0], tp]).astype(np.int64)
     fp = np.concatenate([[0], fp]).astype(np.int64)
     thresholds = np.concatenate([[np.inf], thresholds])
-    return RocCurve(fpr=fp / len(neg), tpr=tp / len(pos), thresholds=thresholds,
-                    true_positives=tp, false_positives=fp,
-                    num_members=len(pos), num_non_members=len(neg))
+    return RocCurve(
+        fpr=fp / len(neg),
+        tpr=tp / len(pos),
+        thresholds=thresholds,
+        true_positives=tp,
+        false_positives=fp,
+        num_members=len(pos),
+        num_non_members=len(neg),
+    )
 
 
 def advantage(members, non_members) -> float:
@@ -194,8 +200,9 @@ class EpsilonLowerBound:
 THRESHOLD_SELECTIONS = ("held-out", "same-data")
 
 
-def _best_on(pos: np.ndarray, neg: np.ndarray, delta: float, alpha: float) -> tuple[float, float | None, str | None,
-                                                                                 float | None, float | None]:
+def _best_on(
+    pos: np.ndarray, neg: np.ndarray, delta: float, alpha: float
+) -> tuple[float, float | None, str | None, float | None, float | None]:
     """``(ε, τ, form, tpr_lower, fpr_upper)`` maximised over every threshold and both forms."""
     curve = roc_curve(pos, neg)
     tpr_lo, _ = clopper_pearson(curve.true_positives, curve.num_members, alpha)
@@ -215,8 +222,9 @@ def _best_on(pos: np.ndarray, neg: np.ndarray, delta: float, alpha: float) -> tu
     return best
 
 
-def _bound_at(pos: np.ndarray, neg: np.ndarray, threshold: float, form: str, delta: float,
-              alpha: float) -> tuple[float, float, float]:
+def _bound_at(
+    pos: np.ndarray, neg: np.ndarray, threshold: float, form: str, delta: float, alpha: float
+) -> tuple[float, float, float]:
     """``(ε, tpr_lower, fpr_upper)`` of the one test "member iff score ≥ τ" in ``form``."""
     tp, fp = int(np.sum(pos >= threshold)), int(np.sum(neg >= threshold))
     tpr_lo, _ = clopper_pearson(tp, len(pos), alpha)
@@ -231,8 +239,15 @@ def _bound_at(pos: np.ndarray, neg: np.ndarray, threshold: float, form: str, del
     return (max(value, 0.0) if math.isfinite(value) else 0.0), tpr_lo, fpr_up
 
 
-def empirical_epsilon_lower_bound(members, non_members, *, delta: float = 0.0, alpha: float = 0.05,
-                                  threshold_selection: str = "held-out", seed: int = 0) -> EpsilonLowerBound:
+def empirical_epsilon_lower_bound(
+    members,
+    non_members,
+    *,
+    delta: float = 0.0,
+    alpha: float = 0.05,
+    threshold_selection: str = "held-out",
+    seed: int = 0,
+) -> EpsilonLowerBound:
     """Empirical lower bound on ε from one member/non-member audit.
 
     An (ε, δ)-DP training algorithm makes every test "member iff score ≥ τ"
@@ -308,19 +323,21 @@ def empirical_epsilon_lower_bound(members, non_members, *, delta: float = 0.0, a
 
 
 def _check_one_run_counts(num_candidates: int, num_guesses: int, num_correct: int, delta: float) -> None:
-    for name, value in (("num_candidates", num_candidates), ("num_guesses", num_guesses),
-                        ("num_correct", num_correct)):
+    for name, value in (("num_candidates", num_candidates), ("num_guesses", num_guesses), ("num_correct", num_correct)):
         if isinstance(value, bool) or int(value) != value:
             raise ValueError(f"{name} must be an integer, got {value!r}")
     if not 0 <= num_correct <= num_guesses <= num_candidates:
-        raise ValueError(f"need 0 <= num_correct <= num_guesses <= num_candidates, got "
-                         f"{num_correct}, {num_guesses}, {num_candidates}")
+        raise ValueError(
+            f"need 0 <= num_correct <= num_guesses <= num_candidates, got "
+            f"{num_correct}, {num_guesses}, {num_candidates}"
+        )
     if not 0.0 <= delta <= 1.0:
         raise ValueError(f"delta must be in [0, 1], got {delta}")
 
 
-def one_run_p_value(*, num_candidates: int, num_guesses: int, num_correct: int, epsilon: float,
-                    delta: float = 0.0) -> float:
+def one_run_p_value(
+    *, num_candidates: int, num_guesses: int, num_correct: int, epsilon: float, delta: float = 0.0
+) -> float:
     """p-value of ``num_correct`` right guesses out of ``num_guesses`` if the algorithm is (ε, δ)-DP.
 
     Steinke, Nasr & Jagielski 2023, "Privacy Auditing with One (1) Training
@@ -348,8 +365,15 @@ def one_run_p_value(*, num_candidates: int, num_guesses: int, num_correct: int, 
     return min(tail + worst * delta * 2 * int(num_candidates), 1.0)
 
 
-def one_run_epsilon_lower_bound(*, num_candidates: int, num_guesses: int, num_correct: int, delta: float = 0.0,
-                                beta: float = 0.05, max_epsilon: float = 100.0) -> float:
+def one_run_epsilon_lower_bound(
+    *,
+    num_candidates: int,
+    num_guesses: int,
+    num_correct: int,
+    delta: float = 0.0,
+    beta: float = 0.05,
+    max_epsilon: float = 100.0,
+) -> float:
     """Largest ε that :func:`one_run_p_value` rejects at level ``beta`` (0 if none is rejected).
 
     The one-run audit of Steinke, Nasr & Jagielski 2023 (arXiv:2305.08846v1,
@@ -379,8 +403,16 @@ def one_run_epsilon_lower_bound(*, num_candidates: int, num_guesses: int, num_co
         raise ValueError(f"beta must be in (0, 1), got {beta}")
 
     def rejected(eps: float) -> bool:
-        return one_run_p_value(num_candidates=num_candidates, num_guesses=num_guesses, num_correct=num_correct,
-                               epsilon=eps, delta=delta) < beta
+        return (
+            one_run_p_value(
+                num_candidates=num_candidates,
+                num_guesses=num_guesses,
+                num_correct=num_correct,
+                epsilon=eps,
+                delta=delta,
+            )
+            < beta
+        )
 
     lo, hi = 0.0, 1.0  # invariant: rejected(lo) (or lo = 0), not rejected(hi)
     if not rejected(lo):

@@ -36,19 +36,33 @@ def train(args) -> dict:
         from textkg.cli.config_loading import build_run_config
 
         cfg = build_run_config(args)
-        out = Path(args.out) if args.out else Path("runs") / f"{cfg.model_name}-{Path(cfg.data.dataset).name}-{cfg.data.split}"
+        out = (
+            Path(args.out)
+            if args.out
+            else Path("runs") / f"{cfg.model_name}-{Path(cfg.data.dataset).name}-{cfg.data.split}"
+        )
         metrics = run(cfg, out, progress=not args.no_progress)
     print(f"wrote {out / 'metrics.json'}", file=sys.stderr)
     summary = {}
     if metrics["test"].get("placement"):  # an ontology's new terms: where their parents rank
         from textkg.evaluation.placement import placement_reading
 
-        placement = {"placement": metrics["test"]["placement"],
-                     "placement_baselines": metrics["test"].get("placement_baselines", {})}
-        summary["placement"] = {"reading": placement_reading(placement), "model": placement["placement"],
-                                "baselines": placement["placement_baselines"]}
-    return {**summary, "out": str(out), "test": _headline(metrics["test"]), "valid": metrics["valid"],
-            "privacy": metrics["privacy"]}
+        placement = {k: v for k, v in metrics["test"].items() if k.startswith("placement")}
+        selection = placement.get("placement_selection")
+        summary["placement"] = {
+            "reading": placement_reading(placement),
+            "chosen_on_validation": selection["chosen"] if selection else None,
+            "model": placement["placement"],
+            **({"combined": placement["placement_combined"]} if selection else {}),
+            "baselines": placement.get("placement_baselines", {}),
+        }
+    return {
+        **summary,
+        "out": str(out),
+        "test": _headline(metrics["test"]),
+        "valid": metrics["valid"],
+        "privacy": metrics["privacy"],
+    }
 
 
 def _headline(m: dict) -> dict:
@@ -67,13 +81,19 @@ def predict(args) -> dict:
     predictor = load_predictor(args.run_dir)
     if args.batch:
         entities = _read_batch_file(args.batch)
-        return {"results": [predictor.predict(description=d, name=n, relation=args.relation,
-                                              direction=args.direction, top_k=args.top_k)
-                            for n, d in entities]}
+        return {
+            "results": [
+                predictor.predict(
+                    description=d, name=n, relation=args.relation, direction=args.direction, top_k=args.top_k
+                )
+                for n, d in entities
+            ]
+        }
     if not args.description:
         raise ConfigError("give --description TEXT (or --batch FILE)", field="description")
-    return predictor.predict(description=args.description, name=args.name, relation=args.relation,
-                             direction=args.direction, top_k=args.top_k)
+    return predictor.predict(
+        description=args.description, name=args.name, relation=args.relation, direction=args.direction, top_k=args.top_k
+    )
 
 
 def _read_batch_file(path: str) -> list[tuple[str, str]]:
@@ -85,15 +105,16 @@ def _read_batch_file(path: str) -> list[tuple[str, str]]:
     except FileNotFoundError:
         raise DataError("file not found", file=path) from None
     except UnicodeDecodeError as exc:
-        line = Path(path).read_bytes()[: exc.start].count(b"\n") + 1
-        raise DataError("not valid UTF-8", file=path, line=line) from None
+        bad_line = Path(path).read_bytes()[: exc.start].count(b"\n") + 1
+        raise DataError("not valid UTF-8", file=path, line=bad_line) from None
     for i, line in enumerate(text.splitlines(), start=1):
         if not line.strip():
             continue
         parts = line.split("\t")
         if len(parts) != 2:
-            raise DataError(f"expected 2 tab-separated columns (name, description), got {len(parts)}",
-                            file=path, line=i)
+            raise DataError(
+                f"expected 2 tab-separated columns (name, description), got {len(parts)}", file=path, line=i
+            )
         if not parts[1].strip():
             raise DataError("empty description", file=path, line=i, field="description")
         rows.append((parts[0], parts[1]))
@@ -117,9 +138,15 @@ def charlm_train(args) -> dict:
     from textkg.data import load_dataset
 
     kg = load_dataset(args.dataset, **({"description": args.description} if args.description else {}))
-    result = train_char_lm(list(kg.entity_descriptions), direction=args.direction, out_dir=args.out,
-                           hidden_size=args.hidden_size, epochs=args.max_epochs,
-                           max_seconds=60 * args.max_minutes, seed=args.seed)
+    result = train_char_lm(
+        list(kg.entity_descriptions),
+        direction=args.direction,
+        out_dir=args.out,
+        hidden_size=args.hidden_size,
+        epochs=args.max_epochs,
+        max_seconds=60 * args.max_minutes,
+        seed=args.seed,
+    )
     return read_char_lm_metrics(result)  # includes "model": the path to pass to the flair encoder
 
 
@@ -134,11 +161,15 @@ def pretrain_aec(args) -> dict:
     kg = load_dataset(args.dataset)
     encoder = get_encoder(args.encoder)
     tokens, mask = encoder.encode_tokens(list(kg.entity_descriptions))
-    module, history = pretrain_autoencoder(tokens, mask, code_dim=args.code_dim, epochs=args.epochs,
-                                           seed=args.seed)
+    module, history = pretrain_autoencoder(tokens, mask, code_dim=args.code_dim, epochs=args.epochs, seed=args.seed)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     path = out / AUTOENCODER_FILE
     module.save(path)
-    return {"out": str(path), "token_dim": module.token_dim, "code_dim": module.code_dim, "history": history,
-            "use_with": f"textkg train --model torchcoder-aec --autoencoder {path}"}
+    return {
+        "out": str(path),
+        "token_dim": module.token_dim,
+        "code_dim": module.code_dim,
+        "history": history,
+        "use_with": f"textkg train --model torchcoder-aec --autoencoder {path}",
+    }

@@ -52,8 +52,7 @@ FLAG_FIELDS = {
 }
 
 #: CLI flag → ModelConfig field (override the preset)
-MODEL_FLAGS = {"encoder": "encoder", "dim": "dim", "fusion": "fusion",
-               "structural_dropout": "structural_dropout"}
+MODEL_FLAGS = {"encoder": "encoder", "dim": "dim", "fusion": "fusion", "structural_dropout": "structural_dropout"}
 
 SECTIONS = {"data": DataConfig, "train": TrainConfig, "privacy": PrivacyConfig}
 
@@ -75,8 +74,9 @@ def read_config_file(path: str) -> dict:
         raise ConfigError(exc.msg, file=path, line=exc.lineno) from None
     except Exception as exc:  # yaml.YAMLError
         mark = getattr(exc, "problem_mark", None)
-        raise ConfigError(str(getattr(exc, "problem", exc)), file=path,
-                          line=None if mark is None else mark.line + 1) from None
+        raise ConfigError(
+            str(getattr(exc, "problem", exc)), file=path, line=None if mark is None else mark.line + 1
+        ) from None
     if data is None:
         return {}
     if not isinstance(data, dict):
@@ -84,14 +84,16 @@ def read_config_file(path: str) -> dict:
     allowed = set(SECTIONS) | {"model", "model_name", "textkg_version"}
     for key in data:
         if key not in allowed:
-            raise ConfigError(f"unknown section; expected one of {', '.join(sorted(allowed))}",
-                              file=path, field=str(key))
+            raise ConfigError(
+                f"unknown section; expected one of {', '.join(sorted(allowed))}", file=path, field=str(key)
+            )
     for section, cls in SECTIONS.items():
         names = {f.name for f in dataclasses.fields(cls)}
         for key in data.get(section) or {}:
             if key not in names:
-                raise ConfigError(f"unknown key; {section} takes {', '.join(sorted(names))}",
-                                  file=path, field=f"{section}.{key}")
+                raise ConfigError(
+                    f"unknown key; {section} takes {', '.join(sorted(names))}", file=path, field=f"{section}.{key}"
+                )
     return data
 
 
@@ -134,8 +136,11 @@ def build_run_config(args) -> RunConfig:
         merged = {**model_cfg.to_dict(), **overrides}
         model_cfg = ModelConfig.from_dict(merged)
     if getattr(args, "autoencoder", None) is not None and model_cfg.text_module != "lstm-ae":
-        raise ConfigError(f"--autoencoder is for LSTM-autoencoder models (torchcoder-aec); model "
-                          f"{model_name!r} has text module {model_cfg.text_module!r}", field="autoencoder")
+        raise ConfigError(
+            f"--autoencoder is for LSTM-autoencoder models (torchcoder-aec); model "
+            f"{model_name!r} has text module {model_cfg.text_module!r}",
+            field="autoencoder",
+        )
     try:
         return RunConfig(
             data=DataConfig(**sections["data"]),

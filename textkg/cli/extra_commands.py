@@ -22,62 +22,93 @@ def add_parsers(sub) -> None:
 
     au = sub.add_parser("audit", help="membership-inference audit of a run trained with --audit-candidates")
     au.add_argument("run_dir")
-    au.add_argument("--attack", default="score", choices=list_attacks(),
-                    help="attack statistic (default: score)")
-    au.add_argument("--alpha", type=float, default=0.05,
-                    help="1 - confidence of the Clopper-Pearson intervals (default: 0.05)")
+    au.add_argument("--attack", default="score", choices=list_attacks(), help="attack statistic (default: score)")
+    au.add_argument(
+        "--alpha", type=float, default=0.05, help="1 - confidence of the Clopper-Pearson intervals (default: 0.05)"
+    )
     au.add_argument("--out", help="write the result here instead of RUN_DIR/audit.json")
 
     sw = sub.add_parser("sweep", help="privacy-utility sweep over privacy modes and sigma / target epsilon")
     _add_train_flags(sw)
-    sw.add_argument("--privacy-modes", default="none,full",
-                    help="comma-separated privacy modes (default: none,full)")
+    sw.add_argument("--privacy-modes", default="none,full", help="comma-separated privacy modes (default: none,full)")
     sw.add_argument("--noise-multipliers", help="comma-separated noise multipliers sigma")
     sw.add_argument("--target-epsilons", help="comma-separated target epsilons (sigma calibrated)")
-    sw.add_argument("--audit", metavar="ATTACK", choices=list_attacks(),
-                    help="audit every run with this attack (needs --audit-candidates)")
+    sw.add_argument(
+        "--audit",
+        metavar="ATTACK",
+        choices=list_attacks(),
+        help="audit every run with this attack (needs --audit-candidates)",
+    )
 
     from textkg.cli import privacy_commands
 
     privacy_commands.add_parsers(sub)
 
-    rel = sub.add_parser("release", help="write only what the DP guarantee covers: weights, public config, "
-                                         "privacy block, model card (docs/privacy.md)")
+    rel = sub.add_parser(
+        "release",
+        help="write only what the DP guarantee covers: weights, public config, "
+        "privacy block, model card (docs/privacy.md)",
+    )
     rel.add_argument("run_dir")
     rel.add_argument("--out", required=True, help="new or empty directory for the bundle")
-    rel.add_argument("--allow-simulation", action="store_true",
-                     help="also release a run not labelled 'dp'; every file then says NOT DIFFERENTIALLY PRIVATE")
+    rel.add_argument(
+        "--allow-simulation",
+        action="store_true",
+        help="also release a run not labelled 'dp'; every file then says NOT DIFFERENTIALLY PRIVATE",
+    )
 
-    fe = sub.add_parser("federate", help="federated training across data holders on Flower (FedAvg); "
-                                         "record-level DP with train's --privacy flags")
+    fe = sub.add_parser(
+        "federate",
+        help="federated training across data holders on Flower (FedAvg); record-level DP with train's --privacy flags",
+    )
     _add_train_flags(fe)
     from textkg.federated.partition import SCHEMES
 
-    fe.add_argument("--clients", type=int, default=None,
-                    help="data holders K (random, relation; source and column set their own)")
-    fe.add_argument("--partition", default="random", choices=SCHEMES,
-                    help="who holds which statement (default: random)")
+    fe.add_argument(
+        "--clients", type=int, default=None, help="data holders K (random, relation; source and column set their own)"
+    )
+    fe.add_argument(
+        "--partition", default="random", choices=SCHEMES, help="who holds which statement (default: random)"
+    )
     fe.add_argument("--partition-file", help="column partition: TSV head, relation, tail, client per statement")
-    fe.add_argument("--aggregation", default=None, choices=("row", "fedavg"),
-                    help="row: a table row is averaged over the holders that changed it (FKGE); "
-                         "fedavg: Flower's FedAvg over whole tensors (default: row; fedavg under client-level DP)")
-    fe.add_argument("--client-target-epsilon", type=float, default=None,
-                    help="client-level DP-FedAvg: calibrate the server's noise so that R rounds give this epsilon "
-                         "about one whole data holder")
-    fe.add_argument("--client-noise-multiplier", type=float, default=None,
-                    help="client-level DP-FedAvg with this sigma (instead of --client-target-epsilon)")
-    fe.add_argument("--client-clip", type=float, default=1.0,
-                    help="client-level DP: L2 bound C of each holder's whole update (default: 1.0)")
-    fe.add_argument("--client-delta", type=float, default=1e-5,
-                    help="client-level DP: delta (default: 1e-5)")
+    fe.add_argument(
+        "--aggregation",
+        default="fedavg",
+        choices=("fedavg", "row"),
+        help="fedavg: Flower's FedAvg over whole tensors (default); row: a table row is averaged over "
+        "the holders that changed it (FKGE; measured no better on hpo-small: docs/benchmarks.md)",
+    )
+    fe.add_argument(
+        "--client-target-epsilon",
+        type=float,
+        default=None,
+        help="client-level DP-FedAvg: calibrate the server's noise so that R rounds give this epsilon "
+        "about one whole data holder",
+    )
+    fe.add_argument(
+        "--client-noise-multiplier",
+        type=float,
+        default=None,
+        help="client-level DP-FedAvg with this sigma (instead of --client-target-epsilon)",
+    )
+    fe.add_argument(
+        "--client-clip",
+        type=float,
+        default=1.0,
+        help="client-level DP: L2 bound C of each holder's whole update (default: 1.0)",
+    )
+    fe.add_argument("--client-delta", type=float, default=1e-5, help="client-level DP: delta (default: 1e-5)")
     fe.add_argument("--rounds", type=int, default=3, help="federated rounds R (default: 3)")
-    fe.add_argument("--local-epochs", type=int, default=1,
-                    help="epochs each holder trains per round E (default: 1); replaces --epochs with R x E")
+    fe.add_argument(
+        "--local-epochs",
+        type=int,
+        default=1,
+        help="epochs each holder trains per round E (default: 1); replaces --epochs with R x E",
+    )
 
     pl = sub.add_parser("plot", help="PNG plots of run / sweep directories into DIR/plots/")
     pl.add_argument("run_dirs", nargs="+", metavar="DIR")
-    pl.add_argument("--out", help="where the comparison plots of several DIRs go "
-                                  "(default: the first DIR's plots/)")
+    pl.add_argument("--out", help="where the comparison plots of several DIRs go (default: the first DIR's plots/)")
 
 
 def audit(args) -> dict:
@@ -109,15 +140,20 @@ def sweep(args) -> dict:
 
     for flag in ("privacy", "noise_multiplier", "target_epsilon", "resume"):
         if getattr(args, flag, None) is not None:
-            plural = {"privacy": "--privacy-modes", "noise_multiplier": "--noise-multipliers",
-                      "target_epsilon": "--target-epsilons"}.get(flag)
+            plural = {
+                "privacy": "--privacy-modes",
+                "noise_multiplier": "--noise-multipliers",
+                "target_epsilon": "--target-epsilons",
+            }.get(flag)
             hint = f"; use {plural}" if plural else "; re-run the sweep with the same --out to resume it"
             raise ConfigError(f"--{flag.replace('_', '-')} is set by the sweep grid{hint}", field=flag)
     if not args.out:
         raise ConfigError("give the sweep directory with --out DIR", field="out")
-    grid = make_grid([m.strip() for m in args.privacy_modes.split(",") if m.strip()],
-                     noise_multipliers=_floats(args.noise_multipliers, "noise_multipliers"),
-                     target_epsilons=_floats(args.target_epsilons, "target_epsilons"))
+    grid = make_grid(
+        [m.strip() for m in args.privacy_modes.split(",") if m.strip()],
+        noise_multipliers=_floats(args.noise_multipliers, "noise_multipliers"),
+        target_epsilons=_floats(args.target_epsilons, "target_epsilons"),
+    )
     base = build_run_config(args)
     rows = run_sweep(base, grid, Path(args.out), audit_attack=args.audit, progress=not args.no_progress)
     out = Path(args.out) / SWEEP_FILE
@@ -149,8 +185,13 @@ def release(args) -> dict:
 
     manifest = write_release(args.run_dir, args.out, allow_simulation=args.allow_simulation)
     print(f"wrote {args.out}", file=sys.stderr)
-    return {"out": str(args.out), "label": manifest.get("label", manifest["guarantee"]),
-            "epsilon": manifest["epsilon"], "delta": manifest["delta"], "files": sorted(manifest["files"])}
+    return {
+        "out": str(args.out),
+        "label": manifest.get("label", manifest["guarantee"]),
+        "epsilon": manifest["epsilon"],
+        "delta": manifest["delta"],
+        "files": sorted(manifest["files"]),
+    }
 
 
 def federate(args) -> dict:
@@ -163,28 +204,46 @@ def federate(args) -> dict:
     try:
         import flwr  # noqa: F401
     except ImportError:
-        raise ConfigError("federated training runs on Flower, which is not installed: "
-                          "pip install 'textkg[federated]'", field="federate") from None
+        raise ConfigError(
+            "federated training runs on Flower, which is not installed: pip install 'textkg[federated]'",
+            field="federate",
+        ) from None
     clients = args.clients if args.clients is not None else (3 if args.partition in ("random", "relation") else None)
-    client_dp = args.client_noise_multiplier is not None or args.client_target_epsilon is not None
-    fed = FederatedConfig(partition=args.partition, clients=clients, rounds=args.rounds,
-                          local_epochs=args.local_epochs, partition_file=args.partition_file,
-                          aggregation=args.aggregation or ("fedavg" if client_dp else "row"),
-                          client_noise_multiplier=args.client_noise_multiplier,
-                          client_target_epsilon=args.client_target_epsilon, client_clip=args.client_clip,
-                          client_delta=args.client_delta)
+    fed = FederatedConfig(
+        partition=args.partition,
+        clients=clients,
+        rounds=args.rounds,
+        local_epochs=args.local_epochs,
+        partition_file=args.partition_file,
+        aggregation=args.aggregation,
+        client_noise_multiplier=args.client_noise_multiplier,
+        client_target_epsilon=args.client_target_epsilon,
+        client_clip=args.client_clip,
+        client_delta=args.client_delta,
+    )
     cfg = build_run_config(args)
     out = Path(args.out) if args.out else Path("runs") / f"federated-{Path(cfg.data.dataset).name}-{args.partition}"
     metrics = run_federation(cfg, fed, out, progress=not args.no_progress)
     print(f"wrote {out / 'metrics.json'}", file=sys.stderr)
     test = metrics["test"]
-    return {"out": str(out), "test": {k: test[k] for k in ("mrr", "hits@1", "hits@3", "hits@10", "num_triples")
-                                      if k in test},
-            "rounds": metrics["rounds"], "federated": metrics["federated"], "privacy": metrics["privacy"],
-            "clients": [c if set(c) == {"name"} else  # client-level DP: names only
-                        {"name": c["name"], "num_statements": c["num_statements"],
-                         "epsilon": None if c["privacy"] is None else c["privacy"].get("epsilon")}
-                        for c in metrics["clients"]]}
+    return {
+        "out": str(out),
+        "test": {k: test[k] for k in ("mrr", "hits@1", "hits@3", "hits@10", "num_triples") if k in test},
+        "rounds": metrics["rounds"],
+        "federated": metrics["federated"],
+        "privacy": metrics["privacy"],
+        "clients": [
+            c
+            if set(c) == {"name"}
+            # client-level DP: names only
+            else {
+                "name": c["name"],
+                "num_statements": c["num_statements"],
+                "epsilon": None if c["privacy"] is None else c["privacy"].get("epsilon"),
+            }
+            for c in metrics["clients"]
+        ],
+    }
 
 
 HANDLERS: dict = {

@@ -23,42 +23,61 @@ def _add_train_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--split-seed", type=int)
     p.add_argument("--inductive-dir", help="sub-directory with ind-*.tsv (BLP-format datasets)")
     # validated by the loader against its own table (importing it here would load torch on every call)
-    p.add_argument("--description", help="description file of a BLP-format directory: short "
-                   "(entity2text.txt), long (entity2textlong.txt), first-sentence "
-                   "(entity2text_firstsentence_StAR.txt)")
+    p.add_argument(
+        "--description",
+        help="description file of a BLP-format directory: short "
+        "(entity2text.txt), long (entity2textlong.txt), first-sentence "
+        "(entity2text_firstsentence_StAR.txt)",
+    )
     p.add_argument("--model", help="model preset (textkg models list)")
     p.add_argument("--encoder", help="override the preset's text encoder")
     p.add_argument("--fusion", help="override the preset's fusion")
     p.add_argument("--dim", type=int)
     p.add_argument("--structural-dropout", type=float)
-    p.add_argument("--autoencoder", metavar="FILE",
-                   help="lstm-ae models (torchcoder-aec): use this pre-trained autoencoder "
-                   "(textkg encoders pretrain-aec) instead of pre-training one in the run")
+    p.add_argument(
+        "--autoencoder",
+        metavar="FILE",
+        help="lstm-ae models (torchcoder-aec): use this pre-trained autoencoder "
+        "(textkg encoders pretrain-aec) instead of pre-training one in the run",
+    )
     p.add_argument("--epochs", type=int)
     p.add_argument("--batch-size", type=int)
     p.add_argument("--lr", type=float)
-    p.add_argument("--lr-schedule", choices=["constant", "cosine"],
-                   help="cosine: decay the rate to 0 over --epochs (default constant)")
+    p.add_argument(
+        "--lr-schedule",
+        choices=["constant", "cosine"],
+        help="cosine: decay the rate to 0 over --epochs (default constant)",
+    )
     p.add_argument("--num-negatives", type=int)
     p.add_argument("--loss", choices=["margin", "softplus", "softmax"])
-    p.add_argument("--negatives", choices=["sampled", "all"],
-                   help="sampled: --num-negatives corruptions per triple; all: every training entity "
-                   "(1-vs-all, needs --loss softmax; with --privacy only for TransE-L2 models over pooled "
-                   "features, e.g. cpu-fused, and without --pool-size)")
-    p.add_argument("--pool-size", type=int, help="--negatives all: draw this many candidate entities per "
-                   "step instead of every training entity (sampled softmax; 0 = all)")
+    p.add_argument(
+        "--negatives",
+        choices=["sampled", "all"],
+        help="sampled: --num-negatives corruptions per triple; all: every training entity "
+        "(1-vs-all, needs --loss softmax; with --privacy only for TransE-L2 models over pooled "
+        "features, e.g. cpu-fused, and without --pool-size)",
+    )
+    p.add_argument(
+        "--pool-size",
+        type=int,
+        help="--negatives all: draw this many candidate entities per "
+        "step instead of every training entity (sampled softmax; 0 = all)",
+    )
     p.add_argument("--margin", type=float)
     p.add_argument("--temperature", type=float, help="softmax loss: divide scores by this")
     p.add_argument("--seed", type=int)
     p.add_argument("--eval-every", type=int)
     p.add_argument("--valid-max-triples", type=int)
     p.add_argument("--candidates", choices=["blp", "all", "split"])
-    p.add_argument("--exclude-query", action="store_true", default=None,
-                   help="evaluation: remove each query's own entity from its ranking (irreflexive relations)")
+    p.add_argument(
+        "--exclude-query",
+        action="store_true",
+        default=None,
+        help="evaluation: remove each query's own entity from its ranking (irreflexive relations)",
+    )
     p.add_argument("--max-minutes", type=float)
     p.add_argument("--checkpoint-every", type=int)
-    p.add_argument("--audit-candidates", type=int,
-                   help="hold out half of N candidate statements as audit non-members")
+    p.add_argument("--audit-candidates", type=int, help="hold out half of N candidate statements as audit non-members")
     p.add_argument("--privacy", choices=["none", "full", "confidential"])
     p.add_argument("--mechanism", choices=["dp-sgd", "simulation"])
     p.add_argument("--noise-multiplier", type=float)
@@ -68,15 +87,25 @@ def _add_train_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--confidential-relations", help="comma-separated relation ids")
     p.add_argument("--confidential-fraction", type=float)
     p.add_argument("--orders", help="RDP orders, e.g. 2-64 (default: 1.1..10.9, 11..63, 128..1024)")
-    p.add_argument("--accountant", choices=["rdp", "pld"],
-                   help="what calibrates sigma and gives the claimed epsilon: rdp (default) or pld "
-                        "(dp-accounting's privacy-loss distributions: tighter, slower); both are reported")
-    p.add_argument("--reproducible-noise", type=int, metavar="SEED",
-                   help="derive the private steps' noise and sampling from this PUBLIC seed (tests, "
-                        "research); the run is then labelled 'simulation', not 'dp'")
-    p.add_argument("--public-entities", metavar="FILE",
-                   help="private runs: entity ids (one per line) that get a structural row; default: "
-                        "every entity the split does not hold out")
+    p.add_argument(
+        "--accountant",
+        choices=["rdp", "pld"],
+        help="what calibrates sigma and gives the claimed epsilon: rdp (default) or pld "
+        "(dp-accounting's privacy-loss distributions: tighter, slower); both are reported",
+    )
+    p.add_argument(
+        "--reproducible-noise",
+        type=int,
+        metavar="SEED",
+        help="derive the private steps' noise and sampling from this PUBLIC seed (tests, "
+        "research); the run is then labelled 'simulation', not 'dp'",
+    )
+    p.add_argument(
+        "--public-entities",
+        metavar="FILE",
+        help="private runs: entity ids (one per line) that get a structural row; default: "
+        "every entity the split does not hold out",
+    )
     p.add_argument("--out", help="run directory (must be new or empty)")
     p.add_argument("--resume", metavar="DIR", help="continue a run directory from its checkpoint")
     p.add_argument("--no-progress", action="store_true")
@@ -97,16 +126,23 @@ def build_parser() -> argparse.ArgumentParser:
 
     ev = sub.add_parser("evaluate", help="re-evaluate a run directory's best model")
     ev.add_argument("run_dir")
-    ev.add_argument("--exclude-query", action=argparse.BooleanOptionalAction, default=None,
-                    help="remove each query's own entity from its ranking (default: as the run was trained)")
+    ev.add_argument(
+        "--exclude-query",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="remove each query's own entity from its ranking (default: as the run was trained)",
+    )
 
     pr = sub.add_parser("predict", help="zero-shot links for a brand-new entity")
     pr.add_argument("run_dir")
     pr.add_argument("--description", help="the new entity's description")
     pr.add_argument("--name", help="the new entity's name")
     pr.add_argument("--relation", help="only this relation (default: all)")
-    pr.add_argument("--direction", choices=["head", "tail"],
-                    help="the new entity is the head (predict tails) or the tail (predict heads)")
+    pr.add_argument(
+        "--direction",
+        choices=["head", "tail"],
+        help="the new entity is the head (predict tails) or the tail (predict heads)",
+    )
     pr.add_argument("--top-k", type=int, default=10)
     pr.add_argument("--batch", metavar="FILE", help="TSV of new entities: name<TAB>description per line")
 
@@ -116,8 +152,11 @@ def build_parser() -> argparse.ArgumentParser:
     charlm = sub.add_parser("charlm", help="flair character language models").add_subparsers(dest="charlm_command")
     ct = charlm.add_parser("train", help="train a char LM on a dataset's descriptions")
     ct.add_argument("--dataset", required=True)
-    ct.add_argument("--description", help="BLP-format datasets: which description file to train on "
-                    "(short, long, first-sentence; as for textkg train)")
+    ct.add_argument(
+        "--description",
+        help="BLP-format datasets: which description file to train on "
+        "(short, long, first-sentence; as for textkg train)",
+    )
     ct.add_argument("--direction", choices=["forward", "backward"], required=True)
     ct.add_argument("--out", required=True)
     ct.add_argument("--hidden-size", type=int, default=256)

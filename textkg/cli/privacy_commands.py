@@ -56,15 +56,23 @@ def account(args) -> dict:
     if not args.noise_multiplier > 0:
         raise ConfigError(f"must be > 0, got {args.noise_multiplier}", field="noise-multiplier")
     acc = RDPAccountant(orders=args.orders)
-    acc.step(SampledGaussianEvent(sample_rate=args.sample_rate, noise_multiplier=args.noise_multiplier,
-                                  steps=args.steps))
+    acc.step(
+        SampledGaussianEvent(sample_rate=args.sample_rate, noise_multiplier=args.noise_multiplier, steps=args.steps)
+    )
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", PrivacyWarning)
         epsilon, alpha = acc.get_privacy_spent(delta=args.delta)
-    out = {"epsilon": epsilon, "alpha": None if math.isnan(alpha) else alpha,
-           "delta": args.delta, "sample_rate": args.sample_rate, "noise_multiplier": args.noise_multiplier,
-           "steps": args.steps, "accountant": "rdp", "conversion": "canonne-kamath-steinke-2020",
-           "orders": {"min": min(acc.orders), "max": max(acc.orders), "count": len(acc.orders)}}
+    out = {
+        "epsilon": epsilon,
+        "alpha": None if math.isnan(alpha) else alpha,
+        "delta": args.delta,
+        "sample_rate": args.sample_rate,
+        "noise_multiplier": args.noise_multiplier,
+        "steps": args.steps,
+        "accountant": "rdp",
+        "conversion": "canonne-kamath-steinke-2020",
+        "orders": {"min": min(acc.orders), "max": max(acc.orders), "count": len(acc.orders)},
+    }
     notes = [str(w.message) for w in caught if issubclass(w.category, PrivacyWarning)]
     if notes:
         out["warnings"] = notes
@@ -78,14 +86,26 @@ def calibrate(args) -> dict:
     _check(args)
     if not args.target_epsilon > 0 or math.isinf(args.target_epsilon):
         raise ConfigError(f"must be finite and > 0, got {args.target_epsilon}", field="target-epsilon")
-    sigma = calibrate_noise_multiplier(target_epsilon=args.target_epsilon, delta=args.delta,
-                                       sample_rate=args.sample_rate, steps=args.steps, orders=args.orders)
+    sigma = calibrate_noise_multiplier(
+        target_epsilon=args.target_epsilon,
+        delta=args.delta,
+        sample_rate=args.sample_rate,
+        steps=args.steps,
+        orders=args.orders,
+    )
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        eps = epsilon_of(sample_rate=args.sample_rate, noise_multiplier=sigma, steps=args.steps,
-                         delta=args.delta, orders=args.orders)
-    return {"noise_multiplier": sigma, "epsilon": eps, "target_epsilon": args.target_epsilon,
-            "delta": args.delta, "sample_rate": args.sample_rate, "steps": args.steps}
+        eps = epsilon_of(
+            sample_rate=args.sample_rate, noise_multiplier=sigma, steps=args.steps, delta=args.delta, orders=args.orders
+        )
+    return {
+        "noise_multiplier": sigma,
+        "epsilon": eps,
+        "target_epsilon": args.target_epsilon,
+        "delta": args.delta,
+        "sample_rate": args.sample_rate,
+        "steps": args.steps,
+    }
 
 
 HANDLERS: dict = {("account", None): account, ("calibrate", None): calibrate}

@@ -36,9 +36,13 @@ ENTITY_LIST_FILES = {"ind-train": "train-ents.txt", "ind-valid": "dev-ents.txt",
 NAME_FILE = "entity2text.txt"
 #: where a graph's entity and relation vocabulary comes from (``load_blp_directory(vocabulary=...)``)
 VOCABULARIES = ("statements", "texts")
-DESCRIPTION_FILES = {"short": "entity2text.txt", "long": "entity2textlong.txt",
-                     "first-sentence": "entity2text_firstsentence_StAR.txt"}
+DESCRIPTION_FILES = {
+    "short": "entity2text.txt",
+    "long": "entity2textlong.txt",
+    "first-sentence": "entity2text_firstsentence_StAR.txt",
+}
 RELATION_FILE = "relation2text.txt"
+
 
 class _TripleFile:
     """The parsed rows of one triple file, with their line numbers."""
@@ -69,10 +73,15 @@ def relation_text_fallback(relation: str) -> str:
     return text or relation
 
 
-def load_blp_directory(directory: str | Path, *, description: str = "short",
-                       description_file: str | Path | None = None,
-                       inductive_dir: str | Path | None = None,
-                       name: str | None = None, vocabulary: str = "statements") -> KnowledgeGraph:
+def load_blp_directory(
+    directory: str | Path,
+    *,
+    description: str = "short",
+    description_file: str | Path | None = None,
+    inductive_dir: str | Path | None = None,
+    name: str | None = None,
+    vocabulary: str = "statements",
+) -> KnowledgeGraph:
     """Read and validate a BLP/KG-BERT directory.
 
     Args:
@@ -131,21 +140,36 @@ def load_blp_directory(directory: str | Path, *, description: str = "short",
         _check_inductive(files, entity_lists)
 
     if vocabulary not in VOCABULARIES:
-        raise ConfigError(f"unknown vocabulary {vocabulary!r}; choose one of {list(VOCABULARIES)}",
-                          field="vocabulary")
+        raise ConfigError(f"unknown vocabulary {vocabulary!r}; choose one of {list(VOCABULARIES)}", field="vocabulary")
     if vocabulary == "texts" and relation_texts is None:
-        raise DataError("a private run takes its relation vocabulary from this file (a public input), "
-                        "not from the statements; the directory has none", file=rel_path)
-    return _build(directory, name, files, names, descriptions, relation_texts, entity_lists, vocabulary,
-                  info={"vocabulary": vocabulary, "description_file": str(desc_path),
-                        "inductive_dir": None if ind_path is None else str(ind_path),
-                        "relation_text": str(rel_path) if relation_texts is not None else "from ids"})
+        raise DataError(
+            "a private run takes its relation vocabulary from this file (a public input), "
+            "not from the statements; the directory has none",
+            file=rel_path,
+        )
+    return _build(
+        directory,
+        name,
+        files,
+        names,
+        descriptions,
+        relation_texts,
+        entity_lists,
+        vocabulary,
+        info={
+            "vocabulary": vocabulary,
+            "description_file": str(desc_path),
+            "inductive_dir": None if ind_path is None else str(ind_path),
+            "relation_text": str(rel_path) if relation_texts is not None else "from ids",
+        },
+    )
 
 
 def _description_path(directory: Path, description: str, description_file) -> Path:
     if description not in DESCRIPTION_FILES:
-        raise ConfigError(f"unknown description {description!r}; choose one of "
-                          f"{sorted(DESCRIPTION_FILES)}", field="description")
+        raise ConfigError(
+            f"unknown description {description!r}; choose one of {sorted(DESCRIPTION_FILES)}", field="description"
+        )
     if description_file is not None:
         path = Path(description_file)
         path = path if path.is_absolute() or path.is_file() else directory / path
@@ -154,8 +178,9 @@ def _description_path(directory: Path, description: str, description_file) -> Pa
         return path
     path = directory / DESCRIPTION_FILES[description]
     if not path.is_file():
-        raise DataError(f"description={description!r} needs this file (no fallback to "
-                        f"{NAME_FILE})", file=path, field="description")
+        raise DataError(
+            f"description={description!r} needs this file (no fallback to {NAME_FILE})", file=path, field="description"
+        )
     return path
 
 
@@ -173,8 +198,9 @@ def _inductive_path(directory: Path, inductive_dir) -> Path | None:
             raise DataError("inductive split directory not found", file=path, field="inductive_dir")
     missing = [f for f in INDUCTIVE_FILES.values() if not (path / f).is_file()]
     if missing:
-        raise DataError(f"an inductive split needs {', '.join(INDUCTIVE_FILES.values())}; "
-                        f"missing {', '.join(missing)}", file=path)
+        raise DataError(
+            f"an inductive split needs {', '.join(INDUCTIVE_FILES.values())}; missing {', '.join(missing)}", file=path
+        )
     return path
 
 
@@ -184,15 +210,13 @@ def _check_known(f: _TripleFile, texts: dict[str, str], text_path: Path) -> None
         first = f.first(unknown.__contains__)
         assert first is not None  # every entity of `unknown` came from f's own triples
         line, field, entity = first
-        raise DataError(f"unknown entity '{entity}': it has no row in {text_path}", file=f.path, line=line,
-                        field=field)
+        raise DataError(f"unknown entity '{entity}': it has no row in {text_path}", file=f.path, line=line, field=field)
 
 
 def _check_relations(f: _TripleFile, texts: dict[str, str], text_path: Path) -> None:
     for line, (_, r, _) in zip(f.lines, f.triples, strict=True):
         if r not in texts:
-            raise DataError(f"relation '{r}' has no row in {text_path}", file=f.path, line=line,
-                            field="relation")
+            raise DataError(f"relation '{r}' has no row in {text_path}", file=f.path, line=line, field="relation")
 
 
 def _check_transductive(train: _TripleFile, evaluation: list[_TripleFile]) -> None:
@@ -205,8 +229,7 @@ def _check_transductive(train: _TripleFile, evaluation: list[_TripleFile]) -> No
     for f in evaluation:
         for line, triple in zip(f.lines, f.triples, strict=True):
             if triple in train_set:
-                raise DataError(f"triple leaks from training: it is also in {train.path}",
-                                file=f.path, line=line)
+                raise DataError(f"triple leaks from training: it is also in {train.path}", file=f.path, line=line)
 
 
 def _read_entity_lists(ind_path: Path) -> dict[str, set[str]] | None:
@@ -220,9 +243,13 @@ def _read_entity_lists(ind_path: Path) -> dict[str, set[str]] | None:
         lists[key] = set()
         for line, entity in read_id_list(path):
             if entity in owner:
-                raise DataError(f"entity '{entity}' is also listed in {paths[owner[entity]]}; "
-                                "inductive entity sets must be disjoint", file=path, line=line,
-                                field="id")
+                raise DataError(
+                    f"entity '{entity}' is also listed in {paths[owner[entity]]}; "
+                    "inductive entity sets must be disjoint",
+                    file=path,
+                    line=line,
+                    field="id",
+                )
             owner[entity] = key
             lists[key].add(entity)
     return lists
@@ -237,9 +264,13 @@ def _check_inductive(files: dict[str, _TripleFile], lists: dict[str, set[str]] |
         for f, what in ((valid, "validation"), (test, "test")):
             for line, (h, _, t) in zip(f.lines, f.triples, strict=True):
                 if h in seen and t in seen:
-                    raise DataError(f"an inductive {what} triple must involve an entity unseen in "
-                                    f"training, but '{h}' and '{t}' both occur in {earlier[what]}",
-                                    file=f.path, line=line, field="head/tail")
+                    raise DataError(
+                        f"an inductive {what} triple must involve an entity unseen in "
+                        f"training, but '{h}' and '{t}' both occur in {earlier[what]}",
+                        file=f.path,
+                        line=line,
+                        field="head/tail",
+                    )
             seen = seen | f.entities()
         return
     allowed = {
@@ -254,14 +285,22 @@ def _check_inductive(files: dict[str, _TripleFile], lists: dict[str, set[str]] |
             line, field, entity = hit
             owner = where.get(entity)
             listed = f"a {owner} entity" if owner else "in no *-ents.txt list"
-            raise DataError(f"entity '{entity}' is {listed}, so it may not occur in {f.path.name}",
-                            file=f.path, line=line, field=field)
+            raise DataError(
+                f"entity '{entity}' is {listed}, so it may not occur in {f.path.name}",
+                file=f.path,
+                line=line,
+                field=field,
+            )
     for key, f in (("ind-valid", valid), ("ind-test", test)):
         own = lists[key]
         for line, (h, _, t) in zip(f.lines, f.triples, strict=True):
             if h not in own and t not in own:
-                raise DataError(f"triple touches no {key} entity: both ends belong to earlier sets",
-                                file=f.path, line=line, field="head/tail")
+                raise DataError(
+                    f"triple touches no {key} entity: both ends belong to earlier sets",
+                    file=f.path,
+                    line=line,
+                    field="head/tail",
+                )
 
 
 def _inferred_entity_sets(files: dict[str, _TripleFile]) -> dict[str, set[str]]:
@@ -271,8 +310,9 @@ def _inferred_entity_sets(files: dict[str, _TripleFile]) -> dict[str, set[str]]:
     return {"ind-train": train, "ind-valid": valid, "ind-test": test}
 
 
-def _build(directory: Path, name, files, names, descriptions, relation_texts, entity_lists, vocabulary,
-           info: dict) -> KnowledgeGraph:
+def _build(
+    directory: Path, name, files, names, descriptions, relation_texts, entity_lists, vocabulary, info: dict
+) -> KnowledgeGraph:
     entity_set: set[str] = set()
     relation_set: set[str] = set()
     for f in files.values():
@@ -292,10 +332,10 @@ def _build(directory: Path, name, files, names, descriptions, relation_texts, en
     entity_splits = None
     if "ind-train" in files:
         sets = entity_lists if entity_lists is not None else _inferred_entity_sets(files)
-        entity_splits = {key: torch.tensor(sorted(eid[e] for e in ents if e in eid), dtype=torch.long)
-                         for key, ents in sets.items()}
-    rel_text = tuple(relation_texts[r] if relation_texts is not None else relation_text_fallback(r)
-                     for r in relations)
+        entity_splits = {
+            key: torch.tensor(sorted(eid[e] for e in ents if e in eid), dtype=torch.long) for key, ents in sets.items()
+        }
+    rel_text = tuple(relation_texts[r] if relation_texts is not None else relation_text_fallback(r) for r in relations)
     return KnowledgeGraph(
         name=name or str(directory),
         entities=entities,

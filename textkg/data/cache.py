@@ -23,8 +23,16 @@ from textkg.data.graph import KnowledgeGraph
 #: Bump when a loader's output changes for the same source files.
 LOADER_VERSION = 1
 
-_FIELDS = ("name", "entities", "relations", "entity_names", "entity_descriptions",
-           "relation_texts", "entity_types", "source")
+_FIELDS = (
+    "name",
+    "entities",
+    "relations",
+    "entity_names",
+    "entity_descriptions",
+    "relation_texts",
+    "entity_types",
+    "source",
+)
 
 
 def default_cache_dir() -> Path:
@@ -35,8 +43,11 @@ def default_cache_dir() -> Path:
 def cache_key(name: str, sources: dict[str, Path], **params) -> str:
     """Hex key from the dataset name, parameters, loader version and source file stats."""
     stats = {k: [p.stat().st_size, p.stat().st_mtime_ns] for k, p in sorted(sources.items())}
-    payload = json.dumps({"name": name, "params": params, "sources": stats,
-                          "loader_version": LOADER_VERSION}, sort_keys=True, default=str)
+    payload = json.dumps(
+        {"name": name, "params": params, "sources": stats, "loader_version": LOADER_VERSION},
+        sort_keys=True,
+        default=str,
+    )
     return hashlib.sha256(payload.encode()).hexdigest()[:20]
 
 
@@ -62,8 +73,12 @@ def load_graph(path: Path) -> KnowledgeGraph | None:
     try:
         state = torch.load(path, weights_only=True)
         fields: dict[str, Any] = {f: tuple(state[f]) if isinstance(state[f], list) else state[f] for f in _FIELDS}
-        return KnowledgeGraph(**fields, triples=dict(state["triples"]),
-                              entity_splits=state["entity_splits"], info=json.loads(state["info"]))
+        return KnowledgeGraph(
+            **fields,
+            triples=dict(state["triples"]),
+            entity_splits=state["entity_splits"],
+            info=json.loads(state["info"]),
+        )
     except FileNotFoundError:
         return None
     except Exception:

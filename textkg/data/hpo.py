@@ -135,13 +135,11 @@ def _rows(path: Path, columns: tuple[str, ...]):
             header_cols = {name: k for k, name in enumerate(parts)}
             missing = [c for c in columns if c not in header_cols]
             if missing:
-                raise DataError(f"header lacks column(s) {missing}", file=path, line=i,
-                                field=missing[0])
+                raise DataError(f"header lacks column(s) {missing}", file=path, line=i, field=missing[0])
             width = len(parts)
             continue
         if len(parts) != width:
-            raise DataError(f"expected {width} tab-separated columns, got {len(parts)}",
-                            file=path, line=i)
+            raise DataError(f"expected {width} tab-separated columns, got {len(parts)}", file=path, line=i)
         yield i, [parts[header_cols[c]] for c in columns]
 
 
@@ -174,7 +172,8 @@ def build_hpo(*, root: str | None = None) -> KnowledgeGraph:
 
     disease_names: dict[str, str] = {}
     for _, (disease, dname, qualifier, hpo_id, aspect) in _rows(
-            paths["phenotype.hpoa"], ("database_id", "disease_name", "qualifier", "hpo_id", "aspect")):
+        paths["phenotype.hpoa"], ("database_id", "disease_name", "qualifier", "hpo_id", "aspect")
+    ):
         disease_names.setdefault(disease, dname.strip())
         if aspect != "P" or qualifier == "NOT":
             continue
@@ -187,7 +186,8 @@ def build_hpo(*, root: str | None = None) -> KnowledgeGraph:
     gene_symbols: dict[str, str] = {}
     gene_disease: set[tuple[str, str]] = set()
     for _, (gene_id, symbol, hpo_id, disease) in _rows(
-            paths["genes_to_phenotype.txt"], ("ncbi_gene_id", "gene_symbol", "hpo_id", "disease_id")):
+        paths["genes_to_phenotype.txt"], ("ncbi_gene_id", "gene_symbol", "hpo_id", "disease_id")
+    ):
         gene = f"NCBIGene:{gene_id}"
         gene_symbols.setdefault(gene, symbol)
         term = primary.get(hpo_id)
@@ -203,8 +203,9 @@ def build_hpo(*, root: str | None = None) -> KnowledgeGraph:
         entity_ids = set(keep_terms)
     else:
         entity_ids = {h for h, _, _ in triples} | {t for _, _, t in triples}
-        triples.update((g, "gene_associated_with_disease", d) for g, d in gene_disease
-                       if g in entity_ids and d in entity_ids)
+        triples.update(
+            (g, "gene_associated_with_disease", d) for g, d in gene_disease if g in entity_ids and d in entity_ids
+        )
     entity_ids |= {h for h, _, _ in triples} | {t for _, _, t in triples}
     return _assemble(root, entity_ids, triples, live, disease_names, gene_symbols, dict(dropped))
 
@@ -233,8 +234,7 @@ def _entity_type(entity: str) -> str:
     return "disease"
 
 
-def _assemble(root, entity_ids, triples, terms, disease_names, gene_symbols, dropped
-              ) -> KnowledgeGraph:
+def _assemble(root, entity_ids, triples, terms, disease_names, gene_symbols, dropped) -> KnowledgeGraph:
     entities = tuple(sorted(entity_ids))
     term_names = {tid: t.name for tid, t in terms.items()}
     names, descriptions, types = [], [], []

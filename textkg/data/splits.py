@@ -29,9 +29,17 @@ from textkg.errors import ConfigError, DataError
 BLP_MIN_RELATION_COUNT = 100
 
 
-def make_split(kg: KnowledgeGraph, kind: str, *, seed: int = 0, valid_fraction: float = 0.1,
-               test_fraction: float = 0.1, min_relation_count: int | None = None,
-               min_neighbors: int = 2, holdout_types: Sequence[str] | None = None) -> Split:
+def make_split(
+    kg: KnowledgeGraph,
+    kind: str,
+    *,
+    seed: int = 0,
+    valid_fraction: float = 0.1,
+    test_fraction: float = 0.1,
+    min_relation_count: int | None = None,
+    min_neighbors: int = 2,
+    holdout_types: Sequence[str] | None = None,
+) -> Split:
     """Split ``kg`` for training and evaluation.
 
     Args:
@@ -59,16 +67,21 @@ def make_split(kg: KnowledgeGraph, kind: str, *, seed: int = 0, valid_fraction: 
     try:
         builder = _BUILDERS[kind]
     except KeyError:
-        raise ConfigError(f"unknown split kind {kind!r}; choose one of {sorted(_BUILDERS)}",
-                          field="split") from None
+        raise ConfigError(f"unknown split kind {kind!r}; choose one of {sorted(_BUILDERS)}", field="split") from None
     for name, value in (("valid_fraction", valid_fraction), ("test_fraction", test_fraction)):
         if not 0.0 <= value < 1.0:
             raise ConfigError(f"must be in [0, 1), got {value}", field=name)
     if valid_fraction + test_fraction >= 1.0:
         raise ConfigError("valid_fraction + test_fraction must be < 1", field="test_fraction")
-    return builder(kg, seed=seed, valid_fraction=valid_fraction, test_fraction=test_fraction,
-                   min_relation_count=min_relation_count, min_neighbors=min_neighbors,
-                   holdout_types=holdout_types)
+    return builder(
+        kg,
+        seed=seed,
+        valid_fraction=valid_fraction,
+        test_fraction=test_fraction,
+        min_relation_count=min_relation_count,
+        min_neighbors=min_neighbors,
+        holdout_types=holdout_types,
+    )
 
 
 def candidate_entities(kg: KnowledgeGraph, split: Split, which: str, protocol: str) -> torch.Tensor:
@@ -83,8 +96,9 @@ def candidate_entities(kg: KnowledgeGraph, split: Split, which: str, protocol: s
     try:
         return _CANDIDATES[protocol](kg, split, which)
     except KeyError:
-        raise ConfigError(f"unknown candidate protocol {protocol!r}; choose one of "
-                          f"{sorted(_CANDIDATES)}", field="candidates") from None
+        raise ConfigError(
+            f"unknown candidate protocol {protocol!r}; choose one of {sorted(_CANDIDATES)}", field="candidates"
+        ) from None
 
 
 def default_min_relation_count(num_triples: int) -> int:
@@ -108,10 +122,18 @@ def _union(*tensors: torch.Tensor) -> torch.Tensor:
 
 def _split(kind, train, valid, test, entities, *, seed, extra, filter_triples=None) -> Split:
     train_e, valid_e, test_e = entities
-    return Split(kind=kind, train=train, valid=valid, test=test, train_entities=train_e,
-                 valid_entities=valid_e, test_entities=test_e,
-                 filter_triples=_union(train, valid, test) if filter_triples is None else filter_triples,
-                 seed=seed, extra=extra)
+    return Split(
+        kind=kind,
+        train=train,
+        valid=valid,
+        test=test,
+        train_entities=train_e,
+        valid_entities=valid_e,
+        test_entities=test_e,
+        filter_triples=_union(train, valid, test) if filter_triples is None else filter_triples,
+        seed=seed,
+        extra=extra,
+    )
 
 
 # ---------------------------------------------------------------- transductive
@@ -120,9 +142,15 @@ def _split(kind, train, valid, test, entities, *, seed, extra, filter_triples=No
 def _transductive(kg: KnowledgeGraph, *, seed, valid_fraction, test_fraction, **_) -> Split:
     if all(k in kg.triples for k in GIVEN_SPLITS):
         train, valid, test = (kg.triples[k] for k in GIVEN_SPLITS)
-        return _split("transductive", train, valid, test,
-                      (_entities_of(train), _entities_of(valid), _entities_of(test)),
-                      seed=None, extra={"protocol": "given"})
+        return _split(
+            "transductive",
+            train,
+            valid,
+            test,
+            (_entities_of(train), _entities_of(valid), _entities_of(test)),
+            seed=None,
+            extra={"protocol": "given"},
+        )
     triples = kg.all_triples()
     g = torch.Generator().manual_seed(seed)
     perm = torch.randperm(len(triples), generator=g)
@@ -131,7 +159,7 @@ def _transductive(kg: KnowledgeGraph, *, seed, valid_fraction, test_fraction, **
     # entity/relation unseen in train move to train, in shuffled order.
     label = torch.zeros(len(triples), dtype=torch.long)
     label[perm[:n_test]] = 2
-    label[perm[n_test:n_test + n_valid]] = 1
+    label[perm[n_test : n_test + n_valid]] = 1
     seen_e = torch.zeros(kg.num_entities, dtype=torch.bool)
     seen_r = torch.zeros(kg.num_relations, dtype=torch.bool)
     in_train = label == 0
@@ -148,17 +176,28 @@ def _transductive(kg: KnowledgeGraph, *, seed, valid_fraction, test_fraction, **
     if moved:
         label[torch.tensor(moved, dtype=torch.long)] = 0
     train, valid, test = (triples[label == k] for k in (0, 1, 2))
-    return _split("transductive", train, valid, test,
-                  (_entities_of(train), _entities_of(valid), _entities_of(test)), seed=seed,
-                  extra={"protocol": "random", "valid_fraction": valid_fraction,
-                         "test_fraction": test_fraction, "moved_to_train": len(moved)})
+    return _split(
+        "transductive",
+        train,
+        valid,
+        test,
+        (_entities_of(train), _entities_of(valid), _entities_of(test)),
+        seed=seed,
+        extra={
+            "protocol": "random",
+            "valid_fraction": valid_fraction,
+            "test_fraction": test_fraction,
+            "moved_to_train": len(moved),
+        },
+    )
 
 
 # ---------------------------------------------------------------- inductive
 
 
-def _inductive(kg: KnowledgeGraph, *, seed, valid_fraction, test_fraction, min_relation_count,
-               min_neighbors, holdout_types) -> Split:
+def _inductive(
+    kg: KnowledgeGraph, *, seed, valid_fraction, test_fraction, min_relation_count, min_neighbors, holdout_types
+) -> Split:
     if kg.entity_splits is not None and all(k in kg.triples for k in GIVEN_INDUCTIVE_SPLITS):
         train, valid, test = (kg.triples[k] for k in GIVEN_INDUCTIVE_SPLITS)
         ents = tuple(kg.entity_splits[k] for k in GIVEN_INDUCTIVE_SPLITS)
@@ -168,22 +207,31 @@ def _inductive(kg: KnowledgeGraph, *, seed, valid_fraction, test_fraction, min_r
     triples = kg.all_triples()
     min_rel = default_min_relation_count(len(triples)) if min_relation_count is None else min_relation_count
     if min_rel < 1:
-        raise ConfigError("must be >= 1 (every held-out relation must stay in training)",
-                          field="min_relation_count")
+        raise ConfigError("must be >= 1 (every held-out relation must stay in training)", field="min_relation_count")
     if holdout_types is not None:
         types = list(holdout_types)
     else:
         stored = kg.info.get("holdout_types") or []
         if not isinstance(stored, (list, tuple)):
-            raise DataError(f"the graph's info['holdout_types'] must be a list of entity types, got {stored!r}",
-                            file=kg.source or None, field="holdout_types")
+            raise DataError(
+                f"the graph's info['holdout_types'] must be a list of entity types, got {stored!r}",
+                file=kg.source or None,
+                field="holdout_types",
+            )
         types = list(stored)
     candidates = _holdout_candidates(kg, triples, types)
     g = torch.Generator().manual_seed(seed)
     order = candidates[torch.randperm(len(candidates), generator=g)].tolist()
     n_test, n_valid = int(test_fraction * len(candidates)), int(valid_fraction * len(candidates))
-    dropped = _drop_entities(triples, kg.num_entities, kg.num_relations, order, n_test + n_valid,
-                             min_neighbors=min_neighbors, min_relation_count=min_rel)
+    dropped = _drop_entities(
+        triples,
+        kg.num_entities,
+        kg.num_relations,
+        order,
+        n_test + n_valid,
+        min_neighbors=min_neighbors,
+        min_relation_count=min_rel,
+    )
     test_e = torch.tensor(sorted(dropped[:n_test]), dtype=torch.long)
     valid_e = torch.tensor(sorted(dropped[n_test:]), dtype=torch.long)
     is_test = torch.zeros(kg.num_entities, dtype=torch.bool)
@@ -193,14 +241,18 @@ def _inductive(kg: KnowledgeGraph, *, seed, valid_fraction, test_fraction, min_r
     touches_valid = (is_valid[triples[:, 0]] | is_valid[triples[:, 2]]) & ~touches_test
     in_train = ~(touches_test | touches_valid)
     train, valid, test = triples[in_train], triples[touches_valid], triples[touches_test]
-    extra = {"protocol": "blp-drop-entities", "valid_fraction": valid_fraction,
-             "test_fraction": test_fraction, "min_relation_count": min_rel,
-             "min_neighbors": min_neighbors,
-             "holdout_types": types or None,
-             "num_candidates": len(candidates), "requested": {"valid": n_valid, "test": n_test},
-             "held_out": {"valid": len(valid_e), "test": len(test_e)}}
-    return _split("inductive", train, valid, test, (_entities_of(train), valid_e, test_e),
-                  seed=seed, extra=extra)
+    extra = {
+        "protocol": "blp-drop-entities",
+        "valid_fraction": valid_fraction,
+        "test_fraction": test_fraction,
+        "min_relation_count": min_rel,
+        "min_neighbors": min_neighbors,
+        "holdout_types": types or None,
+        "num_candidates": len(candidates),
+        "requested": {"valid": n_valid, "test": n_test},
+        "held_out": {"valid": len(valid_e), "test": len(test_e)},
+    }
+    return _split("inductive", train, valid, test, (_entities_of(train), valid_e, test_e), seed=seed, extra=extra)
 
 
 def _holdout_candidates(kg: KnowledgeGraph, triples: torch.Tensor, types: list[str]) -> torch.Tensor:
@@ -208,20 +260,26 @@ def _holdout_candidates(kg: KnowledgeGraph, triples: torch.Tensor, types: list[s
     if not types:
         return present
     if kg.entity_types is None:
-        raise ConfigError("the graph has no entity_types to restrict hold-out entities by",
-                          field="holdout_types")
+        raise ConfigError("the graph has no entity_types to restrict hold-out entities by", field="holdout_types")
     known = sorted(set(kg.entity_types))
     unknown = [t for t in types if t not in known]
     if unknown:
-        raise ConfigError(f"unknown entity type(s) {unknown}; the graph has {known}",
-                          field="holdout_types")
+        raise ConfigError(f"unknown entity type(s) {unknown}; the graph has {known}", field="holdout_types")
     wanted = set(types)
     mask = torch.tensor([t in wanted for t in kg.entity_types], dtype=torch.bool)
     return present[mask[present]]
 
 
-def _drop_entities(triples: torch.Tensor, num_entities: int, num_relations: int, order: list[int],
-                   target: int, *, min_neighbors: int, min_relation_count: int) -> list[int]:
+def _drop_entities(
+    triples: torch.Tensor,
+    num_entities: int,
+    num_relations: int,
+    order: list[int],
+    target: int,
+    *,
+    min_neighbors: int,
+    min_relation_count: int,
+) -> list[int]:
     """Entities removed in ``order`` as BLP's ``drop_entities`` does (first removed = test).
 
     An entity is removed only if every neighbour currently has more than
@@ -280,4 +338,7 @@ def _candidates_split(kg: KnowledgeGraph, split: Split, which: str) -> torch.Ten
 
 _BUILDERS: dict[str, Callable[..., Split]] = {"transductive": _transductive, "inductive": _inductive}
 _CANDIDATES: dict[str, Callable[[KnowledgeGraph, Split, str], torch.Tensor]] = {
-    "all": _candidates_all, "blp": _candidates_blp, "split": _candidates_split}
+    "all": _candidates_all,
+    "blp": _candidates_blp,
+    "split": _candidates_split,
+}

@@ -26,8 +26,7 @@ def kg_stats(kg: KnowledgeGraph, split: Split | None = None) -> dict:
         "triple_sets": {k: len(v) for k, v in kg.triples.items()},
         "entity_types": None if kg.entity_types is None else dict(sorted(Counter(kg.entity_types).items())),
         "relations": _per_relation(kg, kg.triples),
-        "given_entity_splits": None if kg.entity_splits is None else
-        {k: len(v) for k, v in kg.entity_splits.items()},
+        "given_entity_splits": None if kg.entity_splits is None else {k: len(v) for k, v in kg.entity_splits.items()},
         "split": None,
     }
     if split is not None:
@@ -36,8 +35,11 @@ def kg_stats(kg: KnowledgeGraph, split: Split | None = None) -> dict:
             "kind": split.kind,
             "seed": split.seed,
             "triples": {k: len(v) for k, v in sets.items()},
-            "entities": {"train": len(split.train_entities), "valid": len(split.valid_entities),
-                         "test": len(split.test_entities)},
+            "entities": {
+                "train": len(split.train_entities),
+                "valid": len(split.valid_entities),
+                "test": len(split.test_entities),
+            },
             "filter_triples": len(split.filter_triples),
             "entity_types": _types_per_set(kg, split),
             "relations": _per_relation(kg, sets),
@@ -48,8 +50,10 @@ def kg_stats(kg: KnowledgeGraph, split: Split | None = None) -> dict:
 
 def _per_relation(kg: KnowledgeGraph, sets) -> dict:
     """``{relation: {set name: count}}``."""
-    counts = {k: torch.bincount(v[:, 1], minlength=kg.num_relations).tolist() if len(v) else
-              [0] * kg.num_relations for k, v in sets.items()}
+    counts = {
+        k: torch.bincount(v[:, 1], minlength=kg.num_relations).tolist() if len(v) else [0] * kg.num_relations
+        for k, v in sets.items()
+    }
     return {r: {k: c[j] for k, c in counts.items()} for j, r in enumerate(kg.relations)}
 
 
@@ -57,7 +61,6 @@ def _types_per_set(kg: KnowledgeGraph, split: Split) -> dict | None:
     if kg.entity_types is None:
         return None
     out = {}
-    for name, ents in (("train", split.train_entities), ("valid", split.valid_entities),
-                       ("test", split.test_entities)):
+    for name, ents in (("train", split.train_entities), ("valid", split.valid_entities), ("test", split.test_entities)):
         out[name] = dict(sorted(Counter(kg.entity_types[i] for i in ents.tolist()).items()))
     return out

@@ -55,14 +55,20 @@ def public_training_entities(kg: KnowledgeGraph, split: Split, path: str | Path 
     ids = []
     for line, name in read_id_list(path):
         if name not in index:
-            raise DataError(f"unknown entity {name!r} (not in the graph's entity vocabulary)",
-                            file=path, line=line, field="id")
+            raise DataError(
+                f"unknown entity {name!r} (not in the graph's entity vocabulary)", file=path, line=line, field="id"
+            )
         if name in seen:
-            raise DataError(f"entity {name!r} is listed twice (first on line {seen[name]})",
-                            file=path, line=line, field="id")
+            raise DataError(
+                f"entity {name!r} is listed twice (first on line {seen[name]})", file=path, line=line, field="id"
+            )
         if held[index[name]]:
-            raise DataError(f"entity {name!r} is held out by the inductive split (valid/test): it cannot "
-                            "have a structural row", file=path, line=line, field="id")
+            raise DataError(
+                f"entity {name!r} is held out by the inductive split (valid/test): it cannot have a structural row",
+                file=path,
+                line=line,
+                field="id",
+            )
         seen[name] = line
         ids.append(index[name])
     if not ids:

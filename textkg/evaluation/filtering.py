@@ -37,7 +37,7 @@ class _SortedGroups:
     values: torch.Tensor
 
     @classmethod
-    def build(cls, keys: torch.Tensor, values: torch.Tensor) -> "_SortedGroups":
+    def build(cls, keys: torch.Tensor, values: torch.Tensor) -> _SortedGroups:
         order = np.argsort(keys.numpy(), kind="stable")
         keys_sorted = torch.from_numpy(keys.numpy()[order])
         distinct, counts = torch.unique_consecutive(keys_sorted, return_counts=True)
@@ -79,8 +79,15 @@ class FilterIndex:
     ``(b, c)`` score matrix (after mapping entity ids to candidate columns).
     """
 
-    def __init__(self, *, num_entities: int, num_relations: int,
-                 by_head_relation: _SortedGroups, by_relation_tail: _SortedGroups, num_triples: int) -> None:
+    def __init__(
+        self,
+        *,
+        num_entities: int,
+        num_relations: int,
+        by_head_relation: _SortedGroups,
+        by_relation_tail: _SortedGroups,
+        num_triples: int,
+    ) -> None:
         self.num_entities = num_entities
         self.num_relations = num_relations
         self.num_triples = num_triples
@@ -88,7 +95,7 @@ class FilterIndex:
         self._heads = by_relation_tail
 
     @classmethod
-    def from_triples(cls, triples: torch.Tensor, num_entities: int, num_relations: int) -> "FilterIndex":
+    def from_triples(cls, triples: torch.Tensor, num_entities: int, num_relations: int) -> FilterIndex:
         """Index ``triples`` (duplicates are dropped).
 
         Args:
@@ -137,8 +144,10 @@ class FilterIndex:
         return self._heads.lookup(relations.long().cpu() * self.num_entities + tails.long().cpu())
 
     def __repr__(self) -> str:
-        return (f"FilterIndex(num_triples={self.num_triples}, num_entities={self.num_entities}, "
-                f"num_relations={self.num_relations})")
+        return (
+            f"FilterIndex(num_triples={self.num_triples}, num_entities={self.num_entities}, "
+            f"num_relations={self.num_relations})"
+        )
 
 
 def _check_triples(triples: torch.Tensor, num_entities: int, num_relations: int) -> torch.Tensor:
@@ -153,6 +162,7 @@ def _check_triples(triples: torch.Tensor, num_entities: int, num_relations: int)
         bad = (triples[:, col] < 0) | (triples[:, col] >= bound)
         if bad.any():
             i = int(bad.nonzero()[0])
-            raise DataError(f"filter triple {i} has {name} id {int(triples[i, col])}, outside [0, {bound})",
-                            field="triples")
+            raise DataError(
+                f"filter triple {i} has {name} id {int(triples[i, col])}, outside [0, {bound})", field="triples"
+            )
     return triples

@@ -105,19 +105,22 @@ class RankingMetrics:
     subsets: Mapping[str, RankingMetrics] = field(default_factory=dict)
 
     @classmethod
-    def from_ranks(cls, head_ranks: torch.Tensor, tail_ranks: torch.Tensor, *,
-                   ks: Sequence[int] = DEFAULT_KS) -> RankingMetrics:
+    def from_ranks(
+        cls, head_ranks: torch.Tensor, tail_ranks: torch.Tensor, *, ks: Sequence[int] = DEFAULT_KS
+    ) -> RankingMetrics:
         """Metrics of ``(n,)`` head and ``(n,)`` tail ranks of the same triples."""
         if head_ranks.shape != tail_ranks.shape:
-            raise ValueError(f"head and tail ranks differ in shape: {tuple(head_ranks.shape)} "
-                             f"vs {tuple(tail_ranks.shape)}")
+            raise ValueError(
+                f"head and tail ranks differ in shape: {tuple(head_ranks.shape)} vs {tuple(tail_ranks.shape)}"
+            )
         both = rank_metrics(torch.cat([head_ranks, tail_ranks]), ks)
         both["num_triples"] = len(head_ranks)
         return cls(both=both, head=rank_metrics(head_ranks, ks), tail=rank_metrics(tail_ranks, ks))
 
     @classmethod
-    def from_query_mask(cls, head_ranks: torch.Tensor, tail_ranks: torch.Tensor, mask: QueryMask, *,
-                        ks: Sequence[int] = DEFAULT_KS) -> RankingMetrics:
+    def from_query_mask(
+        cls, head_ranks: torch.Tensor, tail_ranks: torch.Tensor, mask: QueryMask, *, ks: Sequence[int] = DEFAULT_KS
+    ) -> RankingMetrics:
         """Metrics of the queries ``mask`` keeps among ``(n,)`` head and ``(n,)`` tail ranks.
 
         ``head`` and ``tail`` summarise the kept queries of each direction
@@ -129,8 +132,9 @@ class RankingMetrics:
         """
         both = rank_metrics(torch.cat([head_ranks[mask.head], tail_ranks[mask.tail]]), ks)
         both["num_triples"] = int((mask.head | mask.tail).sum())
-        return cls(both=both, head=rank_metrics(head_ranks[mask.head], ks),
-                   tail=rank_metrics(tail_ranks[mask.tail], ks))
+        return cls(
+            both=both, head=rank_metrics(head_ranks[mask.head], ks), tail=rank_metrics(tail_ranks[mask.tail], ks)
+        )
 
     def to_dict(self) -> dict:
         """``{**both, "head": {...}, "tail": {...}}``, plus ``"subsets"`` when any."""
@@ -180,9 +184,16 @@ def evaluate(
     """
     triples = _check_triples(triples, num_entities, filter_index.num_relations)
     subset_masks = _check_subset_masks(subset_masks, len(triples))
-    result = compute_ranks(scorer, triples, filter_index=filter_index, candidates=candidates,
-                           num_entities=num_entities, batch_size=batch_size, exclude_query=exclude_query,
-                           progress=progress)
+    result = compute_ranks(
+        scorer,
+        triples,
+        filter_index=filter_index,
+        candidates=candidates,
+        num_entities=num_entities,
+        batch_size=batch_size,
+        exclude_query=exclude_query,
+        progress=progress,
+    )
     head, tail = result.head_ranks, result.tail_ranks
     assert head is not None and tail is not None  # compute_ranks ranks both directions unless told otherwise
     metrics = RankingMetrics.from_ranks(head, tail, ks=ks)
@@ -208,6 +219,5 @@ def _check_mask(mask, n: int, what: str) -> torch.Tensor:
     if not isinstance(mask, torch.Tensor) or mask.dtype != torch.bool or tuple(mask.shape) != (n,):
         shape = tuple(mask.shape) if isinstance(mask, torch.Tensor) else type(mask).__name__
         dtype = mask.dtype if isinstance(mask, torch.Tensor) else None
-        raise ConfigError(f"{what} must be a bool tensor of shape ({n},), got {dtype} {shape}",
-                          field="subset_masks")
+        raise ConfigError(f"{what} must be a bool tensor of shape ({n},), got {dtype} {shape}", field="subset_masks")
     return mask.cpu()

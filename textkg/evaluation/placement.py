@@ -32,12 +32,17 @@ similarity of their description features to the new term's;
 similar to the new term's and scores each candidate by the summed similarity
 of those neighbours it is a training parent of, breaking ties by description
 cosine.
+
+A combined scorer (the model, description cosine and a neighbour vote, each
+standardised, in a weighted sum) is tuned on the *validation* placement
+queries (``which="valid"``) and reported beside them; the method with the best
+validation MRR is the one to suggest (:mod:`.placement_ensemble`).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import torch
 
@@ -50,6 +55,12 @@ DEFAULT_PARENT_RELATION = "is_a"
 DEFAULT_NEIGHBOURS = 10
 #: Summed neighbour similarities closer than this count as tied (then description cosine decides).
 _AGGREGATE_RESOLUTION = 1e-4
+
+#: Which new terms and statements :func:`placement_queries` reads, by ``which``.
+_SIDES = {
+    "test": lambda split: (split.test_entities, split.test),
+    "valid": lambda split: (split.valid_entities, split.valid),
+}
 
 #: ``score(terms, candidates) -> (b, c)``: higher = more plausible parent.
 PlacementScorer = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
@@ -103,27 +114,44 @@ class PlacementMetrics:
     num_queries: int
 
     def to_dict(self) -> dict:
-        return {"mrr": self.mrr, "hits@1": self.hits_at_1, "hits@3": self.hits_at_3,
-                "hits@10": self.hits_at_10, "close@1": self.close_at_1, "num_queries": self.num_queries}
+        return {
+            "mrr": self.mrr,
+            "hits@1": self.hits_at_1,
+            "hits@3": self.hits_at_3,
+            "hits@10": self.hits_at_10,
+            "close@1": self.close_at_1,
+            "num_queries": self.num_queries,
+        }
 
     @classmethod
-    def from_ranks(cls, ranks: torch.Tensor, close: torch.Tensor) -> "PlacementMetrics":
+    def from_ranks(cls, ranks: torch.Tensor, close: torch.Tensor) -> PlacementMetrics:
         """Summarise ``(q,)`` realistic ranks and ``(q,)`` close@1 credits in ``[0, 1]``."""
+
         def mean(x: torch.Tensor) -> float:
             return float(x.double().mean()) if len(x) else float("nan")
 
-        return cls(mrr=mean(1.0 / ranks), hits_at_1=mean(ranks <= 1), hits_at_3=mean(ranks <= 3),
-                   hits_at_10=mean(ranks <= 10), close_at_1=mean(close), num_queries=len(ranks))
+        return cls(
+            mrr=mean(1.0 / ranks),
+            hits_at_1=mean(ranks <= 1),
+            hits_at_3=mean(ranks <= 3),
+            hits_at_10=mean(ranks <= 10),
+            close_at_1=mean(close),
+            num_queries=len(ranks),
+        )
 
 
-def placement_queries(kg, split, *, relation: str | None = None, hierarchy: torch.Tensor | None = None
-                      ) -> PlacementQueries | None:
+def placement_queries(
+    kg, split, *, relation: str | None = None, hierarchy: torch.Tensor | None = None, which: str = "test"
+) -> PlacementQueries | None:
     """Build the placement queries of an inductive split.
 
     Args:
         kg: The :class:`~textkg.data.graph.KnowledgeGraph`.
         split: An inductive :class:`~textkg.data.graph.Split` of ``kg``.
         relation: Name of the parent relation; ``None`` means ``"is_a"``.
+        which: ``"test"``: the test terms and statements; ``"valid"``: the
+            validation ones (new terms too, for choosing a method without
+            looking at test). Candidates are training entities either way.
         hierarchy: ``(m, 3)`` training statements the hierarchy of ``close@1``
             may read; ``None`` means all of ``split.train``. A private run
             passes its public training statements only, so that no private
@@ -131,25 +159,28 @@ def placement_queries(kg, split, *, relation: str | None = None, hierarchy: torc
 
     Returns:
         The queries, or ``None`` when the split is not inductive, the graph has
-        no such relation (``relation=None`` only) or no test statement places a
-        new term under a training entity.
+        no such relation (``relation=None`` only) or no ``which`` statement
+        places a new term under a training entity.
 
     Raises:
-        ConfigError: A ``relation`` that was named explicitly is not in the graph.
+        ConfigError: A ``relation`` that was named explicitly is not in the
+            graph, or ``which`` is neither ``"test"`` nor ``"valid"``.
     """
+    if which not in _SIDES:
+        raise ConfigError(f"which must be one of {list(_SIDES)}, got {which!r}", field="which")
     name = DEFAULT_PARENT_RELATION if relation is None else relation
     if name not in kg.relations:
         if relation is None:
             return None
-        raise ConfigError(f"unknown parent relation {relation!r}; the graph has {list(kg.relations)}",
-                          field="relation")
+        raise ConfigError(f"unknown parent relation {relation!r}; the graph has {list(kg.relations)}", field="relation")
     if split.kind != "inductive":
         return None
     rel = kg.relations.index(name)
     is_train = _member(split.train_entities, kg.num_entities)
-    is_test = _member(split.test_entities, kg.num_entities)
-    test = split.test[split.test[:, 1] == rel]
-    test = test[is_test[test[:, 0]] & is_train[test[:, 2]]]
+    new_entities, side = _SIDES[which](split)
+    is_new = _member(new_entities, kg.num_entities)
+    test = side[side[:, 1] == rel]
+    test = test[is_new[test[:, 0]] & is_train[test[:, 2]]]
     if not len(test):
         return None
     test = test[torch.argsort(test[:, 0] * kg.num_entities + test[:, 2])]
@@ -158,11 +189,13 @@ def placement_queries(kg, split, *, relation: str | None = None, hierarchy: torc
     types = kg.entity_types
     train_ids = split.train_entities.long()
     keys = [None] if types is None else sorted({types[p] for p in parents.tolist()})
-    groups = tuple(train_ids if k is None else train_ids[torch.tensor([types[e] == k for e in train_ids.tolist()],
-                                                                       dtype=torch.bool)]
-                   for k in keys)
-    group_of = torch.tensor([0 if types is None else keys.index(types[p]) for p in parents.tolist()],
-                            dtype=torch.long)
+    groups = tuple(
+        train_ids
+        if k is None
+        else train_ids[torch.tensor([types[e] == k for e in train_ids.tolist()], dtype=torch.bool)]
+        for k in keys
+    )
+    group_of = torch.tensor([0 if types is None else keys.index(types[p]) for p in parents.tolist()], dtype=torch.long)
 
     known = split.filter_triples[split.filter_triples[:, 1] == rel].tolist()
     statements = split.train if hierarchy is None else hierarchy
@@ -184,19 +217,29 @@ def placement_queries(kg, split, *, relation: str | None = None, hierarchy: torc
             near |= up.get(p, set()) | down.get(p, set())
         near.discard(n)
         close[n] = frozenset(near)
-    return PlacementQueries(terms=terms, parents=parents, relation=rel, groups=groups, group_of=group_of,
-                            true_parents={n: frozenset(v) for n, v in true_parents.items()}, close=close)
+    return PlacementQueries(
+        terms=terms,
+        parents=parents,
+        relation=rel,
+        groups=groups,
+        group_of=group_of,
+        true_parents={n: frozenset(v) for n, v in true_parents.items()},
+        close=close,
+    )
 
 
-def rank_placement(scorer: PlacementScorer, queries: PlacementQueries, *, num_entities: int,
-                   batch_size: int = 256) -> PlacementMetrics:
+def rank_placement(
+    scorer: PlacementScorer, queries: PlacementQueries, *, num_entities: int, batch_size: int = 256
+) -> PlacementMetrics:
     """:class:`PlacementMetrics` of :func:`placement_ranks` (same arguments)."""
-    return PlacementMetrics.from_ranks(*placement_ranks(scorer, queries, num_entities=num_entities,
-                                                        batch_size=batch_size))
+    return PlacementMetrics.from_ranks(
+        *placement_ranks(scorer, queries, num_entities=num_entities, batch_size=batch_size)
+    )
 
 
-def placement_ranks(scorer: PlacementScorer, queries: PlacementQueries, *, num_entities: int,
-                    batch_size: int = 256) -> tuple[torch.Tensor, torch.Tensor]:
+def placement_ranks(
+    scorer: PlacementScorer, queries: PlacementQueries, *, num_entities: int, batch_size: int = 256
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Rank each query's true parent among its candidates.
 
     Each new term is scored once against its candidates, ``batch_size`` terms
@@ -227,7 +270,7 @@ def placement_ranks(scorer: PlacementScorer, queries: PlacementQueries, *, num_e
         idx = (queries.group_of == g).nonzero().squeeze(1)
         uniq, local = torch.unique(queries.terms[idx], return_inverse=True)
         for start in range(0, len(uniq), batch_size):
-            chunk = uniq[start:start + batch_size]
+            chunk = uniq[start : start + batch_size]
             with torch.no_grad():
                 scores = scorer(chunk, cands)
             _check_scores(scores, len(chunk), len(cands))
@@ -242,6 +285,7 @@ def placement_ranks(scorer: PlacementScorer, queries: PlacementQueries, *, num_e
 
 def model_scorer(model, relation: int) -> PlacementScorer:
     """Score ``(term, relation, candidate)`` with a model's ``score_tails``."""
+
     def score(terms: torch.Tensor, candidates: torch.Tensor) -> torch.Tensor:
         return model.score_tails(terms, torch.full_like(terms, relation), candidates).float()
 
@@ -258,8 +302,9 @@ def cosine_scorer(features: torch.Tensor) -> PlacementScorer:
     return score
 
 
-def parent_of_nearest_scorer(features: torch.Tensor, parent_edges: torch.Tensor, *, k: int = DEFAULT_NEIGHBOURS
-                             ) -> PlacementScorer:
+def parent_of_nearest_scorer(
+    features: torch.Tensor, parent_edges: torch.Tensor, *, k: int = DEFAULT_NEIGHBOURS
+) -> PlacementScorer:
     """``parent-of-nearest``: parents of the ``k`` candidates most similar to the new term.
 
     A candidate's score is the summed cosine similarity of the neighbours it is
@@ -290,62 +335,152 @@ def parent_of_nearest_scorer(features: torch.Tensor, parent_edges: torch.Tensor,
     return score
 
 
-def evaluate_placement(model, kg, split, *, text_features: torch.Tensor | None = None,
-                       relation: str | None = None, k: int = DEFAULT_NEIGHBOURS, batch_size: int = 256,
-                       hierarchy: torch.Tensor | None = None) -> dict | None:
-    """Placement metrics of a model and of the two text baselines.
+def evaluate_placement(
+    model,
+    kg,
+    split,
+    *,
+    text_features: torch.Tensor | None = None,
+    relation: str | None = None,
+    k: int = DEFAULT_NEIGHBOURS,
+    batch_size: int = 256,
+    hierarchy: torch.Tensor | None = None,
+    combine: bool = True,
+) -> dict | None:
+    """Placement metrics of a model, of the two text baselines and of the combined scorer.
 
     Args:
         model: Scorer with ``score_tails(heads (b,), relations (b,), candidates (c,)) -> (b, c)``;
             put in eval mode by the caller.
         kg, split: The graph and its inductive split.
         text_features: ``(num_entities, D)`` description features for the
-            baselines; ``None`` leaves them out.
+            baselines and the combination; ``None`` leaves them out.
         relation: The parent relation (default ``"is_a"``; see :func:`placement_queries`).
         k: Neighbours of ``parent-of-nearest``.
         batch_size: New terms scored at once.
-        hierarchy: ``(m, 3)`` training statements that ``close@1`` and
-            ``parent-of-nearest`` may read (``None``: all of ``split.train``).
-            ``parent-of-nearest`` is left out when none of them is a parent
-            statement (a private run whose every ``is_a`` statement is private).
+        hierarchy: ``(m, 3)`` training statements that ``close@1``,
+            ``parent-of-nearest`` and the combination's vote may read (``None``:
+            all of ``split.train``). ``parent-of-nearest`` and the vote are left
+            out when none of them is a parent statement (a private run whose
+            every ``is_a`` statement is private).
+        combine: Tune the combined scorer on the validation placement queries
+            (:mod:`textkg.evaluation.placement_ensemble`) when there are any and
+            ``text_features`` is given.
 
     Returns:
         ``{"placement": {...}, "placement_baselines": {"description-nn": {...},
-        "parent-of-nearest": {...}}}`` (:meth:`PlacementMetrics.to_dict` each;
-        baselines ``{}`` without ``text_features``), or ``None`` when there are
-        no placement queries.
+        "parent-of-nearest": {...}}}`` (:meth:`PlacementMetrics.to_dict` each,
+        on test; baselines ``{}`` without ``text_features``), plus, when the
+        combination was tuned, ``"placement_combined"`` (its test metrics) and
+        ``"placement_selection"`` (the method chosen on validation, every
+        method's validation metrics and the combination's settings; see
+        :func:`~textkg.evaluation.placement_ensemble.evaluate_combined`).
+        ``None`` when there are no test placement queries.
     """
     queries = placement_queries(kg, split, relation=relation, hierarchy=hierarchy)
     if queries is None:
         return None
     n = kg.num_entities
-    out = {"placement": rank_placement(model_scorer(model, queries.relation), queries, num_entities=n,
-                                       batch_size=batch_size).to_dict(),
-           "placement_baselines": {}}
-    if text_features is not None:
-        if tuple(text_features.shape[:1]) != (n,) or text_features.ndim != 2:
-            raise ConfigError(f"text_features must be ({n}, D), got {tuple(text_features.shape)}",
-                              field="text_features")
-        statements = split.train if hierarchy is None else hierarchy
-        train = statements[statements[:, 1] == queries.relation]
-        baselines = {"description-nn": cosine_scorer(text_features)}
-        if len(train):
-            baselines["parent-of-nearest"] = parent_of_nearest_scorer(text_features, train[:, [0, 2]], k=k)
-        out["placement_baselines"] = {name: rank_placement(s, queries, num_entities=n, batch_size=batch_size)
-                                      .to_dict() for name, s in baselines.items()}
+    model_score = model_scorer(model, queries.relation)
+    out = {
+        "placement": rank_placement(model_score, queries, num_entities=n, batch_size=batch_size).to_dict(),
+        "placement_baselines": {},
+    }
+    if text_features is None:
+        return out
+    if tuple(text_features.shape[:1]) != (n,) or text_features.ndim != 2:
+        raise ConfigError(f"text_features must be ({n}, D), got {tuple(text_features.shape)}", field="text_features")
+    statements = split.train if hierarchy is None else hierarchy
+    edges = statements[statements[:, 1] == queries.relation][:, [0, 2]]
+    baselines = {"description-nn": cosine_scorer(text_features)}
+    if len(edges):
+        baselines["parent-of-nearest"] = parent_of_nearest_scorer(text_features, edges, k=k)
+    out["placement_baselines"] = {
+        name: rank_placement(s, queries, num_entities=n, batch_size=batch_size).to_dict()
+        for name, s in baselines.items()
+    }
+    valid = placement_queries(kg, split, relation=relation, hierarchy=hierarchy, which="valid") if combine else None
+    if valid is not None:
+        from textkg.evaluation.placement_ensemble import evaluate_combined
+
+        out.update(
+            evaluate_combined(
+                {"model": model_score, "description": baselines["description-nn"]},
+                valid,
+                queries,
+                num_entities=n,
+                baselines=baselines,
+                features=text_features,
+                parent_edges=edges,
+                batch_size=batch_size,
+            )
+        )
     return out
 
 
+#: How the CLI names each placement method to a curator.
+METHOD_LABELS = {
+    "model": "the trained model",
+    "description-nn": "the most similar existing term by description (baseline, no training)",
+    "parent-of-nearest": "the parents of the most similar existing terms (baseline, no training)",
+}
+_COMPONENT_LABELS = {
+    "model": "the trained model",
+    "description": "description similarity",
+    "vote": "the parents of the most similar existing terms",
+}
+
+
 def placement_reading(result: dict) -> str:
-    """One sentence a curator can read, from :func:`evaluate_placement`'s result."""
-    m = result["placement"]
-    text = (f"New terms: the true parent is the top suggestion for {m['hits@1']:.0%} of {m['num_queries']:,} "
-            f"held-out (term, parent) pairs and in the top 10 for {m['hits@10']:.0%}; the top suggestion is "
-            f"the parent or a close relative (grandparent, sibling, child) for {m['close@1']:.0%}")
-    nn = result.get("placement_baselines", {}).get("description-nn")
-    if nn:
-        text += f" (description nearest-neighbour baseline: {nn['hits@1']:.0%} / {nn['hits@10']:.0%})"
+    """One sentence a curator can read, from :func:`evaluate_placement`'s result.
+
+    With a ``placement_selection`` the sentence leads with the method chosen on
+    validation terms, named, and puts the others' test numbers beside it;
+    without one (no validation terms), with the trained model.
+    """
+    tests = {"model": result["placement"], **result.get("placement_baselines", {})}
+    if result.get("placement_combined"):
+        tests["combined"] = result["placement_combined"]
+    selection = result.get("placement_selection")
+    chosen = selection["chosen"] if selection else "model"
+    m = tests[chosen]
+    if selection:
+        label = _method_label(chosen, selection)
+        text = (
+            f"New terms: the suggestions come from {label}, the best of {len(tests)} methods on the "
+            f"validation terms; the true parent is its top suggestion for {m['hits@1']:.0%} of "
+            f"{m['num_queries']:,} held-out (term, parent) pairs and in its top 10 for {m['hits@10']:.0%}"
+        )
+    else:
+        text = (
+            f"New terms: the true parent is the top suggestion for {m['hits@1']:.0%} of {m['num_queries']:,} "
+            f"held-out (term, parent) pairs and in the top 10 for {m['hits@10']:.0%}"
+        )
+    text += (
+        f"; the top suggestion is the parent or a close relative (grandparent, sibling, child) for {m['close@1']:.0%}"
+    )
+    others = [
+        f"{'combined' if name == 'combined' else METHOD_LABELS[name].split(' (')[0]} "
+        f"{o['hits@1']:.0%} / {o['hits@10']:.0%}"
+        for name, o in tests.items()
+        if name != chosen
+    ]
+    if others:
+        text += f" (top 1 / top 10 of the others: {', '.join(others)})"
+    if chosen in ("description-nn", "parent-of-nearest"):
+        text += "; a baseline that needs no training is the better suggestion here"
     return text + "."
+
+
+def _method_label(name: str, selection: dict) -> str:
+    if name != "combined":
+        return METHOD_LABELS[name]
+    used = {c: w for c, w in selection["combined"]["weights"].items() if w > 0}
+    parts = [_COMPONENT_LABELS[c] for c in used]
+    names = " and ".join(parts) if len(parts) < 3 else ", ".join(parts[:-1]) + " and " + parts[-1]
+    if len(used) == 1:
+        return names
+    return f"a weighted combination of {names} (weights {', '.join(f'{w:g}' for w in used.values())})"
 
 
 # ---------------------------------------------------------------- helpers
@@ -367,8 +502,9 @@ def _adjacency(edges: list[list[int]]) -> tuple[dict[int, set[int]], dict[int, s
     return up, down
 
 
-def _filtered_pairs(queries: PlacementQueries, q: torch.Tensor, column: torch.Tensor
-                    ) -> tuple[torch.Tensor, torch.Tensor]:
+def _filtered_pairs(
+    queries: PlacementQueries, q: torch.Tensor, column: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
     """``(row, column)`` pairs removed from each query's ranking: other true parents and the term."""
     rows, cols = [], []
     for row, i in enumerate(q.tolist()):
@@ -381,8 +517,14 @@ def _filtered_pairs(queries: PlacementQueries, q: torch.Tensor, column: torch.Te
     return torch.tensor(rows, dtype=torch.long), torch.tensor(cols, dtype=torch.long)
 
 
-def _close_at_1(scores: torch.Tensor, queries: PlacementQueries, q: torch.Tensor, column: torch.Tensor,
-                rows: torch.Tensor, cols: torch.Tensor) -> torch.Tensor:
+def _close_at_1(
+    scores: torch.Tensor,
+    queries: PlacementQueries,
+    q: torch.Tensor,
+    column: torch.Tensor,
+    rows: torch.Tensor,
+    cols: torch.Tensor,
+) -> torch.Tensor:
     """``(q_b,)`` fraction of each row's top-scoring unfiltered candidates that are close."""
     masked = scores.double().clone()
     masked[rows, cols] = float("-inf")
@@ -403,6 +545,18 @@ def _check_scores(scores, b: int, c: int) -> None:
         raise ValueError("placement scorer returned NaN; cannot rank NaN scores")
 
 
-__all__ = ["DEFAULT_NEIGHBOURS", "DEFAULT_PARENT_RELATION", "PlacementMetrics", "PlacementQueries",
-           "cosine_scorer", "evaluate_placement", "model_scorer", "parent_of_nearest_scorer",
-           "placement_queries", "placement_ranks", "placement_reading", "rank_placement"]
+__all__ = [
+    "DEFAULT_NEIGHBOURS",
+    "DEFAULT_PARENT_RELATION",
+    "METHOD_LABELS",
+    "PlacementMetrics",
+    "PlacementQueries",
+    "cosine_scorer",
+    "evaluate_placement",
+    "model_scorer",
+    "parent_of_nearest_scorer",
+    "placement_queries",
+    "placement_ranks",
+    "placement_reading",
+    "rank_placement",
+]

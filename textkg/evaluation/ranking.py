@@ -23,8 +23,9 @@ count would give it.
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Iterator, Protocol, Sequence
+from typing import Protocol
 
 import torch
 
@@ -145,8 +146,10 @@ def compute_ranks(
     if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
         raise ConfigError(f"batch_size must be a positive integer, got {batch_size!r}", field="batch_size")
     if num_entities != filter_index.num_entities:
-        raise ConfigError(f"num_entities={num_entities} but the filter index was built for "
-                          f"{filter_index.num_entities} entities", field="num_entities")
+        raise ConfigError(
+            f"num_entities={num_entities} but the filter index was built for {filter_index.num_entities} entities",
+            field="num_entities",
+        )
     triples = _check_triples(triples, num_entities, filter_index.num_relations)
     candidates = _check_candidates(candidates, num_entities)
     column = torch.full((num_entities,), -1, dtype=torch.long)
@@ -156,14 +159,24 @@ def compute_ranks(
     ranks: dict[str, torch.Tensor] = {}
     with torch.no_grad(), _progress_bar(len(triples) * len(directions), progress) as bar:
         for direction in directions:
-            ranks[direction] = _rank_direction(scorer, triples, direction, candidates, column,
-                                               target_columns[direction], filter_index, batch_size, bar,
-                                               exclude_query=exclude_query)
+            ranks[direction] = _rank_direction(
+                scorer,
+                triples,
+                direction,
+                candidates,
+                column,
+                target_columns[direction],
+                filter_index,
+                batch_size,
+                bar,
+                exclude_query=exclude_query,
+            )
     return RankResult(head_ranks=ranks.get("head"), tail_ranks=ranks.get("tail"), num_candidates=len(candidates))
 
 
-def realistic_ranks(scores: torch.Tensor, target_columns: torch.Tensor, filtered_rows: torch.Tensor,
-                    filtered_columns: torch.Tensor) -> torch.Tensor:
+def realistic_ranks(
+    scores: torch.Tensor, target_columns: torch.Tensor, filtered_rows: torch.Tensor, filtered_columns: torch.Tensor
+) -> torch.Tensor:
     """Realistic rank of each row's target among its unfiltered columns.
 
     Counts candidates scoring above / equal to the target over the whole
@@ -197,13 +210,23 @@ def realistic_ranks(scores: torch.Tensor, target_columns: torch.Tensor, filtered
     return (1 + greater + equal.double() / 2).cpu().double()
 
 
-def _rank_direction(scorer: Scorer, triples: torch.Tensor, direction: str, candidates: torch.Tensor,
-                    column: torch.Tensor, target_columns: torch.Tensor, filter_index: FilterIndex,
-                    batch_size: int, bar, *, exclude_query: bool = False) -> torch.Tensor:
+def _rank_direction(
+    scorer: Scorer,
+    triples: torch.Tensor,
+    direction: str,
+    candidates: torch.Tensor,
+    column: torch.Tensor,
+    target_columns: torch.Tensor,
+    filter_index: FilterIndex,
+    batch_size: int,
+    bar,
+    *,
+    exclude_query: bool = False,
+) -> torch.Tensor:
     """``(n,)`` ranks of one direction, scored ``batch_size`` queries at a time."""
     out = torch.empty(len(triples), dtype=torch.float64)
     for start in range(0, len(triples), batch_size):
-        h, r, t = triples[start:start + batch_size].unbind(1)
+        h, r, t = triples[start : start + batch_size].unbind(1)
         if direction == "tail":
             scores = scorer.score_tails(h, r, candidates)
             rows, entities = filter_index.true_tails(h, r)
@@ -214,18 +237,19 @@ def _rank_direction(scorer: Scorer, triples: torch.Tensor, direction: str, candi
             target_entity = h
         _check_scores(scores, len(h), len(candidates), start, direction)
         if exclude_query:
-            rows, entities = _with_query_entities(rows, entities, h if direction == "tail" else t,
-                                                  column.numel())
+            rows, entities = _with_query_entities(rows, entities, h if direction == "tail" else t, column.numel())
         cols = column[entities]
         keep = (cols >= 0) & (entities != target_entity[rows])
-        out[start:start + len(h)] = realistic_ranks(scores, target_columns[start:start + len(h)],
-                                                    rows[keep], cols[keep])
+        out[start : start + len(h)] = realistic_ranks(
+            scores, target_columns[start : start + len(h)], rows[keep], cols[keep]
+        )
         bar.update(len(h))
     return out
 
 
-def _with_query_entities(rows: torch.Tensor, entities: torch.Tensor, query: torch.Tensor,
-                         num_entities: int) -> tuple[torch.Tensor, torch.Tensor]:
+def _with_query_entities(
+    rows: torch.Tensor, entities: torch.Tensor, query: torch.Tensor, num_entities: int
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Filtered ``(row, entity)`` pairs plus each row's query entity, without duplicates."""
     rows = torch.cat([rows, torch.arange(len(query))])
     entities = torch.cat([entities, query])
@@ -241,8 +265,10 @@ def _check_scores(scores: torch.Tensor, b: int, c: int, offset: int, direction: 
     # screen before the exact per-entry check.
     if torch.isnan(scores.sum()) and torch.isnan(scores).any():
         row = int(torch.isnan(scores).any(1).nonzero()[0])
-        raise ValueError(f"score_{direction}s returned NaN for triple {offset + row} "
-                         f"({direction} prediction); cannot rank NaN scores")
+        raise ValueError(
+            f"score_{direction}s returned NaN for triple {offset + row} "
+            f"({direction} prediction); cannot rank NaN scores"
+        )
 
 
 def _check_directions(directions: Sequence[str]) -> tuple[str, ...]:
@@ -250,8 +276,9 @@ def _check_directions(directions: Sequence[str]) -> tuple[str, ...]:
         directions = (directions,)
     directions = tuple(directions)
     if not directions or any(d not in DIRECTIONS for d in directions) or len(set(directions)) != len(directions):
-        raise ConfigError(f"directions must be distinct values from {DIRECTIONS}, got {directions!r}",
-                          field="directions")
+        raise ConfigError(
+            f"directions must be distinct values from {DIRECTIONS}, got {directions!r}", field="directions"
+        )
     return directions
 
 
@@ -266,8 +293,9 @@ def _check_candidates(candidates: torch.Tensor | None, num_entities: int) -> tor
         raise ConfigError("candidates is empty", field="candidates")
     bad = (candidates < 0) | (candidates >= num_entities)
     if bad.any():
-        raise ConfigError(f"candidate entity id {int(candidates[bad][0])} is outside [0, {num_entities})",
-                          field="candidates")
+        raise ConfigError(
+            f"candidate entity id {int(candidates[bad][0])} is outside [0, {num_entities})", field="candidates"
+        )
     if len(torch.unique(candidates)) != len(candidates):
         raise ConfigError("candidates hold duplicate entity ids", field="candidates")
     return candidates
@@ -280,9 +308,12 @@ def _target_columns(triples: torch.Tensor, column: torch.Tensor, direction: str)
     missing = cols < 0
     if missing.any():
         i = int(missing.nonzero()[0])
-        raise ConfigError(f"triple {i} {tuple(triples[i].tolist())}: its {direction} entity "
-                          f"{int(entities[i])} is not among the candidates ({int(missing.sum())} "
-                          f"triple(s) affected)", field="candidates")
+        raise ConfigError(
+            f"triple {i} {tuple(triples[i].tolist())}: its {direction} entity "
+            f"{int(entities[i])} is not among the candidates ({int(missing.sum())} "
+            f"triple(s) affected)",
+            field="candidates",
+        )
     return cols
 
 
@@ -290,7 +321,7 @@ class _NoBar:
     def update(self, n: int) -> None:
         pass
 
-    def __enter__(self) -> "_NoBar":
+    def __enter__(self) -> _NoBar:
         return self
 
     def __exit__(self, *exc) -> None:

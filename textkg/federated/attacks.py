@@ -70,20 +70,23 @@ class ServerAttackResult:
         return {k: getattr(self, k) for k in self.__dataclass_fields__}
 
 
-def row_change_scores(sent: Mapping[str, torch.Tensor], upload: Mapping[str, torch.Tensor], *,
-                      table: str = STRUCTURAL_TABLE) -> torch.Tensor:
+def row_change_scores(
+    sent: Mapping[str, torch.Tensor], upload: Mapping[str, torch.Tensor], *, table: str = STRUCTURAL_TABLE
+) -> torch.Tensor:
     """``(rows,)`` L2 norm of each row's change between what was sent and what came back."""
     if table not in sent or table not in upload:
-        raise ConfigError(f"the upload has no parameter {table!r} (a model with a structural table is needed)",
-                          field="table")
+        raise ConfigError(
+            f"the upload has no parameter {table!r} (a model with a structural table is needed)", field="table"
+        )
     before, after = sent[table].double(), upload[table].double()
     if before.shape != after.shape:
         raise ValueError(f"{table}: sent {tuple(before.shape)}, got back {tuple(after.shape)}")
     return (after - before).norm(dim=1)
 
 
-def audit_entities(own: torch.Tensor, shared: torch.Tensor, train_entities: torch.Tensor
-                   ) -> tuple[torch.Tensor, torch.Tensor]:
+def audit_entities(
+    own: torch.Tensor, shared: torch.Tensor, train_entities: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
     """``(members, non_members)`` entity ids for the audit (see the module docstring).
 
     Args:
@@ -101,9 +104,16 @@ def audit_entities(own: torch.Tensor, shared: torch.Tensor, train_entities: torc
     return members, non_members
 
 
-def server_entity_attack(sent: Mapping[str, torch.Tensor], upload: Mapping[str, torch.Tensor], *,
-                         struct_index: torch.Tensor, members: torch.Tensor, non_members: torch.Tensor,
-                         delta: float = 0.0, seed: int = 0) -> ServerAttackResult:
+def server_entity_attack(
+    sent: Mapping[str, torch.Tensor],
+    upload: Mapping[str, torch.Tensor],
+    *,
+    struct_index: torch.Tensor,
+    members: torch.Tensor,
+    non_members: torch.Tensor,
+    delta: float = 0.0,
+    seed: int = 0,
+) -> ServerAttackResult:
     """Score members and non-members by how far their rows moved in the upload.
 
     Args:
@@ -114,19 +124,24 @@ def server_entity_attack(sent: Mapping[str, torch.Tensor], upload: Mapping[str, 
         seed: Seed of the held-out threshold split.
     """
     if len(members) < 4 or len(non_members) < 4:
-        raise ConfigError(f"need at least 4 members and 4 non-members, got {len(members)} and {len(non_members)}",
-                          field="members")
+        raise ConfigError(
+            f"need at least 4 members and 4 non-members, got {len(members)} and {len(non_members)}", field="members"
+        )
     scores = row_change_scores(sent, upload)
     pos = scores[struct_index[members]].numpy()
     neg = scores[struct_index[non_members]].numpy()
     rng = np.random.default_rng(seed)
     pos, neg = rng.permutation(pos), rng.permutation(neg)
-    pos_sel, pos_eval = pos[: len(pos) // 2], pos[len(pos) // 2:]
-    neg_sel, neg_eval = neg[: len(neg) // 2], neg[len(neg) // 2:]
+    pos_sel, pos_eval = pos[: len(pos) // 2], pos[len(pos) // 2 :]
+    neg_sel, neg_eval = neg[: len(neg) // 2], neg[len(neg) // 2 :]
     direction = 1 if roc_auc(pos_sel, neg_sel) >= 0.5 else -1
     pos_eval, neg_eval = direction * pos_eval, direction * neg_eval
     bound = empirical_epsilon_lower_bound(pos_eval, neg_eval, delta=delta, seed=seed)
-    return ServerAttackResult(auc=float(roc_auc(pos_eval, neg_eval)),
-                              tpr_at_1pct_fpr=float(tpr_at_fpr(pos_eval, neg_eval, 0.01)),
-                              epsilon_lower_bound=float(np.nan_to_num(bound.epsilon)), num_members=len(pos_eval),
-                              num_non_members=len(neg_eval), direction=direction)
+    return ServerAttackResult(
+        auc=float(roc_auc(pos_eval, neg_eval)),
+        tpr_at_1pct_fpr=float(tpr_at_fpr(pos_eval, neg_eval, 0.01)),
+        epsilon_lower_bound=float(np.nan_to_num(bound.epsilon)),
+        num_members=len(pos_eval),
+        num_non_members=len(neg_eval),
+        direction=direction,
+    )

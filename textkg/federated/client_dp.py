@@ -57,12 +57,20 @@ def client_noise_multiplier(*, target_epsilon: float, rounds: int, delta: float)
     (no amplification by sampling): the Sampled Gaussian Mechanism at ``q = 1``
     is the Gaussian mechanism, so textkg's RDP calibration applies as is.
     """
-    return calibrate_noise_multiplier(target_epsilon=target_epsilon, delta=delta, sample_rate=1.0, steps=rounds,
-                                      orders=DEFAULT_ORDERS)
+    return calibrate_noise_multiplier(
+        target_epsilon=target_epsilon, delta=delta, sample_rate=1.0, steps=rounds, orders=DEFAULT_ORDERS
+    )
 
 
-def make_client_dp_strategy(strategy: Any, *, num_clients: int, noise_multiplier: float, clipping_norm: float,
-                            delta: float, randomness: SecretRandomness | None = None) -> Any:
+def make_client_dp_strategy(
+    strategy: Any,
+    *,
+    num_clients: int,
+    noise_multiplier: float,
+    clipping_norm: float,
+    delta: float,
+    randomness: SecretRandomness | None = None,
+) -> Any:
     """Wrap a FedAvg ``strategy`` in Flower's server-side fixed-clipping DP, with secret noise.
 
     Args:
@@ -82,16 +90,22 @@ def make_client_dp_strategy(strategy: Any, *, num_clients: int, noise_multiplier
     from flwr.supercore.privacy_accounting.rdp_accountant import RdpAccountant
 
     if not noise_multiplier > 0:
-        raise ConfigError(f"client noise multiplier must be > 0, got {noise_multiplier}",
-                          field="client_noise_multiplier")
+        raise ConfigError(
+            f"client noise multiplier must be > 0, got {noise_multiplier}", field="client_noise_multiplier"
+        )
     if not clipping_norm > 0:
         raise ConfigError(f"client clipping norm must be > 0, got {clipping_norm}", field="client_clip")
     if not 0 < delta < 1:
         raise ConfigError(f"client delta must be in (0, 1), got {delta}", field="client_delta")
-    accountant = RdpAccountant(PrivacyConfig(target_delta=delta, population_size=num_clients,
-                                             neighboring_relation=NeighboringRelation.ADD_OR_REMOVE_ONE,
-                                             sampling_method=SamplingMethod.NO_AMPLIFICATION),
-                               orders=tuple(float(a) for a in DEFAULT_ORDERS))
+    accountant = RdpAccountant(
+        PrivacyConfig(
+            target_delta=delta,
+            population_size=num_clients,
+            neighboring_relation=NeighboringRelation.ADD_OR_REMOVE_ONE,
+            sampling_method=SamplingMethod.NO_AMPLIFICATION,
+        ),
+        orders=tuple(float(a) for a in DEFAULT_ORDERS),
+    )
     source = randomness if randomness is not None else SecretRandomness()
 
     class SecretNoiseServerSideFixedClipping(DifferentialPrivacyServerSideFixedClipping):  # type: ignore[misc]
@@ -112,9 +126,13 @@ def make_client_dp_strategy(strategy: Any, *, num_clients: int, noise_multiplier
                 out[key] = Array(np.ascontiguousarray((x + std * g.standard_normal(x.shape)).astype(x.dtype)))
             return ArrayRecord(out)
 
-    return SecretNoiseServerSideFixedClipping(strategy, noise_multiplier=noise_multiplier,
-                                              clipping_norm=clipping_norm, num_sampled_clients=num_clients,
-                                              accountant=accountant)
+    return SecretNoiseServerSideFixedClipping(
+        strategy,
+        noise_multiplier=noise_multiplier,
+        clipping_norm=clipping_norm,
+        num_sampled_clients=num_clients,
+        accountant=accountant,
+    )
 
 
 def client_privacy_block(wrapped: Any, *, rounds: int, randomness_secure: bool = True) -> dict:
@@ -129,16 +147,17 @@ def client_privacy_block(wrapped: Any, *, rounds: int, randomness_secure: bool =
     spent = wrapped.privacy_spent()
     ours = RDPAccountant(orders=DEFAULT_ORDERS)
     if spent.num_releases:
-        ours.step(SampledGaussianEvent(sample_rate=1.0, noise_multiplier=wrapped.noise_multiplier,
-                                       steps=spent.num_releases))
+        ours.step(
+            SampledGaussianEvent(sample_rate=1.0, noise_multiplier=wrapped.noise_multiplier, steps=spent.num_releases)
+        )
     delta = float(spent.delta)
     eps = float(spent.epsilon)
     return {
         "guarantee": "dp" if randomness_secure and spent.num_releases == rounds else "simulation",
         "unit": CLIENT_UNIT,
         "mechanism": "DP-FedAvg (McMahan et al. 2018): server-side fixed clipping of each holder's whole "
-                     "update, equal weights, Gaussian noise sigma*C/K on the average "
-                     "(flwr DifferentialPrivacyServerSideFixedClipping, noise from AES-128-CTR)",
+        "update, equal weights, Gaussian noise sigma*C/K on the average "
+        "(flwr DifferentialPrivacyServerSideFixedClipping, noise from AES-128-CTR)",
         "epsilon": eps if np.isfinite(eps) else None,
         "epsilon_textkg": ours.get_epsilon(delta=delta) if spent.num_releases else 0.0,
         "delta": delta,
@@ -147,11 +166,15 @@ def client_privacy_block(wrapped: Any, *, rounds: int, randomness_secure: bool =
         "num_clients": int(wrapped.num_sampled_clients),
         "releases": int(spent.num_releases),
         "accountant": "flwr RdpAccountant (dp-accounting RDP), Gaussian without amplification, "
-                      "add or remove one holder",
+        "add or remove one holder",
         "adjacency": "add or remove one data holder",
         "trust": "central: the server sees each holder's unclipped update and is trusted",
-        "public_inputs": ["the number of holders K and their names", "the shared statements",
-                          "entity vocabulary, descriptions and relation texts", "C, sigma, rounds, delta",
-                          "validation and test statements"],
+        "public_inputs": [
+            "the number of holders K and their names",
+            "the shared statements",
+            "entity vocabulary, descriptions and relation texts",
+            "C, sigma, rounds, delta",
+            "validation and test statements",
+        ],
         "randomness": "AES-128-CTR keyed from the OS, never written to a released file",
     }

@@ -37,10 +37,16 @@ class InProcessGrid(Grid):
     def __init__(self, client_app, num_nodes: int, *, run_id: int = 1) -> None:
         self._app = client_app
         self._run = Run.create_empty(run_id)
-        self._contexts = {k + 1: Context(run_id=run_id, node_id=k + 1,
-                                         node_config={PARTITION_ID: k, NUM_PARTITIONS: num_nodes},
-                                         state=RecordDict(), run_config={})
-                          for k in range(num_nodes)}
+        self._contexts = {
+            k + 1: Context(
+                run_id=run_id,
+                node_id=k + 1,
+                node_config={PARTITION_ID: k, NUM_PARTITIONS: num_nodes},
+                state=RecordDict(),
+                run_config={},
+            )
+            for k in range(num_nodes)
+        }
         self._replies: dict[str, Message] = {}
         TaskIdentity.run_id = run_id  # what Flower's runtimes set in the server and client processes
         TaskIdentity.node_id = SUPERLINK_NODE_ID
@@ -53,8 +59,9 @@ class InProcessGrid(Grid):
     def run(self) -> Run:
         return self._run
 
-    def create_message(self, content: RecordDict, message_type: str, dst_node_id: int, group_id: str,
-                       ttl: float | None = None) -> Message:
+    def create_message(
+        self, content: RecordDict, message_type: str, dst_node_id: int, group_id: str, ttl: float | None = None
+    ) -> Message:
         return Message(content, dst_node_id, message_type, ttl=ttl, group_id=group_id)
 
     def get_node_ids(self) -> Iterable[int]:

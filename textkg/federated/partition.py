@@ -78,8 +78,7 @@ class Partition:
     def client_triples(self, train: torch.Tensor, k: int, *, include_shared: bool = True) -> torch.Tensor:
         """``(n_k, 3)`` the training statements client ``k`` holds."""
         if len(train) != len(self.assignment):
-            raise ConfigError(f"partition of {len(self.assignment)} statements applied to {len(train)}",
-                              field="train")
+            raise ConfigError(f"partition of {len(self.assignment)} statements applied to {len(train)}", field="train")
         return train[self.client_mask(k, include_shared=include_shared)]
 
     def sizes(self) -> dict:
@@ -89,8 +88,15 @@ class Partition:
         return out
 
 
-def make_partition(kg, train: torch.Tensor, scheme: str, *, num_clients: int | None = None, seed: int = 0,
-                   column_file: str | Path | None = None) -> Partition:
+def make_partition(
+    kg,
+    train: torch.Tensor,
+    scheme: str,
+    *,
+    num_clients: int | None = None,
+    seed: int = 0,
+    column_file: str | Path | None = None,
+) -> Partition:
     """Partition ``train`` (``(N, 3)`` ids of ``kg``) among data holders.
 
     Args:
@@ -146,8 +152,7 @@ def _by_relation(kg, train: torch.Tensor, k: int) -> tuple[Sequence[str], torch.
     counts = torch.bincount(train[:, 1], minlength=kg.num_relations)
     present = [int(r) for r in torch.nonzero(counts).squeeze(1)]
     if len(present) < k:
-        raise ConfigError(f"{k} clients but only {len(present)} relations have training statements",
-                          field="clients")
+        raise ConfigError(f"{k} clients but only {len(present)} relations have training statements", field="clients")
     load = [0] * k
     owner = torch.full((kg.num_relations,), SHARED, dtype=torch.long)
     for r in sorted(present, key=lambda r: (-int(counts[r]), r)):  # largest first, onto the lightest client
@@ -159,14 +164,21 @@ def _by_relation(kg, train: torch.Tensor, k: int) -> tuple[Sequence[str], torch.
 def _by_source(kg, train: torch.Tensor) -> tuple[Sequence[str], torch.Tensor]:
     prefixes = [e.split(":", 1)[0] for e in kg.entities]
     if not any(p in HPO_SOURCES for p in prefixes) or kg.entity_types is None:
-        raise ConfigError("the source partition needs the hpo graph (diseases with OMIM/ORPHA/DECIPHER ids)",
-                          field="partition")
-    source = torch.tensor([HPO_SOURCES.index(p) if (p in HPO_SOURCES and t == "disease") else SHARED
-                           for p, t in zip(prefixes, kg.entity_types, strict=True)], dtype=torch.long)
+        raise ConfigError(
+            "the source partition needs the hpo graph (diseases with OMIM/ORPHA/DECIPHER ids)", field="partition"
+        )
+    source = torch.tensor(
+        [
+            HPO_SOURCES.index(p) if (p in HPO_SOURCES and t == "disease") else SHARED
+            for p, t in zip(prefixes, kg.entity_types, strict=True)
+        ],
+        dtype=torch.long,
+    )
     head, tail = source[train[:, 0]], source[train[:, 2]]
     if bool(((head != SHARED) & (tail != SHARED) & (head != tail)).any()):
-        raise ConfigError("a statement links diseases of two sources; the source partition cannot place it",
-                          field="partition")
+        raise ConfigError(
+            "a statement links diseases of two sources; the source partition cannot place it", field="partition"
+        )
     return HPO_SOURCES, torch.where(head != SHARED, head, tail)
 
 
@@ -186,8 +198,11 @@ def _from_column_file(kg, train: torch.Tensor, path: Path) -> tuple[Sequence[str
                 continue
             cols = line.rstrip("\n").split("\t")
             if len(cols) != 4:
-                raise DataError(f"expected 4 tab-separated columns (head, relation, tail, client), got {len(cols)}",
-                                file=path, line=n)
+                raise DataError(
+                    f"expected 4 tab-separated columns (head, relation, tail, client), got {len(cols)}",
+                    file=path,
+                    line=n,
+                )
             h, r, t, client = cols
             for name, value, table in (("head", h, ent), ("relation", r, rel), ("tail", t, ent)):
                 if value not in table:
@@ -213,11 +228,16 @@ def _from_column_file(kg, train: torch.Tensor, path: Path) -> tuple[Sequence[str
     missing = (assignment == -2).nonzero().squeeze(1)
     if len(missing):
         h, r, t = train[missing[0]].tolist()
-        raise DataError(f"{len(missing)} training statements are not listed, e.g. "
-                        f"{kg.entities[h]}\t{kg.relations[r]}\t{kg.entities[t]}", file=path, field="client")
+        raise DataError(
+            f"{len(missing)} training statements are not listed, e.g. "
+            f"{kg.entities[h]}\t{kg.relations[r]}\t{kg.entities[t]}",
+            file=path,
+            field="client",
+        )
     if len(clients) < 2:
-        raise DataError(f"a federation needs at least 2 clients, the file names {len(clients)}", file=path,
-                        field="client")
+        raise DataError(
+            f"a federation needs at least 2 clients, the file names {len(clients)}", file=path, field="client"
+        )
     names = sorted(clients)  # client k is the k-th name in sorted order, whatever the file's line order
     remap = torch.tensor([names.index(c) for c in clients] + [SHARED], dtype=torch.long)
     return names, remap[assignment]  # SHARED (-1) indexes the last entry

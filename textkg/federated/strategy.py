@@ -33,13 +33,15 @@ from flwr.serverapp.strategy import FedAvg
 class RowAwareFedAvg(FedAvg):
     """Flower's :class:`~flwr.serverapp.strategy.FedAvg` with per-row averaging over the holders that changed a row."""
 
-    def configure_train(self, server_round: int, arrays: ArrayRecord, config: ConfigRecord,
-                        grid: Grid) -> Iterable[Message]:
+    def configure_train(
+        self, server_round: int, arrays: ArrayRecord, config: ConfigRecord, grid: Grid
+    ) -> Iterable[Message]:
         self._sent = {k: v.numpy() for k, v in arrays.items()}
         return super().configure_train(server_round, arrays, config, grid)
 
-    def aggregate_train(self, server_round: int, replies: Iterable[Message]
-                        ) -> tuple[ArrayRecord | None, MetricRecord | None]:
+    def aggregate_train(
+        self, server_round: int, replies: Iterable[Message]
+    ) -> tuple[ArrayRecord | None, MetricRecord | None]:
         replies = list(replies)
         arrays, metrics = super().aggregate_train(server_round, replies)  # checks replies, plain FedAvg
         if arrays is None:

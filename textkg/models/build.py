@@ -67,24 +67,41 @@ def build_model(
     if "init" in fusion_kwargs:
         fusion_kwargs["init"] = tuple(fusion_kwargs["init"])
     fusion = get_fusion(config.fusion, dim=config.dim, **fusion_kwargs)
-    inputs = _text_inputs(text_features=text_features, token_features=token_features, token_mask=token_mask,
-                          input_ids=input_ids, attention_mask=attention_mask, num_entities=num_entities)
+    inputs = _text_inputs(
+        text_features=text_features,
+        token_features=token_features,
+        token_mask=token_mask,
+        input_ids=input_ids,
+        attention_mask=attention_mask,
+        num_entities=num_entities,
+    )
     text = None
     if fusion.uses_text:
         text = _text_representation(config, inputs, text_module)
     elif inputs or text_module is not None:
-        raise ConfigError(f"fusion '{config.fusion}' does not use text, but text inputs were given",
-                          field="model.fusion")
-    return KGEModel(interaction=interaction, fusion=fusion, num_entities=num_entities,
-                    num_relations=num_relations, dim=config.dim, seen_entities=seen_entities, text=text,
-                    structural_dropout=config.structural_dropout,
-                    normalize_entities=config.normalize_entities)
+        raise ConfigError(
+            f"fusion '{config.fusion}' does not use text, but text inputs were given", field="model.fusion"
+        )
+    return KGEModel(
+        interaction=interaction,
+        fusion=fusion,
+        num_entities=num_entities,
+        num_relations=num_relations,
+        dim=config.dim,
+        seen_entities=seen_entities,
+        text=text,
+        structural_dropout=config.structural_dropout,
+        normalize_entities=config.normalize_entities,
+    )
 
 
 def _text_inputs(*, num_entities: int, **given: torch.Tensor | None) -> dict[str, torch.Tensor]:
     """The one kind of text input given, validated, in the order a module takes them."""
-    kinds = {"pooled": ("text_features",), "tokens": ("token_features", "token_mask"),
-             "ids": ("input_ids", "attention_mask")}
+    kinds = {
+        "pooled": ("text_features",),
+        "tokens": ("token_features", "token_mask"),
+        "ids": ("input_ids", "attention_mask"),
+    }
     present = [kind for kind, keys in kinds.items() if any(given[k] is not None for k in keys)]
     if not present:
         return {}
@@ -104,23 +121,30 @@ def _text_inputs(*, num_entities: int, **given: torch.Tensor | None) -> dict[str
         out["text_features"] = out["text_features"].float()
     elif present[0] == "tokens":
         if out["token_features"].ndim != 3 or tuple(out["token_mask"].shape) != tuple(out["token_features"].shape[:2]):
-            raise ConfigError(f"expected token_features (n, L, d) and token_mask (n, L), got "
-                              f"{tuple(out['token_features'].shape)} and {tuple(out['token_mask'].shape)}",
-                              field="token_mask")
+            raise ConfigError(
+                f"expected token_features (n, L, d) and token_mask (n, L), got "
+                f"{tuple(out['token_features'].shape)} and {tuple(out['token_mask'].shape)}",
+                field="token_mask",
+            )
         out = {"token_features": out["token_features"].float(), "token_mask": out["token_mask"].bool()}
     return out
 
 
-def _text_representation(config: ModelConfig, inputs: dict[str, torch.Tensor],
-                         module: nn.Module | None) -> TextRepresentation:
+def _text_representation(
+    config: ModelConfig, inputs: dict[str, torch.Tensor], module: nn.Module | None
+) -> TextRepresentation:
     if not inputs:
-        raise ConfigError(f"fusion '{config.fusion}' needs text features: pass text_features, "
-                          "token_features + token_mask, or input_ids + attention_mask", field="text_features")
+        raise ConfigError(
+            f"fusion '{config.fusion}' needs text features: pass text_features, "
+            "token_features + token_mask, or input_ids + attention_mask",
+            field="text_features",
+        )
     if module is None and "token_features" in inputs:
         module = _named_token_module(config, inputs["token_features"].shape[-1])
     if module is None and "input_ids" in inputs:
-        raise ConfigError("input_ids need a text_module (e.g. models.PooledTransformer over a bert module)",
-                          field="text_module")
+        raise ConfigError(
+            "input_ids need a text_module (e.g. models.PooledTransformer over a bert module)", field="text_module"
+        )
     module_dim = None
     if module is not None:
         module_dim = _output_dim(module, inputs)
@@ -129,9 +153,11 @@ def _text_representation(config: ModelConfig, inputs: dict[str, torch.Tensor],
 
 def _named_token_module(config: ModelConfig, token_dim: int) -> nn.Module:
     if config.text_module != "dkrl":
-        raise ConfigError(f"token features need text_module 'dkrl' (or a text_module instance), got "
-                          f"{config.text_module!r}; lstm-ae codes are passed as text_features",
-                          field="model.text_module")
+        raise ConfigError(
+            f"token features need text_module 'dkrl' (or a text_module instance), got "
+            f"{config.text_module!r}; lstm-ae codes are passed as text_features",
+            field="model.text_module",
+        )
     from encoders.registry import get_trainable_encoder
 
     return get_trainable_encoder("dkrl", token_dim=token_dim, out_dim=config.dim, **config.text_module_kwargs)

@@ -78,24 +78,31 @@ class ModelConfig:
         if fusion.uses_text and self.encoder is None:
             raise ConfigError(f"fusion '{self.fusion}' uses descriptions; set model.encoder", field="model.encoder")
         if not fusion.uses_text and (self.encoder is not None or self.text_module is not None):
-            raise ConfigError(f"fusion '{self.fusion}' ignores descriptions; drop model.encoder/text_module "
-                              "or choose fusion text, weighted or gate", field="model.fusion")
+            raise ConfigError(
+                f"fusion '{self.fusion}' ignores descriptions; drop model.encoder/text_module "
+                "or choose fusion text, weighted or gate",
+                field="model.fusion",
+            )
         if self.text_module is not None and self.text_module not in TEXT_MODULES:
-            raise ConfigError(f"unknown text module {self.text_module!r}; choose one of: "
-                              f"{', '.join(TEXT_MODULES)}", field="model.text_module")
+            raise ConfigError(
+                f"unknown text module {self.text_module!r}; choose one of: {', '.join(TEXT_MODULES)}",
+                field="model.text_module",
+            )
         dropout = self.structural_dropout
         if isinstance(dropout, bool) or not isinstance(dropout, (int, float)) or not 0 <= dropout < 1:
             raise ConfigError(f"must be in [0, 1), got {dropout!r}", field="model.structural_dropout")
         if dropout and not fusion.uses_structure:
-            raise ConfigError(f"fusion '{self.fusion}' has no structural part to drop",
-                              field="model.structural_dropout")
+            raise ConfigError(
+                f"fusion '{self.fusion}' has no structural part to drop", field="model.structural_dropout"
+            )
         object.__setattr__(self, "structural_dropout", float(dropout))
         object.__setattr__(self, "normalize_entities", bool(self.normalize_entities))
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready dict; ``ModelConfig.from_dict(c.to_dict()) == c``."""
-        return {f.name: (dict(v) if isinstance(v := getattr(self, f.name), dict) else v)
-                for f in dataclasses.fields(self)}
+        return {
+            f.name: (dict(v) if isinstance(v := getattr(self, f.name), dict) else v) for f in dataclasses.fields(self)
+        }
 
     @classmethod
     def from_dict(cls, data: dict[str, Any], *, source: str | None = None) -> ModelConfig:
@@ -105,8 +112,9 @@ class ModelConfig:
             ConfigError: An unknown key (the message lists the valid ones) or an invalid value.
         """
         if not isinstance(data, dict):
-            raise ConfigError(f"the model section must be a mapping, got {type(data).__name__}",
-                              file=source, field="model")
+            raise ConfigError(
+                f"the model section must be a mapping, got {type(data).__name__}", file=source, field="model"
+            )
         names = [f.name for f in dataclasses.fields(cls)]
         for key in data:
             if key not in names:

@@ -133,8 +133,10 @@ class GateFusion(Fusion):
         return g * structural + (1 - g) * text
 
     def weights(self):
-        return {"gate_bias": float(self.gate.bias.detach()[0]),
-                "gate_at_zero_text": float(torch.sigmoid(self.gate.bias.detach()[0]))}
+        return {
+            "gate_bias": float(self.gate.bias.detach()[0]),
+            "gate_at_zero_text": float(torch.sigmoid(self.gate.bias.detach()[0])),
+        }
 
 
 _REGISTRY: dict[str, type[Fusion]] = {}
@@ -164,8 +166,9 @@ def fusion_class(name: str) -> type[Fusion]:
     try:
         return _REGISTRY[name]
     except (KeyError, TypeError):
-        raise ConfigError(f"unknown fusion {name!r}; choose one of: {', '.join(list_fusions())}",
-                          field="model.fusion") from None
+        raise ConfigError(
+            f"unknown fusion {name!r}; choose one of: {', '.join(list_fusions())}", field="model.fusion"
+        ) from None
 
 
 def _is_fusion_instance(obj: object) -> TypeGuard[Fusion]:
@@ -174,8 +177,9 @@ def _is_fusion_instance(obj: object) -> TypeGuard[Fusion]:
     return isinstance(obj, Fusion)
 
 
-def get_fusion(name_or_class_or_instance: str | type[Fusion] | Fusion, *, dim: int | None = None,
-               **kwargs: Any) -> Fusion:
+def get_fusion(
+    name_or_class_or_instance: str | type[Fusion] | Fusion, *, dim: int | None = None, **kwargs: Any
+) -> Fusion:
     """Build a fusion module.
 
     Args:

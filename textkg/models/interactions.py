@@ -80,8 +80,10 @@ class Interaction:
 
 def _check_even(name: str, entity_dim: int) -> None:
     if entity_dim % 2:
-        raise ConfigError(f"{name} splits entity vectors into real and imaginary halves; dim must be even, "
-                          f"got {entity_dim}", field="model.dim")
+        raise ConfigError(
+            f"{name} splits entity vectors into real and imaginary halves; dim must be even, got {entity_dim}",
+            field="model.dim",
+        )
 
 
 def _split(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -152,7 +154,7 @@ class TypedTransE(TransE):
     @staticmethod
     def _parts(r: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         d = r.shape[-1] // 3
-        return r[..., :d], r[..., d:2 * d], r[..., 2 * d:]
+        return r[..., :d], r[..., d : 2 * d], r[..., 2 * d :]
 
     def score(self, h, r, t):
         r, a, b = self._parts(r)
@@ -160,13 +162,11 @@ class TypedTransE(TransE):
 
     def score_tails(self, h, r, candidates):
         r, a, b = self._parts(r)
-        return (super().score_tails(h, r, candidates) + (a * h).sum(-1, keepdim=True)
-                + b @ candidates.transpose(0, 1))
+        return super().score_tails(h, r, candidates) + (a * h).sum(-1, keepdim=True) + b @ candidates.transpose(0, 1)
 
     def score_heads(self, r, t, candidates):
         r, a, b = self._parts(r)
-        return (super().score_heads(r, t, candidates) + a @ candidates.transpose(0, 1)
-                + (b * t).sum(-1, keepdim=True))
+        return super().score_heads(r, t, candidates) + a @ candidates.transpose(0, 1) + (b * t).sum(-1, keepdim=True)
 
 
 class DistMult(Interaction):
@@ -271,8 +271,8 @@ class RotatE(Interaction):
         chunk = max(1, _CHUNK_ELEMENTS // max(1, b * half))
         parts = []
         for start in range(0, candidates.shape[0], chunk):
-            dr = qr[:, None, :] - cr[None, start:start + chunk, :]
-            di = qi[:, None, :] - ci[None, start:start + chunk, :]
+            dr = qr[:, None, :] - cr[None, start : start + chunk, :]
+            di = qi[:, None, :] - ci[None, start : start + chunk, :]
             parts.append(torch.sqrt(dr * dr + di * di).sum(-1))
         if not parts:
             return qr.new_zeros(b, 0)
@@ -315,12 +315,12 @@ def interaction_class(name: str) -> type[Interaction]:
     try:
         return _REGISTRY[name]
     except (KeyError, TypeError):
-        raise ConfigError(f"unknown interaction {name!r}; choose one of: {', '.join(list_interactions())}",
-                          field="model.interaction") from None
+        raise ConfigError(
+            f"unknown interaction {name!r}; choose one of: {', '.join(list_interactions())}", field="model.interaction"
+        ) from None
 
 
-def get_interaction(name_or_class_or_instance: str | type[Interaction] | Interaction,
-                    **kwargs: Any) -> Interaction:
+def get_interaction(name_or_class_or_instance: str | type[Interaction] | Interaction, **kwargs: Any) -> Interaction:
     """Build an interaction.
 
     Args:
@@ -335,19 +335,20 @@ def get_interaction(name_or_class_or_instance: str | type[Interaction] | Interac
     obj = name_or_class_or_instance
     if isinstance(obj, Interaction):
         if kwargs:
-            raise ConfigError("keyword arguments cannot be applied to an interaction instance",
-                              field="model.interaction_kwargs")
+            raise ConfigError(
+                "keyword arguments cannot be applied to an interaction instance", field="model.interaction_kwargs"
+            )
         return obj
     if isinstance(obj, str):
         obj = interaction_class(obj)
     if not (isinstance(obj, type) and issubclass(obj, Interaction)):
-        raise ConfigError(f"expected an interaction name, class or instance, got {obj!r}",
-                          field="model.interaction")
+        raise ConfigError(f"expected an interaction name, class or instance, got {obj!r}", field="model.interaction")
     try:
         return obj(**kwargs)
     except TypeError as exc:
-        raise ConfigError(f"bad arguments for interaction '{obj.name}': {exc}",
-                          field="model.interaction_kwargs") from None
+        raise ConfigError(
+            f"bad arguments for interaction '{obj.name}': {exc}", field="model.interaction_kwargs"
+        ) from None
 
 
 def init_relation_table(interaction: Interaction, table: torch.Tensor) -> None:

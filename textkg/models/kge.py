@@ -51,22 +51,31 @@ class KGEModel(nn.Module):
     #: ``(n_seen,)`` sorted ids of the training entities (a buffer, registered in ``__init__``).
     seen_entities: torch.Tensor
 
-    def __init__(self, *, interaction: Interaction, fusion: Fusion, num_entities: int, num_relations: int,
-                 dim: int, seen_entities: torch.Tensor, text: TextRepresentation | None = None,
-                 structural_dropout: float = 0.0, normalize_entities: bool = False) -> None:
+    def __init__(
+        self,
+        *,
+        interaction: Interaction,
+        fusion: Fusion,
+        num_entities: int,
+        num_relations: int,
+        dim: int,
+        seen_entities: torch.Tensor,
+        text: TextRepresentation | None = None,
+        structural_dropout: float = 0.0,
+        normalize_entities: bool = False,
+    ) -> None:
         super().__init__()
         interaction.check_dim(dim)
         if fusion.dim != dim:
             raise ConfigError(f"fusion was built for dim {fusion.dim}, model dim is {dim}", field="model.dim")
         if fusion.uses_text and text is None:
-            raise ConfigError(f"fusion '{fusion.name}' needs text features; set model.encoder",
-                              field="model.encoder")
+            raise ConfigError(f"fusion '{fusion.name}' needs text features; set model.encoder", field="model.encoder")
         if text is not None and text.num_entities != num_entities:
-            raise ConfigError(f"text inputs cover {text.num_entities} entities, the graph has {num_entities}",
-                              field="text_features")
+            raise ConfigError(
+                f"text inputs cover {text.num_entities} entities, the graph has {num_entities}", field="text_features"
+            )
         if isinstance(num_relations, bool) or not isinstance(num_relations, int) or num_relations < 1:
-            raise ConfigError(f"num_relations must be a positive integer, got {num_relations!r}",
-                              field="num_relations")
+            raise ConfigError(f"num_relations must be a positive integer, got {num_relations!r}", field="num_relations")
         self.interaction = interaction
         self.fusion = fusion
         self.dim = dim
@@ -74,12 +83,15 @@ class KGEModel(nn.Module):
         self.num_relations = num_relations
         self.normalize_entities = bool(normalize_entities)
         self.register_buffer("seen_entities", check_seen_entities(seen_entities, num_entities))
-        self.structural = (StructuralRepresentation(num_entities, self.seen_entities, dim,
-                                                    dropout=structural_dropout)
-                           if fusion.uses_structure else None)
+        self.structural = (
+            StructuralRepresentation(num_entities, self.seen_entities, dim, dropout=structural_dropout)
+            if fusion.uses_structure
+            else None
+        )
         if not fusion.uses_structure and structural_dropout:
-            raise ConfigError(f"structural_dropout has no effect with fusion '{fusion.name}'",
-                              field="model.structural_dropout")
+            raise ConfigError(
+                f"structural_dropout has no effect with fusion '{fusion.name}'", field="model.structural_dropout"
+            )
         self.text = text if fusion.uses_text else None
         self.relation_embeddings = nn.Parameter(torch.empty(num_relations, interaction.relation_dim(dim)))
         init_relation_table(interaction, self.relation_embeddings)
@@ -146,8 +158,7 @@ class KGEModel(nn.Module):
             # Text-only model, batch reading more rows than there are entities
             # (many negatives): fuse and normalise every entity once, then
             # gather. Same function, far fewer elementwise ops per step.
-            ent = self._finish(self.fusion(None, self.text(torch.arange(self.num_entities,
-                                                                        device=ends.device))))[ends]
+            ent = self._finish(self.fusion(None, self.text(torch.arange(self.num_entities, device=ends.device))))[ends]
         else:
             structural = rows["entity"] if self.structural is not None else None
             text = self.text(ends) if self.text is not None else None
@@ -176,8 +187,9 @@ class KGEModel(nn.Module):
         text = self.text(entities) if self.text is not None else None
         return self._finish(self.fusion(structural, text))
 
-    def entity_matrix(self, entities: torch.Tensor | None = None, *, batch_size: int = 4096,
-                      generator: torch.Generator | None = None) -> torch.Tensor:
+    def entity_matrix(
+        self, entities: torch.Tensor | None = None, *, batch_size: int = 4096, generator: torch.Generator | None = None
+    ) -> torch.Tensor:
         """Entity vectors ``(n, d)`` of ``entities`` (all when ``None``).
 
         Computed in chunks of ``batch_size`` entities (text modules can be
@@ -191,8 +203,9 @@ class KGEModel(nn.Module):
             entities = torch.arange(self.num_entities, device=self.relation_embeddings.device)
         if batch_size < 1:
             raise ConfigError(f"batch_size must be positive, got {batch_size}", field="batch_size")
-        parts = [self._entity_vectors(entities[i:i + batch_size], generator)
-                 for i in range(0, len(entities), batch_size)]
+        parts = [
+            self._entity_vectors(entities[i : i + batch_size], generator) for i in range(0, len(entities), batch_size)
+        ]
         return torch.cat(parts) if parts else self.relation_embeddings.new_zeros(0, self.dim)
 
     def relation_matrix(self) -> torch.Tensor:
@@ -241,13 +254,15 @@ class KGEModel(nn.Module):
 
     def score_tails(self, heads: torch.Tensor, relations: torch.Tensor, candidates: torch.Tensor) -> torch.Tensor:
         """``(b, c)`` scores of ``(heads[i], relations[i], candidates[j])`` from ids ``(b,), (b,), (c,)``."""
-        return self.interaction.score_tails(self._vectors(heads), self.relation_embeddings[relations],
-                                            self._vectors(candidates))
+        return self.interaction.score_tails(
+            self._vectors(heads), self.relation_embeddings[relations], self._vectors(candidates)
+        )
 
     def score_heads(self, relations: torch.Tensor, tails: torch.Tensor, candidates: torch.Tensor) -> torch.Tensor:
         """``(b, c)`` scores of ``(candidates[j], relations[i], tails[i])`` from ids ``(b,), (b,), (c,)``."""
-        return self.interaction.score_heads(self.relation_embeddings[relations], self._vectors(tails),
-                                            self._vectors(candidates))
+        return self.interaction.score_heads(
+            self.relation_embeddings[relations], self._vectors(tails), self._vectors(candidates)
+        )
 
     def train(self, mode: bool = True) -> KGEModel:
         self.clear_cache()
@@ -270,19 +285,28 @@ class KGEModel(nn.Module):
                 ones it was built with.
         """
         if self.text is None:
-            raise ConfigError("a structural-only model cannot embed new entities; use a text model",
-                              field="model.fusion")
+            raise ConfigError(
+                "a structural-only model cannot embed new entities; use a text model", field="model.fusion"
+            )
         if set(text_inputs) != set(self.text.keys):
-            raise ConfigError(f"expected text inputs {', '.join(self.text.keys)}, got "
-                              f"{', '.join(text_inputs) or 'none'}", field="text_features")
+            raise ConfigError(
+                f"expected text inputs {', '.join(self.text.keys)}, got {', '.join(text_inputs) or 'none'}",
+                field="text_features",
+            )
         x = self.text.encode(*(text_inputs[k] for k in self.text.keys))
         structural = None
         if self.structural is not None:
             structural = self.structural.weight[self.structural.unseen_row].expand(x.shape[0], -1)
         return self._finish(self.fusion(structural, x))
 
-    def score_new_entities(self, new: torch.Tensor, relations: torch.Tensor, *, direction: str = "tail",
-                           candidates: torch.Tensor | None = None) -> torch.Tensor:
+    def score_new_entities(
+        self,
+        new: torch.Tensor,
+        relations: torch.Tensor,
+        *,
+        direction: str = "tail",
+        candidates: torch.Tensor | None = None,
+    ) -> torch.Tensor:
         """``(n, c)`` scores linking new entity vectors to known candidates.
 
         Args:

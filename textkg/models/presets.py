@@ -22,57 +22,114 @@ _PRESETS: dict[str, ModelConfig] = {
     "complex": ModelConfig(interaction="complex", interaction_kwargs={}),
     "rotate": ModelConfig(interaction="rotate", interaction_kwargs={}),
     # BLP (Daza et al. 2021): description only, BERT [CLS] → linear
-    "blp-transe": ModelConfig(interaction="transe", interaction_kwargs=_L1, fusion="text", encoder="bert",
-                              encoder_kwargs=_BERT_CLS, normalize_entities=True),
-    "blp-distmult": ModelConfig(interaction="distmult", interaction_kwargs={}, fusion="text", encoder="bert",
-                                encoder_kwargs=_BERT_CLS),
-    "blp-complex": ModelConfig(interaction="complex", interaction_kwargs={}, fusion="text", encoder="bert",
-                               encoder_kwargs=_BERT_CLS),
+    "blp-transe": ModelConfig(
+        interaction="transe",
+        interaction_kwargs=_L1,
+        fusion="text",
+        encoder="bert",
+        encoder_kwargs=_BERT_CLS,
+        normalize_entities=True,
+    ),
+    "blp-distmult": ModelConfig(
+        interaction="distmult", interaction_kwargs={}, fusion="text", encoder="bert", encoder_kwargs=_BERT_CLS
+    ),
+    "blp-complex": ModelConfig(
+        interaction="complex", interaction_kwargs={}, fusion="text", encoder="bert", encoder_kwargs=_BERT_CLS
+    ),
     # BLP's full recipe: BERT fine-tuned end to end ([CLS] → linear), TransE L1 on normalised
     # vectors, margin 1, lr 2e-5 for every parameter (PRESET_TRAIN_DEFAULTS)
-    "blp-transe-finetune": ModelConfig(interaction="transe", interaction_kwargs=_L1, fusion="text",
-                                       encoder="bert", encoder_kwargs=_BERT_CLS, text_module="finetune",
-                                       normalize_entities=True),
+    "blp-transe-finetune": ModelConfig(
+        interaction="transe",
+        interaction_kwargs=_L1,
+        fusion="text",
+        encoder="bert",
+        encoder_kwargs=_BERT_CLS,
+        text_module="finetune",
+        normalize_entities=True,
+    ),
     # BLP's GloVe bag-of-words baseline
-    "glove-bow": ModelConfig(interaction="transe", interaction_kwargs=_L1, fusion="text", encoder="glove-bow",
-                             normalize_entities=True),
+    "glove-bow": ModelConfig(
+        interaction="transe", interaction_kwargs=_L1, fusion="text", encoder="glove-bow", normalize_entities=True
+    ),
     # DKRL CNN (Xie et al. 2016) trained over frozen token features
-    "dkrl-bert": ModelConfig(interaction="transe", interaction_kwargs=_L1, fusion="text", encoder="bert",
-                             text_module="dkrl", normalize_entities=True),
+    "dkrl-bert": ModelConfig(
+        interaction="transe",
+        interaction_kwargs=_L1,
+        fusion="text",
+        encoder="bert",
+        text_module="dkrl",
+        normalize_entities=True,
+    ),
     # dkrl-flair is trained with the sampled 1-vs-all softmax (PRESET_TRAIN_DEFAULTS): a step
     # runs the CNN over 2,048 drawn candidates, not every training entity (docs/benchmarks.md)
-    "dkrl-flair": ModelConfig(interaction="transe", interaction_kwargs={"p": 2}, fusion="text", encoder="flair",
-                              text_module="dkrl", text_module_kwargs={"hidden_dim": 64}, normalize_entities=True),
+    "dkrl-flair": ModelConfig(
+        interaction="transe",
+        interaction_kwargs={"p": 2},
+        fusion="text",
+        encoder="flair",
+        text_module="dkrl",
+        text_module_kwargs={"hidden_dim": 64},
+        normalize_entities=True,
+    ),
     # the seed paper's model: LSTM autoencoder codes of GloVe tokens, learned global fusion weights,
     # TransE. Trained as cpu-fused (TransE L2 on normalised vectors, 1-vs-all, structural dropout
     # 0.5, so the unseen row every new entity reads is trained; PRESET_TRAIN_DEFAULTS): the seed's
     # margin training never learned (MRR 0.013); this reaches 0.136 (docs/benchmarks.md, "seed baselines")
-    "torchcoder-aec": ModelConfig(interaction="transe", interaction_kwargs={"p": 2}, fusion="weighted",
-                                  encoder="glove-bow", text_module="lstm-ae",
-                                  text_module_kwargs={"epochs": 2, "batch_size": 128, "lr": 2e-3},
-                                  normalize_entities=True, structural_dropout=0.5),
+    "torchcoder-aec": ModelConfig(
+        interaction="transe",
+        interaction_kwargs={"p": 2},
+        fusion="weighted",
+        encoder="glove-bow",
+        text_module="lstm-ae",
+        text_module_kwargs={"epochs": 2, "batch_size": 128, "lr": 2e-3},
+        normalize_entities=True,
+        structural_dropout=0.5,
+    ),
     # BLP-TransE for 2 CPU cores: frozen features (MiniLM mean and [CLS] pooling, GloVe
     # bag of words, each L2-normalised, side by side), TransE L2 on normalised vectors; only
     # the projection and relations are trained, with the 1-vs-all softmax loss
     # (PRESET_TRAIN_DEFAULTS; docs/benchmarks.md section 8).
-    "cpu-best": ModelConfig(interaction="transe", interaction_kwargs={"p": 2}, fusion="text", encoder="concat",
-                            encoder_kwargs={"parts": [{"name": "bert", "pooling": "mean"},
-                                                      {"name": "bert", "pooling": "cls"},
-                                                      {"name": "glove-bow"}]},
-                            normalize_entities=True),
+    "cpu-best": ModelConfig(
+        interaction="transe",
+        interaction_kwargs={"p": 2},
+        fusion="text",
+        encoder="concat",
+        encoder_kwargs={
+            "parts": [{"name": "bert", "pooling": "mean"}, {"name": "bert", "pooling": "cls"}, {"name": "glove-bow"}]
+        },
+        normalize_entities=True,
+    ),
     # cpu-best plus a structural table for training entities (learned global weights), trained
     # with 1-vs-all and structural dropout on the pool: new entities are ranked from text and
     # the unseen row, seen candidates from text + structure (docs/benchmarks.md section 8)
-    "cpu-fused": ModelConfig(interaction="transe", interaction_kwargs={"p": 2}, fusion="weighted", encoder="concat",
-                             encoder_kwargs={"parts": [{"name": "bert", "pooling": "mean"},
-                                                       {"name": "bert", "pooling": "cls"},
-                                                       {"name": "glove-bow"}]},
-                             normalize_entities=True, structural_dropout=0.5),
+    "cpu-fused": ModelConfig(
+        interaction="transe",
+        interaction_kwargs={"p": 2},
+        fusion="weighted",
+        encoder="concat",
+        encoder_kwargs={
+            "parts": [{"name": "bert", "pooling": "mean"}, {"name": "bert", "pooling": "cls"}, {"name": "glove-bow"}]
+        },
+        normalize_entities=True,
+        structural_dropout=0.5,
+    ),
     # structure + description with learned unseen row and structural dropout
-    "fused-transe": ModelConfig(interaction="transe", interaction_kwargs=_L1, fusion="weighted", encoder="bert",
-                                encoder_kwargs=_BERT_MEAN, structural_dropout=0.3),
-    "gated-transe": ModelConfig(interaction="transe", interaction_kwargs=_L1, fusion="gate", encoder="bert",
-                                encoder_kwargs=_BERT_MEAN, structural_dropout=0.3),
+    "fused-transe": ModelConfig(
+        interaction="transe",
+        interaction_kwargs=_L1,
+        fusion="weighted",
+        encoder="bert",
+        encoder_kwargs=_BERT_MEAN,
+        structural_dropout=0.3,
+    ),
+    "gated-transe": ModelConfig(
+        interaction="transe",
+        interaction_kwargs=_L1,
+        fusion="gate",
+        encoder="bert",
+        encoder_kwargs=_BERT_MEAN,
+        structural_dropout=0.3,
+    ),
 }
 
 
@@ -113,8 +170,9 @@ def get_preset(name: str) -> ModelConfig:
     try:
         return _PRESETS[name]
     except (KeyError, TypeError):
-        raise ConfigError(f"unknown model preset {name!r}; choose one of: {', '.join(list_presets())}",
-                          field="model") from None
+        raise ConfigError(
+            f"unknown model preset {name!r}; choose one of: {', '.join(list_presets())}", field="model"
+        ) from None
 
 
 def register_preset(name: str, config: ModelConfig) -> None:

@@ -42,8 +42,9 @@ class StructuralRepresentation(nn.Module):
         super().__init__()
         seen = check_seen_entities(seen_entities, num_entities)
         if not 0.0 <= dropout < 1.0:
-            raise ConfigError(f"structural_dropout must be in [0, 1), got {dropout!r}",
-                              field="model.structural_dropout")
+            raise ConfigError(
+                f"structural_dropout must be in [0, 1), got {dropout!r}", field="model.structural_dropout"
+            )
         self.dropout = float(dropout)
         n_seen = len(seen)
         self.unseen_row = n_seen
@@ -53,8 +54,9 @@ class StructuralRepresentation(nn.Module):
         self.weight = nn.Parameter(torch.empty(n_seen + 1, dim))
         nn.init.xavier_uniform_(self.weight)
 
-    def rows(self, entities: torch.Tensor, *, generator: torch.Generator | None = None,
-             training: bool = False) -> torch.Tensor:
+    def rows(
+        self, entities: torch.Tensor, *, generator: torch.Generator | None = None, training: bool = False
+    ) -> torch.Tensor:
         """Table rows ``entities.shape`` that ``entities`` read.
 
         Structural dropout applies only when ``training`` and a ``generator``
@@ -72,8 +74,10 @@ def check_seen_entities(seen_entities: torch.Tensor, num_entities: int) -> torch
     """Validate and sort the seen-entity ids; returns a ``(n_seen,)`` long tensor."""
     seen = torch.as_tensor(seen_entities)
     if seen.ndim != 1 or (seen.numel() and (seen.dtype.is_floating_point or seen.dtype == torch.bool)):
-        raise ConfigError(f"seen_entities must be a 1-d tensor of entity ids, got shape {tuple(seen.shape)} "
-                          f"and dtype {seen.dtype}", field="seen_entities")
+        raise ConfigError(
+            f"seen_entities must be a 1-d tensor of entity ids, got shape {tuple(seen.shape)} and dtype {seen.dtype}",
+            field="seen_entities",
+        )
     seen = seen.long().sort().values
     if seen.numel() and (int(seen[0]) < 0 or int(seen[-1]) >= num_entities):
         raise ConfigError(f"seen_entities must lie in [0, {num_entities})", field="seen_entities")
@@ -100,8 +104,14 @@ class TextRepresentation(nn.Module):
         module_dim: ``D``, the module's output width (required with a module).
     """
 
-    def __init__(self, inputs: dict[str, torch.Tensor], dim: int, *, module: nn.Module | None = None,
-                 module_dim: int | None = None) -> None:
+    def __init__(
+        self,
+        inputs: dict[str, torch.Tensor],
+        dim: int,
+        *,
+        module: nn.Module | None = None,
+        module_dim: int | None = None,
+    ) -> None:
         super().__init__()
         if not inputs:
             raise ConfigError("a text representation needs at least one input tensor", field="text_features")
@@ -115,8 +125,11 @@ class TextRepresentation(nn.Module):
         if module is None:
             first = inputs[self.keys[0]]
             if first.ndim != 2 or not first.dtype.is_floating_point:
-                raise ConfigError(f"pooled text features must be a float (n, D) tensor, got shape "
-                                  f"{tuple(first.shape)} and dtype {first.dtype}", field="text_features")
+                raise ConfigError(
+                    f"pooled text features must be a float (n, D) tensor, got shape "
+                    f"{tuple(first.shape)} and dtype {first.dtype}",
+                    field="text_features",
+                )
             in_dim = first.shape[1]
         else:
             if module_dim is None:

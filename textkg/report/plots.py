@@ -65,8 +65,11 @@ def plot_epsilon_vs_step(runs: Mapping[str, Mapping], path: str | Path) -> Path 
     fig, ax = _figure("Privacy budget spent", "step", "ε (RDP accountant)")
     drawn = False
     for name, metrics in runs.items():
-        points = [(0, 0.0)] + [(r["step"], r["epsilon"]) for r in _history(metrics)
-                               if r.get("epsilon") is not None and r.get("step") is not None]
+        points = [(0, 0.0)] + [
+            (r["step"], r["epsilon"])
+            for r in _history(metrics)
+            if r.get("epsilon") is not None and r.get("step") is not None
+        ]
         if len(points) < 2:
             continue
         xs, ys = zip(*points, strict=True)
@@ -86,14 +89,16 @@ def plot_valid_mrr(runs: Mapping[str, Mapping], path: str | Path) -> Path | None
     fig, ax = _figure("Validation MRR", "epoch", "MRR (filtered)")
     drawn = False
     for name, metrics in runs.items():
-        points = [(r["epoch"], r["valid_mrr"]) for r in _history(metrics)
-                  if r.get("valid_mrr") is not None and r.get("epoch") is not None]
+        points = [
+            (r["epoch"], r["valid_mrr"])
+            for r in _history(metrics)
+            if r.get("valid_mrr") is not None and r.get("epoch") is not None
+        ]
         if not points:
             continue
         xs, ys = zip(*points, strict=True)
         mode = (metrics.get("privacy") or {}).get("mode", "none")
-        ax.plot(xs, ys, marker="o", ms=3, label=_label(name, metrics),
-                ls="-" if mode != "none" else "--")
+        ax.plot(xs, ys, marker="o", ms=3, label=_label(name, metrics), ls="-" if mode != "none" else "--")
         drawn = True
     if not drawn:
         return None
@@ -123,9 +128,15 @@ def plot_frontier(rows: Iterable[Mapping], path: str | Path, *, metric: str = "m
     for (mode, guarantee), pts in sorted(by_line.items()):
         pts.sort(key=lambda r: r["epsilon"])
         sim = guarantee != "dp"
-        ax.plot([r["epsilon"] for r in pts], [r[metric] for r in pts], marker="o",
-                color=MODE_COLORS.get(mode), mfc="none" if sim else None, ls=":" if sim else "-",
-                label=f"{mode}" + (" (simulation, not DP)" if sim else ""))
+        ax.plot(
+            [r["epsilon"] for r in pts],
+            [r[metric] for r in pts],
+            marker="o",
+            color=MODE_COLORS.get(mode),
+            mfc="none" if sim else None,
+            ls=":" if sim else "-",
+            label=f"{mode}" + (" (simulation, not DP)" if sim else ""),
+        )
     for r in rows:
         if r.get("mode") == "none":
             ax.axhline(r[metric], color=MODE_COLORS["none"], ls="--", lw=1, label="non-private")
@@ -223,8 +234,10 @@ def write_comparison_plots(run_dirs: Iterable[str | Path], out_dir: str | Path) 
         if a is not None:
             audits[d.name] = a
     out_dir = Path(out_dir)
-    written = [plot_epsilon_vs_step(runs, out_dir / "compare_epsilon.png"),
-               plot_valid_mrr(runs, out_dir / "compare_valid_mrr.png")]
+    written = [
+        plot_epsilon_vs_step(runs, out_dir / "compare_epsilon.png"),
+        plot_valid_mrr(runs, out_dir / "compare_valid_mrr.png"),
+    ]
     if audits:
         written.append(plot_roc(audits, out_dir / "compare_audit_roc.png"))
     return [p for p in written if p is not None]

@@ -12,8 +12,9 @@ import torch
 from textkg.errors import ConfigError
 
 
-def draw_audit_split(train: torch.Tensor, candidate_mask: torch.Tensor, *, num_candidates: int,
-                     seed: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def draw_audit_split(
+    train: torch.Tensor, candidate_mask: torch.Tensor, *, num_candidates: int, seed: int
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Pick ``num_candidates`` statements and split them half/half.
 
     Args:
@@ -31,8 +32,7 @@ def draw_audit_split(train: torch.Tensor, candidate_mask: torch.Tensor, *, num_c
     if m < 1:
         raise ConfigError("must be >= 2", field="train.audit_candidates")
     if 2 * m > len(eligible):
-        raise ConfigError(f"only {len(eligible)} candidate statements are available",
-                          field="train.audit_candidates")
+        raise ConfigError(f"only {len(eligible)} candidate statements are available", field="train.audit_candidates")
     g = torch.Generator().manual_seed(seed + 104729)
     chosen = eligible[torch.randperm(len(eligible), generator=g)[: 2 * m]]
     members, non_members = chosen[:m], chosen[m:]

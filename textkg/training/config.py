@@ -135,13 +135,15 @@ class TrainConfig:
         _check_choice("negatives", self.negatives, NEGATIVES, prefix="train")
         _check_choice("lr_schedule", self.lr_schedule, LR_SCHEDULES, prefix="train")
         if self.negatives == "all" and self.loss != "softmax":
-            raise ConfigError(f"negatives 'all' (1-vs-all) needs loss 'softmax', got {self.loss!r}",
-                              field="train.negatives")
+            raise ConfigError(
+                f"negatives 'all' (1-vs-all) needs loss 'softmax', got {self.loss!r}", field="train.negatives"
+            )
         if isinstance(self.pool_size, bool) or not isinstance(self.pool_size, int) or self.pool_size < 0:
             raise ConfigError(f"must be an integer >= 0, got {self.pool_size!r}", field="train.pool_size")
         if self.pool_size and self.negatives != "all":
-            raise ConfigError("pool_size samples the 1-vs-all candidates: it needs negatives 'all'",
-                              field="train.pool_size")
+            raise ConfigError(
+                "pool_size samples the 1-vs-all candidates: it needs negatives 'all'", field="train.pool_size"
+            )
         _check_choice("candidates", self.candidates, CANDIDATE_PROTOCOLS, prefix="train")
         if not isinstance(self.exclude_query, bool):
             raise ConfigError(f"must be true or false, got {self.exclude_query!r}", field="train.exclude_query")
@@ -206,9 +208,7 @@ class PrivacyConfig:
         if self.mode == "none":
             return
         if self.noise_multiplier is None and self.target_epsilon is None:
-            raise ConfigError(
-                "privacy needs --noise-multiplier or --target-epsilon", field="privacy.noise_multiplier"
-            )
+            raise ConfigError("privacy needs --noise-multiplier or --target-epsilon", field="privacy.noise_multiplier")
         if self.noise_multiplier is not None and self.noise_multiplier <= 0:
             raise ConfigError("must be > 0", field="privacy.noise_multiplier")
         if self.target_epsilon is not None and self.target_epsilon <= 0:
@@ -243,8 +243,10 @@ class RunConfig:
 
             reason = private_refusal(self)
             if reason is not None:
-                raise ConfigError(f"negatives 'all' (1-vs-all) under privacy: {reason}; or use negatives "
-                                  "'sampled'", field="train.negatives")
+                raise ConfigError(
+                    f"negatives 'all' (1-vs-all) under privacy: {reason}; or use negatives 'sampled'",
+                    field="train.negatives",
+                )
 
     def to_dict(self) -> dict:
         return {
@@ -252,8 +254,10 @@ class RunConfig:
             "model_name": self.model_name,
             "model": self.model.to_dict() if self.model is not None else None,
             "train": dataclasses.asdict(self.train),
-            "privacy": {**dataclasses.asdict(self.privacy),
-                        "confidential_relations": list(self.privacy.confidential_relations)},
+            "privacy": {
+                **dataclasses.asdict(self.privacy),
+                "confidential_relations": list(self.privacy.confidential_relations),
+            },
         }
 
     @classmethod

@@ -37,8 +37,7 @@ def entity_texts(kg: KnowledgeGraph) -> list[str]:
     return list(kg.entity_descriptions)
 
 
-def text_inputs(model_cfg, texts: list[str], *, seed: int = 0, cache_dir: Path | None = None,
-                autoencoder=None) -> dict:
+def text_inputs(model_cfg, texts: list[str], *, seed: int = 0, cache_dir: Path | None = None, autoencoder=None) -> dict:
     """Keyword arguments for :func:`textkg.models.build_model` carrying text features.
 
     Returns ``{}`` for structural models; ``{"text_features": (n, D)}`` for
@@ -100,12 +99,18 @@ def lstm_autoencoder(model_cfg, tokens: torch.Tensor, mask: torch.Tensor, *, see
     if path is None:
         return pretrain_autoencoder(tokens, mask, seed=seed, **kwargs)[0]
     if kwargs:
-        raise ConfigError(f"a pre-trained autoencoder ('path') takes no pre-training arguments, got "
-                          f"{', '.join(sorted(kwargs))}", field=f"model.text_module_kwargs.{sorted(kwargs)[0]}")
+        raise ConfigError(
+            f"a pre-trained autoencoder ('path') takes no pre-training arguments, got {', '.join(sorted(kwargs))}",
+            field=f"model.text_module_kwargs.{sorted(kwargs)[0]}",
+        )
     ae = load_autoencoder(path)
     if ae.token_dim != tokens.shape[-1]:
-        raise ConfigError(f"autoencoder reads {ae.token_dim}-d tokens but encoder {model_cfg.encoder!r} gives "
-                          f"{tokens.shape[-1]}-d tokens", file=path, field="token_dim")
+        raise ConfigError(
+            f"autoencoder reads {ae.token_dim}-d tokens but encoder {model_cfg.encoder!r} gives "
+            f"{tokens.shape[-1]}-d tokens",
+            file=path,
+            field="token_dim",
+        )
     return ae
 
 
@@ -137,24 +142,31 @@ def finetune_settings(model_cfg) -> dict:
     from encoders.bert import POOLINGS, BertEncoder, default_minilm_path
 
     if model_cfg.encoder not in FINETUNE_ENCODERS:
-        raise ConfigError(f"text_module 'finetune' fine-tunes the transformer of encoder "
-                          f"{' or '.join(repr(e) for e in FINETUNE_ENCODERS)}, got {model_cfg.encoder!r}",
-                          field="model.encoder")
+        raise ConfigError(
+            f"text_module 'finetune' fine-tunes the transformer of encoder "
+            f"{' or '.join(repr(e) for e in FINETUNE_ENCODERS)}, got {model_cfg.encoder!r}",
+            field="model.encoder",
+        )
     kwargs = dict(model_cfg.encoder_kwargs or {})
     unknown = sorted(set(kwargs) - set(FINETUNE_ENCODER_KWARGS))
     if unknown:
-        raise ConfigError(f"text_module 'finetune' reads encoder_kwargs {', '.join(FINETUNE_ENCODER_KWARGS)} "
-                          f"(every transformer parameter is trained, on the pipeline's CPU device); "
-                          f"got {', '.join(unknown)}", field=f"model.encoder_kwargs.{unknown[0]}")
+        raise ConfigError(
+            f"text_module 'finetune' reads encoder_kwargs {', '.join(FINETUNE_ENCODER_KWARGS)} "
+            f"(every transformer parameter is trained, on the pipeline's CPU device); "
+            f"got {', '.join(unknown)}",
+            field=f"model.encoder_kwargs.{unknown[0]}",
+        )
     defaults = inspect.signature(BertEncoder).parameters
     pooling = kwargs.get("pooling", defaults["pooling"].default)
     max_tokens = kwargs.get("max_tokens", defaults["max_tokens"].default)
     if pooling not in POOLINGS:
-        raise ConfigError(f"pooling must be one of {', '.join(POOLINGS)}, got {pooling!r}",
-                          field="model.encoder_kwargs.pooling")
+        raise ConfigError(
+            f"pooling must be one of {', '.join(POOLINGS)}, got {pooling!r}", field="model.encoder_kwargs.pooling"
+        )
     if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 2:
-        raise ConfigError(f"max_tokens must be an integer >= 2, got {max_tokens!r}",
-                          field="model.encoder_kwargs.max_tokens")
+        raise ConfigError(
+            f"max_tokens must be an integer >= 2, got {max_tokens!r}", field="model.encoder_kwargs.max_tokens"
+        )
     path = kwargs.get("model_name_or_path") or default_minilm_path()
     return {"model_name_or_path": str(path), "pooling": pooling, "max_tokens": max_tokens}
 
@@ -188,8 +200,7 @@ def finetune_token_ids(model_cfg, texts: list[str], *, tokenizer=None) -> dict[s
     texts = validate_texts(texts)
     settings = finetune_settings(model_cfg)
     tokenizer = tokenizer if tokenizer is not None else finetune_tokenizer(model_cfg)
-    batch = tokenizer(texts, padding=True, truncation=True, max_length=settings["max_tokens"],
-                      return_tensors="pt")
+    batch = tokenizer(texts, padding=True, truncation=True, max_length=settings["max_tokens"], return_tensors="pt")
     return {"input_ids": batch["input_ids"].long(), "attention_mask": batch["attention_mask"].long()}
 
 

@@ -77,5 +77,6 @@ def get_loss(name: str) -> Callable[..., torch.Tensor]:
     try:
         return LOSSES[name]
     except KeyError:
-        raise ConfigError(f"unknown loss {name!r}; choose from {', '.join(sorted(LOSSES))}",
-                          field="train.loss") from None
+        raise ConfigError(
+            f"unknown loss {name!r}; choose from {', '.join(sorted(LOSSES))}", field="train.loss"
+        ) from None

@@ -55,12 +55,12 @@ class MemoryEstimate:
         return sum(self.components.values()) + OVERHEAD_BYTES
 
     def to_dict(self) -> dict:
-        return {"components_bytes": dict(self.components), "overhead_bytes": OVERHEAD_BYTES,
-                "total_bytes": self.total}
+        return {"components_bytes": dict(self.components), "overhead_bytes": OVERHEAD_BYTES, "total_bytes": self.total}
 
     def describe(self) -> str:
-        parts = ", ".join(f"{name} {_human(n)}" for name, n in
-                          sorted(self.components.items(), key=lambda kv: -kv[1]) if n)
+        parts = ", ".join(
+            f"{name} {_human(n)}" for name, n in sorted(self.components.items(), key=lambda kv: -kv[1]) if n
+        )
         return f"{_human(self.total)} ({parts}, overhead {_human(OVERHEAD_BYTES)})"
 
 
@@ -97,7 +97,8 @@ def estimate_memory(model: torch.nn.Module, cfg, *, num_entities: int, private: 
         pool = num_entities
         c["1-vs-all clipping (B x candidates factors, chunk workspace)"] = 4 * (2 * b * pool + 12 * (1 << 22))
         c["(candidates x candidates) feature Gram, cached up to 8192 candidates"] = (
-            4 * pool * pool if pool * pool <= 1 << 26 else 0)
+            4 * pool * pool if pool * pool <= 1 << 26 else 0
+        )
     elif private:
         c["per-example gradients (B x rows read x d)"] = 4 * b * (3 + tc.num_negatives) * dim
         tables_of = getattr(model, "tables", None)  # KGEModel's row-gathered tables; other modules have none
@@ -107,7 +108,8 @@ def estimate_memory(model: torch.nn.Module, cfg, *, num_entities: int, private: 
             c["per-example dense gradients (3 x B x dense parameters)"] = 3 * 4 * b * dense
     if private:
         c[f"DP noise (float64, {NOISE_STEPS_HELD} steps held, + float32 noised gradient)"] = (
-            (NOISE_STEPS_HELD * 8 + 4) * sum(p.numel() for _, p in trained))
+            NOISE_STEPS_HELD * 8 + 4
+        ) * sum(p.numel() for _, p in trained)
     return MemoryEstimate(c)
 
 
@@ -138,7 +140,9 @@ def check_memory(estimate: MemoryEstimate, *, available: int | None = None, quie
     raise ConfigError(
         f"this run needs an estimated {estimate.describe()}, more than the {_human(available)} available. "
         f"Lower --batch-size or eval_batch_size, use a smaller --dim, or run on a larger machine "
-        f"(set {SKIP_ENV}=1 to try anyway)", field="memory")
+        f"(set {SKIP_ENV}=1 to try anyway)",
+        field="memory",
+    )
 
 
 def _human(n: int) -> str:

@@ -42,9 +42,16 @@ def pool_positions(entity_pool: torch.Tensor, num_entities: int) -> torch.Tensor
     return positions
 
 
-def one_vs_all_loss(model, triples: torch.Tensor, *, entity_pool: torch.Tensor, positions: torch.Tensor,
-                    temperature: float = 1.0, label_smoothing: float = 0.0,
-                    generator: torch.Generator | None = None) -> torch.Tensor:
+def one_vs_all_loss(
+    model,
+    triples: torch.Tensor,
+    *,
+    entity_pool: torch.Tensor,
+    positions: torch.Tensor,
+    temperature: float = 1.0,
+    label_smoothing: float = 0.0,
+    generator: torch.Generator | None = None,
+) -> torch.Tensor:
     """Per-example 1-vs-all loss, tail and head prediction summed.
 
     Args:
@@ -66,19 +73,27 @@ def one_vs_all_loss(model, triples: torch.Tensor, *, entity_pool: torch.Tensor, 
     """
     heads, tails = positions[triples[:, 0]], positions[triples[:, 2]]
     if bool((heads < 0).any() or (tails < 0).any()):
-        raise ConfigError("1-vs-all training needs every head and tail in the entity pool (training entities)",
-                          field="train.loss")
+        raise ConfigError(
+            "1-vs-all training needs every head and tail in the entity pool (training entities)", field="train.loss"
+        )
     pool_vectors = model.entity_matrix(entity_pool, generator=generator)  # one text/fusion pass for the pool
     relations = model.relation_embeddings[triples[:, 1]]
     h, t = pool_vectors[heads], pool_vectors[tails]
     tail_scores = model.interaction.score_tails(h, relations, pool_vectors) / temperature
     head_scores = model.interaction.score_heads(relations, t, pool_vectors) / temperature
-    return (F.cross_entropy(tail_scores, tails, reduction="none", label_smoothing=label_smoothing)
-            + F.cross_entropy(head_scores, heads, reduction="none", label_smoothing=label_smoothing))
+    return F.cross_entropy(tail_scores, tails, reduction="none", label_smoothing=label_smoothing) + F.cross_entropy(
+        head_scores, heads, reduction="none", label_smoothing=label_smoothing
+    )
 
 
-def sample_pool(entity_pool: torch.Tensor, triples: torch.Tensor, size: int, *, num_entities: int,
-                generator: torch.Generator | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+def sample_pool(
+    entity_pool: torch.Tensor,
+    triples: torch.Tensor,
+    size: int,
+    *,
+    num_entities: int,
+    generator: torch.Generator | None = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
     """A step's candidate pool for sampled 1-vs-all (``train.pool_size``).
 
     ``size`` entities drawn uniformly without replacement from ``entity_pool``,

@@ -87,8 +87,14 @@ from textkg.training.one_vs_all import one_vs_all_loss
 #: elements of the largest per-chunk temporary (~16 MB of float32)
 _CHUNK_ELEMENTS = 1 << 22
 #: the parameters whose per-example gradient this module knows (``named_parameters`` names)
-_KNOWN = ("structural.weight", "relation_embeddings", "fusion.w_structural", "fusion.w_text",
-          "text.projection.weight", "text.projection.bias")
+_KNOWN = (
+    "structural.weight",
+    "relation_embeddings",
+    "fusion.w_structural",
+    "fusion.w_text",
+    "text.projection.weight",
+    "text.projection.bias",
+)
 _FUSIONS = ("structural", "text", "weighted")
 METHODS = ("auto", "gram", "direct")
 #: the chunk size of KGEModel.entity_matrix: the dropout mask is drawn in chunks of this many entities
@@ -118,19 +124,20 @@ def trained_parameters(model) -> dict[str, torch.nn.Parameter]:
     """
     inter = model.interaction
     if type(inter) is not TransE or inter.p != 2:
-        raise ConfigError(f"exact 1-vs-all clipping supports TransE with p=2, got {inter!r}",
-                          field="model.interaction")
+        raise ConfigError(f"exact 1-vs-all clipping supports TransE with p=2, got {inter!r}", field="model.interaction")
     if model.fusion.name not in _FUSIONS:
-        raise ConfigError(f"exact 1-vs-all clipping supports fusions {', '.join(_FUSIONS)}, got "
-                          f"{model.fusion.name!r}", field="model.fusion")
+        raise ConfigError(
+            f"exact 1-vs-all clipping supports fusions {', '.join(_FUSIONS)}, got {model.fusion.name!r}",
+            field="model.fusion",
+        )
     if model.text is not None and (model.text.module is not None or len(model.text.keys) != 1):
-        raise ConfigError("exact 1-vs-all clipping needs frozen pooled text features (no text module)",
-                          field="model.text_module")
+        raise ConfigError(
+            "exact 1-vs-all clipping needs frozen pooled text features (no text module)", field="model.text_module"
+        )
     trained = {name: p for name, p in model.named_parameters() if p.requires_grad}
     unknown = sorted(set(trained) - set(_KNOWN))
     if unknown:
-        raise ConfigError(f"exact 1-vs-all clipping does not know the gradient of {', '.join(unknown)}",
-                          field="model")
+        raise ConfigError(f"exact 1-vs-all clipping does not know the gradient of {', '.join(unknown)}", field="model")
     return trained
 
 
@@ -165,14 +172,14 @@ def private_refusal(config) -> str | None:
 class _Pool:
     """The step's shared pool quantities (no grad)."""
 
-    rows: torch.Tensor | None        # (P,) structural rows read (after dropout)
+    rows: torch.Tensor | None  # (P,) structural rows read (after dropout)
     structural: torch.Tensor | None  # (P, d) weight[rows]
-    text: torch.Tensor | None        # (P, d) projected text vectors
-    features: torch.Tensor | None    # (P, t) frozen features
-    vectors: torch.Tensor            # (P, d) U, the vectors scored
-    norms: torch.Tensor              # (P,) ‖v_j‖ (ones without normalisation)
-    w_structural: float              # ∂v/∂structural (1 for fusion 'structural')
-    w_text: float                    # ∂v/∂text (1 for fusion 'text')
+    text: torch.Tensor | None  # (P, d) projected text vectors
+    features: torch.Tensor | None  # (P, t) frozen features
+    vectors: torch.Tensor  # (P, d) U, the vectors scored
+    norms: torch.Tensor  # (P,) ‖v_j‖ (ones without normalisation)
+    w_structural: float  # ∂v/∂structural (1 for fusion 'structural')
+    w_text: float  # ∂v/∂text (1 for fusion 'text')
 
 
 def _present(x: torch.Tensor | None) -> torch.Tensor:
@@ -185,9 +192,12 @@ def _pool(model, entity_pool: torch.Tensor, generator: torch.Generator | None) -
     """Pool vectors as :meth:`KGEModel.entity_matrix` computes them, drawing the same dropout mask."""
     rows = structural = text = features = None
     if model.structural is not None:  # the mask is drawn chunk by chunk, as entity_matrix draws it
-        rows = torch.cat([model.structural.rows(entity_pool[i:i + _ENTITY_CHUNK], generator=generator,
-                                                training=model.training)
-                          for i in range(0, len(entity_pool), _ENTITY_CHUNK)])
+        rows = torch.cat(
+            [
+                model.structural.rows(entity_pool[i : i + _ENTITY_CHUNK], generator=generator, training=model.training)
+                for i in range(0, len(entity_pool), _ENTITY_CHUNK)
+            ]
+        )
         structural = model.structural.weight[rows]
     if model.text is not None:
         text = model.text(entity_pool)
@@ -231,16 +241,19 @@ class _Factors:
         return self.q, self.q_head, self.gamma, self.gamma_head
 
 
-def _factors(model, pool: _Pool, heads, tails, relations, temperature: float,
-             label_smoothing: float) -> tuple[_Factors, torch.Tensor]:
+def _factors(
+    model, pool: _Pool, heads, tails, relations, temperature: float, label_smoothing: float
+) -> tuple[_Factors, torch.Tensor]:
     """The chunk's :class:`_Factors` and ``∂L_b/∂r_b = γ_b − γ'_b`` ``(b, d)`` (module docstring)."""
     u, n = pool.vectors, pool.norms
     p_size = u.shape[0]
     h, t = u[heads], u[tails]
     q, q_head = h + relations, t - relations
     sides = []
-    for query, target, scores in ((q, tails, model.interaction.score_tails(h, relations, u)),
-                                  (q_head, heads, model.interaction.score_heads(relations, t, u))):
+    for query, target, scores in (
+        (q, tails, model.interaction.score_tails(h, relations, u)),
+        (q_head, heads, model.interaction.score_heads(relations, t, u)),
+    ):
         y = F.one_hot(target, p_size).to(u.dtype) * (1.0 - label_smoothing) + label_smoothing / p_size
         g = (torch.softmax(scores / temperature, dim=-1) - y) / temperature  # ∂L/∂score
         dist = -scores
@@ -269,27 +282,45 @@ def _dot(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
 
 def _inner(f: _Factors, u: torch.Tensor, z: torch.Tensor) -> torch.Tensor:
     """``(b,)`` ``⟨Φ_b, Z⟩_F`` for a shared ``Z (P, d)``."""
-    return (_dot(f.a1 @ z, f.q) + _dot(f.a2 @ z, f.q_head) + f.s_h * _dot(z[f.heads], f.gamma)
-            + f.s_t * _dot(z[f.tails], f.gamma_head) + f.c @ _dot(u, z))
+    return (
+        _dot(f.a1 @ z, f.q)
+        + _dot(f.a2 @ z, f.q_head)
+        + f.s_h * _dot(z[f.heads], f.gamma)
+        + f.s_t * _dot(z[f.tails], f.gamma_head)
+        + f.c @ _dot(u, z)
+    )
 
 
 def _row_sum(f: _Factors, u: torch.Tensor, cols: torch.Tensor | None = None) -> torch.Tensor:
     """``(b, d)`` ``Σ_{j ∈ cols} Φ_bj`` (all pool rows when ``cols`` is ``None``)."""
     if cols is None:
-        return (f.a1.sum(1, keepdim=True) * f.q + f.a2.sum(1, keepdim=True) * f.q_head
-                + f.s_h[:, None] * f.gamma + f.s_t[:, None] * f.gamma_head + f.c @ u)
+        return (
+            f.a1.sum(1, keepdim=True) * f.q
+            + f.a2.sum(1, keepdim=True) * f.q_head
+            + f.s_h[:, None] * f.gamma
+            + f.s_t[:, None] * f.gamma_head
+            + f.c @ u
+        )
     member = torch.zeros(u.shape[0], dtype=torch.bool, device=u.device)
     member[cols] = True
-    return (f.a1[:, cols].sum(1, keepdim=True) * f.q + f.a2[:, cols].sum(1, keepdim=True) * f.q_head
-            + (f.s_h * member[f.heads])[:, None] * f.gamma + (f.s_t * member[f.tails])[:, None] * f.gamma_head
-            + f.c[:, cols] @ u[cols])
+    return (
+        f.a1[:, cols].sum(1, keepdim=True) * f.q
+        + f.a2[:, cols].sum(1, keepdim=True) * f.q_head
+        + (f.s_h * member[f.heads])[:, None] * f.gamma
+        + (f.s_t * member[f.tails])[:, None] * f.gamma_head
+        + f.c[:, cols] @ u[cols]
+    )
 
 
 def _per_row_sq(f: _Factors, u: torch.Tensor) -> torch.Tensor:
     """``(b, P)`` ``‖Φ_bj‖²`` of every pool row."""
     qq, hh, qh = _dot(f.q, f.q)[:, None], _dot(f.q_head, f.q_head)[:, None], _dot(f.q, f.q_head)[:, None]
-    out = (f.a1.square() * qq + f.a2.square() * hh + f.c.square() * _dot(u, u)[None]
-           + 2 * (f.a1 * f.a2 * qh + f.a1 * f.c * f.uq + f.a2 * f.c * f.uq_head))
+    out = (
+        f.a1.square() * qq
+        + f.a2.square() * hh
+        + f.c.square() * _dot(u, u)[None]
+        + 2 * (f.a1 * f.a2 * qh + f.a1 * f.c * f.uq + f.a2 * f.c * f.uq_head)
+    )
     rows = torch.arange(len(f.heads))
 
     def dense_row(j):  # (b, d): the row's vector without the γ terms
@@ -297,8 +328,11 @@ def _per_row_sq(f: _Factors, u: torch.Tensor) -> torch.Tensor:
 
     # ‖D + s_h γ + s_t γ'‖² − ‖D‖² added at the head and tail rows (both at once when head == tail)
     at_h = 2 * f.s_h * _dot(dense_row(f.heads), f.gamma) + f.s_h.square() * _dot(f.gamma, f.gamma)
-    at_t = (2 * f.s_t * _dot(dense_row(f.tails), f.gamma_head) + f.s_t.square() * _dot(f.gamma_head, f.gamma_head)
-            + 2 * (f.heads == f.tails) * f.s_h * f.s_t * _dot(f.gamma, f.gamma_head))
+    at_t = (
+        2 * f.s_t * _dot(dense_row(f.tails), f.gamma_head)
+        + f.s_t.square() * _dot(f.gamma_head, f.gamma_head)
+        + 2 * (f.heads == f.tails) * f.s_h * f.s_t * _dot(f.gamma, f.gamma_head)
+    )
     out = out.index_put((rows, f.heads), at_h, accumulate=True)
     return out.index_put((rows, f.tails), at_t, accumulate=True)
 
@@ -315,8 +349,10 @@ def _row_sq_norms(f: _Factors, u: torch.Tensor, rows: torch.Tensor) -> torch.Ten
 
 def _projection_flops(b: int, p: int, t: int, d: int, *, cached: bool = False) -> dict[str, float]:
     """Multiply-adds of the projection weight's norms by each method (``cached``: ``X X^T`` given)."""
-    return {"direct": float(b) * p * t * d + 4.0 * b * p * d,
-            "gram": 0.5 * p * p * (d + (0 if cached else t) + b) + 6.0 * b * p * t + 2.0 * b * p * d}
+    return {
+        "direct": float(b) * p * t * d + 4.0 * b * p * d,
+        "gram": 0.5 * p * p * (d + (0 if cached else t) + b) + 6.0 * b * p * t + 2.0 * b * p * d,
+    }
 
 
 def feature_gram(model, entity_pool: torch.Tensor) -> torch.Tensor:
@@ -361,14 +397,22 @@ def _gram_term(c: torch.Tensor, u: torch.Tensor, x: torch.Tensor, gram: torch.Te
         e = min(s + block, p)
         kx = x[s:e] @ x[s:].T if gram is None else gram[s:e, s:]
         weighted = (c[:, s:e] @ ((u[s:e] @ u[s:].T) * kx)) * c[:, s:]  # (B, P − s)
-        out += weighted[:, :e - s].sum(1) + 2 * weighted[:, e - s:].sum(1)
+        out += weighted[:, : e - s].sum(1) + 2 * weighted[:, e - s :].sum(1)
     return out
 
 
-def per_example_sq_norms(model, triples: torch.Tensor, *, entity_pool: torch.Tensor, positions: torch.Tensor,
-                         temperature: float = 1.0, label_smoothing: float = 0.0,
-                         generator: torch.Generator | None = None, method: str = "auto",
-                         gram: torch.Tensor | None = None) -> dict[str, torch.Tensor]:
+def per_example_sq_norms(
+    model,
+    triples: torch.Tensor,
+    *,
+    entity_pool: torch.Tensor,
+    positions: torch.Tensor,
+    temperature: float = 1.0,
+    label_smoothing: float = 0.0,
+    generator: torch.Generator | None = None,
+    method: str = "auto",
+    gram: torch.Tensor | None = None,
+) -> dict[str, torch.Tensor]:
     """Each example's squared gradient norm, per trained parameter, of :func:`one_vs_all_loss`.
 
     Args:
@@ -391,8 +435,9 @@ def per_example_sq_norms(model, triples: torch.Tensor, *, entity_pool: torch.Ten
     trained = trained_parameters(model)
     heads, tails = positions[triples[:, 0]], positions[triples[:, 2]]
     if bool((heads < 0).any() or (tails < 0).any()):
-        raise ConfigError("1-vs-all training needs every head and tail in the entity pool (training entities)",
-                          field="train.loss")
+        raise ConfigError(
+            "1-vs-all training needs every head and tail in the entity pool (training entities)", field="train.loss"
+        )
     with torch.no_grad():
         pool = _pool(model, entity_pool, generator)
         u = pool.vectors
@@ -419,24 +464,35 @@ def per_example_sq_norms(model, triples: torch.Tensor, *, entity_pool: torch.Ten
             if "fusion.w_text" in trained:
                 out["fusion.w_text"][sl] = _inner(f, u, _present(pool.text)).square()
             if "structural.weight" in trained:
-                out["structural.weight"][sl] = pool.w_structural ** 2 * _row_sq_norms(f, u, _present(pool.rows))
+                out["structural.weight"][sl] = pool.w_structural**2 * _row_sq_norms(f, u, _present(pool.rows))
             if "text.projection.bias" in trained:
-                out["text.projection.bias"][sl] = pool.w_text ** 2 * _row_sum(f, u).square().sum(1)
+                out["text.projection.bias"][sl] = pool.w_text**2 * _row_sum(f, u).square().sum(1)
             if proj:
-                out["text.projection.weight"][sl] = pool.w_text ** 2 * _projection_sq_norms(
-                    f, u, _present(pool.features), method)
+                out["text.projection.weight"][sl] = pool.w_text**2 * _projection_sq_norms(
+                    f, u, _present(pool.features), method
+                )
                 if keep_c is not None:
                     keep_c.append(f.c)
         if keep_c is not None:
-            out["text.projection.weight"] += pool.w_text ** 2 * _gram_term(torch.cat(keep_c), u,
-                                                                           _present(pool.features), gram)
+            out["text.projection.weight"] += pool.w_text**2 * _gram_term(
+                torch.cat(keep_c), u, _present(pool.features), gram
+            )
     return out
 
 
-def clipped_gradient_sum(model, triples: torch.Tensor, *, entity_pool: torch.Tensor, positions: torch.Tensor,
-                         max_grad_norm: float, temperature: float = 1.0, label_smoothing: float = 0.0,
-                         generator: torch.Generator | None = None, method: str = "auto",
-                         gram: torch.Tensor | None = None) -> ClippedSum:
+def clipped_gradient_sum(
+    model,
+    triples: torch.Tensor,
+    *,
+    entity_pool: torch.Tensor,
+    positions: torch.Tensor,
+    max_grad_norm: float,
+    temperature: float = 1.0,
+    label_smoothing: float = 0.0,
+    generator: torch.Generator | None = None,
+    method: str = "auto",
+    gram: torch.Tensor | None = None,
+) -> ClippedSum:
     """``Σ_b min(1, C/‖g_b‖) g_b`` of the 1-vs-all loss, exactly, with two passes over the batch.
 
     The norms come from :func:`per_example_sq_norms`; the sum is the gradient
@@ -452,17 +508,32 @@ def clipped_gradient_sum(model, triples: torch.Tensor, *, entity_pool: torch.Ten
         :class:`ClippedSum` (no noise, no averaging: the caller's mechanism adds them).
     """
     state = generator.get_state() if generator is not None else None
-    sq = per_example_sq_norms(model, triples, entity_pool=entity_pool, positions=positions,
-                              temperature=temperature, label_smoothing=label_smoothing,
-                              generator=generator, method=method, gram=gram)
+    sq = per_example_sq_norms(
+        model,
+        triples,
+        entity_pool=entity_pool,
+        positions=positions,
+        temperature=temperature,
+        label_smoothing=label_smoothing,
+        generator=generator,
+        method=method,
+        gram=gram,
+    )
     norms = torch.stack(list(sq.values())).sum(0).clamp_min(0).sqrt()
     coef = clip_coefficients(norms, max_grad_norm=max_grad_norm)
     if generator is not None and state is not None:
         generator.set_state(state)
     trained = trained_parameters(model)
     with torch.enable_grad():
-        losses = one_vs_all_loss(model, triples, entity_pool=entity_pool, positions=positions,
-                                 temperature=temperature, label_smoothing=label_smoothing, generator=generator)
+        losses = one_vs_all_loss(
+            model,
+            triples,
+            entity_pool=entity_pool,
+            positions=positions,
+            temperature=temperature,
+            label_smoothing=label_smoothing,
+            generator=generator,
+        )
         grads: Sequence[torch.Tensor | None]
         if len(triples) == 0:
             grads = [None] * len(trained)

@@ -88,13 +88,25 @@ def prepare(cfg: RunConfig, run_dir: Path | None = None) -> Prepared:
         autoencoder = load_autoencoder(saved)
     features = text_inputs(cfg.model, entity_texts(kg), seed=cfg.train.seed, autoencoder=autoencoder)
     autoencoder = features.pop("autoencoder", None)
-    model = build_model(cfg.model, num_entities=kg.num_entities, num_relations=kg.num_relations,
-                        seen_entities=split.train_entities, **features)
+    model = build_model(
+        cfg.model,
+        num_entities=kg.num_entities,
+        num_relations=kg.num_relations,
+        seen_entities=split.train_entities,
+        **features,
+    )
     filter_index = FilterIndex.from_triples(split.filter_triples, kg.num_entities, kg.num_relations)
     if private_filter is not None:
         private_filter = FilterIndex.from_triples(private_filter, kg.num_entities, kg.num_relations)
-    return Prepared(kg=kg, split=split, model=model, filter_index=filter_index, autoencoder=autoencoder,
-                    private_mask=private_mask, private_filter_index=private_filter)
+    return Prepared(
+        kg=kg,
+        split=split,
+        model=model,
+        filter_index=filter_index,
+        autoencoder=autoencoder,
+        private_mask=private_mask,
+        private_filter_index=private_filter,
+    )
 
 
 def public_view(kg, split, cfg: RunConfig):
@@ -131,8 +143,7 @@ def _subset(triples: torch.Tensor, max_triples: int, seed: int) -> torch.Tensor:
 MAX_RELATIONS_FOR_SUBSETS = 20
 
 
-def _subset_masks(triples: torch.Tensor, seen: torch.Tensor,
-                  kg: KnowledgeGraph) -> dict[str, torch.Tensor | QueryMask]:
+def _subset_masks(triples: torch.Tensor, seen: torch.Tensor, kg: KnowledgeGraph) -> dict[str, torch.Tensor | QueryMask]:
     """Named masks over ``triples``' ranking queries for the ``test.subsets`` metrics.
 
     Triple level (both queries of each selected triple): ``both_seen`` /
@@ -152,28 +163,45 @@ def _subset_masks(triples: torch.Tensor, seen: torch.Tensor,
     is_seen[seen] = True
     head_seen, tail_seen = is_seen[triples[:, 0]], is_seen[triples[:, 2]]
     masks: dict[str, torch.Tensor | QueryMask] = {
-        "both_seen": head_seen & tail_seen, "head_unseen": ~head_seen, "tail_unseen": ~tail_seen,
+        "both_seen": head_seen & tail_seen,
+        "head_unseen": ~head_seen,
+        "tail_unseen": ~tail_seen,
         "any_unseen": ~(head_seen & tail_seen),
         "answer_seen": QueryMask(head=head_seen, tail=tail_seen),
-        "answer_unseen": QueryMask(head=~head_seen, tail=~tail_seen)}
+        "answer_unseen": QueryMask(head=~head_seen, tail=~tail_seen),
+    }
     if kg.num_relations <= MAX_RELATIONS_FOR_SUBSETS:
         for rel_id, name in enumerate(kg.relations):
             masks[f"relation:{name}"] = triples[:, 1] == rel_id
     return {k: v for k, v in masks.items() if bool(v.any())}
 
 
-def evaluate_split(prep: Prepared, cfg: RunConfig, which: str, *, max_triples: int = 0,
-                   progress: bool = False, filter_index: FilterIndex | None = None):
+def evaluate_split(
+    prep: Prepared,
+    cfg: RunConfig,
+    which: str,
+    *,
+    max_triples: int = 0,
+    progress: bool = False,
+    filter_index: FilterIndex | None = None,
+):
     """Filtered ranking metrics on ``which``; the filter is the run's (public, under privacy)
     unless ``filter_index`` is given."""
     triples = _subset(prep.split.triples(which), max_triples, cfg.train.seed)
     candidates = candidate_entities(prep.kg, prep.split, which, cfg.train.candidates)
     prep.model.eval()
     with torch.no_grad():
-        return evaluate(prep.model, triples, filter_index=filter_index or prep.filter_index, candidates=candidates,
-                        num_entities=prep.kg.num_entities, batch_size=cfg.train.eval_batch_size,
-                        subset_masks=_subset_masks(triples, prep.split.train_entities, prep.kg),
-                        exclude_query=cfg.train.exclude_query, progress=progress)
+        return evaluate(
+            prep.model,
+            triples,
+            filter_index=filter_index or prep.filter_index,
+            candidates=candidates,
+            num_entities=prep.kg.num_entities,
+            batch_size=cfg.train.eval_batch_size,
+            subset_masks=_subset_masks(triples, prep.split.train_entities, prep.kg),
+            exclude_query=cfg.train.exclude_query,
+            progress=progress,
+        )
 
 
 def _trained_parameter_names(model) -> list[str]:
@@ -203,10 +231,15 @@ def build_trainer(prep: Prepared, cfg: RunConfig, out_dir: Path) -> tuple[Traine
     audit = None
     if cfg.train.audit_candidates:
         keep, members, non_members = draw_audit_split(
-            train, private_mask, num_candidates=cfg.train.audit_candidates, seed=cfg.train.seed)
+            train, private_mask, num_candidates=cfg.train.audit_candidates, seed=cfg.train.seed
+        )
         train, private_mask = train[keep], private_mask[keep]
-        audit = {"seed": cfg.train.seed, "members": members.tolist(), "non_members": non_members.tolist(),
-                 "candidate_pool": "all training statements" if bool(private_mask.all()) else "confidential"}
+        audit = {
+            "seed": cfg.train.seed,
+            "members": members.tolist(),
+            "non_members": non_members.tolist(),
+            "candidate_pool": "all training statements" if bool(private_mask.all()) else "confidential",
+        }
     loss_fn = make_loss(cfg.train)
 
     entity_pool = prep.split.train_entities
@@ -214,21 +247,33 @@ def build_trainer(prep: Prepared, cfg: RunConfig, out_dir: Path) -> tuple[Traine
     public = train
     if cfg.privacy.mode != "none":
         public, private_triples = train[~private_mask], train[private_mask]
-        private = PrivateTraining(cfg.privacy, private_triples=private_triples,
-                                  batch_size=cfg.train.batch_size, planned_epochs=cfg.train.epochs,
-                                  entity_pool=entity_pool, loss_fn=loss_fn,
-                                  num_negatives=cfg.train.num_negatives,
-                                  trained_parameters=_trained_parameter_names(prep.model),
-                                  one_vs_all_temperature=(cfg.train.temperature if cfg.train.negatives == "all"
-                                                          else None))
+        private = PrivateTraining(
+            cfg.privacy,
+            private_triples=private_triples,
+            batch_size=cfg.train.batch_size,
+            planned_epochs=cfg.train.epochs,
+            entity_pool=entity_pool,
+            loss_fn=loss_fn,
+            num_negatives=cfg.train.num_negatives,
+            trained_parameters=_trained_parameter_names(prep.model),
+            one_vs_all_temperature=(cfg.train.temperature if cfg.train.negatives == "all" else None),
+        )
 
     def validate(model) -> float:
         if not len(prep.split.valid):
             return 0.0
         return evaluate_split(prep, cfg, "valid", max_triples=cfg.train.valid_max_triples).to_dict()["mrr"]
 
-    trainer = Trainer(prep.model, config=cfg, public_triples=public, entity_pool=entity_pool,
-                      validate=validate, out_dir=out_dir, private=private, loss_fn=loss_fn)
+    trainer = Trainer(
+        prep.model,
+        config=cfg,
+        public_triples=public,
+        entity_pool=entity_pool,
+        validate=validate,
+        out_dir=out_dir,
+        private=private,
+        loss_fn=loss_fn,
+    )
     return trainer, private, audit
 
 
@@ -249,12 +294,21 @@ def run(cfg: RunConfig, out_dir: Path, *, resume: bool = False, progress: bool =
     """Train and evaluate; returns the metrics dict written to ``metrics.json``."""
     out_dir = Path(out_dir)
     if not resume and out_dir.exists() and any(out_dir.iterdir()):
-        raise ConfigError(f"output directory {out_dir} is not empty; pass --resume {out_dir} "
-                          "to continue it or choose another --out", field="out")
+        raise ConfigError(
+            f"output directory {out_dir} is not empty; pass --resume {out_dir} to continue it or choose another --out",
+            field="out",
+        )
     prep = prepare(cfg, out_dir if resume else None)  # validates every input before anything is written
     trainer, private, audit = build_trainer(prep, cfg, out_dir)
-    check_memory(estimate_memory(prep.model, cfg, num_entities=prep.kg.num_entities,  # refuses before writing
-                                 private=private is not None), quiet=not progress)
+    check_memory(
+        estimate_memory(
+            prep.model,
+            cfg,
+            num_entities=prep.kg.num_entities,  # refuses before writing
+            private=private is not None,
+        ),
+        quiet=not progress,
+    )
     out_dir.mkdir(parents=True, exist_ok=True)
     if resume:
         trainer.restore(ckpt.load(out_dir / ckpt.CHECKPOINT))
@@ -267,18 +321,30 @@ def run(cfg: RunConfig, out_dir: Path, *, resume: bool = False, progress: bool =
             ckpt.atomic_write_json(out_dir / "audit_split.json", audit)
     state = trainer.fit(progress=progress)
     if private is not None and state.stopped == "privacy budget reached":
-        print(f"warning: the privacy budget (--target-epsilon {cfg.privacy.target_epsilon:g}) stopped training "
-              f"after {private.accountant.steps} of {private.planned_steps} planned private steps "
-              f"(epoch {state.epoch} of {cfg.train.epochs})", file=sys.stderr)
+        print(
+            f"warning: the privacy budget (--target-epsilon {cfg.privacy.target_epsilon:g}) stopped training "
+            f"after {private.accountant.steps} of {private.planned_steps} planned private steps "
+            f"(epoch {state.epoch} of {cfg.train.epochs})",
+            file=sys.stderr,
+        )
     metrics = {
         "textkg_version": textkg.__version__,
         "dataset": cfg.data.dataset,
         "split": cfg.data.split,
-        "model": {"name": cfg.model_name, **cfg.model.to_dict(),
-                  "num_parameters": sum(p.numel() for p in prep.model.parameters() if p.requires_grad),
-                  **_fusion_weights(prep.model)},
-        "train": {"epochs": state.epoch, "steps": state.step, "seconds": state.seconds,
-                  "best_epoch": state.best_epoch, "stopped": state.stopped, "history": state.history},
+        "model": {
+            "name": cfg.model_name,
+            **cfg.model.to_dict(),
+            "num_parameters": sum(p.numel() for p in prep.model.parameters() if p.requires_grad),
+            **_fusion_weights(prep.model),
+        },
+        "train": {
+            "epochs": state.epoch,
+            "steps": state.step,
+            "seconds": state.seconds,
+            "best_epoch": state.best_epoch,
+            "stopped": state.stopped,
+            "history": state.history,
+        },
         "valid": _final_valid(prep, cfg, progress),
         "test": evaluate_split(prep, cfg, "test", progress=progress).to_dict(),
         "privacy": None if private is None else private.report(),
@@ -289,20 +355,28 @@ def run(cfg: RunConfig, out_dir: Path, *, resume: bool = False, progress: bool =
     if private is not None:
         metrics["evaluation_filter"] = PUBLIC_FILTER_NOTE
         if prep.private_filter_index is not None:  # transductive: the standard protocol needs private statements
-            ckpt.atomic_write_json(out_dir / PRIVATE_METRICS, {
-                "note": PRIVATE_METRICS_NOTE,
-                "test": evaluate_split(prep, cfg, "test", filter_index=prep.private_filter_index).to_dict()})
+            ckpt.atomic_write_json(
+                out_dir / PRIVATE_METRICS,
+                {
+                    "note": PRIVATE_METRICS_NOTE,
+                    "test": evaluate_split(prep, cfg, "test", filter_index=prep.private_filter_index).to_dict(),
+                },
+            )
     ckpt.atomic_write_json(out_dir / "metrics.json", metrics)
     return metrics
 
 
 #: what ``metrics.json`` of a private run says about its filtered ranking
-PUBLIC_FILTER_NOTE = ("filtered with public statements only (validation, test and unrestricted training "
-                      "statements); in an inductive split this equals the standard filter")
+PUBLIC_FILTER_NOTE = (
+    "filtered with public statements only (validation, test and unrestricted training "
+    "statements); in an inductive split this equals the standard filter"
+)
 #: metrics that use private statements without noise: kept apart, never released
 PRIVATE_METRICS = "private_metrics.json"
-PRIVATE_METRICS_NOTE = ("standard filtered protocol: the filter holds every training statement, private ones "
-                        "included. NOT covered by the privacy guarantee; `textkg release` never copies this file.")
+PRIVATE_METRICS_NOTE = (
+    "standard filtered protocol: the filter holds every training statement, private ones "
+    "included. NOT covered by the privacy guarantee; `textkg release` never copies this file."
+)
 
 
 def _placement(prep: Prepared, cfg: RunConfig) -> dict | None:
@@ -322,8 +396,14 @@ def _placement(prep: Prepared, cfg: RunConfig) -> dict | None:
     hierarchy = None if prep.private_mask is None else prep.split.train[~prep.private_mask]
     prep.model.eval()
     with torch.no_grad():
-        return evaluate_placement(prep.model, prep.kg, prep.split, text_features=_description_features(prep),
-                                  batch_size=max(1, min(cfg.train.eval_batch_size, 256)), hierarchy=hierarchy)
+        return evaluate_placement(
+            prep.model,
+            prep.kg,
+            prep.split,
+            text_features=_description_features(prep),
+            batch_size=max(1, min(cfg.train.eval_batch_size, 256)),
+            hierarchy=hierarchy,
+        )
 
 
 def _description_features(prep: Prepared) -> torch.Tensor:
@@ -376,6 +456,8 @@ def evaluate_run(run_dir: Path, *, progress: bool = True, exclude_query: bool | 
     prep = prepare(cfg, run_dir)
     state = ckpt.load(run_dir / ckpt.BEST_MODEL)
     prep.model.load_state_dict(state)
-    return {"exclude_query": cfg.train.exclude_query,
-            "valid": _flat(evaluate_split(prep, cfg, "valid", progress=progress)) if len(prep.split.valid) else None,
-            "test": evaluate_split(prep, cfg, "test", progress=progress).to_dict()}
+    return {
+        "exclude_query": cfg.train.exclude_query,
+        "valid": _flat(evaluate_split(prep, cfg, "valid", progress=progress)) if len(prep.split.valid) else None,
+        "test": evaluate_split(prep, cfg, "test", progress=progress).to_dict(),
+    }

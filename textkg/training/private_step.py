@@ -49,8 +49,10 @@ class _ScoreRows(nn.Module):
 
 def noise_shapes(model: KGEModel) -> dict[str, tuple[int, ...]]:
     """``{name: shape}`` of every trained parameter the mechanism noises (dense, then tables)."""
-    return {**{k: tuple(p.shape) for k, p in model.dense_parameters().items()},
-            **{k: tuple(t.shape) for k, t in model.tables().items()}}
+    return {
+        **{k: tuple(p.shape) for k, p in model.dense_parameters().items()},
+        **{k: tuple(t.shape) for k, t in model.tables().items()},
+    }
 
 
 class PrivateStep:
@@ -119,8 +121,9 @@ class PrivateStep:
         b = batch.shape[0]
         row_grads = None
         if not model.dense_parameters():
-            row_grads = per_example_input_grads(lambda rows: self.loss_fn(model.score_rows(batch, dict(rows))),
-                                                gathered)
+            row_grads = per_example_input_grads(
+                lambda rows: self.loss_fn(model.score_rows(batch, dict(rows))), gathered
+            )
         if row_grads is not None:  # None: the loss was not one value per example; use vmap
             dense_out = {}
         else:
@@ -143,10 +146,10 @@ class PrivateStep:
             scores = functional_call(wrapper, state, (triples, rows))
             return loss_fn(scores)
 
-        dense_grads, row_grads = vmap(
-            grad(example_loss, argnums=(0, 1)), in_dims=(None, 0, 0), randomness="different"
-        )(dense, gathered, batch)
-        return {k[len("model."):]: g for k, g in dense_grads.items()}, row_grads
+        dense_grads, row_grads = vmap(grad(example_loss, argnums=(0, 1)), in_dims=(None, 0, 0), randomness="different")(
+            dense, gathered, batch
+        )
+        return {k[len("model.") :]: g for k, g in dense_grads.items()}, row_grads
 
     def __call__(self) -> int:
         """Take one DP step; fills ``.grad`` of every trained parameter.
@@ -163,13 +166,18 @@ class PrivateStep:
         if noise is None and self.randomness is not None:
             noise = self.randomness.normal(noise_shapes(self.model), step=self.step)
         if len(idx):
-            batch = corrupt(self.private_triples[idx], num_negatives=self.num_negatives,
-                            entity_pool=self.entity_pool, generator=self.generator)
+            batch = corrupt(
+                self.private_triples[idx],
+                num_negatives=self.num_negatives,
+                entity_pool=self.entity_pool,
+                generator=self.generator,
+            )
             dense_g, row_g = self.per_example_gradients(batch)
         else:  # an empty Poisson sample is still a step of the mechanism: noise only
             dense_g = {k: torch.zeros((0, *p.shape)) for k, p in dense_params.items()}
-            row_g = {k: (torch.zeros(0, 0, dtype=torch.long), torch.zeros(0, 0, t.shape[-1]))
-                     for k, t in tables.items()}
+            row_g = {
+                k: (torch.zeros(0, 0, dtype=torch.long), torch.zeros(0, 0, t.shape[-1])) for k, t in tables.items()
+            }
         for k, p in dense_params.items():
             dense_g.setdefault(k, torch.zeros((len(idx), *p.shape)))
         table_sizes = {k: t.shape[0] for k, t in tables.items()}
@@ -202,10 +210,22 @@ class OneVsAllPrivateStep:
         gram: optional ``(P, P)`` :func:`textkg.training.one_vs_all_clipping.feature_gram` (a per-run cache).
     """
 
-    def __init__(self, model: KGEModel, *, private_triples: torch.Tensor, entity_pool: torch.Tensor,
-                 positions: torch.Tensor, temperature: float, mechanism: DPSGDStep, sample_rate: float,
-                 generator: torch.Generator, randomness=None, step: int = 0, noise: dict | None = None,
-                 gram: torch.Tensor | None = None) -> None:
+    def __init__(
+        self,
+        model: KGEModel,
+        *,
+        private_triples: torch.Tensor,
+        entity_pool: torch.Tensor,
+        positions: torch.Tensor,
+        temperature: float,
+        mechanism: DPSGDStep,
+        sample_rate: float,
+        generator: torch.Generator,
+        randomness=None,
+        step: int = 0,
+        noise: dict | None = None,
+        gram: torch.Tensor | None = None,
+    ) -> None:
         self.model = model
         self.private_triples = private_triples
         self.entity_pool = entity_pool
@@ -229,9 +249,16 @@ class OneVsAllPrivateStep:
         noise = self.noise
         if noise is None and self.randomness is not None:
             noise = self.randomness.normal(noise_shapes(self.model), step=self.step)
-        result = clipped_gradient_sum(self.model, self.private_triples[idx], entity_pool=self.entity_pool,
-                                      positions=self.positions, max_grad_norm=self.mechanism.max_grad_norm,
-                                      temperature=self.temperature, generator=self.generator, gram=self.gram)
+        result = clipped_gradient_sum(
+            self.model,
+            self.private_triples[idx],
+            entity_pool=self.entity_pool,
+            positions=self.positions,
+            max_grad_norm=self.mechanism.max_grad_norm,
+            temperature=self.temperature,
+            generator=self.generator,
+            gram=self.gram,
+        )
         names = {id(p): k for k, p in self.model.named_parameters()}
         params = {**self.model.dense_parameters(), **self.model.tables()}
         sums = {k: result.gradients.get(names[id(p)], torch.zeros_like(p)).detach() for k, p in params.items()}

@@ -38,8 +38,7 @@ PUBLIC_INPUTS = [
     "pretrained encoder weights (and any encoder adapted or pre-trained on descriptions)",
     "the entity vocabulary and its train/valid/test partition (the structural table has one row per "
     "entity of the public training partition, or of --public-entities)",
-    "validation and test statements (model selection and reported metrics are filtered with public "
-    "statements only)",
+    "validation and test statements (model selection and reported metrics are filtered with public statements only)",
     "unrestricted (non-confidential) training statements, in confidential mode",
     "the number of private statements N (it sets q = B/N and the default delta = 1/(10 N))",
     "which relations are confidential, or the confidential fraction",
@@ -48,8 +47,9 @@ PUBLIC_INPUTS = [
 ]
 
 
-def select_confidential(train: torch.Tensor, relations: tuple[str, ...], cfg: PrivacyConfig,
-                        *, seed: int) -> torch.Tensor:
+def select_confidential(
+    train: torch.Tensor, relations: tuple[str, ...], cfg: PrivacyConfig, *, seed: int
+) -> torch.Tensor:
     """Boolean mask ``(N,)`` of confidential training statements.
 
     By relation name (``confidential_relations``) or a seeded random fraction.
@@ -69,9 +69,11 @@ def select_confidential(train: torch.Tensor, relations: tuple[str, ...], cfg: Pr
         index = {r: i for i, r in enumerate(relations)}
         for name in cfg.confidential_relations:
             if name not in index:
-                raise ConfigError(f"unknown relation {name!r}; the graph has: {', '.join(relations[:20])}"
-                                  + (" …" if len(relations) > 20 else ""),
-                                  field="privacy.confidential_relations")
+                raise ConfigError(
+                    f"unknown relation {name!r}; the graph has: {', '.join(relations[:20])}"
+                    + (" …" if len(relations) > 20 else ""),
+                    field="privacy.confidential_relations",
+                )
             mask |= train[:, 1] == index[name]
     if cfg.confidential_fraction is not None:
         mask |= statement_uniforms(train, seed=seed + 7919) < cfg.confidential_fraction
@@ -102,7 +104,7 @@ def statement_uniforms(triples: torch.Tensor, *, seed: int) -> torch.Tensor:
             x ^= x >> np.uint64(31)
             x = (x + np.uint64(0x9E3779B97F4A7C15)) * np.uint64(0x94D049BB133111EB)
             x ^= x >> np.uint64(29)
-    return torch.from_numpy((x >> np.uint64(11)).astype(np.float64) * 2.0 ** -53)
+    return torch.from_numpy((x >> np.uint64(11)).astype(np.float64) * 2.0**-53)
 
 
 class PrivateTraining:
@@ -121,16 +123,29 @@ class PrivateTraining:
             per-example clipping without per-example gradients).
     """
 
-    def __init__(self, cfg: PrivacyConfig, *, private_triples, batch_size: int, planned_epochs: int,
-                 entity_pool, loss_fn, num_negatives: int, trained_parameters: list[str],
-                 randomness: SecretRandomness | None = None,
-                 one_vs_all_temperature: float | None = None) -> None:
+    def __init__(
+        self,
+        cfg: PrivacyConfig,
+        *,
+        private_triples,
+        batch_size: int,
+        planned_epochs: int,
+        entity_pool,
+        loss_fn,
+        num_negatives: int,
+        trained_parameters: list[str],
+        randomness: SecretRandomness | None = None,
+        one_vs_all_temperature: float | None = None,
+    ) -> None:
         self.cfg = cfg
         # the secret source of the Poisson samples, the noise and the per-example randomness;
         # --reproducible-noise derives it from the public seed instead (labelled simulation)
         if randomness is None:
-            randomness = (SecretRandomness() if cfg.reproducible_noise is None
-                          else SecretRandomness.from_seed(cfg.reproducible_noise))
+            randomness = (
+                SecretRandomness()
+                if cfg.reproducible_noise is None
+                else SecretRandomness.from_seed(cfg.reproducible_noise)
+            )
         self.randomness = randomness
         self._prefetcher: NoisePrefetcher | None = None
         self.private_triples = private_triples
@@ -140,8 +155,9 @@ class PrivateTraining:
         self.planned_steps = planned_epochs * self.steps_per_epoch
         self.delta = cfg.delta if cfg.delta is not None else 1.0 / (10 * self.num_private)
         if self.delta >= 1.0 / self.num_private:
-            warnings.warn(f"delta={self.delta:g} is not below 1/N = {1 / self.num_private:g}: "
-                          "the guarantee is weak", stacklevel=2)
+            warnings.warn(
+                f"delta={self.delta:g} is not below 1/N = {1 / self.num_private:g}: the guarantee is weak", stacklevel=2
+            )
         self.orders = parse_orders(cfg.orders) if cfg.orders else None
         self.accountant = RDPAccountant(orders=self.orders)
         self._pld_max_steps: int | None = None
@@ -149,31 +165,42 @@ class PrivateTraining:
             self.noise_multiplier = cfg.noise_multiplier
             self.calibrated = False
         elif cfg.target_epsilon is None:  # PrivacyConfig refuses this in every mode but "none"
-            raise PrivacyError("privacy needs --noise-multiplier or --target-epsilon",
-                               field="privacy.noise_multiplier")
+            raise PrivacyError("privacy needs --noise-multiplier or --target-epsilon", field="privacy.noise_multiplier")
         elif cfg.accountant == "pld":
             try:
                 self.noise_multiplier = pld_calibrate_noise_multiplier(
-                    target_epsilon=cfg.target_epsilon, delta=self.delta, sample_rate=self.sample_rate,
-                    steps=self.planned_steps)
+                    target_epsilon=cfg.target_epsilon,
+                    delta=self.delta,
+                    sample_rate=self.sample_rate,
+                    steps=self.planned_steps,
+                )
             except ValueError as exc:
                 raise PrivacyError(str(exc), field="privacy.target_epsilon") from None
             self.calibrated = True
         else:
             self.noise_multiplier = calibrate_noise_multiplier(
-                target_epsilon=cfg.target_epsilon, delta=self.delta, sample_rate=self.sample_rate,
-                steps=self.planned_steps, orders=self.orders)
+                target_epsilon=cfg.target_epsilon,
+                delta=self.delta,
+                sample_rate=self.sample_rate,
+                steps=self.planned_steps,
+                orders=self.orders,
+            )
             self.calibrated = True
         if cfg.target_epsilon is not None and self.budget_exhausted():
             one = RDPAccountant(orders=self.orders)
             one.step(self._event())
-            cost = one.get_epsilon(delta=self.delta) if cfg.accountant == "rdp" else \
-                pld_epsilon(one.history, delta=self.delta)
+            cost = (
+                one.get_epsilon(delta=self.delta)
+                if cfg.accountant == "rdp"
+                else pld_epsilon(one.history, delta=self.delta)
+            )
             raise PrivacyError(
                 f"the budget allows not a single step: one step at sigma={self.noise_multiplier:g}, "
                 f"q={self.sample_rate:g} already costs epsilon={cost:.4g} ({cfg.accountant}) > "
                 f"--target-epsilon {cfg.target_epsilon:g}; raise --noise-multiplier or the target, or give "
-                "only --target-epsilon to calibrate sigma", field="privacy.target_epsilon")
+                "only --target-epsilon to calibrate sigma",
+                field="privacy.target_epsilon",
+            )
         self.entity_pool = entity_pool
         self.loss_fn = loss_fn
         self.num_negatives = num_negatives
@@ -193,11 +220,14 @@ class PrivateTraining:
         if self.cfg.accountant == "pld":  # PLD is too slow to run every step: find the last allowed step once
             if self._pld_max_steps is None:
                 self._pld_max_steps = pld_max_steps(
-                    target_epsilon=self.cfg.target_epsilon, delta=self.delta, sample_rate=self.sample_rate,
-                    noise_multiplier=self.noise_multiplier, limit=max(self.planned_steps, 1))
+                    target_epsilon=self.cfg.target_epsilon,
+                    delta=self.delta,
+                    sample_rate=self.sample_rate,
+                    noise_multiplier=self.noise_multiplier,
+                    limit=max(self.planned_steps, 1),
+                )
             return self.accountant.steps >= self._pld_max_steps
-        return self.accountant.would_exceed(self._event(), target_epsilon=self.cfg.target_epsilon,
-                                            delta=self.delta)
+        return self.accountant.would_exceed(self._event(), target_epsilon=self.cfg.target_epsilon, delta=self.delta)
 
     def epsilon(self) -> float:
         if self.accountant.steps == 0:
@@ -219,31 +249,52 @@ class PrivateTraining:
         t = self.accountant.steps
         aux = self.randomness.torch_generator(step=t)
         with torch.random.fork_rng(devices=[]):
-            torch.manual_seed(int(torch.randint(2 ** 62, (1,), generator=aux)))
+            torch.manual_seed(int(torch.randint(2**62, (1,), generator=aux)))
             if self.cfg.mechanism == "simulation":
                 self._simulation_step(model, aux)
                 return
             if self._prefetcher is None:
                 self._prefetcher = NoisePrefetcher(self.randomness, noise_shapes(model))
-            mechanism = DPSGDStep(noise_multiplier=self.noise_multiplier,
-                                  max_grad_norm=self.cfg.max_grad_norm,
-                                  expected_batch_size=self.sample_rate * self.num_private,
-                                  accountant=self.accountant, sample_rate=self.sample_rate,
-                                  generator=None)
+            mechanism = DPSGDStep(
+                noise_multiplier=self.noise_multiplier,
+                max_grad_norm=self.cfg.max_grad_norm,
+                expected_batch_size=self.sample_rate * self.num_private,
+                accountant=self.accountant,
+                sample_rate=self.sample_rate,
+                generator=None,
+            )
             if self.one_vs_all_temperature is not None:
                 p = len(self.entity_pool)
                 if self._feature_gram is None and model.text is not None and p * p <= _GRAM_CACHE_ELEMENTS:
                     self._feature_gram = feature_gram(model, self.entity_pool)
-                OneVsAllPrivateStep(model, private_triples=self.private_triples, entity_pool=self.entity_pool,
-                                    positions=pool_positions(self.entity_pool, model.num_entities),
-                                    temperature=self.one_vs_all_temperature, mechanism=mechanism,
-                                    sample_rate=self.sample_rate, generator=aux, randomness=self.randomness,
-                                    step=t, noise=self._prefetcher.get(t), gram=self._feature_gram)()
+                OneVsAllPrivateStep(
+                    model,
+                    private_triples=self.private_triples,
+                    entity_pool=self.entity_pool,
+                    positions=pool_positions(self.entity_pool, model.num_entities),
+                    temperature=self.one_vs_all_temperature,
+                    mechanism=mechanism,
+                    sample_rate=self.sample_rate,
+                    generator=aux,
+                    randomness=self.randomness,
+                    step=t,
+                    noise=self._prefetcher.get(t),
+                    gram=self._feature_gram,
+                )()
                 return
-            PrivateStep(model, private_triples=self.private_triples, entity_pool=self.entity_pool,
-                        loss_fn=self.loss_fn, num_negatives=self.num_negatives, mechanism=mechanism,
-                        sample_rate=self.sample_rate, generator=aux, randomness=self.randomness, step=t,
-                        noise=self._prefetcher.get(t))()
+            PrivateStep(
+                model,
+                private_triples=self.private_triples,
+                entity_pool=self.entity_pool,
+                loss_fn=self.loss_fn,
+                num_negatives=self.num_negatives,
+                mechanism=mechanism,
+                sample_rate=self.sample_rate,
+                generator=aux,
+                randomness=self.randomness,
+                step=t,
+                noise=self._prefetcher.get(t),
+            )()
 
     def close(self) -> None:
         if self._prefetcher is not None:
@@ -257,21 +308,32 @@ class PrivateTraining:
 
         n = self.num_private
         idx = torch.randint(n, (self.batch_size,), generator=generator)
-        batch = corrupt(self.private_triples[idx], num_negatives=self.num_negatives,
-                        entity_pool=self.entity_pool, generator=generator)
+        batch = corrupt(
+            self.private_triples[idx],
+            num_negatives=self.num_negatives,
+            entity_pool=self.entity_pool,
+            generator=generator,
+        )
         loss = self.loss_fn(model(batch, generator=generator)).mean()
         loss.backward()
         params = [p for p in model.parameters() if p.requires_grad and p.grad is not None]
-        clip_and_noise_batch_gradient(params, noise_multiplier=self.noise_multiplier,
-                                      max_grad_norm=self.cfg.max_grad_norm, batch_size=self.batch_size,
-                                      generator=generator)
+        clip_and_noise_batch_gradient(
+            params,
+            noise_multiplier=self.noise_multiplier,
+            max_grad_norm=self.cfg.max_grad_norm,
+            batch_size=self.batch_size,
+            generator=generator,
+        )
         self.accountant.step(self._event())
 
     # -- ledger -------------------------------------------------------------------
     def state_dict(self) -> dict:
         """For the PRIVATE checkpoint only: it holds the secret key."""
-        return {"accountant": self.accountant.state_dict(), "noise_multiplier": self.noise_multiplier,
-                "randomness": self.randomness.state_dict()}
+        return {
+            "accountant": self.accountant.state_dict(),
+            "noise_multiplier": self.noise_multiplier,
+            "randomness": self.randomness.state_dict(),
+        }
 
     def load_state_dict(self, state: dict) -> None:
         self.accountant.load_state_dict(state["accountant"])
@@ -285,8 +347,9 @@ class PrivateTraining:
         """``("dp", [])`` or ``("simulation", reasons)``: ``dp`` needs every condition of docs/privacy.md."""
         reasons = []
         if self.cfg.mechanism != "dp-sgd":
-            reasons.append("seed-paper mechanism: batch-level clipping, fixed-size batches drawn with "
-                           "replacement (not DP)")
+            reasons.append(
+                "seed-paper mechanism: batch-level clipping, fixed-size batches drawn with replacement (not DP)"
+            )
         if not self.randomness.secure:
             reasons.append("noise and sampling reproducible from the public seed (--reproducible-noise)")
         return ("dp" if not reasons else "simulation"), reasons
@@ -300,11 +363,15 @@ class PrivateTraining:
         randomness, ``epsilon_if_secret`` says what the accountant would claim.
         """
         label, reasons = self.label()
-        eps_rdp, alpha = (0.0, None) if self.accountant.steps == 0 else \
-            self.accountant.get_privacy_spent(delta=self.delta)
+        eps_rdp, alpha = (
+            (0.0, None) if self.accountant.steps == 0 else self.accountant.get_privacy_spent(delta=self.delta)
+        )
         alpha = None if alpha is None or not math.isfinite(alpha) else alpha
-        eps_pld = (pld_epsilon(self.accountant.history, delta=self.delta) if self.accountant.steps else 0.0) \
-            if self.cfg.mechanism == "dp-sgd" else None
+        eps_pld = (
+            (pld_epsilon(self.accountant.history, delta=self.delta) if self.accountant.steps else 0.0)
+            if self.cfg.mechanism == "dp-sgd"
+            else None
+        )
         eps = eps_pld if self.cfg.accountant == "pld" else eps_rdp
         dp = self.cfg.mechanism == "dp-sgd"
         orders = list(self.orders) if self.orders is not None else list(DEFAULT_ORDERS)
@@ -312,8 +379,8 @@ class PrivateTraining:
             "guarantee": label,
             "not_dp_because": reasons,
             "unit": "triple" if self.cfg.mode == "full" else "confidential-triple",
-            "adjacency": "add or remove one " + ("training statement" if self.cfg.mode == "full"
-                                                 else "confidential training statement"),
+            "adjacency": "add or remove one "
+            + ("training statement" if self.cfg.mode == "full" else "confidential training statement"),
             "epsilon": eps if label == "dp" else None,
             "epsilon_if_secret": eps if (dp and label != "dp") else None,
             # the same ledger under both accountants; `accountant` says which one `epsilon` is
@@ -322,11 +389,15 @@ class PrivateTraining:
             "delta": self.delta,
             "alpha": alpha,
             "accountant": self.cfg.accountant,
-            "conversion": ("canonne-kamath-steinke-2020" if self.cfg.accountant == "rdp"
-                           else "dp-accounting PLD, pessimistic (connect the dots)"),
+            "conversion": (
+                "canonne-kamath-steinke-2020"
+                if self.cfg.accountant == "rdp"
+                else "dp-accounting PLD, pessimistic (connect the dots)"
+            ),
             "orders": [float(a) for a in orders],
-            "ledger": [{"sample_rate": q, "noise_multiplier": sigma, "steps": n}
-                       for q, sigma, n in self.accountant.history],
+            "ledger": [
+                {"sample_rate": q, "noise_multiplier": sigma, "steps": n} for q, sigma, n in self.accountant.history
+            ],
             "noise_multiplier": self.noise_multiplier,
             "noise_calibrated_to_target": self.calibrated,
             "target_epsilon": self.cfg.target_epsilon,

@@ -59,9 +59,7 @@ def interleave(plan: EpochPlan) -> list[StepKind]:
     return [kind for _, _, kind in sorted(marks)]
 
 
-def public_batches(
-    num_public: int, *, batch_size: int, generator: torch.Generator
-) -> Iterator[torch.Tensor]:
+def public_batches(num_public: int, *, batch_size: int, generator: torch.Generator) -> Iterator[torch.Tensor]:
     """Shuffled, disjoint mini-batches of indices into the public set."""
     order = torch.randperm(num_public, generator=generator)
     for start in range(0, num_public, batch_size):

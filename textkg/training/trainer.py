@@ -56,8 +56,18 @@ class Trainer:
         loss_fn: per-example loss over ``(…, 1 + K)`` scores.
     """
 
-    def __init__(self, model, *, config: RunConfig, public_triples, entity_pool,
-                 validate: Callable, out_dir: Path, private=None, loss_fn: Callable) -> None:
+    def __init__(
+        self,
+        model,
+        *,
+        config: RunConfig,
+        public_triples,
+        entity_pool,
+        validate: Callable,
+        out_dir: Path,
+        private=None,
+        loss_fn: Callable,
+    ) -> None:
         self.model = model
         self.config = config
         self.public = public_triples
@@ -68,16 +78,18 @@ class Trainer:
         self.loss_fn = loss_fn
         tc = config.train
         params = list(model.parameters())
-        self.optimizer = torch.optim.Adam([p for p in params if p.requires_grad], lr=tc.lr,
-                                          weight_decay=tc.weight_decay)
+        self.optimizer = torch.optim.Adam(
+            [p for p in params if p.requires_grad], lr=tc.lr, weight_decay=tc.weight_decay
+        )
         self.generator = torch.Generator().manual_seed(tc.seed)
-        self.plan = plan_epoch(num_public=len(public_triples),
-                               num_private=0 if private is None else private.num_private,
-                               batch_size=tc.batch_size)
+        self.plan = plan_epoch(
+            num_public=len(public_triples),
+            num_private=0 if private is None else private.num_private,
+            batch_size=tc.batch_size,
+        )
         self.state = TrainState()
         self._base_lrs = [group["lr"] for group in self.optimizer.param_groups]
-        self._pool_positions = (pool_positions(entity_pool, model.num_entities)
-                                if tc.negatives == "all" else None)
+        self._pool_positions = pool_positions(entity_pool, model.num_entities) if tc.negatives == "all" else None
 
     # -- checkpoints ---------------------------------------------------------------
     def save(self) -> None:
@@ -128,13 +140,25 @@ class Trainer:
             triples = self.public[idx]
             pool, positions = self.entity_pool, self._pool_positions
             if tc.pool_size:  # sampled softmax: a random share of the pool, shared by the batch
-                pool, positions = sample_pool(self.entity_pool, triples, tc.pool_size,
-                                              num_entities=self.model.num_entities, generator=self.generator)
-            loss = one_vs_all_loss(self.model, triples, entity_pool=pool, positions=positions,
-                                   temperature=tc.temperature, generator=self.generator).mean()
+                pool, positions = sample_pool(
+                    self.entity_pool,
+                    triples,
+                    tc.pool_size,
+                    num_entities=self.model.num_entities,
+                    generator=self.generator,
+                )
+            loss = one_vs_all_loss(
+                self.model,
+                triples,
+                entity_pool=pool,
+                positions=positions,
+                temperature=tc.temperature,
+                generator=self.generator,
+            ).mean()
         else:
-            batch = corrupt(self.public[idx], num_negatives=tc.num_negatives,
-                            entity_pool=self.entity_pool, generator=self.generator)
+            batch = corrupt(
+                self.public[idx], num_negatives=tc.num_negatives, entity_pool=self.entity_pool, generator=self.generator
+            )
             loss = self.loss_fn(self.model(batch, generator=self.generator)).mean()
         loss.backward()
         self.optimizer.step()
@@ -172,16 +196,18 @@ class Trainer:
         passes it, so ``max_minutes`` holds even when one epoch is long.
         """
         tc = self.config.train
-        kinds = interleave(self.plan) if self.plan.public_steps and self.plan.private_steps else (
-            ["public"] * self.plan.public_steps + ["private"] * self.plan.private_steps)
-        public_iter = public_batches(len(self.public), batch_size=tc.batch_size,
-                                     generator=self._epoch_generator())
-        for kind in kinds[:self.state.step_in_epoch]:  # taken before the checkpoint we resumed from
+        kinds = (
+            interleave(self.plan)
+            if self.plan.public_steps and self.plan.private_steps
+            else (["public"] * self.plan.public_steps + ["private"] * self.plan.private_steps)
+        )
+        public_iter = public_batches(len(self.public), batch_size=tc.batch_size, generator=self._epoch_generator())
+        for kind in kinds[: self.state.step_in_epoch]:  # taken before the checkpoint we resumed from
             if kind == "public":
                 next(public_iter)
         st = self.state
         self.model.train()
-        for kind in kinds[st.step_in_epoch:]:
+        for kind in kinds[st.step_in_epoch :]:
             self._set_learning_rate(st.step)
             if kind == "public":
                 st.epoch_loss_sum += self._public_step(next(public_iter))
@@ -228,17 +254,27 @@ class Trainer:
         """Train until ``epochs``, the privacy budget or ``max_minutes``; keep the best model."""
         tc = self.config.train
         steps_per_epoch = self.plan.public_steps + self.plan.private_steps
-        bar = tqdm(total=tc.epochs * steps_per_epoch, disable=not progress,
-                   initial=self.state.epoch * steps_per_epoch + self.state.step_in_epoch,
-                   desc="train", unit="step", dynamic_ncols=True, mininterval=2.0)
+        bar = tqdm(
+            total=tc.epochs * steps_per_epoch,
+            disable=not progress,
+            initial=self.state.epoch * steps_per_epoch + self.state.step_in_epoch,
+            desc="train",
+            unit="step",
+            dynamic_ncols=True,
+            mininterval=2.0,
+        )
         start = time.perf_counter() - self.state.seconds
         limit = None if tc.max_minutes is None else start + 60 * tc.max_minutes
         while self.state.epoch < tc.epochs and self.state.stopped is None:
             public_loss = self._run_epoch(bar, limit)
             self.state.epoch += 1
             self.state.seconds = time.perf_counter() - start
-            record = {"epoch": self.state.epoch, "step": self.state.step, "seconds": self.state.seconds,
-                      "public_loss": public_loss}
+            record = {
+                "epoch": self.state.epoch,
+                "step": self.state.step,
+                "seconds": self.state.seconds,
+                "public_loss": public_loss,
+            }
             if self.private is not None:
                 record["epsilon"] = self.private.epsilon()
             new_best = False

@@ -1,0 +1,423 @@
+"""A combined placement scorer whose settings are chosen on validation terms only.
+
+:mod:`textkg.evaluation.placement` ranks a new term's true parents with the
+trained model and with two baselines that need no training. This module adds:
+
+* **Neighbour votes** (:func:`neighbour_vote_scorer`), the family that
+  ``parent-of-nearest`` belongs to. The ``k`` existing terms whose descriptions
+  are most similar to the new term vote for their own training parents.
+  :class:`VoteConfig` sets how: the weight of a vote (raw cosine similarity, or
+  a softmax over the ``k`` similarities at a temperature), whether a neighbour
+  with several parents splits its vote among them, and whether grandparents get
+  a share (``ancestor_decay`` times the parent's vote). The default
+  ``VoteConfig()`` is ``parent-of-nearest``'s vote, and so is its ranking once
+  ties are broken by cosine (:func:`vote_scorer`).
+* **The combined scorer** (:func:`combined_scorer`). It is a weighted sum of
+  each component's scores, standardised per new term over its candidates
+  (zero mean, unit variance). The components are the trained model, the
+  description cosine and a neighbour vote. A component with weight zero is
+  never computed, and a single positive weight gives exactly that component's
+  ranking.
+* **The tuner** (:func:`tune_combination`). It runs on validation placement
+  queries only: first the vote setting with the best MRR (ties broken by cosine),
+  then the weights with the best MRR on a small grid. :func:`evaluate_combined`
+  reports it on test. It also names the method, among the model, the baselines
+  and the combination, with the best *validation* MRR. That method is the one
+  the product suggests; test numbers never choose anything.
+
+Everything the scorers read comes from the caller: description features
+(public inputs) and the ``(child, parent)`` statements of the hierarchy, which in
+a private run are the public training statements only (``hierarchy=`` of
+:func:`textkg.evaluation.placement.evaluate_placement`). Validation queries are
+built from validation statements, which are public inputs (docs/privacy.md).
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+import torch
+
+from textkg.errors import ConfigError
+from textkg.evaluation.placement import _AGGREGATE_RESOLUTION as _VOTE_RESOLUTION  # ties as parent-of-nearest
+from textkg.evaluation.placement import (
+    DEFAULT_NEIGHBOURS,
+    PlacementMetrics,
+    PlacementQueries,
+    PlacementScorer,
+    cosine_scorer,
+    rank_placement,
+)
+
+#: Components of the combined scorer, in the order weights are listed.
+COMPONENTS = ("model", "description", "vote")
+#: Weight values tried per component (log-spaced: a sparse vote's standardised scores are large, so
+#: it wants small weights); a combination is scaled so its largest weight is 1.
+DEFAULT_WEIGHT_VALUES = (0.0, 0.03, 0.1, 0.3, 1.0)
+
+
+@dataclass(frozen=True)
+class VoteConfig:
+    """How the ``k`` nearest existing terms vote for their parents.
+
+    Attributes:
+        k: Neighbours per new term (the most similar candidates by description cosine).
+        temperature: ``None``: a neighbour's vote is its cosine similarity
+            (``parent-of-nearest``). A positive number ``T``: the votes are
+            ``softmax(similarity / T)`` over the ``k`` neighbours, so a small
+            ``T`` trusts the nearest neighbours more.
+        ancestor_decay: A parent also passes ``ancestor_decay`` times its vote
+            to each of its own parents (the neighbour's grandparents); 0 = off.
+        per_parent: A neighbour with ``p`` parents gives each ``1 / p`` of its vote.
+    """
+
+    k: int = DEFAULT_NEIGHBOURS
+    temperature: float | None = None
+    ancestor_decay: float = 0.0
+    per_parent: bool = False
+
+    def __post_init__(self) -> None:
+        if isinstance(self.k, bool) or not isinstance(self.k, int) or self.k < 1:
+            raise ConfigError(f"k must be a positive integer, got {self.k!r}", field="k")
+        if self.temperature is not None and not self.temperature > 0:
+            raise ConfigError(f"temperature must be positive or None, got {self.temperature!r}", field="temperature")
+        if not 0 <= self.ancestor_decay <= 1:
+            raise ConfigError(f"ancestor_decay must be in [0, 1], got {self.ancestor_decay!r}", field="ancestor_decay")
+
+    @property
+    def name(self) -> str:
+        """``parent-of-nearest`` plus the settings that differ from its own, e.g. ``parent-of-nearest[k=20,T=0.05]``."""
+        parts = [f"k={self.k}"] if self.k != DEFAULT_NEIGHBOURS else []
+        parts += [f"T={self.temperature:g}"] if self.temperature is not None else []
+        parts += [f"grandparents={self.ancestor_decay:g}"] if self.ancestor_decay else []
+        parts += ["per-parent"] if self.per_parent else []
+        return "parent-of-nearest" + (f"[{','.join(parts)}]" if parts else "")
+
+    def to_dict(self) -> dict:
+        return {
+            "k": self.k,
+            "temperature": self.temperature,
+            "ancestor_decay": self.ancestor_decay,
+            "per_parent": self.per_parent,
+        }
+
+
+#: Vote settings the tuner tries (the first is ``parent-of-nearest`` itself): the best on the
+#: *validation* terms of ``hpo`` and ``hpo-small`` in ``benchmarks/placement.py``. Grandparent
+#: shares and per-parent splitting lost there, and are left out.
+DEFAULT_VOTES = (
+    VoteConfig(),
+    VoteConfig(temperature=0.1),
+    VoteConfig(k=20, temperature=0.1),
+    VoteConfig(k=40, temperature=0.1),
+    VoteConfig(k=20, temperature=0.05),
+)
+
+
+def neighbour_vote_scorer(
+    features: torch.Tensor, parent_edges: torch.Tensor, *, vote: VoteConfig = VoteConfig()
+) -> PlacementScorer:
+    """Summed votes of a new term's nearest existing terms for their parents (no tie-break).
+
+    Args:
+        features: ``(num_entities, D)`` description features.
+        parent_edges: ``(m, 2)`` long ``(child, parent)`` training statements.
+        vote: How neighbours vote.
+
+    Returns:
+        ``score(terms (b,), candidates (c,)) -> (b, c)`` float64 votes. A
+        candidate no neighbour votes for scores 0.
+    """
+    x = torch.nn.functional.normalize(features.detach().float(), dim=1)
+    n = x.shape[0]
+    edges = parent_edges.long().reshape(-1, 2)
+    child, parent = (torch.unique(edges, dim=0) if len(edges) else edges).T
+    share = torch.ones(len(child), dtype=torch.float64)
+    if vote.per_parent:
+        share = 1.0 / torch.bincount(child, minlength=n).double()[child]
+
+    def up(w: torch.Tensor) -> torch.Tensor:  # (b, n) votes on children -> (b, n) votes on their parents
+        return torch.zeros_like(w).index_add_(1, parent, w[:, child] * share)
+
+    def score(terms: torch.Tensor, candidates: torch.Tensor) -> torch.Tensor:
+        sim = x[terms] @ x[candidates].T  # (b, c)
+        top, cols = sim.topk(min(vote.k, sim.shape[1]), dim=1)  # neighbours among the candidates
+        top = top.double() if vote.temperature is None else torch.softmax(top.double() / vote.temperature, 1)
+        weights = torch.zeros(len(terms), n, dtype=torch.float64).scatter_(1, candidates[cols], top)
+        votes = up(weights)
+        if vote.ancestor_decay:
+            votes = votes + vote.ancestor_decay * up(votes)
+        return votes[:, candidates]
+
+    return score
+
+
+def vote_scorer(
+    features: torch.Tensor, parent_edges: torch.Tensor, *, vote: VoteConfig = VoteConfig()
+) -> PlacementScorer:
+    """A neighbour vote with ties broken by description cosine; ``VoteConfig()`` ranks as ``parent-of-nearest``."""
+    votes = neighbour_vote_scorer(features, parent_edges, vote=vote)
+    cosine = cosine_scorer(features)
+
+    def score(terms: torch.Tensor, candidates: torch.Tensor) -> torch.Tensor:
+        key = torch.round(votes(terms, candidates) / _VOTE_RESOLUTION)
+        return key * 4 + (cosine(terms, candidates).double() + 1)  # cosine + 1 lies in [0, 2]
+
+    return score
+
+
+def standardise(scores: torch.Tensor) -> torch.Tensor:
+    """``(b, c)`` scores shifted and scaled per row to mean 0 and variance 1 (float64).
+
+    A constant row becomes all zeros. The map is increasing per row, so it
+    keeps every row's ranking and ties.
+    """
+    s = scores.double()
+    centred = s - s.mean(1, keepdim=True)
+    std = centred.pow(2).mean(1, keepdim=True).sqrt()
+    return torch.where(std > 0, centred / torch.where(std > 0, std, torch.ones_like(std)), torch.zeros_like(s))
+
+
+def combined_scorer(components: Mapping[str, PlacementScorer], weights: Mapping[str, float]) -> PlacementScorer:
+    """``sum_i weights[i] * standardise(components[i])``: a weighted sum of standardised scores.
+
+    Args:
+        components: Named scorers.
+        weights: Non-negative weight per name; names with weight 0 (or absent)
+            are not computed.
+
+    Raises:
+        ConfigError: A weight names no component, is negative, or all are 0.
+    """
+    unknown = set(weights) - set(components)
+    if unknown:
+        raise ConfigError(
+            f"weights for unknown components {sorted(unknown)}; known: {list(components)}", field="weights"
+        )
+    if any(w < 0 for w in weights.values()) or not any(w > 0 for w in weights.values()):
+        raise ConfigError(f"weights must be non-negative and not all 0, got {dict(weights)}", field="weights")
+    used = [(components[name], float(w)) for name, w in weights.items() if w > 0]
+
+    def score(terms: torch.Tensor, candidates: torch.Tensor) -> torch.Tensor:
+        return torch.stack([w * standardise(s(terms, candidates)) for s, w in used]).sum(0)
+
+    return score
+
+
+def weight_grid(names: Sequence[str], values: Sequence[float] = DEFAULT_WEIGHT_VALUES) -> list[dict[str, float]]:
+    """Every weighting of ``names`` from ``values`` whose largest weight is 1 (scale does not change a ranking).
+
+    Simpler weightings (fewer non-zero weights) come first, so that on a tie the tuner keeps them;
+    among equally simple ones, those that weigh the earlier names more.
+    """
+    top = max(values)
+    grid = [
+        dict(zip(names, (v / top for v in ws), strict=True))
+        for ws in itertools.product(values, repeat=len(names))
+        if max(ws) == top
+    ]
+    return sorted(grid, key=lambda w: (sum(v > 0 for v in w.values()), [-v for v in w.values()]))
+
+
+@dataclass(frozen=True)
+class Combination:
+    """The combined scorer the tuner chose, and its validation metrics.
+
+    Attributes:
+        weights: Weight per component (:data:`COMPONENTS` that were available).
+        vote: The vote setting (``None`` when no hierarchy statement was available).
+        valid: Metrics of the combination on the validation queries.
+        tried: Validation MRR of every vote setting and weighting tried, by name.
+    """
+
+    weights: dict[str, float]
+    vote: VoteConfig | None
+    valid: PlacementMetrics
+    tried: dict[str, float] = field(default_factory=dict)
+
+    def to_dict(self) -> dict:
+        return {
+            "weights": self.weights,
+            "vote": None if self.vote is None else self.vote.to_dict(),
+            "valid_mrr": self.valid.mrr,
+            "tried_valid_mrr": self.tried,
+        }
+
+
+def tune_combination(
+    components: Mapping[str, PlacementScorer],
+    valid: PlacementQueries,
+    *,
+    num_entities: int,
+    features: torch.Tensor | None = None,
+    parent_edges: torch.Tensor | None = None,
+    votes: Sequence[VoteConfig] = DEFAULT_VOTES,
+    weight_values: Sequence[float] = DEFAULT_WEIGHT_VALUES,
+    batch_size: int = 256,
+) -> Combination:
+    """Choose the combined scorer on validation placement queries only.
+
+    Step 1 (when ``features`` and a non-empty ``parent_edges`` are given):
+    the vote setting with the best validation MRR, each ranked with ties broken
+    by cosine (:func:`vote_scorer`); it becomes component ``"vote"``. Step 2:
+    the weighting of the components (:func:`weight_grid`) with the best
+    validation MRR; on a tie the earlier (simpler) one.
+
+    Args:
+        components: Named scorers besides the vote, e.g. ``{"model": ...,
+            "description": ...}``.
+        valid: Validation placement queries (never test ones).
+        num_entities: Number of entity ids in the graph.
+        features: ``(num_entities, D)`` description features for the votes.
+        parent_edges: ``(m, 2)`` ``(child, parent)`` statements the votes may read.
+        votes: Vote settings to try.
+        weight_values: Weight values per component.
+        batch_size: New terms scored at once.
+    """
+    if valid.num_queries == 0:
+        raise ConfigError("no validation placement queries to tune on", field="valid")
+    tried: dict[str, float] = {}
+    components = dict(components)
+    vote = None
+    if features is not None and parent_edges is not None and len(parent_edges):
+        if not votes:
+            raise ConfigError("votes is empty", field="votes")
+        best: tuple[float, VoteConfig] | None = None
+        for v in votes:
+            mrr = rank_placement(
+                vote_scorer(features, parent_edges, vote=v), valid, num_entities=num_entities, batch_size=batch_size
+            ).mrr
+            tried[v.name] = mrr
+            if best is None or mrr > best[0]:
+                best = (mrr, v)
+        assert best is not None  # votes is not empty
+        vote = best[1]
+        components["vote"] = neighbour_vote_scorer(features, parent_edges, vote=vote)
+    cached = {name: _memoised(s) for name, s in components.items()}  # standardised once per term
+    best_weights: tuple[float, dict[str, float]] | None = None
+    for weights in weight_grid(list(cached), weight_values):
+        mrr = rank_placement(
+            _weighted_sum(cached, weights), valid, num_entities=num_entities, batch_size=batch_size
+        ).mrr
+        tried["combined" + _weights_name(weights)] = mrr
+        if best_weights is None or mrr > best_weights[0]:
+            best_weights = (mrr, weights)
+    assert best_weights is not None  # the grid has at least one point
+    weights = best_weights[1]
+    metrics = rank_placement(
+        combined_scorer(components, weights), valid, num_entities=num_entities, batch_size=batch_size
+    )  # the scorer reported on test, on validation
+    return Combination(weights=weights, vote=vote, valid=metrics, tried=tried)
+
+
+def evaluate_combined(
+    components: Mapping[str, PlacementScorer],
+    valid: PlacementQueries,
+    test: PlacementQueries,
+    *,
+    num_entities: int,
+    baselines: Mapping[str, PlacementScorer],
+    features: torch.Tensor | None = None,
+    parent_edges: torch.Tensor | None = None,
+    votes: Sequence[VoteConfig] = DEFAULT_VOTES,
+    weight_values: Sequence[float] = DEFAULT_WEIGHT_VALUES,
+    batch_size: int = 256,
+) -> dict:
+    """Tune the combination on ``valid``, report it on ``test``, and choose the method to suggest on ``valid``.
+
+    Args:
+        components: ``{"model": ..., "description": ...}`` scorers (see :func:`tune_combination`).
+        valid, test: Validation and test placement queries.
+        num_entities: Number of entity ids in the graph.
+        baselines: The named baselines (``description-nn``, ``parent-of-nearest``)
+            that compete with the model and the combination for the choice.
+        features, parent_edges, votes, weight_values, batch_size: See :func:`tune_combination`.
+
+    Returns:
+        ``{"placement_combined": test metrics of the combination,
+        "placement_selection": {"chosen": name, "criterion": ..., "valid":
+        {name: validation metrics}, "combined": Combination.to_dict()}}``.
+        ``chosen`` is ``"model"``, a baseline's name or ``"combined"``: the
+        best validation MRR; on a tie the simpler (earlier in that order).
+    """
+    combo = tune_combination(
+        components,
+        valid,
+        num_entities=num_entities,
+        features=features,
+        parent_edges=parent_edges,
+        votes=votes,
+        weight_values=weight_values,
+        batch_size=batch_size,
+    )
+    scorers = dict(components)
+    if combo.vote is not None:
+        # the tuner only picks a vote when it was given the features and the parent statements
+        assert features is not None and parent_edges is not None
+        scorers["vote"] = neighbour_vote_scorer(features, parent_edges, vote=combo.vote)
+    test_metrics = rank_placement(
+        combined_scorer(scorers, combo.weights), test, num_entities=num_entities, batch_size=batch_size
+    )
+    on_valid = (
+        {"model": rank_placement(components["model"], valid, num_entities=num_entities, batch_size=batch_size)}
+        if "model" in components
+        else {}
+    )
+    on_valid.update(
+        {
+            name: rank_placement(s, valid, num_entities=num_entities, batch_size=batch_size)
+            for name, s in baselines.items()
+        }
+    )
+    on_valid["combined"] = combo.valid
+    chosen = max(on_valid, key=lambda name: (on_valid[name].mrr, -list(on_valid).index(name)))
+    return {
+        "placement_combined": test_metrics.to_dict(),
+        "placement_selection": {
+            "chosen": chosen,
+            "criterion": "validation placement MRR",
+            "valid": {name: m.to_dict() for name, m in on_valid.items()},
+            "combined": combo.to_dict(),
+        },
+    }
+
+
+def _weights_name(weights: Mapping[str, float]) -> str:
+    return "[" + ",".join(f"{name}={w:g}" for name, w in weights.items() if w > 0) + "]"
+
+
+def _weighted_sum(standardised: Mapping[str, PlacementScorer], weights: Mapping[str, float]) -> PlacementScorer:
+    """:func:`combined_scorer` of components that are already standardised (the tuner's memoised ones)."""
+    used = [(standardised[name], w) for name, w in weights.items() if w > 0]
+    return lambda terms, candidates: torch.stack([w * s(terms, candidates) for s, w in used]).sum(0)
+
+
+def _memoised(scorer: PlacementScorer) -> PlacementScorer:
+    """``standardise(scorer)``, computed once per ``(terms, candidates)`` call (the grid repeats calls)."""
+    memo: dict[tuple, torch.Tensor] = {}
+
+    def score(terms: torch.Tensor, candidates: torch.Tensor) -> torch.Tensor:
+        key = (tuple(terms.tolist()), candidates.data_ptr(), len(candidates))
+        if key not in memo:
+            memo[key] = standardise(scorer(terms, candidates)).float()
+        return memo[key]
+
+    return score
+
+
+__all__ = [
+    "COMPONENTS",
+    "Combination",
+    "DEFAULT_VOTES",
+    "DEFAULT_WEIGHT_VALUES",
+    "VoteConfig",
+    "combined_scorer",
+    "evaluate_combined",
+    "neighbour_vote_scorer",
+    "standardise",
+    "tune_combination",
+    "vote_scorer",
+    "weight_grid",
+]
