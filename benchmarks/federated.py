@@ -35,6 +35,15 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 
+def write_results(path: str, script: str, argv: list[str], settings: dict, rows: list[dict]) -> None:
+    """Write a benchmark's rows with the command that made them (``benchmarks/results/*.json``)."""
+    out = Path(path)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    record = {"command": f"python benchmarks/{script} " + " ".join(argv), "settings": settings, "rows": rows}
+    out.write_text(json.dumps(record, indent=1) + "\n")
+    print(f"wrote {out}", file=sys.stderr)
+
+
 def _central_privacy(dataset: str, partition: str, clients, seed: int) -> list[str]:
     """The centralized run's privacy flags that protect what the holders keep private.
 
@@ -239,20 +248,7 @@ def main(argv: list[str] | None = None) -> int:
                     }
                 )
                 print(json.dumps(rows[-1]), file=sys.stderr)
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(
-        json.dumps(
-            {
-                "command": "python benchmarks/federated.py " + " ".join(sys.argv[1:] if argv is None else argv),
-                "settings": vars(args),
-                "rows": rows,
-            },
-            indent=1,
-        )
-        + "\n"
-    )
-    print(f"wrote {out}", file=sys.stderr)
+    write_results(args.out, "federated.py", sys.argv[1:] if argv is None else argv, vars(args), rows)
     return 0
 
 

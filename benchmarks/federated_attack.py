@@ -40,6 +40,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", default="benchmarks/results/federated_attack_hpo_small.json")
     args = p.parse_args(argv)
 
+    from federated import write_results  # benchmarks/federated.py, beside this script
+
     from textkg.cli.config_loading import build_run_config
     from textkg.cli.main import build_parser
     from textkg.federated.attacks import audit_entities, server_entity_attack
@@ -99,20 +101,7 @@ def main(argv: list[str] | None = None) -> int:
             for r in rows:
                 if r["privacy"] == label:
                     r["global_test_mrr"] = m["test"]["mrr"]
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(
-        json.dumps(
-            {
-                "command": "python benchmarks/federated_attack.py " + " ".join(sys.argv[1:] if argv is None else argv),
-                "settings": vars(args),
-                "rows": rows,
-            },
-            indent=1,
-        )
-        + "\n"
-    )
-    print(f"wrote {out}", file=sys.stderr)
+    write_results(args.out, "federated_attack.py", sys.argv[1:] if argv is None else argv, vars(args), rows)
     return 0
 
 

@@ -351,12 +351,28 @@ def test_hierarchy_limits_what_placement_reads():
     assert set(none["placement_baselines"]) == {"description-nn"}
 
 
+def _private_hpo_small_run(monkeypatch, tmp_path, *privacy):
+    """Train a tiny private ``hpo-small`` run (random description features, no encoder) and return its
+    directory; ``privacy`` is the privacy flags (``--privacy MODE ...``)."""
+    from textkg.cli.main import main
+    from textkg.training import pipeline
+
+    monkeypatch.setattr(
+        pipeline,
+        "_description_features",
+        lambda prep: torch.randn(prep.kg.num_entities, 8, generator=torch.Generator().manual_seed(0)),
+    )
+    out = tmp_path / "run"
+    argv = "train --dataset hpo-small --split inductive --model transe --epochs 1 --dim 8 --valid-max-triples 20"
+    argv += " --no-progress --noise-multiplier 1.0 --batch-size 512"
+    assert main([*argv.split(), *privacy, "--out", str(out)]) == 0
+    return out
+
+
 def test_private_run_placement_reads_no_private_statement(tmp_path, monkeypatch):
     """Adversary's view: under ``--privacy full`` every training statement is private, so the released
     placement block has no parent-of-nearest baseline and a close@1 built from public statements only."""
-    from textkg.cli.main import main
     from textkg.evaluation import placement as placement_module
-    from textkg.training import pipeline
 
     seen = {}
 
@@ -367,41 +383,7 @@ def test_private_run_placement_reads_no_private_statement(tmp_path, monkeypatch)
         return original(*args, **kwargs)
 
     monkeypatch.setattr(placement_module, "evaluate_placement", spy)
-    monkeypatch.setattr(
-        pipeline,
-        "_description_features",
-        lambda prep: torch.randn(prep.kg.num_entities, 8, generator=torch.Generator().manual_seed(0)),
-    )
-    out = tmp_path / "run"
-    assert (
-        main(
-            [
-                "train",
-                "--dataset",
-                "hpo-small",
-                "--split",
-                "inductive",
-                "--model",
-                "transe",
-                "--epochs",
-                "1",
-                "--dim",
-                "8",
-                "--valid-max-triples",
-                "20",
-                "--no-progress",
-                "--privacy",
-                "full",
-                "--noise-multiplier",
-                "1.0",
-                "--batch-size",
-                "512",
-                "--out",
-                str(out),
-            ]
-        )
-        == 0
-    )
+    out = _private_hpo_small_run(monkeypatch, tmp_path, "--privacy", "full")
     assert seen["hierarchy"] is not None and len(seen["hierarchy"]) == 0
     metrics = json.loads((out / "metrics.json").read_text())
     assert set(metrics["test"]["placement_baselines"]) == {"description-nn"}
@@ -414,10 +396,8 @@ def test_confidential_run_placement_votes_with_public_statements_only(tmp_path, 
     """Adversary's view: with half the training statements confidential, every (child, parent) statement
     that parent-of-nearest or the combination's vote reads is a public one, and some private ``is_a``
     statements existed to leak."""
-    from textkg.cli.main import main
     from textkg.evaluation import placement as placement_module
     from textkg.evaluation import placement_ensemble
-    from textkg.training import pipeline
 
     seen, read = {}, []
     original = placement_module.evaluate_placement
@@ -440,43 +420,7 @@ def test_confidential_run_placement_votes_with_public_statements_only(tmp_path, 
     monkeypatch.setattr(
         placement_ensemble, "neighbour_vote_scorer", recording(placement_ensemble.neighbour_vote_scorer)
     )
-    monkeypatch.setattr(
-        pipeline,
-        "_description_features",
-        lambda prep: torch.randn(prep.kg.num_entities, 8, generator=torch.Generator().manual_seed(0)),
-    )
-    out = tmp_path / "run"
-    assert (
-        main(
-            [
-                "train",
-                "--dataset",
-                "hpo-small",
-                "--split",
-                "inductive",
-                "--model",
-                "transe",
-                "--epochs",
-                "1",
-                "--dim",
-                "8",
-                "--valid-max-triples",
-                "20",
-                "--no-progress",
-                "--privacy",
-                "confidential",
-                "--confidential-fraction",
-                "0.5",
-                "--noise-multiplier",
-                "1.0",
-                "--batch-size",
-                "512",
-                "--out",
-                str(out),
-            ]
-        )
-        == 0
-    )
+    out = _private_hpo_small_run(monkeypatch, tmp_path, "--privacy", "confidential", "--confidential-fraction", "0.5")
     is_a = json.loads((out / "graph.json").read_text())["relations"].index("is_a")
     public = {(h, t) for h, r, t in seen["hierarchy"].tolist() if r == is_a}
     private = {(h, t) for h, r, t in seen["train"].tolist() if r == is_a} - public

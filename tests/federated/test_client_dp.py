@@ -15,50 +15,21 @@ from privacy.events import SampledGaussianEvent
 from privacy.randomness import SecretRandomness
 from privacy.rdp import DEFAULT_ORDERS
 from textkg.cli.main import main
-from textkg.federated import client_dp, runner
-
-BASE = [
-    "federate",
-    "--dataset",
-    "hpo-small",
-    "--split",
-    "inductive",
-    "--model",
-    "transe",
-    "--dim",
-    "16",
-    "--valid-max-triples",
-    "50",
-    "--no-progress",
-    "--batch-size",
-    "1024",
-]
+from textkg.federated import client_dp
 
 
-def _state(model):
-    return {n: p.detach().clone() for n, p in model.named_parameters() if p.requires_grad}
-
-
-def test_one_round_is_the_clipped_equal_weight_mean_plus_sigma_c_over_k_noise(tmp_path, monkeypatch):
+def test_one_round_is_the_clipped_equal_weight_mean_plus_sigma_c_over_k_noise(
+    federate_base, tmp_path, monkeypatch, uploads
+):
     """Oracle (McMahan et al. 2018, Alg. 1): theta + mean_k clip_C(theta_k - theta) + N(0, (sigma C / K)^2),
     the noise drawn from the AES-CTR stream of release 0, entry by entry in the parameters' order."""
-    returned, sent = [], []
-    fit = runner.DataHolder.fit
-
-    def spy(self, arrays, epochs):
-        new, metrics = fit(self, arrays, epochs)
-        returned.append({k: v.clone() for k, v in new.items()})
-        return new, metrics
-
-    monkeypatch.setattr(runner.DataHolder, "fit", spy)
-    monkeypatch.setattr(runner, "trained_state", lambda model: sent.append(_state(model)) or _state(model))
     monkeypatch.setattr(client_dp, "SecretRandomness", lambda: SecretRandomness.from_seed(7))
     sigma, clip = 0.5, 0.05
     out = tmp_path / "fed"
     assert (
         main(
             [
-                *BASE,
+                *federate_base,
                 "--partition",
                 "source",
                 "--rounds",
@@ -73,7 +44,8 @@ def test_one_round_is_the_clipped_equal_weight_mean_plus_sigma_c_over_k_noise(tm
         )
         == 0
     )
-    initial = sent[0]
+    returned = [params for params, _ in uploads.returned]
+    initial = uploads.sent[0]
     names = list(initial)
     k = len(returned)
     deltas = []
@@ -90,12 +62,12 @@ def test_one_round_is_the_clipped_equal_weight_mean_plus_sigma_c_over_k_noise(tm
         torch.testing.assert_close(glob[n].double(), mean + sigma * clip / k * noise, rtol=1e-5, atol=1e-6)
 
 
-def test_calibrated_ledger_matches_textkg_and_hides_holder_sizes(tmp_path):
+def test_calibrated_ledger_matches_textkg_and_hides_holder_sizes(federate_base, tmp_path):
     out = tmp_path / "fed"
     assert (
         main(
             [
-                *BASE,
+                *federate_base,
                 "--partition",
                 "random",
                 "--clients",
@@ -125,7 +97,7 @@ def test_calibrated_ledger_matches_textkg_and_hides_holder_sizes(tmp_path):
     assert json.loads((out / "federated.json").read_text())["sizes"] is None
 
 
-def test_noise_is_secret_not_numpys_global_generator(tmp_path):
+def test_noise_is_secret_not_numpys_global_generator(federate_base, tmp_path):
     """Flower draws with numpy.random.normal; seeding numpy the same way must not repeat the model."""
     outs = []
     for i in range(2):
@@ -134,7 +106,7 @@ def test_noise_is_secret_not_numpys_global_generator(tmp_path):
         assert (
             main(
                 [
-                    *BASE,
+                    *federate_base,
                     "--partition",
                     "random",
                     "--clients",
@@ -163,9 +135,9 @@ def test_noise_is_secret_not_numpys_global_generator(tmp_path):
         (["--client-target-epsilon", "4", "--client-delta", "1"], "client-delta"),
     ],
 )
-def test_bad_client_dp_settings_exit_2_and_write_nothing(tmp_path, capsys, extra, field):
+def test_bad_client_dp_settings_exit_2_and_write_nothing(federate_base, tmp_path, capsys, extra, field):
     out = tmp_path / "fed"
-    assert main([*BASE, "--partition", "random", "--clients", "2", *extra, "--out", str(out)]) == 2
+    assert main([*federate_base, "--partition", "random", "--clients", "2", *extra, "--out", str(out)]) == 2
     err = capsys.readouterr().err
     assert f"field '{field}'" in err and "Traceback" not in err
     assert not out.exists()

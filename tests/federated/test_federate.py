@@ -8,59 +8,31 @@ import pytest
 import torch
 
 from textkg.cli.main import main
-from textkg.federated import runner
 from textkg.federated.runner import FederatedConfig
 
 pytest.importorskip("flwr")
 
 
-def _state(model):
-    return {n: p.detach().clone() for n, p in model.named_parameters() if p.requires_grad}
-
-
-BASE = [
-    "federate",
-    "--dataset",
-    "hpo-small",
-    "--split",
-    "inductive",
-    "--model",
-    "transe",
-    "--dim",
-    "16",
-    "--valid-max-triples",
-    "50",
-    "--no-progress",
-    "--batch-size",
-    "1024",
-]
-
-
 @pytest.mark.parametrize("aggregation", ["fedavg", "row"])
-def test_fedavg_is_the_example_weighted_mean_of_the_holders(tmp_path, monkeypatch, capsys, aggregation):
+def test_fedavg_is_the_example_weighted_mean_of_the_holders(federate_base, tmp_path, uploads, capsys, aggregation):
     """Oracle: after one round the global parameters are sum_k n_k theta_k / sum_k n_k (McMahan et al. 2017);
     ``row``: per row, over the holders whose row changed (a row no one changed keeps its value)."""
-    returned = []
-    fit = runner.DataHolder.fit
-
-    def spy(self, arrays, epochs):
-        new, metrics = fit(self, arrays, epochs)
-        returned.append(({k: v.clone() for k, v in new.items()}, metrics["num-examples"]))
-        return new, metrics
-
-    sent = []
-    monkeypatch.setattr(runner.DataHolder, "fit", spy)
-    monkeypatch.setattr(runner, "trained_state", lambda model: sent.append(_state(model)) or _state(model))
     out = tmp_path / "fed"
     # source: OMIM / ORPHA / DECIPHER; DECIPHER's 13 statements never use some relations, so their rows
     # are changed by fewer than all holders
-    assert main([*BASE, "--partition", "source", "--rounds", "1", "--aggregation", aggregation, "--out", str(out)]) == 0
+    assert (
+        main(
+            [*federate_base, "--partition", "source", "--rounds", "1", "--aggregation", aggregation, "--out", str(out)]
+        )
+        == 0
+    )
     summary = json.loads(capsys.readouterr().out)
+    returned = [(params, metrics["num-examples"]) for params, metrics in uploads.returned]
     # Flower samples the nodes in random order; the FedAvg weight is each holder's own statements
     assert sorted(c["num_statements"] for c in summary["clients"]) == sorted(n for _, n in returned)
     total = sum(n for _, n in returned)
     glob = torch.load(out / "best_model.pt", weights_only=True)
-    initial = sent[0]
+    initial = uploads.sent[0]
     for name in returned[0][0]:
         expected = sum(params[name].double() * n for params, n in returned) / total
         if aggregation == "row" and initial[name].ndim == 2:
@@ -73,11 +45,11 @@ def test_fedavg_is_the_example_weighted_mean_of_the_holders(tmp_path, monkeypatc
         torch.testing.assert_close(glob[name].double(), expected, rtol=1e-5, atol=1e-6)
 
 
-def test_outputs_load_predict_and_are_strict_json(tmp_path):
+def test_outputs_load_predict_and_are_strict_json(federate_base, tmp_path):
     import textkg
 
     out = tmp_path / "fed"
-    assert main([*BASE, "--partition", "source", "--rounds", "2", "--out", str(out)]) == 0
+    assert main([*federate_base, "--partition", "source", "--rounds", "2", "--out", str(out)]) == 0
     metrics = json.loads((out / "metrics.json").read_text(), parse_constant=lambda c: pytest.fail(c))
     assert [r["round"] for r in metrics["rounds"]] == [0, 1, 2]
     assert metrics["federated"]["clients"] == ["OMIM", "ORPHA", "DECIPHER"]
@@ -89,7 +61,7 @@ def test_outputs_load_predict_and_are_strict_json(tmp_path):
     assert predictor is not None
 
 
-def test_record_level_dp_ledgers_compose_over_rounds(tmp_path):
+def test_record_level_dp_ledgers_compose_over_rounds(federate_base, tmp_path):
     """Each holder's ledger holds every private step of every round, is calibrated to the target and
     recomputes to its epsilon with Opacus; the noise is secret (two runs differ)."""
     from textkg.release import recompute_epsilon
@@ -101,7 +73,7 @@ def test_record_level_dp_ledgers_compose_over_rounds(tmp_path):
         assert (
             main(
                 [
-                    *BASE,
+                    *federate_base,
                     "--partition",
                     "random",
                     "--clients",
@@ -146,9 +118,9 @@ def test_record_level_dp_ledgers_compose_over_rounds(tmp_path):
         (["--partition", "source", "--clients", "2"], "clients"),
     ],
 )
-def test_bad_settings_exit_2_and_write_nothing(tmp_path, capsys, extra, field):
+def test_bad_settings_exit_2_and_write_nothing(federate_base, tmp_path, capsys, extra, field):
     out = tmp_path / "fed"
-    assert main([*BASE, *extra, "--out", str(out)]) == 2
+    assert main([*federate_base, *extra, "--out", str(out)]) == 2
     err = capsys.readouterr().err
     assert f"field '{field}'" in err and "Traceback" not in err
     assert not out.exists()
@@ -159,32 +131,34 @@ def test_config_validation():
         FederatedConfig(local_epochs=0)
 
 
-def test_a_non_private_federation_repeats_exactly(tmp_path):
+def test_a_non_private_federation_repeats_exactly(federate_base, tmp_path):
     """Same seed, same weights: Flower's node order is seeded, the holders' trainers too
     (one torch thread: a multi-threaded CPU reduction may sum in another order)."""
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
-        _repeat(tmp_path)
+        _repeat(federate_base, tmp_path)
     finally:
         torch.set_num_threads(threads)
 
 
-def _repeat(tmp_path):
+def _repeat(federate_base, tmp_path):
     outs = []
     for i in range(2):
         out = tmp_path / f"fed{i}"
-        assert main([*BASE, "--partition", "random", "--clients", "3", "--rounds", "2", "--out", str(out)]) == 0
+        assert (
+            main([*federate_base, "--partition", "random", "--clients", "3", "--rounds", "2", "--out", str(out)]) == 0
+        )
         outs.append(torch.load(out / "best_model.pt", weights_only=True))
     assert all(torch.equal(outs[0][k], outs[1][k]) for k in outs[0])
 
 
-def test_release_refuses_a_federated_run_clearly(tmp_path, capsys):
+def test_release_refuses_a_federated_run_clearly(federate_base, tmp_path, capsys):
     out = tmp_path / "fed"
     assert (
         main(
             [
-                *BASE,
+                *federate_base,
                 "--partition",
                 "random",
                 "--clients",
