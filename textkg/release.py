@@ -49,6 +49,8 @@ def recompute_epsilon(privacy: dict) -> float:
     from opacus.accountants.analysis.rdp import compute_rdp, get_privacy_spent
 
     missing = [k for k in LEDGER_FIELDS if k not in privacy]
+    if not missing and not privacy["ledger"]:  # no private step was taken (public-only runs)
+        return 0.0
     if not missing and privacy.get("accountant") == "pld":  # dp-accounting's PLD, as the run computed it
         from privacy.pld import pld_epsilon
 
@@ -151,7 +153,16 @@ def model_card(metrics: dict, config: dict, label: str) -> str:
         f"({test.get('num_triples')} test statements)",
         "",
     ]
-    if label == "dp":
+    if label == "dp" and privacy.get("mode") == "public-only":
+        lines += [
+            "## Privacy guarantee",
+            "",
+            f"(0, 0)-differential privacy with respect to {privacy['adjacency']}: the "
+            f"{privacy['num_private_triples']} confidential training statements were left out and never "
+            "read (training on the unrestricted statements only).",
+            "",
+        ]
+    elif label == "dp":
         lines += [
             "## Privacy guarantee",
             "",

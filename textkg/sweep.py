@@ -57,7 +57,7 @@ class SweepPoint:
 def make_grid(
     modes: Iterable[str], *, noise_multipliers: Iterable[float] = (), target_epsilons: Iterable[float] = ()
 ) -> list[SweepPoint]:
-    """The grid: ``none`` once; each private mode once per σ and once per target ε.
+    """The grid: ``none`` and ``public-only`` once; each private mode once per σ and once per target ε.
 
     Raises:
         ConfigError: an unknown mode, or a private mode with neither σ nor ε values.
@@ -69,12 +69,12 @@ def make_grid(
             raise ConfigError(f"{mode!r} is not one of {', '.join(PRIVACY_MODES)}", field="privacy_modes")
     if not modes:
         raise ConfigError("give at least one privacy mode", field="privacy_modes")
-    if any(m != "none" for m in modes) and not sigmas and not targets:
+    if any(m not in ("none", "public-only") for m in modes) and not sigmas and not targets:
         raise ConfigError("private modes need --noise-multipliers or --target-epsilons", field="noise_multipliers")
     grid: list[SweepPoint] = []
     for mode in modes:
-        if mode == "none":
-            grid.append(SweepPoint("none"))
+        if mode in ("none", "public-only"):
+            grid.append(SweepPoint(mode))
             continue
         grid += [SweepPoint(mode, noise_multiplier=float(s)) for s in sigmas]
         grid += [SweepPoint(mode, target_epsilon=float(e)) for e in targets]

@@ -120,7 +120,7 @@ def build_run_config(args) -> RunConfig:
         sections["privacy"]["confidential_relations"] = tuple(conf)
     model_name = getattr(args, "model", None) or file_data.get("model_name") or "transe"
     model_cfg = get_preset(model_name)
-    private = sections["privacy"].get("mode", "none") != "none"
+    private = sections["privacy"].get("mode", "none") in ("full", "confidential")
     for key, value in preset_train_defaults(model_name, private=private).items():
         sections["train"].setdefault(key, value)
     overrides = dict(file_data.get("model") or {})

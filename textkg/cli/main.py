@@ -78,7 +78,12 @@ def _add_train_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--max-minutes", type=float)
     p.add_argument("--checkpoint-every", type=int)
     p.add_argument("--audit-candidates", type=int, help="hold out half of N candidate statements as audit non-members")
-    p.add_argument("--privacy", choices=["none", "full", "confidential"])
+    p.add_argument(
+        "--privacy",
+        choices=["none", "full", "confidential", "public-only"],
+        help="none; full (every training statement private); confidential (DP on the confidential "
+        "statements only); public-only (drop the confidential statements: the baseline, epsilon 0)",
+    )
     p.add_argument("--mechanism", choices=["dp-sgd", "simulation"])
     p.add_argument("--noise-multiplier", type=float)
     p.add_argument("--target-epsilon", type=float)

@@ -13,7 +13,9 @@ from typing import Any
 
 from textkg.errors import ConfigError
 
-PRIVACY_MODES = ("none", "full", "confidential")
+PRIVACY_MODES = ("none", "full", "confidential", "public-only")
+#: modes that run a private (DP-SGD or simulation) step
+PRIVATE_STEP_MODES = ("full", "confidential")
 PRIVACY_MECHANISMS = ("dp-sgd", "simulation")
 PRIVACY_ACCOUNTANTS = ("rdp", "pld")
 LOSSES = ("margin", "softplus", "softmax")
@@ -163,7 +165,9 @@ class PrivacyConfig:
     Attributes:
         mode: ``none``; ``full`` (every training triple is private, q = B/N);
             ``confidential`` (DPKGE, Han et al. 2022: only confidential
-            statements get DP, q = B/|C|).
+            statements get DP, q = B/|C|); ``public-only`` (the baseline a
+            confidential run must beat: confidential statements are dropped and
+            never read, the rest trains without noise; ε = 0).
         mechanism: ``dp-sgd`` (Poisson sampling, per-example clipping of the
             whole gradient, Gaussian noise on every trained parameter: the
             only mechanism reported as ``dp``) or ``simulation`` (the seed
@@ -207,6 +211,16 @@ class PrivacyConfig:
         _check_choice("mechanism", self.mechanism, PRIVACY_MECHANISMS, prefix="privacy")
         if self.mode == "none":
             return
+        if self.mode == "public-only":
+            if not self.confidential_relations and self.confidential_fraction is None:
+                raise ConfigError(
+                    "public-only training needs --confidential-relations or --confidential-fraction "
+                    "(the statements it leaves out)",
+                    field="privacy.confidential_relations",
+                )
+            if self.confidential_fraction is not None and not 0 < self.confidential_fraction < 1:
+                raise ConfigError("must be in (0, 1) for public-only training", field="privacy.confidential_fraction")
+            return
         if self.noise_multiplier is None and self.target_epsilon is None:
             raise ConfigError("privacy needs --noise-multiplier or --target-epsilon", field="privacy.noise_multiplier")
         if self.noise_multiplier is not None and self.noise_multiplier <= 0:
@@ -238,7 +252,7 @@ class RunConfig:
     model_name: str = "transe"
 
     def __post_init__(self) -> None:
-        if self.train.negatives == "all" and self.privacy.mode != "none":
+        if self.train.negatives == "all" and self.privacy.mode in PRIVATE_STEP_MODES:
             from textkg.training.one_vs_all_clipping import private_refusal  # torch: only when needed
 
             reason = private_refusal(self)

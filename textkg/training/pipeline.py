@@ -32,7 +32,7 @@ from textkg.training.config import RunConfig
 from textkg.training.features import AUTOENCODER_FILE, entity_texts, text_inputs
 from textkg.training.losses import make_loss
 from textkg.training.memory import check_memory, estimate_memory
-from textkg.training.private_training import PrivateTraining, select_confidential
+from textkg.training.private_training import PrivateTraining, public_only_report, select_confidential
 from textkg.training.trainer import Trainer
 
 if TYPE_CHECKING:  # encoders.lstm_ae is imported only by lstm-ae runs
@@ -245,7 +245,9 @@ def build_trainer(prep: Prepared, cfg: RunConfig, out_dir: Path) -> tuple[Traine
     entity_pool = prep.split.train_entities
     private = None
     public = train
-    if cfg.privacy.mode != "none":
+    if cfg.privacy.mode == "public-only":  # the confidential statements are never read
+        public = train[~private_mask]
+    elif cfg.privacy.mode != "none":
         public, private_triples = train[~private_mask], train[private_mask]
         private = PrivateTraining(
             cfg.privacy,
@@ -347,12 +349,12 @@ def run(cfg: RunConfig, out_dir: Path, *, resume: bool = False, progress: bool =
         },
         "valid": _final_valid(prep, cfg, progress),
         "test": evaluate_split(prep, cfg, "test", progress=progress).to_dict(),
-        "privacy": None if private is None else private.report(),
+        "privacy": _privacy_block(prep, cfg, private),
     }
     placement = _placement(prep, cfg)  # inductive splits of graphs with an is_a relation only
     if placement is not None:
         metrics["test"].update(placement)  # placement, placement_baselines[, placement_combined, placement_selection]
-    if private is not None:
+    if cfg.privacy.mode != "none":
         metrics["evaluation_filter"] = PUBLIC_FILTER_NOTE
         if prep.private_filter_index is not None:  # transductive: the standard protocol needs private statements
             ckpt.atomic_write_json(
@@ -364,6 +366,15 @@ def run(cfg: RunConfig, out_dir: Path, *, resume: bool = False, progress: bool =
             )
     ckpt.atomic_write_json(out_dir / "metrics.json", metrics)
     return metrics
+
+
+def _privacy_block(prep: Prepared, cfg: RunConfig, private: PrivateTraining | None) -> dict | None:
+    if private is not None:
+        return private.report()
+    if cfg.privacy.mode == "public-only":
+        assert prep.private_mask is not None
+        return public_only_report(cfg.privacy, num_left_out=int(prep.private_mask.sum()))
+    return None
 
 
 #: what ``metrics.json`` of a private run says about its filtered ranking

@@ -107,6 +107,48 @@ def statement_uniforms(triples: torch.Tensor, *, seed: int) -> torch.Tensor:
     return torch.from_numpy((x >> np.uint64(11)).astype(np.float64) * 2.0**-53)
 
 
+def public_only_report(cfg: PrivacyConfig, *, num_left_out: int) -> dict:
+    """The ``privacy`` block of a ``public-only`` run: ε = 0 for the confidential statements.
+
+    The run never reads a confidential statement: it trains on the unrestricted
+    ones, its vocabulary and filter are public (:func:`textkg.training.pipeline.public_view`),
+    so its output has the same distribution with or without any one of them
+    (0-DP, δ = 0). It is the "train on the public part only" baseline that a
+    ``confidential`` run must beat (U-only in Han et al. 2022).
+    """
+    return {
+        "guarantee": "dp",
+        "not_dp_because": [],
+        "unit": "confidential-triple",
+        "adjacency": "add or remove one confidential training statement",
+        "epsilon": 0.0,
+        "epsilon_if_secret": None,
+        "epsilon_rdp": 0.0,
+        "epsilon_pld": 0.0,
+        "delta": 0.0,
+        "alpha": None,
+        "accountant": cfg.accountant,
+        "conversion": None,
+        "orders": [float(a) for a in DEFAULT_ORDERS],
+        "ledger": [],
+        "noise_multiplier": None,
+        "noise_calibrated_to_target": False,
+        "target_epsilon": None,
+        "max_grad_norm": None,
+        "sample_rate": None,
+        "steps": 0,
+        "planned_steps": 0,
+        "num_private_triples": num_left_out,
+        "sampling": None,
+        "clipping": None,
+        "randomness": None,
+        "covered_parameters": [],
+        "public_inputs": PUBLIC_INPUTS,
+        "mode": "public-only",
+        "note": f"the {num_left_out} confidential training statements were left out and never read",
+    }
+
+
 class PrivateTraining:
     """DP-SGD (or the labelled seed-paper simulation) on the private statements.
 
