@@ -57,6 +57,17 @@ def add_parsers(sub) -> None:
         help="also release a run not labelled 'dp'; every file then says NOT DIFFERENTIALLY PRIVATE",
     )
 
+    pl_ = sub.add_parser(
+        "place",
+        help="suggest parents for new ontology terms (absent from the run's graph) by the run's chosen method",
+    )
+    pl_.add_argument("run_dir", help="a finished run on an ontology with an is_a relation (e.g. --dataset hpo)")
+    src = pl_.add_mutually_exclusive_group(required=True)
+    src.add_argument("--terms", help="TSV: id TAB name [TAB definition], one term per line")
+    src.add_argument("--obo", help="OBO file; its [Term] stanzas not in the graph are placed")
+    pl_.add_argument("--out", required=True, help="output TSV (term, rank, parent, parent_name, score, evidence, note)")
+    pl_.add_argument("--top-k", type=int, default=5, help="suggested parents per term (default 5)")
+
     fe = sub.add_parser(
         "federate",
         help="federated training across data holders on Flower (FedAvg); record-level DP with train's --privacy flags",
@@ -194,6 +205,14 @@ def release(args) -> dict:
     }
 
 
+def place(args) -> dict:
+    from textkg.place import place_command
+
+    summary = place_command(args.run_dir, terms_tsv=args.terms, obo=args.obo, out=args.out, top_k=args.top_k)
+    print(f"wrote {args.out}", file=sys.stderr)
+    return summary
+
+
 def federate(args) -> dict:
     from textkg.cli.config_loading import build_run_config
     from textkg.federated.runner import FederatedConfig
@@ -250,6 +269,7 @@ HANDLERS: dict = {
     ("federate", None): federate,
     **_PRIVACY_HANDLERS,
     ("release", None): release,
+    ("place", None): place,
     ("audit", None): audit,
     ("sweep", None): sweep,
     ("plot", None): plot,

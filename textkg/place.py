@@ -1,0 +1,326 @@
+"""``textkg place RUN --terms FILE.tsv | --obo NEW.obo --out OUT.tsv``: where do new terms go?
+
+The curator's question for a new ontology term: which existing terms are its
+parents? A trained run answers it for every term absent from its graph, with
+the placement method the run chose on its *validation* terms
+(``metrics.json`` → ``test.placement_selection.chosen``): the trained model,
+a description baseline or the combined scorer with the weights tuned there
+(:mod:`textkg.evaluation.placement_ensemble`). So ``place`` suggests exactly
+what the run's placement table measured.
+
+Inputs: an OBO file (``[Term]`` stanzas; ids already in the graph and obsolete
+terms are skipped; a term's own ``is_a`` lines are never read for scoring, only
+reported in the ``listed`` column so a curator can check), or a TSV of
+``id <TAB> name [<TAB> definition]``. A term is encoded as the training terms
+were (``"name: definition"``; without a definition, its name and synonyms, and
+the note column says so).
+
+Output: a TSV, one row per (term, suggestion), ``top_k`` suggestions per term,
+with the parent's name, the score of the chosen method, and as evidence the
+existing terms whose descriptions are nearest to the new one. Written to a
+temporary file and renamed, so a failed run leaves nothing half-written.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+
+from textkg.errors import ConfigError, DataError
+
+#: columns of the output TSV
+COLUMNS = ("term", "term_name", "rank", "parent", "parent_name", "score", "method", "listed", "nearest_terms", "note")
+NO_DEFINITION_NOTE = "no definition: placed from its name (and synonyms) only"
+
+
+@dataclass
+class NewTerm:
+    """A term to place: its id, name, definition and (OBO only) the parents its file lists."""
+
+    id: str
+    name: str
+    definition: str = ""
+    synonyms: list[str] = field(default_factory=list)
+    listed_parents: list[str] = field(default_factory=list)
+
+    @property
+    def description(self) -> str:
+        """The text it is encoded from, as :func:`textkg.data.hpo.term_description` builds a training term's
+        (without the ``A kind of`` parent names: they are what is being predicted)."""
+        if self.definition:
+            return f"{self.name}: {self.definition}"
+        synonyms = [s for s in dict.fromkeys(self.synonyms) if s and s != self.name]
+        return self.name + (". Synonyms: " + "; ".join(synonyms) + "." if synonyms else "")
+
+
+def read_terms_tsv(path: str | Path) -> list[NewTerm]:
+    """``id <TAB> name [<TAB> definition]`` per line; blank lines and ``#`` comments skipped."""
+    text = _read(path)
+    terms: list[NewTerm] = []
+    for i, line in enumerate(text.splitlines(), start=1):
+        if not line.strip() or line.startswith("#"):
+            continue
+        parts = line.split("\t")
+        if len(parts) not in (2, 3):
+            raise DataError(
+                f"expected 2 or 3 tab-separated columns (id, name[, definition]), got {len(parts)}", file=path, line=i
+            )
+        if not parts[0].strip():
+            raise DataError("empty id", file=path, line=i, field="id")
+        if not parts[1].strip():
+            raise DataError("empty name", file=path, line=i, field="name")
+        terms.append(NewTerm(parts[0].strip(), parts[1].strip(), parts[2].strip() if len(parts) == 3 else ""))
+    return _unique(terms, path)
+
+
+def read_terms_obo(path: str | Path) -> list[NewTerm]:
+    """Non-obsolete ``[Term]`` stanzas of an OBO file (:func:`textkg.data.hpo.parse_obo`)."""
+    from textkg.data.hpo import parse_obo
+
+    _read(path)  # clear errors for a missing or non-UTF-8 file
+    terms = []
+    for t in parse_obo(Path(path)).values():
+        if t.obsolete:
+            continue
+        if not t.name:
+            raise DataError(f"term {t.id} has no name", file=path, field="name")
+        terms.append(NewTerm(t.id, t.name, t.definition, list(t.synonyms), list(t.parents)))
+    return _unique(terms, path)
+
+
+def _read(path: str | Path) -> str:
+    try:
+        data = Path(path).read_bytes()
+    except FileNotFoundError:
+        raise DataError("file not found", file=path) from None
+    except IsADirectoryError:
+        raise DataError("is a directory, not a file", file=path) from None
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise DataError("not valid UTF-8", file=path, line=data[: exc.start].count(b"\n") + 1) from None
+
+
+def _unique(terms: list[NewTerm], path: str | Path) -> list[NewTerm]:
+    seen: set[str] = set()
+    for t in terms:
+        if t.id in seen:
+            raise DataError(f"term id {t.id} appears twice", file=path, field="id")
+        seen.add(t.id)
+    return terms
+
+
+class Placer:
+    """A trained run loaded to place new terms under its existing ones.
+
+    Args:
+        run_dir: A finished ``textkg train`` run on an ontology with an ``is_a``
+            relation and an inductive split (its metrics carry ``test.placement``).
+    """
+
+    def __init__(self, run_dir: str | Path) -> None:
+        from textkg.evaluation.placement import DEFAULT_PARENT_RELATION
+        from textkg.predict import Predictor
+
+        self.run_dir = Path(run_dir)
+        metrics_path = self.run_dir / "metrics.json"
+        if not metrics_path.is_file():
+            raise ConfigError("the run has not finished (no metrics.json)", file=self.run_dir)
+        metrics = json.loads(metrics_path.read_text())
+        self.selection = (metrics.get("test") or {}).get("placement_selection")
+        if not (metrics.get("test") or {}).get("placement"):
+            raise ConfigError(
+                "this run has no placement evaluation: place needs a run on an ontology with an "
+                f"{DEFAULT_PARENT_RELATION!r} relation and an inductive split (e.g. textkg train --dataset hpo)",
+                file=metrics_path,
+                field="test.placement",
+            )
+        self.predictor = Predictor(self.run_dir)
+        prep, kg = self.predictor.prepared, self.predictor.kg
+        self.relation = kg.relations.index(DEFAULT_PARENT_RELATION)
+        # the hierarchy a vote reads: what the run's placement read (public training statements under privacy)
+        train = prep.split.train if prep.private_mask is None else prep.split.train[~prep.private_mask]
+        self.parent_edges = train[train[:, 1] == self.relation][:, [0, 2]]
+        self.candidates = self._candidates()
+        self.method = self.selection["chosen"] if self.selection else "model"
+
+    def _candidates(self) -> torch.Tensor:
+        """Training entities of the types that training ``is_a`` parents have (all training entities
+        when the graph declares no types): as the placement evaluation's candidates."""
+        kg, split = self.predictor.kg, self.predictor.prepared.split
+        ids = split.train_entities.long()
+        if kg.entity_types is None or not len(self.parent_edges):
+            return ids
+        types = {kg.entity_types[p] for p in self.parent_edges[:, 1].tolist()}
+        return ids[torch.tensor([kg.entity_types[e] in types for e in ids.tolist()], dtype=torch.bool)]
+
+    def _description_features(self, texts: list[str]) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(existing (N, D), new (m, D))`` description features from the same encoder as the run's placement."""
+        from textkg.training import pipeline
+
+        prep = self.predictor.prepared
+        existing = pipeline._description_features(prep)
+        text = getattr(prep.model, "text", None)
+        if text is not None and getattr(text, "module", None) is None and hasattr(text, "text_text_features"):
+            new = self.predictor._encode(texts)["text_features"]
+        else:
+            from encoders import cached_encode, get_encoder
+            from textkg.training.features import default_cache_dir
+
+            new = cached_encode(get_encoder("bert"), texts, cache_dir=default_cache_dir())
+        return existing.float(), new.float()
+
+    def _scorer(self, new_emb: torch.Tensor, features: torch.Tensor):
+        """The chosen method's ``score(terms, candidates)`` over ids where new term ``i`` is ``N + i``."""
+        from textkg.evaluation.placement import cosine_scorer, parent_of_nearest_scorer
+        from textkg.evaluation.placement_ensemble import VoteConfig, combined_scorer, neighbour_vote_scorer
+
+        model = self.predictor.model
+        n = self.predictor.kg.num_entities
+        with torch.no_grad():
+            ents = model.entity_matrix()
+            rel = model.relation_matrix()[self.relation : self.relation + 1]
+
+        def model_score(terms: torch.Tensor, candidates: torch.Tensor) -> torch.Tensor:
+            with torch.no_grad():
+                return model.interaction.score_tails(
+                    new_emb[terms - n], rel.expand(len(terms), -1), ents[candidates]
+                ).float()
+
+        components = {"model": model_score, "description": cosine_scorer(features)}
+        if self.method == "model":
+            return model_score
+        if self.method == "description-nn":
+            return components["description"]
+        if self.method == "parent-of-nearest":
+            return parent_of_nearest_scorer(features, self.parent_edges)
+        assert self.selection is not None and self.method == "combined"
+        combo = self.selection["combined"]
+        if combo.get("vote") is not None:
+            components["vote"] = neighbour_vote_scorer(features, self.parent_edges, vote=VoteConfig(**combo["vote"]))
+        return combined_scorer(components, combo["weights"])
+
+    def place(self, terms: list[NewTerm], *, top_k: int = 5, evidence: int = 3, batch_size: int = 64) -> list[dict]:
+        """Rows of :data:`COLUMNS` (``top_k`` per term, best first); terms already in the graph are left out."""
+        if top_k < 1:
+            raise ConfigError("must be >= 1", field="top_k")
+        if evidence < 0:
+            raise ConfigError("must be >= 0", field="evidence")
+        kg = self.predictor.kg
+        known = set(kg.entities)
+        terms = [t for t in terms if t.id not in known]
+        if not terms:
+            return []
+        texts = [t.description for t in terms]
+        new_emb = self.predictor.embed(texts)
+        existing, new = self._description_features(texts)
+        features = torch.cat([existing, new])
+        score = self._scorer(new_emb, features)
+        unit = torch.nn.functional.normalize(features, dim=1)
+        n, cands = kg.num_entities, self.candidates
+        rows = []
+        for start in range(0, len(terms), batch_size):
+            batch = terms[start : start + batch_size]
+            ids = torch.arange(n + start, n + start + len(batch))
+            with torch.no_grad():
+                s = score(ids, cands)
+                sim = unit[ids] @ unit[cands].T
+            top = s.topk(min(top_k, len(cands)), dim=1)
+            near = sim.topk(min(evidence, len(cands)), dim=1) if evidence else None
+            for b, term in enumerate(batch):
+                nearest = (
+                    "; ".join(
+                        f"{kg.entities[e]} {kg.entity_names[e]} ({c:.2f})"
+                        for c, e in zip(near.values[b].tolist(), cands[near.indices[b]].tolist(), strict=True)
+                    )
+                    if near is not None
+                    else ""
+                )
+                for rank, (value, col) in enumerate(
+                    zip(top.values[b].tolist(), top.indices[b].tolist(), strict=True), start=1
+                ):
+                    parent = int(cands[col])
+                    rows.append(
+                        {
+                            "term": term.id,
+                            "term_name": term.name,
+                            "rank": rank,
+                            "parent": kg.entities[parent],
+                            "parent_name": kg.entity_names[parent],
+                            "score": round(float(value), 6),
+                            "method": self.method,
+                            "listed": ("yes" if kg.entities[parent] in term.listed_parents else "no")
+                            if term.listed_parents
+                            else "",
+                            "nearest_terms": nearest,
+                            "note": "" if term.definition else NO_DEFINITION_NOTE,
+                        }
+                    )
+        return rows
+
+
+def write_tsv(rows: list[dict], out: str | Path) -> None:
+    """Write ``rows`` as a TSV with a header, atomically (a temporary file in the same folder, then renamed)."""
+    out = Path(out)
+    if out.is_dir():
+        raise ConfigError("is a directory; give a file name", file=out, field="out")
+    if not out.parent.is_dir():
+        raise ConfigError("the output's folder does not exist", file=out.parent, field="out")
+
+    def clean(value) -> str:
+        return str(value).replace("\t", " ").replace("\n", " ")
+
+    fd, tmp = tempfile.mkstemp(dir=out.parent, prefix=f".{out.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write("\t".join(COLUMNS) + "\n")
+            for row in rows:
+                fh.write("\t".join(clean(row[c]) for c in COLUMNS) + "\n")
+        os.replace(tmp, out)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def place_command(run_dir: str, *, terms_tsv: str | None, obo: str | None, out: str, top_k: int = 5) -> dict:
+    """What ``textkg place`` does; returns a JSON summary (the TSV is at ``out``)."""
+    if (terms_tsv is None) == (obo is None):
+        raise ConfigError("give exactly one of --terms FILE.tsv or --obo FILE.obo", field="terms")
+    terms = read_terms_tsv(terms_tsv) if terms_tsv is not None else read_terms_obo(obo)  # type: ignore[arg-type]
+    placer = Placer(run_dir)
+    known = set(placer.predictor.kg.entities)
+    rows = placer.place(terms, top_k=top_k)
+    write_tsv(rows, out)
+    new = [t for t in terms if t.id not in known]
+    listed = [r for r in rows if r["listed"]]
+    summary = {
+        "out": str(out),
+        "method": placer.method,
+        "method_reading": _method_reading(placer),
+        "terms_read": len(terms),
+        "terms_placed": len(new),
+        "terms_already_in_graph": len(terms) - len(new),
+        "terms_without_definition": sum(1 for t in new if not t.definition),
+        "top_k": top_k,
+        "candidates": int(len(placer.candidates)),
+    }
+    if listed:  # the file lists parents: how often the first suggestion is one of them
+        firsts = [r for r in listed if r["rank"] == 1]
+        summary["first_suggestion_is_a_listed_parent"] = sum(r["listed"] == "yes" for r in firsts) / len(firsts)
+    return summary
+
+
+def _method_reading(placer: Placer) -> str:
+    selection = placer.selection
+    if not selection:
+        return "the trained model (this run tuned no combination)"
+    valid = selection["valid"].get(placer.method, {})
+    return (
+        f"{placer.method}: the best of {', '.join(selection['valid'])} on this run's validation terms "
+        f"(placement MRR {valid.get('mrr', float('nan')):.3f})"
+    )
