@@ -8,7 +8,7 @@ a description baseline or the combined scorer with the weights tuned there
 (:mod:`textkg.evaluation.placement_ensemble`). So ``place`` suggests exactly
 what the run's placement table measured.
 
-Inputs: an OBO file (``[Term]`` stanzas; ids already in the graph and obsolete
+Inputs: an OBO file (``[Term]`` stanzas; ids of the training graph and obsolete
 terms are skipped; a term's own ``is_a`` lines are never read for scoring, only
 reported in the ``listed`` column so a curator can check), or a TSV of
 ``id <TAB> name [<TAB> definition]``. A term is encoded as the training terms
@@ -149,6 +149,12 @@ class Placer:
         self.candidates = self._candidates()
         self.method = self.selection["chosen"] if self.selection else "model"
 
+    def training_ids(self) -> set[str]:
+        """Ids of the training graph's entities: the terms that need no placing. Held-out
+        (validation/test) terms of the run's own split are placed like any new term."""
+        kg = self.predictor.kg
+        return {kg.entities[e] for e in self.predictor.prepared.split.train_entities.tolist()}
+
     def _candidates(self) -> torch.Tensor:
         """Training entities of the types that training ``is_a`` parents have (all training entities
         when the graph declares no types): as the placement evaluation's candidates."""
@@ -212,7 +218,7 @@ class Placer:
         if evidence < 0:
             raise ConfigError("must be >= 0", field="evidence")
         kg = self.predictor.kg
-        known = set(kg.entities)
+        known = self.training_ids()
         terms = [t for t in terms if t.id not in known]
         if not terms:
             return []
@@ -293,7 +299,7 @@ def place_command(run_dir: str, *, terms_tsv: str | None, obo: str | None, out: 
         raise ConfigError("give exactly one of --terms FILE.tsv or --obo FILE.obo", field="terms")
     terms = read_terms_tsv(terms_tsv) if terms_tsv is not None else read_terms_obo(obo)  # type: ignore[arg-type]
     placer = Placer(run_dir)
-    known = set(placer.predictor.kg.entities)
+    known = placer.training_ids()
     rows = placer.place(terms, top_k=top_k)
     write_tsv(rows, out)
     new = [t for t in terms if t.id not in known]
@@ -304,7 +310,7 @@ def place_command(run_dir: str, *, terms_tsv: str | None, obo: str | None, out: 
         "method_reading": _method_reading(placer),
         "terms_read": len(terms),
         "terms_placed": len(new),
-        "terms_already_in_graph": len(terms) - len(new),
+        "terms_in_training_graph": len(terms) - len(new),
         "terms_without_definition": sum(1 for t in new if not t.definition),
         "top_k": top_k,
         "candidates": int(len(placer.candidates)),

@@ -73,17 +73,18 @@ def test_planted_parent_comes_first(toy_run, tmp_path, capsys):
         "NEW:1\tdachshund\ta domestic dog breed, a loyal dog that barks\n"
         "NEW:2\tgoldfish\ta fish with fins and gills that swims in water\n"
         "NEW:3\tsunflower\n"  # no definition: placed from its name
-        "beagle\tbeagle\talready in the graph: skipped\n",
+        "beagle\tbeagle\ta training term: skipped\n"
+        "collie\tcollie\ta domestic dog breed, a loyal dog that barks\n",  # a held-out test term: placed
         encoding="utf-8",
     )
     code, rows = _place(toy_run, tmp_path, "--terms", str(terms), "--top-k", "3")
     assert code == 0
     summary = json.loads(capsys.readouterr().out)
-    assert summary["terms_placed"] == 3 and summary["terms_already_in_graph"] == 1
+    assert summary["terms_placed"] == 4 and summary["terms_in_training_graph"] == 1
     assert summary["terms_without_definition"] == 1
     firsts = {r["term"]: r for r in rows if r["rank"] == "1"}
-    assert set(firsts) == {"NEW:1", "NEW:2", "NEW:3"} and len(rows) == 9
-    assert firsts["NEW:1"]["parent"] == "dog" and firsts["NEW:2"]["parent"] == "fish"
+    assert set(firsts) == {"NEW:1", "NEW:2", "NEW:3", "collie"} and len(rows) == 12
+    assert firsts["NEW:1"]["parent"] == firsts["collie"]["parent"] == "dog" and firsts["NEW:2"]["parent"] == "fish"
     assert firsts["NEW:3"]["note"] == NO_DEFINITION_NOTE and firsts["NEW:1"]["note"] == ""
     assert firsts["NEW:1"]["method"] == summary["method"]
     assert "beagle" in firsts["NEW:1"]["nearest_terms"] or "poodle" in firsts["NEW:1"]["nearest_terms"]
