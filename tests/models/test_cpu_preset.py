@@ -73,3 +73,23 @@ def test_cpu_best_training_defaults_apply_below_flags():
     private = build_run_config(args(privacy="full", noise_multiplier=1.0)).train
     assert (private.loss, private.negatives) == ("softmax", "sampled")  # DP samples its negatives
     assert build_run_config(SimpleNamespace(**{**vars(args()), "model": "transe"})).train.loss == "margin"
+
+
+def _train_config(*flags: str):
+    from textkg.cli.config_loading import build_run_config
+    from textkg.cli.main import build_parser
+
+    return build_run_config(build_parser().parse_args(["train", "--dataset", "hpo-small", *flags]))
+
+
+def test_the_private_recipe_keeps_its_defaults_under_privacy():
+    """``cpu-private`` is cpu-best's model with DP defaults that --privacy does not strip (cpu-best's are)."""
+    assert dataclasses.replace(get_preset("cpu-private")) == get_preset("cpu-best")
+    private = _train_config("--model", "cpu-private", "--privacy", "full", "--target-epsilon", "1")
+    t = private.train
+    assert (t.negatives, t.loss, t.batch_size, t.epochs, t.lr) == ("all", "softmax", 4096, 1, 5e-3)
+    assert private.privacy.mode == "full"  # and RunConfig accepted 1-vs-all under privacy
+    best = _train_config("--model", "cpu-best", "--privacy", "full", "--target-epsilon", "1")
+    assert best.train.negatives == "sampled"
+    flag = _train_config("--model", "cpu-private", "--privacy", "full", "--target-epsilon", "1", "--batch-size", "512")
+    assert flag.train.batch_size == 512  # flags still win over the recipe

@@ -99,6 +99,20 @@ _PRESETS: dict[str, ModelConfig] = {
         },
         normalize_entities=True,
     ),
+    # the private recipe (docs/privacy.md, "The private recipe"): cpu-best's model, trained under
+    # --privacy with the exact per-example 1-vs-all clipping, few large Poisson batches
+    # (PRESET_TRAIN_DEFAULTS). Text only: under DP a structural table's rows drown in noise
+    # (docs/benchmarks.md, private FB15k-237 section).
+    "cpu-private": ModelConfig(
+        interaction="transe",
+        interaction_kwargs={"p": 2},
+        fusion="text",
+        encoder="concat",
+        encoder_kwargs={
+            "parts": [{"name": "bert", "pooling": "mean"}, {"name": "bert", "pooling": "cls"}, {"name": "glove-bow"}]
+        },
+        normalize_entities=True,
+    ),
     # cpu-best plus a structural table for training entities (learned global weights), trained
     # with 1-vs-all and structural dropout on the pool: new entities are ranked from text and
     # the unseen row, seen candidates from text + structure (docs/benchmarks.md section 8)
@@ -135,22 +149,36 @@ _PRESETS: dict[str, ModelConfig] = {
 
 #: Training settings a preset is meant to be trained with. The CLI applies them
 #: unless the config file or a flag sets the key; ``negatives: all`` only
-#: without privacy (DP training samples its negatives per example).
+#: without privacy (DP training samples its negatives per example), except for
+#: :data:`PRIVATE_RECIPES`, which train 1-vs-all under DP with exact per-example clipping.
 PRESET_TRAIN_DEFAULTS: dict[str, dict] = {
     "cpu-best": {"loss": "softmax", "negatives": "all", "temperature": 0.05, "lr": 5e-3},
     # BLP (Daza et al. 2021): margin 1, Adam lr 2e-5 for the transformer and the rest alike, batch 64
     "blp-transe-finetune": {"loss": "margin", "margin": 1.0, "lr": 2e-5, "batch_size": 64},
     # cosine decay over the planned epochs: +0.009 test MRR on FB15k-237 (docs/benchmarks.md section 8)
     "cpu-fused": {"loss": "softmax", "negatives": "all", "temperature": 0.05, "lr": 5e-3, "lr_schedule": "cosine"},
+    # expected batch 4,096 over one planned epoch: sigma is calibrated to --target-epsilon for those steps
+    "cpu-private": {
+        "loss": "softmax",
+        "negatives": "all",
+        "temperature": 0.05,
+        "lr": 5e-3,
+        "batch_size": 4096,
+        "epochs": 1,
+    },
     "dkrl-flair": {"loss": "softmax", "negatives": "all", "pool_size": 2048, "temperature": 0.05, "lr": 5e-3},
     "torchcoder-aec": {"loss": "softmax", "negatives": "all", "temperature": 0.05, "lr": 5e-3},
 }
 
 
+#: presets whose training defaults are meant for private runs: ``negatives: all`` is kept under privacy
+PRIVATE_RECIPES = ("cpu-private",)
+
+
 def preset_train_defaults(name: str, *, private: bool = False) -> dict:
     """The training settings preset ``name`` is meant for (``{}`` for most presets)."""
     defaults = dict(PRESET_TRAIN_DEFAULTS.get(name, {}))
-    if private:
+    if private and name not in PRIVATE_RECIPES:
         defaults.pop("negatives", None)
         defaults.pop("pool_size", None)
     return defaults
