@@ -18,9 +18,24 @@ def data_stats(args) -> dict:
     return kg_stats(kg, split)
 
 
-def train(args) -> dict:
+def train(args) -> dict | None:
+    from textkg.distributed import launch, run_distributed, world_size_from_env
     from textkg.training.config import RunConfig
     from textkg.training.pipeline import run
+
+    world = world_size_from_env()
+    if getattr(args, "nproc", None) is not None and world == 1:  # textkg train --nproc N: start torchrun
+        from textkg.cli.config_loading import build_run_config
+        from textkg.distributed import check_supported
+
+        if not args.resume:
+            check_supported(build_run_config(args))  # refuse here, before torchrun's own traceback
+        code = launch(args.nproc, _without_nproc(args.argv))
+        if code:
+            raise ConfigError(f"torchrun exited with code {code} (the error is above)", field="nproc")
+        return None
+    if world > 1:
+        run = run_distributed  # type: ignore[assignment]  # same signature; metrics on rank 0, None elsewhere
 
     if args.resume:
         run_dir = Path(args.resume)
@@ -32,6 +47,8 @@ def train(args) -> dict:
         cfg = RunConfig.from_dict(json.loads(cfg_path.read_text()), source=str(cfg_path))
         metrics = run(cfg, run_dir, resume=True, progress=not args.no_progress)
         out = run_dir
+        if metrics is None:  # a torchrun rank other than 0: rank 0 reports
+            return None
     else:
         from textkg.cli.config_loading import build_run_config
 
@@ -42,6 +59,8 @@ def train(args) -> dict:
             else Path("runs") / f"{cfg.model_name}-{Path(cfg.data.dataset).name}-{cfg.data.split}"
         )
         metrics = run(cfg, out, progress=not args.no_progress)
+        if metrics is None:
+            return None
     print(f"wrote {out / 'metrics.json'}", file=sys.stderr)
     summary = {}
     if metrics["test"].get("placement"):  # an ontology's new terms: where their parents rank
@@ -63,6 +82,19 @@ def train(args) -> dict:
         "valid": metrics["valid"],
         "privacy": metrics["privacy"],
     }
+
+
+def _without_nproc(argv: list[str]) -> list[str]:
+    """``argv`` minus ``--nproc N`` / ``--nproc=N``."""
+    out, skip = [], False
+    for a in argv:
+        if skip:
+            skip = False
+        elif a == "--nproc":
+            skip = True
+        elif not a.startswith("--nproc="):
+            out.append(a)
+    return out
 
 
 def _headline(m: dict) -> dict:

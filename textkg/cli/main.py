@@ -127,7 +127,14 @@ def build_parser() -> argparse.ArgumentParser:
     stats.add_argument("--split", choices=["transductive", "inductive"])
     stats.add_argument("--inductive-dir")
 
-    _add_train_flags(sub.add_parser("train", help="train and evaluate a model"))
+    tr = sub.add_parser("train", help="train and evaluate a model")
+    _add_train_flags(tr)
+    tr.add_argument(
+        "--nproc",
+        type=int,
+        help="data-parallel training in N processes: runs this command under torchrun --standalone "
+        "--nproc-per-node N (non-private runs; docs/scaling.md)",
+    )
 
     ev = sub.add_parser("evaluate", help="re-evaluate a run directory's best model")
     ev.add_argument("run_dir")
@@ -227,6 +234,7 @@ def dispatch(args) -> int:
 def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     args = build_parser().parse_args(argv)
+    args.argv = list(sys.argv[1:] if argv is None else argv)  # textkg train --nproc re-runs it under torchrun
     try:
         return dispatch(args)
     except TextKGError as exc:

@@ -225,7 +225,9 @@ def confidential_mask(prep: Prepared, cfg: RunConfig) -> torch.Tensor:
     return select_confidential(train, prep.kg.relations, cfg.privacy, seed=cfg.train.seed)
 
 
-def build_trainer(prep: Prepared, cfg: RunConfig, out_dir: Path) -> tuple[Trainer, PrivateTraining | None, dict | None]:
+def build_trainer(
+    prep: Prepared, cfg: RunConfig, out_dir: Path, *, trainer_class: type[Trainer] = Trainer
+) -> tuple[Trainer, PrivateTraining | None, dict | None]:
     train = prep.split.train
     private_mask = confidential_mask(prep, cfg)
     audit = None
@@ -266,7 +268,7 @@ def build_trainer(prep: Prepared, cfg: RunConfig, out_dir: Path) -> tuple[Traine
             return 0.0
         return evaluate_split(prep, cfg, "valid", max_triples=cfg.train.valid_max_triples).to_dict()["mrr"]
 
-    trainer = Trainer(
+    trainer = trainer_class(
         prep.model,
         config=cfg,
         public_triples=public,
@@ -292,8 +294,19 @@ def graph_record(kg, split) -> dict:
     }
 
 
-def run(cfg: RunConfig, out_dir: Path, *, resume: bool = False, progress: bool = True) -> dict:
-    """Train and evaluate; returns the metrics dict written to ``metrics.json``."""
+def run(
+    cfg: RunConfig,
+    out_dir: Path,
+    *,
+    resume: bool = False,
+    progress: bool = True,
+    trainer_class: type[Trainer] = Trainer,
+) -> dict:
+    """Train and evaluate; returns the metrics dict written to ``metrics.json``.
+
+    ``trainer_class``: the :class:`Trainer` to use, e.g. the data-parallel one of
+    :mod:`textkg.distributed` (a runner beside this one).
+    """
     out_dir = Path(out_dir)
     if not resume and out_dir.exists() and any(out_dir.iterdir()):
         raise ConfigError(
@@ -301,7 +314,7 @@ def run(cfg: RunConfig, out_dir: Path, *, resume: bool = False, progress: bool =
             field="out",
         )
     prep = prepare(cfg, out_dir if resume else None)  # validates every input before anything is written
-    trainer, private, audit = build_trainer(prep, cfg, out_dir)
+    trainer, private, audit = build_trainer(prep, cfg, out_dir, trainer_class=trainer_class)
     check_memory(
         estimate_memory(
             prep.model,

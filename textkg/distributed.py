@@ -1,0 +1,189 @@
+"""Data-parallel training on ``torch.distributed``: a runner beside the trainer.
+
+``torchrun --standalone --nproc-per-node N -m textkg train ...`` (or ``textkg
+train --nproc N``, which starts that command) runs the same pipeline in N
+processes (gloo on CPU; NCCL where CUDA tensors are used). Every rank builds
+the same model from the same seed and draws the same shared randomness (the
+epoch's batch order, the corruptions, the 1-vs-all pool's structural dropout)
+from the same generator. Each rank then computes the loss of its share of the
+batch (rows ``rank, rank + N, ...``) divided by the *global* batch size, the
+gradients are summed across ranks (``all_reduce``), and every rank takes the
+same Adam step. The update is the one-process update up to float summation
+order, so a 2-process run gives the same ``best_model.pt`` as one process with
+the same seed and flags (checked in ``tests/training/test_distributed.py``).
+
+What differs from one process:
+
+* Only rank 0 writes the run directory; the other ranks write to a temporary
+  directory that is removed at the end. Checkpoints hold the same state as a
+  one-process run's, so ``--resume`` works from any number of processes to any
+  other.
+* Structural dropout under *sampled* negatives is drawn per row of a rank's own
+  share, from a per-rank generator (one process draws it from the shared one):
+  the same distribution, not the same draw. The 1-vs-all loss draws its
+  dropout over the pool, shared by the whole batch, so it stays exact.
+* Validation and test are evaluated on every rank (identical results; rank 0
+  reports them): they are not sharded yet.
+* ``--privacy`` (DP-SGD) is refused: the private step's Poisson sample, clipped
+  sums and secret noise are not split across ranks yet (docs/privacy.md).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import torch
+import torch.distributed as dist
+
+from textkg.errors import ConfigError
+from textkg.training.negatives import corrupt
+from textkg.training.one_vs_all import one_vs_all_loss, sample_pool
+from textkg.training.trainer import Trainer
+
+#: environment variables torchrun sets in every process it starts
+WORLD_SIZE_ENV = "WORLD_SIZE"
+
+
+def world_size_from_env() -> int:
+    """``WORLD_SIZE`` as torchrun sets it (1 when absent)."""
+    raw = os.environ.get(WORLD_SIZE_ENV, "1")
+    try:
+        return max(1, int(raw))
+    except ValueError:
+        raise ConfigError(f"{WORLD_SIZE_ENV}={raw!r} is not an integer", field=WORLD_SIZE_ENV) from None
+
+
+class DataParallelTrainer(Trainer):
+    """:class:`Trainer` whose public steps are split across the ranks of the default process group."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        if not dist.is_initialized():
+            raise ConfigError("DataParallelTrainer needs an initialised torch.distributed process group")
+        if self.private is not None:
+            raise ConfigError(
+                "data-parallel training with --privacy is not supported yet; train private runs in one process",
+                field="privacy.mode",
+            )
+        self.rank, self.world = dist.get_rank(), dist.get_world_size()
+        structural = getattr(self.model, "structural", None)
+        has_dropout = float(getattr(structural, "dropout", 0.0) or 0.0) > 0
+        # sampled negatives + structural dropout: each rank draws its own rows' dropout (see the module docstring)
+        self._row_generator = (
+            torch.Generator().manual_seed(self.config.train.seed * 1_000_003 + 7919 * (self.rank + 1))
+            if has_dropout
+            else None
+        )
+
+    def _public_step(self, idx: torch.Tensor) -> float:
+        tc = self.config.train
+        self.optimizer.zero_grad(set_to_none=True)
+        size = len(idx)
+        if self._pool_positions is not None:
+            triples = self.public[idx]
+            pool, positions = self.entity_pool, self._pool_positions
+            if tc.pool_size:  # drawn from the shared generator with the whole batch: the same on every rank
+                pool, positions = sample_pool(
+                    self.entity_pool,
+                    triples,
+                    tc.pool_size,
+                    num_entities=self.model.num_entities,
+                    generator=self.generator,
+                )
+            losses = one_vs_all_loss(
+                self.model,
+                triples[self.rank :: self.world],
+                entity_pool=pool,
+                positions=positions,
+                temperature=tc.temperature,
+                generator=self.generator,  # the pool's dropout: shared by the batch, the same on every rank
+            )
+        else:
+            batch = corrupt(
+                self.public[idx], num_negatives=tc.num_negatives, entity_pool=self.entity_pool, generator=self.generator
+            )
+            losses = self.loss_fn(self.model(batch[self.rank :: self.world], generator=self._row_generator))
+        loss_sum = losses.sum()
+        (loss_sum / size).backward()
+        self._all_reduce_gradients()
+        self.optimizer.step()
+        total = loss_sum.detach().reshape(1).clone()
+        dist.all_reduce(total)
+        return float(total) / size
+
+    def _all_reduce_gradients(self) -> None:
+        """Sum every gradient across ranks. A parameter no rank touched keeps ``grad=None``, as in one
+        process (Adam then leaves it and its moments alone)."""
+        params = [p for p in self.model.parameters() if p.requires_grad]
+        touched = torch.tensor([p.grad is not None for p in params], dtype=torch.int32)
+        dist.all_reduce(touched)
+        live = [p for p, t in zip(params, touched.tolist(), strict=True) if t > 0]
+        if live:
+            flat = torch.cat([(p.grad if p.grad is not None else torch.zeros_like(p)).reshape(-1) for p in live])
+            dist.all_reduce(flat)
+            offset = 0
+            for p in live:
+                p.grad = flat[offset : offset + p.numel()].view_as(p).clone()
+                offset += p.numel()
+        for p, t in zip(params, touched.tolist(), strict=True):
+            if t == 0:
+                p.grad = None
+
+
+def check_supported(cfg) -> None:
+    """Raise :class:`ConfigError` for a run the data-parallel runner cannot train (private runs, for now)."""
+    if cfg.privacy.mode in ("full", "confidential"):
+        raise ConfigError(
+            "data-parallel training (torchrun / --nproc) with --privacy is not supported yet; "
+            "train private runs in one process",
+            field="privacy.mode",
+        )
+
+
+def run_distributed(cfg, out_dir: Path, *, resume: bool = False, progress: bool = True) -> dict | None:
+    """:func:`textkg.training.pipeline.run` on every rank of a torchrun job; the metrics on rank 0, ``None`` elsewhere.
+
+    Initialises the default process group from torchrun's environment (gloo on
+    CPU) unless it is already initialised, and destroys it at the end if it
+    created it.
+    """
+    from textkg.training.pipeline import run
+
+    check_supported(cfg)
+    created = not dist.is_initialized()
+    if created:
+        dist.init_process_group(backend="gloo")
+    rank = dist.get_rank()
+    scratch = None
+    try:
+        target = Path(out_dir)
+        if rank != 0:  # ranks > 0 write their (identical) files to a scratch directory
+            scratch = Path(tempfile.mkdtemp(prefix=f"textkg-rank{rank}-"))
+            if resume:
+                shutil.copytree(target, scratch, dirs_exist_ok=True)
+            target = scratch
+        dist.barrier()  # every copy is taken before rank 0 writes anything
+        metrics = run(cfg, target, resume=resume, progress=progress and rank == 0, trainer_class=DataParallelTrainer)
+        dist.barrier()
+        return metrics if rank == 0 else None
+    finally:
+        if scratch is not None:
+            shutil.rmtree(scratch, ignore_errors=True)
+        if created:
+            dist.destroy_process_group()
+
+
+def launch(nproc: int, argv: list[str]) -> int:
+    """``textkg train --nproc N ...``: re-run the command under ``torchrun --standalone --nproc-per-node N``.
+
+    ``argv`` is the command line without ``--nproc``; returns torchrun's exit code.
+    """
+    if nproc < 1:
+        raise ConfigError("must be >= 1", field="nproc")
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={nproc}", "-m", "textkg"]
+    return subprocess.call([*cmd, *argv])
