@@ -100,3 +100,26 @@ def test_the_estimate_is_printed_before_training(tmp_path, capsys):
     err = capsys.readouterr().err
     assert "memory estimate:" in err and "available" in err
     json.loads((out / "metrics.json").read_text())
+
+
+def test_placement_is_itemised_for_an_ontology_split():
+    """The README run peaked at 2.0 GiB against an estimate of 1.0 GiB: the placement evaluation was
+    not counted. An inductive ontology split now gets its own line, sized from its queries."""
+    from textkg.cli.config_loading import build_run_config
+    from textkg.cli.main import build_parser
+    from textkg.evaluation.placement import placement_queries
+    from textkg.training.memory import estimate_memory, placement_bytes
+    from textkg.training.pipeline import _placement_size, prepare
+
+    args = ["train", "--dataset", "hpo-small", "--split", "inductive", "--model", "transe", "--dim", "8"]
+    cfg = build_run_config(build_parser().parse_args(args))
+    prep = prepare(cfg)
+    size = _placement_size(prep)
+    valid = placement_queries(prep.kg, prep.split, which="valid")
+    assert size == (valid.num_queries, max(len(g) for g in valid.groups)) and size[0] > 0
+    est = estimate_memory(prep.model, cfg, num_entities=prep.kg.num_entities, private=False, placement=size)
+    line = [v for k, v in est.components.items() if k.startswith("placement evaluation")]
+    assert line == [
+        placement_bytes(num_valid_queries=size[0], num_candidates=size[1], num_entities=prep.kg.num_entities)
+    ]
+    assert placement_bytes(num_valid_queries=2097, num_candidates=15228, num_entities=36853) > 750 * 2**20  # hpo

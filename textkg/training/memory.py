@@ -64,7 +64,22 @@ class MemoryEstimate:
         return f"{_human(self.total)} ({parts}, overhead {_human(OVERHEAD_BYTES)})"
 
 
-def estimate_memory(model: torch.nn.Module, cfg, *, num_entities: int, private: bool) -> MemoryEstimate:
+def placement_bytes(*, num_valid_queries: int, num_candidates: int, num_entities: int, batch: int = 256) -> int:
+    """The placement evaluation's peak (:mod:`textkg.evaluation.placement_ensemble`): the tuner keeps
+    each component's standardised validation scores (3 components x queries x candidates, float32)
+    while it tries the weight grid, and a batch of new terms holds about six float64 ``batch x N``
+    work arrays (neighbour-vote weights and their roll-up, scores, standardisation)."""
+    return 3 * 4 * num_valid_queries * num_candidates + 6 * 8 * batch * num_entities
+
+
+def estimate_memory(
+    model: torch.nn.Module,
+    cfg,
+    *,
+    num_entities: int,
+    private: bool,
+    placement: tuple[int, int] | None = None,
+) -> MemoryEstimate:
     """Estimate a run's peak memory from its built model and config.
 
     Args:
@@ -72,6 +87,8 @@ def estimate_memory(model: torch.nn.Module, cfg, *, num_entities: int, private: 
         cfg: The :class:`~textkg.training.config.RunConfig`.
         num_entities: Entities in the graph (candidates of 1-vs-all and of evaluation).
         private: Whether training is DP-SGD (``--privacy`` other than ``none``).
+        placement: ``(validation placement queries, candidates)`` when the run evaluates
+            placement of new terms (:func:`placement_bytes`), else ``None``.
     """
     tc = cfg.train
     trained = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
@@ -106,6 +123,10 @@ def estimate_memory(model: torch.nn.Module, cfg, *, num_entities: int, private: 
         dense = sum(p.numel() for _, p in trained) - sum(t.numel() for t in tables.values())
         if dense > 0:  # vmap(grad) over the dense parameters: per-example grads, their clipped copy, workspace
             c["per-example dense gradients (3 x B x dense parameters)"] = 3 * 4 * b * dense
+    if placement is not None:
+        c["placement evaluation (tuner's validation scores, vote work arrays)"] = placement_bytes(
+            num_valid_queries=placement[0], num_candidates=placement[1], num_entities=num_entities
+        )
     if private:
         c[f"DP noise (float64, {NOISE_STEPS_HELD} steps held, + float32 noised gradient)"] = (
             NOISE_STEPS_HELD * 8 + 4

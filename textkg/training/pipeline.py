@@ -321,6 +321,7 @@ def run(
             cfg,
             num_entities=prep.kg.num_entities,  # refuses before writing
             private=private is not None,
+            placement=_placement_size(prep),
         ),
         quiet=not progress,
     )
@@ -428,6 +429,16 @@ def _placement(prep: Prepared, cfg: RunConfig) -> dict | None:
             batch_size=max(1, min(cfg.train.eval_batch_size, 256)),
             hierarchy=hierarchy,
         )
+
+
+def _placement_size(prep: Prepared) -> tuple[int, int] | None:
+    """``(validation placement queries, largest candidate group)`` for the memory estimate, or ``None``."""
+    from textkg.evaluation.placement import placement_queries
+
+    valid = placement_queries(prep.kg, prep.split, which="valid")
+    if valid is None:
+        return None
+    return valid.num_queries, max(len(g) for g in valid.groups)
 
 
 def _description_features(prep: Prepared) -> torch.Tensor:
