@@ -113,8 +113,8 @@ def estimate_memory(
     if private and tc.negatives == "all":  # exact clipping without per-example gradients (one_vs_all_clipping)
         pool = num_entities
         c["1-vs-all clipping (B x candidates factors, chunk workspace)"] = 4 * (2 * b * pool + 12 * (1 << 22))
-        c["(candidates x candidates) feature Gram, cached up to 8192 candidates"] = (
-            4 * pool * pool if pool * pool <= 1 << 26 else 0
+        c["(candidates x candidates) feature Gram, cached up to 16384 candidates"] = (
+            4 * pool * pool if pool * pool <= 1 << 28 else 0
         )
     elif private:
         c["per-example gradients (B x rows read x d)"] = 4 * b * (3 + tc.num_negatives) * dim
