@@ -182,6 +182,28 @@ def charlm_train(args) -> dict:
     return read_char_lm_metrics(result)  # includes "model": the path to pass to the flair encoder
 
 
+def adapt_encoder(args) -> dict:
+    """``textkg encoders adapt``: see :mod:`encoders.adapt`."""
+    from encoders.adapt import adapt_encoder as adapt
+    from textkg.data import load_dataset, make_split
+    from textkg.training.features import default_cache_dir
+
+    kg = load_dataset(args.dataset)
+    split = make_split(kg, args.split)
+    return adapt(
+        kg,
+        split,
+        cache_dir=default_cache_dir(),
+        split_name=args.split,
+        epochs=args.epochs,
+        batch_size=args.batch_size,
+        lr=args.lr,
+        max_minutes=args.max_minutes,
+        max_pairs=args.max_pairs,
+        seed=args.seed,
+    )
+
+
 def pretrain_aec(args) -> dict:
     """Pre-train an LSTM autoencoder; a ``torchcoder-aec`` run reads it with
     ``model.text_module_kwargs.path`` (and then trains no autoencoder of its own)."""

@@ -97,6 +97,30 @@ def read_config_file(path: str) -> dict:
     return data
 
 
+#: encoders whose weights ``--encoder-model`` replaces
+_TRANSFORMER_ENCODERS = ("bert", "sentence-transformers")
+
+
+def _with_encoder_model(encoder: str | None, kwargs: dict, path: str) -> dict:
+    """``kwargs`` with ``model_name_or_path=path`` for a transformer encoder, or for every transformer
+    part of a ``concat`` encoder."""
+    if not Path(path).is_dir():
+        raise ConfigError("not a folder (give the one textkg encoders adapt printed)", file=path, field="encoder_model")
+    if encoder in _TRANSFORMER_ENCODERS:
+        return {**kwargs, "model_name_or_path": str(path)}
+    if encoder == "concat":
+        parts = [
+            {**part, "model_name_or_path": str(path)} if part.get("name") in _TRANSFORMER_ENCODERS else part
+            for part in kwargs.get("parts", [])
+        ]
+        if parts != kwargs.get("parts", []):
+            return {**kwargs, "parts": parts}
+    raise ConfigError(
+        f"--encoder-model needs a bert or sentence-transformers encoder; the model's encoder is {encoder!r}",
+        field="encoder_model",
+    )
+
+
 def build_run_config(args) -> RunConfig:
     """Combine defaults, preset, ``--config`` and flags into one :class:`RunConfig`.
 
@@ -132,6 +156,12 @@ def build_run_config(args) -> RunConfig:
         overrides["text_module_kwargs"] = {"path": args.autoencoder}
     if overrides.get("encoder") not in (None, model_cfg.encoder) and "encoder_kwargs" not in overrides:
         overrides["encoder_kwargs"] = {}  # the preset's kwargs belong to the encoder it named
+    if getattr(args, "encoder_model", None) is not None:
+        overrides["encoder_kwargs"] = _with_encoder_model(
+            overrides.get("encoder", model_cfg.encoder),
+            dict(overrides.get("encoder_kwargs", model_cfg.encoder_kwargs)),
+            args.encoder_model,
+        )
     if overrides:
         merged = {**model_cfg.to_dict(), **overrides}
         model_cfg = ModelConfig.from_dict(merged)

@@ -31,6 +31,11 @@ def _add_train_flags(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--model", help="model preset (textkg models list)")
     p.add_argument("--encoder", help="override the preset's text encoder")
+    p.add_argument(
+        "--encoder-model",
+        help="local transformer folder for the preset's bert / sentence-transformers encoder "
+        "(e.g. the output of textkg encoders adapt)",
+    )
     p.add_argument("--fusion", help="override the preset's fusion")
     p.add_argument("--dim", type=int)
     p.add_argument("--structural-dropout", type=float)
@@ -178,6 +183,19 @@ def build_parser() -> argparse.ArgumentParser:
 
     enc = sub.add_parser("encoders", help="text encoders").add_subparsers(dest="encoders_command")
     enc.add_parser("list", help="list registered encoders")
+    ad = enc.add_parser(
+        "adapt",
+        help="fine-tune the packaged MiniLM on the ontology's own (name, definition/synonym) pairs of "
+        "training terms (SapBERT-style); prints the folder for --encoder-model",
+    )
+    ad.add_argument("--dataset", required=True)
+    ad.add_argument("--split", default="inductive", choices=["transductive", "inductive"])
+    ad.add_argument("--epochs", type=int, default=1)
+    ad.add_argument("--batch-size", type=int, default=64)
+    ad.add_argument("--lr", type=float, default=2e-5)
+    ad.add_argument("--max-minutes", type=float, default=15.0)
+    ad.add_argument("--max-pairs", type=int, default=None)
+    ad.add_argument("--seed", type=int, default=0)
     pa = enc.add_parser("pretrain-aec", help="pre-train the LSTM autoencoder on a dataset's descriptions")
     pa.add_argument("--dataset", required=True)
     pa.add_argument("--encoder", default="glove-bow", help="token-level encoder feeding the autoencoder")
@@ -216,6 +234,7 @@ def dispatch(args) -> int:
         ("charlm", "train"): commands.charlm_train,
         ("encoders", "list"): commands.encoders_list,
         ("encoders", "pretrain-aec"): commands.pretrain_aec,
+        ("encoders", "adapt"): commands.adapt_encoder,
     }
     from textkg.cli import extra_commands
 
