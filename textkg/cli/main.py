@@ -82,6 +82,12 @@ def _add_train_flags(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--max-minutes", type=float)
     p.add_argument("--checkpoint-every", type=int)
+    p.add_argument(
+        "--init-from",
+        metavar="RUN",
+        help="initialise the model from RUN's best_model.pt (same graph and model); under --privacy "
+        "confidential RUN must be a --privacy public-only run with the same confidential statements",
+    )
     p.add_argument("--audit-candidates", type=int, help="hold out half of N candidate statements as audit non-members")
     p.add_argument(
         "--privacy",

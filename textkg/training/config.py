@@ -109,6 +109,10 @@ class TrainConfig:
             are drawn before training and split at random, half into members
             (trained on) and half into non-members (removed from training);
             the split is recorded in ``audit_split.json``. ``0`` = no audit split.
+        init_from: a finished run directory whose ``best_model.pt`` initialises the
+            model (same graph and model shape). Under ``--privacy confidential`` it
+            must be a ``public-only`` run with the same confidential statements, which
+            never read one (so the guarantee is unchanged); ``full`` refuses it.
     """
 
     epochs: int = 5
@@ -131,6 +135,7 @@ class TrainConfig:
     max_minutes: float | None = None
     checkpoint_every: int = 0
     audit_candidates: int = 0
+    init_from: str | None = None
 
     def __post_init__(self) -> None:
         _check_choice("loss", self.loss, LOSSES, prefix="train")

@@ -10,6 +10,7 @@ Every file is written atomically.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 import sys
 from dataclasses import dataclass
@@ -325,6 +326,7 @@ def run(
         ),
         quiet=not progress,
     )
+    init = None if resume or cfg.train.init_from is None else initialise_from(prep, cfg, Path(cfg.train.init_from))
     out_dir.mkdir(parents=True, exist_ok=True)
     if resume:
         trainer.restore(ckpt.load(out_dir / ckpt.CHECKPOINT))
@@ -335,6 +337,8 @@ def run(
             prep.autoencoder.save(out_dir / AUTOENCODER_FILE)
         if audit is not None:
             ckpt.atomic_write_json(out_dir / "audit_split.json", audit)
+        if init is not None:
+            ckpt.atomic_write_json(out_dir / INIT_RECORD, init)
     state = trainer.fit(progress=progress)
     if private is not None and state.stopped == "privacy budget reached":
         print(
@@ -365,6 +369,10 @@ def run(
         "test": evaluate_split(prep, cfg, "test", progress=progress).to_dict(),
         "privacy": _privacy_block(prep, cfg, private),
     }
+    if cfg.train.init_from is not None:
+        metrics["train"]["initialised_from"] = init or _recorded_init(out_dir)
+        if metrics["privacy"] is not None:
+            metrics["privacy"]["initialised_from"] = metrics["train"]["initialised_from"]
     placement = _placement(prep, cfg)  # inductive splits of graphs with an is_a relation only
     if placement is not None:
         metrics["test"].update(placement)  # placement, placement_baselines[, placement_combined, placement_selection]
@@ -380,6 +388,69 @@ def run(
             )
     ckpt.atomic_write_json(out_dir / "metrics.json", metrics)
     return metrics
+
+
+INIT_RECORD = "init_from.json"
+
+
+def initialise_from(prep: Prepared, cfg: RunConfig, source: Path) -> dict:
+    """Load ``source``'s ``best_model.pt`` into ``prep.model`` after checking that the privacy guarantee
+    survives it; returns what ``metrics.json`` records (also written to ``init_from.json`` by the caller).
+
+    Under ``confidential`` privacy the source must be a ``public-only`` run of the same dataset with the
+    same confidential statements (relations, fraction and seed): it read none of them, so starting from it
+    adds nothing to ε. Under ``full`` privacy every training statement is private, so any source trained on
+    this graph would void the guarantee: refused.
+    """
+    from textkg.training.config import RunConfig as _RC
+
+    for name in ("config.json", "metrics.json", ckpt.BEST_MODEL):
+        if not (source / name).is_file():
+            raise ConfigError(f"not a finished textkg run (no {name})", file=source, field="init_from")
+    src_cfg = _RC.from_dict(json.loads((source / "config.json").read_text()), source=str(source / "config.json"))
+    src_privacy = json.loads((source / "metrics.json").read_text()).get("privacy") or {}
+    mode = cfg.privacy.mode
+    if mode == "full":
+        raise ConfigError(
+            "--init-from under --privacy full: every training statement is private, so a model trained on "
+            "them would void the guarantee; use --privacy confidential with a public-only source",
+            field="init_from",
+        )
+    if mode in ("confidential", "public-only"):
+        same = (
+            src_privacy.get("mode") == "public-only"
+            and src_cfg.data == cfg.data
+            and src_cfg.privacy.confidential_relations == cfg.privacy.confidential_relations
+            and src_cfg.privacy.confidential_fraction == cfg.privacy.confidential_fraction
+            and src_cfg.train.seed == cfg.train.seed
+        )
+        if not same:
+            raise ConfigError(
+                f"under --privacy {mode} the initial model must come from a --privacy public-only run on the "
+                "same data with the same confidential statements (relations, fraction and seed); "
+                f"{source} is not one",
+                file=source,
+                field="init_from",
+            )
+    state = ckpt.load(source / ckpt.BEST_MODEL)
+    own = prep.model.state_dict()
+    if state.keys() != own.keys() or any(state[k].shape != own[k].shape for k in own):
+        raise ConfigError(
+            "the source run's model does not match this one (graph, preset or dim differ)",
+            file=source / ckpt.BEST_MODEL,
+            field="init_from",
+        )
+    prep.model.load_state_dict(state)
+    return {
+        "run": str(source),
+        "privacy_mode": src_privacy.get("mode", "none"),
+        "best_model_sha256": hashlib.sha256((source / ckpt.BEST_MODEL).read_bytes()).hexdigest(),
+    }
+
+
+def _recorded_init(out_dir: Path) -> dict | None:
+    path = out_dir / INIT_RECORD
+    return json.loads(path.read_text()) if path.is_file() else None
 
 
 def _privacy_block(prep: Prepared, cfg: RunConfig, private: PrivateTraining | None) -> dict | None:
