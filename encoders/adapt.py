@@ -133,25 +133,28 @@ def adapt_encoder(
     )
     loss = MultipleNegativesRankingLoss(model)
     steps_per_epoch = len(loader)
-    # the budget: measure a few steps, then train as many as fit in max_minutes
+    planned = epochs * steps_per_epoch
+    # the budget: train in chunks, each sized from the speed measured so far, until max_minutes
+    # (each chunk is one fit call: a fresh shuffle, optimiser and warm-up)
     start = time.perf_counter()
-    probe = min(steps_per_epoch, 5)
-    _fit(model, loader, loss, steps=probe, warmup=0, lr=lr, progress=progress)
-    per_step = (time.perf_counter() - start) / probe
-    budget_steps = int(max(0.0, 60 * max_minutes - (time.perf_counter() - start)) / max(per_step, 1e-6))
-    planned = epochs * steps_per_epoch - probe
-    steps = max(0, min(planned, budget_steps))
-    if steps:
-        _fit(model, loader, loss, steps=steps, warmup=min(100, steps // 10), lr=lr, progress=progress)
+    budget = 60 * max_minutes
+    done, chunk = 0, min(planned, 5)
+    while done < planned and chunk > 0:
+        t0 = time.perf_counter()
+        _fit(model, loader, loss, steps=chunk, warmup=min(100, chunk // 10), lr=lr, progress=progress)
+        done += chunk
+        per_step = (time.perf_counter() - t0) / chunk
+        remaining = budget - (time.perf_counter() - start)
+        chunk = min(planned - done, int(0.95 * remaining / max(per_step, 1e-6)))
     seconds = time.perf_counter() - start
     tmp = out.with_name(out.name + ".tmp")
     model.save(str(tmp))
     summary = {
         **settings,
         "out": str(out),
-        "steps": probe + steps,
-        "planned_steps": epochs * steps_per_epoch,
-        "stopped": None if steps == planned else f"max_minutes={max_minutes:g} reached",
+        "steps": done,
+        "planned_steps": planned,
+        "stopped": None if done == planned else f"max_minutes={max_minutes:g} reached",
         "seconds": seconds,
         "use_with": f"textkg train ... --encoder-model {out}",
     }
