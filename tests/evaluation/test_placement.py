@@ -316,6 +316,7 @@ def test_train_reports_placement_first(tmp_path, capsys, monkeypatch):
     summary = json.loads(capsys.readouterr().out)
     assert list(summary)[0] == "placement" and {"out", "test", "valid", "privacy"} <= set(summary)
     assert summary["placement"]["reading"].startswith("New terms: the suggestions come from ")
+    assert summary["placement"]["next"].startswith(f"textkg place {out} ")
     assert set(summary["placement"]["baselines"]) == {"description-nn", "parent-of-nearest"}
     metrics = json.loads((out / "metrics.json").read_text())
     assert metrics["test"]["placement"] == summary["placement"]["model"]

@@ -74,6 +74,7 @@ def train(args) -> dict | None:
             "model": placement["placement"],
             **({"combined": placement["placement_combined"]} if selection else {}),
             "baselines": placement.get("placement_baselines", {}),
+            "next": f"textkg place {out} --obo NEW.obo --out placed.tsv (or --terms FILE.tsv: id, name, definition)",
         }
     return {
         **summary,
