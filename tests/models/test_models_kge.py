@@ -8,6 +8,7 @@ from models_cases import DIM, FUSION_CASES, NUM_ENTITIES, NUM_RELATIONS, SEEN, m
 from torch.func import functional_call, grad, vmap
 
 from textkg.errors import ConfigError
+from textkg.models.config import ModelConfig
 
 FUSIONS = sorted(FUSION_CASES)
 INTERACTIONS = ["transe", "distmult", "complex", "rotate"]
@@ -224,3 +225,29 @@ def test_new_entity_from_text_equals_unseen_entity_with_same_text(fusion):
         model.embed_new_entities(token_features=feats)
     with pytest.raises(ConfigError):
         make_model("structural").embed_new_entities(text_features=feats)
+
+
+def test_hashed_structural_rows_are_shared_by_seen_entities_only():
+    """``structural_buckets=K``: K shared rows plus the unseen row; held-out entities read the unseen row."""
+    from textkg.models.representations import StructuralRepresentation
+
+    seen = torch.tensor([7, 1, 4, 9, 2])
+    rep = StructuralRepresentation(12, seen, 3, buckets=2)
+    assert rep.weight.shape == (3, 3) and rep.unseen_row == 2
+    # sorted seen ids 1, 2, 4, 7, 9 take rows 0, 1, 0, 1, 0
+    assert rep.struct_index[torch.tensor([1, 2, 4, 7, 9])].tolist() == [0, 1, 0, 1, 0]
+    held_out = torch.tensor([0, 3, 5, 6, 8, 10, 11])
+    assert (rep.struct_index[held_out] == 2).all()
+    # more buckets than seen entities: one row each, as without hashing
+    assert StructuralRepresentation(12, seen, 3, buckets=50).weight.shape == (6, 3)
+
+
+@pytest.mark.parametrize("bad", [-1, 1.5, True, "8"])
+def test_structural_buckets_must_be_a_non_negative_integer(bad):
+    with pytest.raises(ConfigError, match="non-negative integer"):
+        ModelConfig(fusion="structural", structural_buckets=bad)
+
+
+def test_structural_buckets_need_a_structural_table():
+    with pytest.raises(ConfigError, match="structural table"):
+        ModelConfig(fusion="text", encoder="bert", structural_buckets=4)

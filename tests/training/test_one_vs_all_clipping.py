@@ -115,6 +115,8 @@ CASES = [
     ("cpu-fused", {}, 0.1),
     ("cpu-best", {}, 0.0),
     ("transe-l2", {"structural_dropout": 0.5}, 0.0),
+    ("cpu-fused", {"structural_buckets": 3}, 0.0),  # hashed rows: several candidates share a row
+    ("transe-l2", {"structural_buckets": 2, "structural_dropout": 0.5}, 0.0),
 ]
 
 

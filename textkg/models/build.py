@@ -91,6 +91,7 @@ def build_model(
         seen_entities=seen_entities,
         text=text,
         structural_dropout=config.structural_dropout,
+        structural_buckets=config.structural_buckets,
         normalize_entities=config.normalize_entities,
     )
 

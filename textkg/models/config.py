@@ -49,6 +49,9 @@ class ModelConfig:
         structural_dropout: Training-time probability that a seen entity
             reads the learned unseen row instead of its own (fusions with
             structure only).
+        structural_buckets: ``0`` (one structural row per seen entity) or ``K``:
+            the seen entities share ``K`` hashed rows (a smaller table, each row
+            trained by more statements; measured under DP in docs/benchmarks.md).
     """
 
     interaction: str = "transe"
@@ -62,6 +65,7 @@ class ModelConfig:
     text_module_kwargs: dict = field(default_factory=dict)
     normalize_entities: bool = False
     structural_dropout: float = 0.0
+    structural_buckets: int = 0
 
     def __post_init__(self) -> None:
         for name in ("interaction_kwargs", "fusion_kwargs", "encoder_kwargs", "text_module_kwargs"):
@@ -95,6 +99,11 @@ class ModelConfig:
             raise ConfigError(
                 f"fusion '{self.fusion}' has no structural part to drop", field="model.structural_dropout"
             )
+        buckets = self.structural_buckets
+        if isinstance(buckets, bool) or not isinstance(buckets, int) or buckets < 0:
+            raise ConfigError(f"must be a non-negative integer, got {buckets!r}", field="model.structural_buckets")
+        if buckets and not fusion.uses_structure:
+            raise ConfigError(f"fusion '{self.fusion}' has no structural table", field="model.structural_buckets")
         object.__setattr__(self, "structural_dropout", float(dropout))
         object.__setattr__(self, "normalize_entities", bool(self.normalize_entities))
 

@@ -42,6 +42,8 @@ class KGEModel(nn.Module):
             row in a training lookup (see :meth:`lookup_plan`).
         normalize_entities: L2-normalise each fused entity vector (BLP does
             for TransE).
+        structural_buckets: ``0``, or ``K`` hashed structural rows shared by
+            the seen entities (:class:`StructuralRepresentation`).
 
     Tables (:meth:`tables`): ``"entity"`` ``(n_seen + 1, d)`` when the fusion
     uses structure (the last row is the unseen row) and ``"relation"``
@@ -63,6 +65,7 @@ class KGEModel(nn.Module):
         text: TextRepresentation | None = None,
         structural_dropout: float = 0.0,
         normalize_entities: bool = False,
+        structural_buckets: int = 0,
     ) -> None:
         super().__init__()
         interaction.check_dim(dim)
@@ -84,10 +87,16 @@ class KGEModel(nn.Module):
         self.normalize_entities = bool(normalize_entities)
         self.register_buffer("seen_entities", check_seen_entities(seen_entities, num_entities))
         self.structural = (
-            StructuralRepresentation(num_entities, self.seen_entities, dim, dropout=structural_dropout)
+            StructuralRepresentation(
+                num_entities, self.seen_entities, dim, dropout=structural_dropout, buckets=structural_buckets
+            )
             if fusion.uses_structure
             else None
         )
+        if not fusion.uses_structure and structural_buckets:
+            raise ConfigError(
+                f"structural_buckets has no effect with fusion '{fusion.name}'", field="model.structural_buckets"
+            )
         if not fusion.uses_structure and structural_dropout:
             raise ConfigError(
                 f"structural_dropout has no effect with fusion '{fusion.name}'", field="model.structural_dropout"

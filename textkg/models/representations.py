@@ -22,7 +22,7 @@ from textkg.errors import ConfigError
 
 
 class StructuralRepresentation(nn.Module):
-    """Structural rows: ``(n_seen + 1, d)``; the last row is the unseen row.
+    """Structural rows: ``(n_seen + 1, d)`` (or ``(K + 1, d)`` hashed); the last row is the unseen row.
 
     Args:
         num_entities: Size of the global entity id space.
@@ -30,6 +30,9 @@ class StructuralRepresentation(nn.Module):
             (distinct, in ``[0, num_entities)``).
         dim: Width ``d``.
         dropout: Structural dropout probability in ``[0, 1)``.
+        buckets: ``0`` (one row per seen entity) or ``K``: seen entities share
+            ``K`` hashed rows (fewer rows, each trained by more statements:
+            one option for a table that DP noise would drown).
 
     Buffers:
         ``struct_index (num_entities,)``: global id → table row (``n_seen`` =
@@ -38,20 +41,29 @@ class StructuralRepresentation(nn.Module):
 
     struct_index: torch.Tensor  # the buffer above, registered in __init__
 
-    def __init__(self, num_entities: int, seen_entities: torch.Tensor, dim: int, *, dropout: float = 0.0) -> None:
+    def __init__(
+        self, num_entities: int, seen_entities: torch.Tensor, dim: int, *, dropout: float = 0.0, buckets: int = 0
+    ) -> None:
         super().__init__()
         seen = check_seen_entities(seen_entities, num_entities)
         if not 0.0 <= dropout < 1.0:
             raise ConfigError(
                 f"structural_dropout must be in [0, 1), got {dropout!r}", field="model.structural_dropout"
             )
+        if isinstance(buckets, bool) or not isinstance(buckets, int) or buckets < 0:
+            raise ConfigError(f"must be a non-negative integer, got {buckets!r}", field="model.structural_buckets")
         self.dropout = float(dropout)
         n_seen = len(seen)
-        self.unseen_row = n_seen
-        index = torch.full((num_entities,), n_seen, dtype=torch.long)
-        index[seen] = torch.arange(n_seen)
+        # Hashed rows (the "hashing trick", Weinberger et al. 2009): seen entity i (in sorted-id
+        # order) shares row i mod K. The map depends only on the seen ids, which are public
+        # whenever the run is private (the public vocabulary), so it reveals nothing.
+        n_rows = min(buckets, n_seen) if buckets else n_seen
+        self.buckets = int(buckets)
+        self.unseen_row = n_rows
+        index = torch.full((num_entities,), n_rows, dtype=torch.long)
+        index[seen] = torch.arange(n_seen) % max(n_rows, 1)
         self.register_buffer("struct_index", index)
-        self.weight = nn.Parameter(torch.empty(n_seen + 1, dim))
+        self.weight = nn.Parameter(torch.empty(n_rows + 1, dim))
         nn.init.xavier_uniform_(self.weight)
 
     def rows(
