@@ -9,6 +9,7 @@
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 
@@ -213,13 +214,36 @@ def place(args) -> dict:
     return summary
 
 
+def _federation_settings(run_dir: Path):
+    """``(RunConfig, FederatedConfig)`` of a started federation, from its config.json and federated.json."""
+    import dataclasses
+
+    from textkg.federated.runner import FederatedConfig
+    from textkg.training.config import RunConfig
+
+    files = {name: run_dir / name for name in ("config.json", "federated.json")}
+    for path in files.values():
+        if not path.is_file():
+            raise ConfigError(f"cannot resume: no {path.name} (was the federation started?)", file=path)
+    try:
+        cfg = RunConfig.from_dict(json.loads(files["config.json"].read_text()), source=str(files["config.json"]))
+        record = json.loads(files["federated.json"].read_text())
+        if not isinstance(record.get("settings"), dict):
+            raise ConfigError("cannot resume: no settings (written by an older textkg)", file=files["federated.json"])
+        names = {f.name for f in dataclasses.fields(FederatedConfig)}
+        fed = FederatedConfig(**{k: v for k, v in record["settings"].items() if k in names})
+    except json.JSONDecodeError as exc:
+        raise ConfigError(f"not valid JSON ({exc.msg}, line {exc.lineno})", file=run_dir) from None
+    except TypeError as exc:
+        raise ConfigError(f"malformed federated.json ({exc})", file=files["federated.json"]) from None
+    return cfg, fed
+
+
 def federate(args) -> dict:
     from textkg.cli.config_loading import build_run_config
     from textkg.federated.runner import FederatedConfig
     from textkg.federated.runner import federate as run_federation
 
-    if args.resume:
-        raise ConfigError("federate has no --resume yet", field="resume")
     try:
         import flwr  # noqa: F401
     except ImportError:
@@ -227,22 +251,27 @@ def federate(args) -> dict:
             "federated training runs on Flower, which is not installed: pip install 'textkg[federated]'",
             field="federate",
         ) from None
-    clients = args.clients if args.clients is not None else (3 if args.partition in ("random", "relation") else None)
-    fed = FederatedConfig(
-        partition=args.partition,
-        clients=clients,
-        rounds=args.rounds,
-        local_epochs=args.local_epochs,
-        partition_file=args.partition_file,
-        aggregation=args.aggregation,
-        client_noise_multiplier=args.client_noise_multiplier,
-        client_target_epsilon=args.client_target_epsilon,
-        client_clip=args.client_clip,
-        client_delta=args.client_delta,
-    )
-    cfg = build_run_config(args)
-    out = Path(args.out) if args.out else Path("runs") / f"federated-{Path(cfg.data.dataset).name}-{args.partition}"
-    metrics = run_federation(cfg, fed, out, progress=not args.no_progress)
+    if args.resume:  # every setting comes from the run directory
+        out = Path(args.resume)
+        cfg, fed = _federation_settings(out)
+    else:
+        default_k = 3 if args.partition in ("random", "relation") else None  # source and column set their own
+        clients = args.clients if args.clients is not None else default_k
+        fed = FederatedConfig(
+            partition=args.partition,
+            clients=clients,
+            rounds=args.rounds,
+            local_epochs=args.local_epochs,
+            partition_file=args.partition_file,
+            aggregation=args.aggregation,
+            client_noise_multiplier=args.client_noise_multiplier,
+            client_target_epsilon=args.client_target_epsilon,
+            client_clip=args.client_clip,
+            client_delta=args.client_delta,
+        )
+        cfg = build_run_config(args)
+        out = Path(args.out) if args.out else Path("runs") / f"federated-{Path(cfg.data.dataset).name}-{args.partition}"
+    metrics = run_federation(cfg, fed, out, resume=bool(args.resume), progress=not args.no_progress)
     print(f"wrote {out / 'metrics.json'}", file=sys.stderr)
     test = metrics["test"]
     return {

@@ -70,6 +70,7 @@ def make_client_dp_strategy(
     clipping_norm: float,
     delta: float,
     randomness: SecretRandomness | None = None,
+    state: dict | None = None,
 ) -> Any:
     """Wrap a FedAvg ``strategy`` in Flower's server-side fixed-clipping DP, with secret noise.
 
@@ -81,6 +82,8 @@ def make_client_dp_strategy(
         clipping_norm: C > 0, on the L2 norm of a holder's whole update.
         delta: δ of the guarantee, in (0, 1).
         randomness: The noise source; ``None`` draws a fresh secret key.
+        state: :func:`client_dp_state` of a wrapper to continue (a resumed
+            federation): its secret key, the releases made and Flower's ledger.
 
     Returns:
         The wrapped strategy; its ``accountant`` is Flower's ``RdpAccountant``.
@@ -106,18 +109,22 @@ def make_client_dp_strategy(
         ),
         orders=tuple(float(a) for a in DEFAULT_ORDERS),
     )
+    if state is not None:
+        randomness = SecretRandomness.from_state_dict(state["randomness"])
+        accountant.load_state_dict(state["accountant"])
     source = randomness if randomness is not None else SecretRandomness()
 
     class SecretNoiseServerSideFixedClipping(DifferentialPrivacyServerSideFixedClipping):  # type: ignore[misc]
         """Flower's wrapper, with every noise entry from a secret AES-CTR stream (one per release)."""
 
         releases = 0
+        randomness = source  # the noise key: saved in the PRIVATE checkpoint so that a resumed run continues it
 
         def _add_noise_to_aggregated_arrays(self, aggregated_arrays):  # type: ignore[no-untyped-def]
             from flwr.app import Array, ArrayRecord
 
             std = self.noise_multiplier * self.clipping_norm / self.num_sampled_clients
-            g = source.generator("noise", self.releases)
+            g = self.randomness.generator("noise", self.releases)
             self.releases += 1
             out = {}
             for key, value in aggregated_arrays.items():
@@ -126,13 +133,25 @@ def make_client_dp_strategy(
                 out[key] = Array(np.ascontiguousarray((x + std * g.standard_normal(x.shape)).astype(x.dtype)))
             return ArrayRecord(out)
 
-    return SecretNoiseServerSideFixedClipping(
+    wrapped = SecretNoiseServerSideFixedClipping(
         strategy,
         noise_multiplier=noise_multiplier,
         clipping_norm=clipping_norm,
         num_sampled_clients=num_clients,
         accountant=accountant,
     )
+    if state is not None:
+        wrapped.releases = int(state["releases"])
+    return wrapped
+
+
+def client_dp_state(wrapped: Any) -> dict:
+    """What a resumed federation needs of the DP wrapper (PRIVATE: holds the noise key)."""
+    return {
+        "randomness": wrapped.randomness.state_dict(),
+        "releases": int(wrapped.releases),
+        "accountant": wrapped.accountant.state_dict(),
+    }
 
 
 def client_privacy_block(wrapped: Any, *, rounds: int, randomness_secure: bool = True) -> dict:

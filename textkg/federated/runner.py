@@ -18,7 +18,7 @@ parameter), and its ledger composes over all its steps in all rounds. The
 global model is a function of the holders' DP outputs, so each holder's
 (ε_k, δ_k) holds for the global model and everything released from it
 (post-processing; holders' data are disjoint). Reported: every holder's
-privacy block and the maximum ε. Client-level DP (DP-FedAvg) is not built yet.
+privacy block and the maximum ε. Client-level DP-FedAvg: :mod:`textkg.federated.client_dp`.
 
 Transport: :class:`textkg.federated.grid.InProcessGrid` runs the ClientApp in
 this process; Flower's Ray simulation engine and its deployment engine
@@ -27,7 +27,9 @@ this process; Flower's Ray simulation engine and its deployment engine
 Outputs in ``out_dir``: ``config.json`` (the run config; ``textkg.load``,
 ``evaluate`` and ``predict`` work on the directory), ``federated.json`` (the
 partition and round settings), ``graph.json``, ``best_model.pt`` (the final
-global model: the last round, no selection), ``metrics.json``.
+global model: the last round, no selection), ``metrics.json``, and the PRIVATE
+``checkpoint.pt`` written after every round (``--resume DIR`` continues from it;
+it holds the noise keys and is never released).
 """
 
 from __future__ import annotations
@@ -196,6 +198,27 @@ class DataHolder:
             metrics["private-steps"] = int(self.private.accountant.steps)
         return trained_state(self.model), metrics
 
+    def state_dict(self) -> dict:
+        """What a resumed federation needs of this holder (PRIVATE: it holds the secret key of its noise)."""
+        return {
+            "name": self.name,
+            "optimizer": self.trainer.optimizer.state_dict(),
+            "generator": self.trainer.generator.get_state(),
+            "state": dataclasses.asdict(self.trainer.state),
+            "privacy": None if self.private is None else self.private.state_dict(),
+        }
+
+    def load_state_dict(self, state: dict) -> None:
+        from textkg.training.trainer import TrainState
+
+        if state["name"] != self.name:
+            raise ConfigError(f"checkpoint holder {state['name']!r} is not {self.name!r}", field="resume")
+        self.trainer.optimizer.load_state_dict(state["optimizer"])
+        self.trainer.generator.set_state(state["generator"])
+        self.trainer.state = TrainState(**state["state"])
+        if self.private is not None:
+            self.private.load_state_dict(state["privacy"])
+
     def report(self) -> dict:
         out = {
             "name": self.name,
@@ -235,23 +258,45 @@ def make_client_app(holders: list[DataHolder], on_upload=None):
     return app
 
 
-def federate(cfg, fed: FederatedConfig, out_dir: Path, *, progress: bool = True, on_upload=None) -> dict:
+def federate(
+    cfg, fed: FederatedConfig, out_dir: Path, *, resume: bool = False, progress: bool = True, on_upload=None
+) -> dict:
     """Run a federation and write its outputs; returns the metrics dict written to ``metrics.json``.
 
     ``cfg`` is ``textkg train``'s config; its ``train.epochs`` is replaced by
     ``fed.rounds × fed.local_epochs`` (each holder's total local epochs).
+
+    After every round the server writes ``checkpoint.pt`` (PRIVATE, never
+    released: it holds every holder's optimizer, sampler and ledger, and the
+    secret keys of the noise). ``resume=True`` continues ``out_dir`` from its
+    last finished round with the same settings; the rounds after it are the
+    ones an uninterrupted run would have taken (same batches, same ledgers).
     """
     from flwr.app import ArrayRecord, ConfigRecord, MetricRecord
     from flwr.serverapp.strategy import FedAvg
 
-    from textkg.federated.client_dp import client_noise_multiplier, client_privacy_block, make_client_dp_strategy
+    from textkg.federated.client_dp import (
+        client_dp_state,
+        client_noise_multiplier,
+        client_privacy_block,
+        make_client_dp_strategy,
+    )
     from textkg.federated.strategy import RowAwareFedAvg
-    from textkg.training import checkpoint as ckpt
     from textkg.training.pipeline import evaluate_split, graph_record, prepare
 
     out_dir = Path(out_dir)
-    if out_dir.exists() and any(out_dir.iterdir()):
-        raise ConfigError(f"output directory {out_dir} is not empty; choose another --out", field="out")
+    from textkg.training import checkpoint as ckpt
+
+    if resume:
+        if not (out_dir / ckpt.CHECKPOINT).is_file():
+            raise ConfigError("cannot resume: no checkpoint.pt yet (no round has finished)", file=out_dir)
+        if (out_dir / "metrics.json").exists():
+            raise ConfigError("cannot resume: this federation has finished (metrics.json exists)", file=out_dir)
+    elif out_dir.exists() and any(out_dir.iterdir()):
+        raise ConfigError(
+            f"output directory {out_dir} is not empty; pass --resume {out_dir} to continue it or choose another --out",
+            field="out",
+        )
     if cfg.train.audit_candidates:
         raise ConfigError("--audit-candidates is not supported by federate yet", field="audit_candidates")
     if cfg.train.negatives == "all" and cfg.privacy.mode != "none":
@@ -284,9 +329,57 @@ def federate(cfg, fed: FederatedConfig, out_dir: Path, *, progress: bool = True,
         for k, name in enumerate(part.clients)
     ]
     history: list[dict] = []
+    sizes = None if fed.client_dp else part.sizes()  # under client-level DP a holder's count is about its data
+    saved = None
+    if resume:
+        saved = ckpt.load(out_dir / ckpt.CHECKPOINT)
+        for key, now in (("config", cfg.to_dict()), ("federated", fed.to_dict())):
+            if saved[key] != now:
+                changed = sorted(k for k in set(now) | set(saved[key]) if now.get(k) != saved[key].get(k))
+                raise ConfigError(
+                    f"checkpoint was written with other settings ({', '.join(changed)})", file=out_dir, field=key
+                )
+        for holder, state in zip(holders, saved["holders"], strict=True):
+            holder.load_state_dict(state)
+        history.extend(saved["history"])
+    done = 0 if saved is None else int(saved["round"])
+    strategy = None
+
+    def write_start_files() -> None:  # after every setting is validated: a refused run writes nothing
+        out_dir.mkdir(parents=True, exist_ok=True)
+        ckpt.atomic_write_json(out_dir / "config.json", {"textkg_version": textkg.__version__, **cfg.to_dict()})
+        ckpt.atomic_write_json(
+            out_dir / "federated.json",
+            {
+                **fed.to_dict(),
+                "clients": list(part.clients),
+                "sizes": sizes,
+                "engine": "flower-inprocess",
+                "strategy": _strategy_name(fed),
+                "settings": fed.to_dict(),  # what --resume rebuilds the FederatedConfig from
+            },
+        )
+        ckpt.atomic_write_json(out_dir / "graph.json", graph_record(prep.kg, prep.split))
+
+    def save_round(server_round: int, arrays: dict[str, torch.Tensor]) -> None:
+        payload = {
+            "round": server_round,
+            "config": cfg.to_dict(),
+            "federated": fed.to_dict(),
+            "arrays": arrays,
+            "holders": [h.state_dict() for h in holders],
+            "history": history,
+            "python_random": random.getstate(),  # Flower orders the sampled nodes with `random`
+            "client_dp": None if not fed.client_dp else client_dp_state(strategy),
+        }
+        ckpt.atomic_torch_save(out_dir / ckpt.CHECKPOINT, payload)
 
     def evaluate_fn(server_round: int, arrays) -> MetricRecord:
-        prep.model.load_state_dict(arrays.to_torch_state_dict(), strict=False)
+        if saved is not None and server_round == 0:  # the checkpoint's round, evaluated before the crash
+            return MetricRecord({"valid_mrr": float(history[-1]["valid_mrr"])})
+        server_round += done
+        state = arrays.to_torch_state_dict()
+        prep.model.load_state_dict(state, strict=False)
         mrr = (
             evaluate_split(prep, cfg, "valid", max_triples=cfg.train.valid_max_triples).to_dict()["mrr"]
             if len(prep.split.valid)
@@ -303,6 +396,8 @@ def federate(cfg, fed: FederatedConfig, out_dir: Path, *, progress: bool = True,
                 + (f", max epsilon {record['epsilon_max']:.3f}" if "epsilon_max" in record else ""),
                 file=sys.stderr,
             )
+        if server_round:
+            save_round(server_round, state)
         return MetricRecord({"valid_mrr": float(mrr)})
 
     k = part.num_clients
@@ -311,6 +406,8 @@ def federate(cfg, fed: FederatedConfig, out_dir: Path, *, progress: bool = True,
     flwr_logger.setLevel(logging.ERROR)  # Flower logs every round at INFO; the runner prints its own line
     py_random = random.getstate()
     random.seed(cfg.train.seed)  # Flower orders the sampled nodes with `random`: fixed, so runs repeat
+    if saved is not None:
+        random.setstate(saved["python_random"])
     try:
         # no federated evaluation: the server evaluates the global model on the public validation statements
         strategy = (RowAwareFedAvg if fed.aggregation == "row" else FedAvg)(
@@ -329,37 +426,31 @@ def federate(cfg, fed: FederatedConfig, out_dir: Path, *, progress: bool = True,
                     target_epsilon=fed.client_target_epsilon, rounds=fed.rounds, delta=fed.client_delta
                 )
             strategy = make_client_dp_strategy(
-                strategy, num_clients=k, noise_multiplier=sigma, clipping_norm=fed.client_clip, delta=fed.client_delta
+                strategy,
+                num_clients=k,
+                noise_multiplier=sigma,
+                clipping_norm=fed.client_clip,
+                delta=fed.client_delta,
+                state=None if saved is None else saved["client_dp"],
             )
-        result = strategy.start(
-            grid=InProcessGrid(make_client_app(holders, on_upload), k),
-            initial_arrays=ArrayRecord(trained_state(prep.model)),
-            num_rounds=fed.rounds,
-            train_config=ConfigRecord({"local-epochs": fed.local_epochs}),
-            evaluate_fn=evaluate_fn,
-        )
+        if saved is None:
+            write_start_files()
+        final = saved["arrays"] if saved is not None else trained_state(prep.model)
+        if done < fed.rounds:
+            result = strategy.start(
+                grid=InProcessGrid(make_client_app(holders, on_upload), k),
+                initial_arrays=ArrayRecord(final),
+                num_rounds=fed.rounds - done,
+                train_config=ConfigRecord({"local-epochs": fed.local_epochs}),
+                evaluate_fn=evaluate_fn,
+            )
+            final = result.arrays.to_torch_state_dict()
     finally:
         random.setstate(py_random)
         flwr_logger.setLevel(level)
         for h in holders:
             h.close()
-    prep.model.load_state_dict(result.arrays.to_torch_state_dict(), strict=False)
-
-    out_dir.mkdir(parents=True, exist_ok=True)
-    ckpt.atomic_write_json(out_dir / "config.json", {"textkg_version": textkg.__version__, **cfg.to_dict()})
-    # under client-level DP a holder's statement count is about its data: not released
-    sizes = None if fed.client_dp else part.sizes()
-    ckpt.atomic_write_json(
-        out_dir / "federated.json",
-        {
-            **fed.to_dict(),
-            "clients": list(part.clients),
-            "sizes": sizes,
-            "engine": "flower-inprocess",
-            "strategy": _strategy_name(fed),
-        },
-    )
-    ckpt.atomic_write_json(out_dir / "graph.json", graph_record(prep.kg, prep.split))
+    prep.model.load_state_dict(final, strict=False)
     ckpt.atomic_torch_save(out_dir / ckpt.BEST_MODEL, prep.model.state_dict())
     clients = [{"name": h.name} if fed.client_dp else h.report() for h in holders]
     metrics = {
