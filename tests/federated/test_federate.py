@@ -179,3 +179,38 @@ def test_release_refuses_a_federated_run_clearly(federate_base, tmp_path, capsys
     assert main(["release", str(out), "--out", str(tmp_path / "rel")]) == 2
     assert "federated run is not supported yet" in capsys.readouterr().err
     assert not (tmp_path / "rel").exists()
+
+
+def test_each_holder_gets_the_global_models_test_on_its_own_share(federate_base, tmp_path):
+    """``random``: every test statement goes to one holder by the training hash, so the holders' test
+    shares partition the test set and their MRRs average (weighted by queries) to the global MRR."""
+    out = tmp_path / "fed"
+    assert main([*federate_base, "--partition", "random", "--clients", "3", "--rounds", "1", "--out", str(out)]) == 0
+    metrics = json.loads((out / "metrics.json").read_text())
+    tests = [c["test"] for c in metrics["clients"]]
+    assert all(t is not None and t["num_triples"] > 0 for t in tests)
+    assert sum(t["num_triples"] for t in tests) == metrics["test"]["num_triples"]
+    n = [t["num_queries"] if "num_queries" in t else t["num_triples"] for t in tests]
+    pooled = sum(t["mrr"] * k for t, k in zip(tests, n, strict=True)) / sum(n)
+    assert pooled == pytest.approx(metrics["test"]["mrr"], rel=1e-6)
+
+
+def test_source_holders_test_on_their_own_diseases(federate_base, tmp_path):
+    """``source``: a holder's test share is every test statement naming one of its diseases (brute force)."""
+    from textkg.federated.partition import HPO_SOURCES
+    from textkg.training.config import RunConfig
+    from textkg.training.pipeline import prepare
+
+    out = tmp_path / "fed"
+    assert main([*federate_base, "--partition", "source", "--rounds", "1", "--out", str(out)]) == 0
+    metrics = json.loads((out / "metrics.json").read_text())
+    got = {c["name"]: (c["test"] or {}).get("num_triples", 0) for c in metrics["clients"]}
+    prep = prepare(RunConfig.from_dict(json.loads((out / "config.json").read_text())))
+    ents, types = prep.kg.entities, prep.kg.entity_types
+    for src in HPO_SOURCES:
+        want = sum(
+            any(ents[e].startswith(src + ":") and types[e] == "disease" for e in (h, t))
+            for h, _, t in prep.split.test.tolist()
+        )
+        assert got[src] == want, src
+    assert sum(got.values()) < metrics["test"]["num_triples"]  # is_a statements are the shared ontology

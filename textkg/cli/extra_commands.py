@@ -288,6 +288,7 @@ def federate(args) -> dict:
                 "name": c["name"],
                 "num_statements": c["num_statements"],
                 "epsilon": None if c["privacy"] is None else c["privacy"].get("epsilon"),
+                "test_mrr_on_own_share": None if c.get("test") is None else c["test"]["mrr"],
             }
             for c in metrics["clients"]
         ],

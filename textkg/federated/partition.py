@@ -148,6 +148,30 @@ def make_partition(
     return part
 
 
+def assign_statements(
+    part: Partition, kg, train: torch.Tensor, triples: torch.Tensor, *, seed: int = 0
+) -> torch.Tensor | None:
+    """``(M,)`` the holder of each of ``triples`` (e.g. the test statements) under ``part``'s rule.
+
+    ``random`` hashes each statement as for training; ``relation`` gives a
+    relation's statements to the holder of its training statements (``SHARED``
+    for a relation no holder trains); ``source`` goes by the disease's source.
+    ``column`` lists training statements only: ``None`` (no rule for others).
+    """
+    if part.scheme == "random":
+        from textkg.training.private_training import statement_uniforms
+
+        k = part.num_clients
+        return torch.clamp((statement_uniforms(triples, seed=seed) * k).long(), max=k - 1)
+    if part.scheme == "relation":
+        owner = torch.full((kg.num_relations,), SHARED, dtype=torch.long)
+        owner[train[:, 1]] = part.assignment  # a relation's statements all have one holder
+        return owner[triples[:, 1]]
+    if part.scheme == "source":
+        return _by_source(kg, triples)[1]
+    return None
+
+
 def _by_relation(kg, train: torch.Tensor, k: int) -> tuple[Sequence[str], torch.Tensor]:
     counts = torch.bincount(train[:, 1], minlength=kg.num_relations)
     present = [int(r) for r in torch.nonzero(counts).squeeze(1)]

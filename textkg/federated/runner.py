@@ -48,7 +48,7 @@ import textkg
 from textkg.errors import ConfigError
 from textkg.federated.client_dp import DEFAULT_CLIENT_DELTA, UNIT_WEIGHT_KEY
 from textkg.federated.grid import PARTITION_ID, InProcessGrid
-from textkg.federated.partition import SCHEMES, make_partition
+from textkg.federated.partition import SCHEMES, assign_statements, make_partition
 
 #: Server aggregations by name.
 AGGREGATIONS = ("fedavg", "row")
@@ -453,6 +453,12 @@ def federate(
     prep.model.load_state_dict(final, strict=False)
     ckpt.atomic_torch_save(out_dir / ckpt.BEST_MODEL, prep.model.state_dict())
     clients = [{"name": h.name} if fed.client_dp else h.report() for h in holders]
+    test_owner = assign_statements(part, prep.kg, prep.split.train, prep.split.test, seed=cfg.train.seed)
+    for k, client in enumerate(clients):  # the global model on each holder's share of the (public) test statements
+        mine = None if test_owner is None else prep.split.test[test_owner == k]
+        client["test"] = (
+            None if mine is None or not len(mine) else evaluate_split(prep, cfg, "test", triples=mine).to_dict()
+        )
     metrics = {
         "textkg_version": textkg.__version__,
         "dataset": cfg.data.dataset,

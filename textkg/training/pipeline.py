@@ -185,10 +185,12 @@ def evaluate_split(
     max_triples: int = 0,
     progress: bool = False,
     filter_index: FilterIndex | None = None,
+    triples: torch.Tensor | None = None,
 ):
     """Filtered ranking metrics on ``which``; the filter is the run's (public, under privacy)
-    unless ``filter_index`` is given."""
-    triples = _subset(prep.split.triples(which), max_triples, cfg.train.seed)
+    unless ``filter_index`` is given. ``triples``: rank these statements of ``which`` only
+    (e.g. one data holder's share), with ``which``'s candidates."""
+    triples = _subset(prep.split.triples(which) if triples is None else triples, max_triples, cfg.train.seed)
     candidates = candidate_entities(prep.kg, prep.split, which, cfg.train.candidates)
     prep.model.eval()
     with torch.no_grad():
