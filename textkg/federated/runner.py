@@ -41,6 +41,7 @@ import random
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -452,7 +453,7 @@ def federate(
             h.close()
     prep.model.load_state_dict(final, strict=False)
     ckpt.atomic_torch_save(out_dir / ckpt.BEST_MODEL, prep.model.state_dict())
-    clients = [{"name": h.name} if fed.client_dp else h.report() for h in holders]
+    clients: list[dict[str, Any]] = [{"name": h.name} if fed.client_dp else h.report() for h in holders]
     test_owner = assign_statements(part, prep.kg, prep.split.train, prep.split.test, seed=cfg.train.seed)
     for k, client in enumerate(clients):  # the global model on each holder's share of the (public) test statements
         mine = None if test_owner is None else prep.split.test[test_owner == k]
