@@ -4,6 +4,7 @@
 * ``textkg sweep --privacy-modes none,full --noise-multipliers 0.5,1,2 --out DIR [train flags]``
 * ``textkg plot DIR [DIR ...] [--out DIR]``
 * ``textkg release RUN --out DIR [--allow-simulation]``
+* ``textkg tune --grid SECTION.KEY=V1,V2 [--grid ...] [--tune-epochs N] --out DIR [train flags]``
 * ``textkg federate --partition random|relation|source|column --clients K --rounds R --local-epochs E [train flags]``
 """
 
@@ -117,6 +118,20 @@ def add_parsers(sub) -> None:
         default=1,
         help="epochs each holder trains per round E (default: 1); replaces --epochs with R x E",
     )
+
+    tu = sub.add_parser(
+        "tune",
+        help="choose hyperparameters on validation statements only (a grid; the test split is never ranked)",
+    )
+    _add_train_flags(tu)
+    tu.add_argument(
+        "--grid",
+        action="append",
+        metavar="SECTION.KEY=V1,V2",
+        help="values to try, e.g. train.lr=1e-3,5e-3 or model.structural_dropout=0,0.5 (repeat for a product)",
+    )
+    tu.add_argument("--tune-epochs", type=int, help="epochs per trial (default: the run's epochs)")
+    tu.add_argument("--tune-max-minutes", type=float, help="time limit per trial (default: the run's)")
 
     pl = sub.add_parser("plot", help="PNG plots of run / sweep directories into DIR/plots/")
     pl.add_argument("run_dirs", nargs="+", metavar="DIR")
@@ -295,7 +310,37 @@ def federate(args) -> dict:
     }
 
 
+def tune(args) -> dict:
+    from textkg.cli.config_loading import build_run_config
+    from textkg.tune import BEST_CONFIG, parse_grid, run_tune
+
+    if args.resume:
+        raise ConfigError("tune resumes by itself: run it again with the same --out", field="resume")
+    grid = parse_grid(args.grid or [])
+    cfg = build_run_config(args)
+    out = Path(args.out) if args.out else Path("runs") / f"tune-{cfg.model_name}-{Path(cfg.data.dataset).name}"
+    record = run_tune(
+        cfg,
+        grid,
+        out,
+        tune_epochs=args.tune_epochs,
+        tune_max_minutes=args.tune_max_minutes,
+        progress=not args.no_progress,
+    )
+    print(f"wrote {out / 'tune.json'} and {out / BEST_CONFIG}", file=sys.stderr)
+    best = record["best"]
+    return {
+        "out": str(out),
+        "best": best,
+        "reading": f"best of {len(record['rows'])} settings by validation MRR: {best['name']} "
+        f"(valid MRR {best['valid_mrr']:.4f}); the test split was not used",
+        "rows": [{"name": r["name"], "valid_mrr": r["valid"]["mrr"], "seconds": r["seconds"]} for r in record["rows"]],
+        "next": f"textkg train --config {out / BEST_CONFIG} --out RUN",
+    }
+
+
 HANDLERS: dict = {
+    ("tune", None): tune,
     ("federate", None): federate,
     **_PRIVACY_HANDLERS,
     ("release", None): release,
