@@ -186,16 +186,18 @@ def evaluate_split(
     progress: bool = False,
     filter_index: FilterIndex | None = None,
     triples: torch.Tensor | None = None,
+    scorer=None,
 ):
     """Filtered ranking metrics on ``which``; the filter is the run's (public, under privacy)
     unless ``filter_index`` is given. ``triples``: rank these statements of ``which`` only
-    (e.g. one data holder's share), with ``which``'s candidates."""
+    (e.g. one data holder's share), with ``which``'s candidates. ``scorer``: rank with this
+    :class:`~textkg.evaluation.ranking.Scorer` instead of the model (e.g. a combination)."""
     triples = _subset(prep.split.triples(which) if triples is None else triples, max_triples, cfg.train.seed)
     candidates = candidate_entities(prep.kg, prep.split, which, cfg.train.candidates)
     prep.model.eval()
     with torch.no_grad():
         return evaluate(
-            prep.model,
+            prep.model if scorer is None else scorer,
             triples,
             filter_index=filter_index or prep.filter_index,
             candidates=candidates,
@@ -378,6 +380,9 @@ def run(
     placement = _placement(prep, cfg)  # inductive splits of graphs with an is_a relation only
     if placement is not None:
         metrics["test"].update(placement)  # placement, placement_baselines[, placement_combined, placement_selection]
+    vote = _neighbour_vote(prep, cfg)  # inductive splits with descriptions only
+    if vote is not None:
+        metrics["test"]["neighbour_vote"] = vote
     if cfg.privacy.mode != "none":
         metrics["evaluation_filter"] = PUBLIC_FILTER_NOTE
         if prep.private_filter_index is not None:  # transductive: the standard protocol needs private statements
@@ -512,6 +517,50 @@ def _placement_size(prep: Prepared) -> tuple[int, int] | None:
     if valid is None:
         return None
     return valid.num_queries, max(len(g) for g in valid.groups)
+
+
+def _neighbour_vote(prep: Prepared, cfg: RunConfig) -> dict | None:
+    """The description-kNN vote for new entities (:mod:`textkg.evaluation.neighbour_vote`): alone
+    (a baseline) and added to the model with a weight chosen on the validation subset that
+    selected the model. ``None`` unless the split is inductive, has validation statements and the
+    model reads descriptions. Under privacy the vote reads the public training statements only,
+    and under ``full`` there are none: skipped, with the reason."""
+    from textkg.evaluation.neighbour_vote import NeighbourVote, VoteScorer, choose_weight
+
+    if cfg.data.split != "inductive" or not len(prep.split.valid) or getattr(prep.model, "text", None) is None:
+        return None
+    if cfg.privacy.mode == "full":
+        return {"skipped": "every training statement is private: the vote has no public statement to read"}
+    graph = prep.split.train if prep.private_mask is None else prep.split.train[~prep.private_mask]
+    vote = NeighbourVote(
+        _description_features(prep), graph, prep.split.train_entities, num_relations=prep.kg.num_relations
+    )
+    max_valid = cfg.train.valid_max_triples
+
+    def valid_mrr(scorer) -> float:
+        return float(evaluate_split(prep, cfg, "valid", max_triples=max_valid, scorer=scorer).to_dict()["mrr"])
+
+    choice = choose_weight(valid_mrr, prep.model, vote)
+
+    def test_block(scorer) -> dict:
+        d = evaluate_split(prep, cfg, "test", scorer=scorer).to_dict()
+        out = {k: d[k] for k in ("mrr", "mr", "hits@1", "hits@3", "hits@10", "num_triples")}
+        for name in ("answer_seen", "answer_unseen"):
+            if name in d.get("subsets", {}):
+                out[name] = {k: d["subsets"][name][k] for k in ("mrr", "hits@1", "hits@10")}
+        return out
+
+    return {
+        "method": "the k nearest training entities by description vote for their own answers (new query "
+        "entities only); combined = standardised model score + weight x vote",
+        "k": vote.k,
+        "temperature": vote.temperature,
+        "weight": choice.weight,
+        "chosen_on": f"validation MRR on {max_valid or 'all'} validation statements (the model-selection subset)",
+        "valid_mrr_by_weight": choice.valid_mrr,
+        "vote_only": test_block(VoteScorer(None, vote, 0.0)),
+        "combined": test_block(VoteScorer(prep.model, vote, choice.weight)),
+    }
 
 
 def _description_features(prep: Prepared) -> torch.Tensor:

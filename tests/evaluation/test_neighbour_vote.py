@@ -1,0 +1,145 @@
+"""The description-kNN vote: a brute-force oracle, a planted answer, and the combination's contract."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+
+from textkg.evaluation.neighbour_vote import DEFAULT_WEIGHTS, NeighbourVote, VoteScorer, choose_weight
+
+N, R, D = 12, 3, 5
+
+
+def _setup(seed=0, k=3, temperature=0.1):
+    g = torch.Generator().manual_seed(seed)
+    features = torch.randn(N, D, generator=g)
+    seen = torch.arange(8)  # entities 8..11 are new
+    graph = torch.stack(
+        [
+            torch.randint(0, 8, (30,), generator=g),
+            torch.randint(0, R, (30,), generator=g),
+            torch.randint(0, 8, (30,), generator=g),
+        ],
+        dim=1,
+    )
+    graph = torch.cat([graph, graph[:3]])  # duplicates count once
+    return features, seen, graph, NeighbourVote(features, graph, seen, num_relations=R, k=k, temperature=temperature)
+
+
+def _oracle(features, seen, graph, q, r, direction, k, temperature):
+    x = torch.nn.functional.normalize(features, dim=1)
+    sims = {int(s): float(x[q] @ x[s]) for s in seen if int(s) != q}
+    top = sorted(sims, key=lambda s: -sims[s])[:k]
+    w = torch.softmax(torch.tensor([sims[s] for s in top]) / temperature, 0)
+    out = torch.zeros(N)
+    facts = {tuple(t) for t in graph.tolist()}
+    for s, ws in zip(top, w.tolist(), strict=True):
+        for c in range(N):
+            fact = (s, r, c) if direction == "tail" else (c, r, s)
+            if fact in facts:
+                out[c] += ws
+    return out
+
+
+@pytest.mark.parametrize("direction", ["tail", "head"])
+def test_votes_match_a_brute_force_oracle(direction):
+    features, seen, graph, vote = _setup()
+    queries = torch.tensor([8, 9, 10, 11, 0, 5])  # new and seen entities (a seen one never votes for itself)
+    relations = torch.tensor([0, 1, 2, 0, 1, 2])
+    got = vote.votes(queries, relations, direction)
+    for i, (q, r) in enumerate(zip(queries.tolist(), relations.tolist(), strict=True)):
+        want = _oracle(features, seen, graph, q, r, direction, 3, 0.1)
+        torch.testing.assert_close(got[i], want, rtol=1e-5, atol=1e-6)
+
+
+def test_a_new_entity_described_like_a_known_one_gets_its_answer_first():
+    features, seen, graph, _ = _setup()
+    features[9] = features[2] * 3.0  # same direction: cosine 1
+    graph = torch.cat([graph, torch.tensor([[2, 1, 7]])])
+    vote = NeighbourVote(features, graph, seen, num_relations=R, k=1, temperature=0.1)
+    v = vote.votes(torch.tensor([9]), torch.tensor([1]), "tail")[0]
+    assert int(v.argmax()) == 7 or float(v[7]) == float(v.max())
+    assert vote.gate(torch.tensor([9, 2])).tolist() == [1.0, 0.0]
+
+
+class _Model:
+    def __init__(self, table):
+        self.table = table
+
+    def score_tails(self, heads, relations, candidates):
+        return self.table[heads][:, candidates] + relations[:, None].float()
+
+    def score_heads(self, relations, tails, candidates):
+        return self.table[tails][:, candidates] - relations[:, None].float()
+
+
+def test_weight_zero_keeps_the_models_ranking_and_vote_only_ignores_the_model():
+    features, seen, graph, vote = _setup()
+    model = _Model(torch.randn(N, N, generator=torch.Generator().manual_seed(3)))
+    q, r, cands = torch.tensor([8, 1, 10]), torch.tensor([0, 2, 1]), torch.arange(N)
+    plain = model.score_tails(q, r, cands)
+    zero = VoteScorer(model, vote, 0.0).score_tails(q, r, cands)
+    assert torch.equal(plain.argsort(1), zero.argsort(1))
+    only = VoteScorer(None, vote, 0.0).score_heads(r, q, cands)
+    want = vote.votes(q, r, "head") * vote.gate(q)[:, None]
+    assert torch.equal(only, want) and float(only[1].abs().sum()) == 0.0  # entity 1 is seen: no vote
+
+
+def test_choose_weight_prefers_the_model_on_a_tie():
+    _, _, _, vote = _setup()
+    choice = choose_weight(lambda scorer: 0.5, None, vote)
+    assert choice.weight == 0.0 and set(choice.valid_mrr) == {f"{w:g}" for w in DEFAULT_WEIGHTS}
+    choice = choose_weight(lambda scorer: scorer.weight, None, vote)
+    assert choice.weight == max(DEFAULT_WEIGHTS)
+
+
+FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "tiny_blp_ind"
+
+
+def _train(tmp_path, *extra):
+    from textkg.cli.main import main
+
+    out = tmp_path / "run"
+    args = ["train", "--dataset", str(FIXTURE), "--split", "inductive", "--model", "blp-transe", "--dim", "8"]
+    args += ["--epochs", "1", "--batch-size", "32", "--no-progress", "--out", str(out), *extra]
+    assert main(args) == 0
+    return json.loads((out / "metrics.json").read_text(), parse_constant=lambda c: pytest.fail(c))
+
+
+def test_an_inductive_run_reports_the_vote_and_the_combination(tmp_path, monkeypatch):
+    """The weight is chosen on validation statements: the test split is ranked only after the choice."""
+    from textkg.evaluation import neighbour_vote
+
+    calls = []
+    real = neighbour_vote.choose_weight
+
+    def spy(evaluate_valid, model, vote, weights=DEFAULT_WEIGHTS):
+        calls.append("choose")
+        return real(evaluate_valid, model, vote, weights)
+
+    monkeypatch.setattr(neighbour_vote, "choose_weight", spy)
+    block = _train(tmp_path)["test"]["neighbour_vote"]
+    assert calls == ["choose"]
+    assert block["weight"] in DEFAULT_WEIGHTS and set(block["valid_mrr_by_weight"]) == {
+        f"{w:g}" for w in DEFAULT_WEIGHTS
+    }
+    for name in ("vote_only", "combined"):
+        assert 0 < block[name]["mrr"] <= 1 and block[name]["num_triples"] > 0
+
+
+def test_full_privacy_skips_the_vote_with_its_reason():
+    """Under --privacy full no training statement is public: the vote has nothing it may read."""
+    import dataclasses
+
+    from textkg.cli.config_loading import build_run_config
+    from textkg.cli.main import build_parser
+    from textkg.training import pipeline
+
+    args = ["train", "--dataset", str(FIXTURE), "--split", "inductive", "--model", "blp-transe", "--dim", "8"]
+    cfg = build_run_config(build_parser().parse_args(args))
+    prep = pipeline.prepare(cfg)
+    private = dataclasses.replace(cfg, privacy=dataclasses.replace(cfg.privacy, mode="full", noise_multiplier=1.0))
+    assert "private" in pipeline._neighbour_vote(prep, private)["skipped"]
