@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from textkg.evaluation.neighbour_vote import DEFAULT_WEIGHTS, NeighbourVote, VoteScorer, choose_weight
+from textkg.evaluation.neighbour_vote import DEFAULT_BONUSES, DEFAULT_WEIGHTS, NeighbourVote, VoteScorer, choose_weight
 
 N, R, D = 12, 3, 5
 
@@ -91,9 +91,19 @@ def test_weight_zero_keeps_the_models_ranking_and_vote_only_ignores_the_model():
 def test_choose_weight_prefers_the_model_on_a_tie():
     _, _, _, vote = _setup()
     choice = choose_weight(lambda scorer: 0.5, None, vote)
-    assert choice.weight == 0.0 and set(choice.valid_mrr) == {f"{w:g}" for w in DEFAULT_WEIGHTS}
-    choice = choose_weight(lambda scorer: scorer.weight, None, vote)
-    assert choice.weight == max(DEFAULT_WEIGHTS)
+    assert (choice.weight, choice.unseen_bonus) == (0.0, 0.0)
+    assert len(choice.valid_mrr) == len(DEFAULT_WEIGHTS) * len(DEFAULT_BONUSES)
+    choice = choose_weight(lambda scorer: scorer.weight - (scorer.unseen_bonus - 1) ** 2, None, vote)
+    assert (choice.weight, choice.unseen_bonus) == (max(DEFAULT_WEIGHTS), 1.0)
+
+
+def test_the_bonus_lifts_new_candidates_for_new_queries_only():
+    features, seen, graph, vote = _setup()
+    model = _Model(torch.zeros(N, N))
+    q, r, cands = torch.tensor([8, 1]), torch.tensor([0, 0]), torch.arange(N)
+    scores = VoteScorer(model, vote, 0.0, unseen_bonus=2.0).score_tails(q, r, cands)
+    assert scores[0, 8:].eq(2.0).all() and scores[0, :8].eq(0.0).all()  # new query: new candidates lifted
+    assert scores[1].eq(0.0).all()  # seen query: nothing added
 
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "tiny_blp_ind"
@@ -116,16 +126,15 @@ def test_an_inductive_run_reports_the_vote_and_the_combination(tmp_path, monkeyp
     calls = []
     real = neighbour_vote.choose_weight
 
-    def spy(evaluate_valid, model, vote, weights=DEFAULT_WEIGHTS):
+    def spy(evaluate_valid, model, vote, *args, **kwargs):
         calls.append("choose")
-        return real(evaluate_valid, model, vote, weights)
+        return real(evaluate_valid, model, vote, *args, **kwargs)
 
     monkeypatch.setattr(neighbour_vote, "choose_weight", spy)
     block = _train(tmp_path)["test"]["neighbour_vote"]
     assert calls == ["choose"]
-    assert block["weight"] in DEFAULT_WEIGHTS and set(block["valid_mrr_by_weight"]) == {
-        f"{w:g}" for w in DEFAULT_WEIGHTS
-    }
+    assert block["weight"] in DEFAULT_WEIGHTS and block["unseen_bonus"] in DEFAULT_BONUSES
+    assert len(block["valid_mrr_by_weight_and_bonus"]) == len(DEFAULT_WEIGHTS) * len(DEFAULT_BONUSES)
     for name in ("vote_only", "combined"):
         assert 0 < block[name]["mrr"] <= 1 and block[name]["num_triples"] > 0
 

@@ -76,6 +76,18 @@ def train(args) -> dict | None:
             "baselines": placement.get("placement_baselines", {}),
             "next": f"textkg place {out} --obo NEW.obo --out placed.tsv (or --terms FILE.tsv: id, name, definition)",
         }
+    vote = metrics["test"].get("neighbour_vote")
+    if vote and "combined" in vote:  # new entities: what their nearest known neighbours add to the model
+        gain = vote["combined"]["mrr"] - metrics["test"]["mrr"]
+        summary["new_entities"] = {
+            "reading": f"test MRR {metrics['test']['mrr']:.3f} from the model alone; "
+            f"{vote['combined']['mrr']:.3f} with the vote of each new entity's {vote['k']} nearest known "
+            f"entities by description (weight {vote['weight']:g}, chosen on validation; {gain:+.3f}); "
+            f"{vote['vote_only']['mrr']:.3f} from that vote alone",
+            "model": metrics["test"]["mrr"],
+            "combined": vote["combined"]["mrr"],
+            "vote_only": vote["vote_only"]["mrr"],
+        }
     return {
         **summary,
         "out": str(out),

@@ -17,8 +17,11 @@ Aggregation for Inductive Knowledge Graph Embedding", AAAI). Two uses:
   was in training get no vote (every candidate ties);
 * **a combination** (:class:`VoteScorer`): the model's scores standardised per
   query (``(s − mean) / std`` over the candidates, which keeps the model's own
-  ranking) plus ``λ · vote``, the vote only for queries whose entity is new.
-  ``λ`` is chosen on validation statements (:func:`choose_weight`), never on test.
+  ranking) plus ``λ · vote + β · [candidate is new]``, both only for queries
+  whose entity is new. The vote can only lift entities seen in training, so
+  alone it would push them above every new candidate; ``β`` gives the new
+  candidates their share back. ``(λ, β)`` is chosen on validation statements
+  (:func:`choose_weight`), never on test.
 
 The vote reads only the statements it is given (the caller passes the public
 ones under privacy) and the public descriptions.
@@ -33,7 +36,9 @@ from dataclasses import dataclass
 import torch
 
 #: λ values tried on validation; 0 is the model alone.
-DEFAULT_WEIGHTS = (0.0, 0.5, 1.0, 2.0, 4.0, 8.0)
+DEFAULT_WEIGHTS = (0.0, 1.0, 2.0, 4.0, 8.0, 16.0, 32.0)
+#: β values tried on validation (the new-candidate offset; 0 is none).
+DEFAULT_BONUSES = (0.0, 0.5, 1.0, 2.0)
 
 
 class NeighbourVote:
@@ -114,20 +119,25 @@ def _standardise(scores: torch.Tensor) -> torch.Tensor:
 
 
 class VoteScorer:
-    """A :class:`textkg.evaluation.ranking.Scorer`: standardised model scores + ``weight · vote``.
+    """A :class:`textkg.evaluation.ranking.Scorer`: standardised model scores + ``weight · vote``
+    + ``unseen_bonus · [candidate is new]`` (the last two for new query entities only).
 
     ``model=None`` ranks by the vote alone (the baseline).
     """
 
-    def __init__(self, model, vote: NeighbourVote, weight: float) -> None:
-        self.model, self.vote, self.weight = model, vote, float(weight)
+    def __init__(self, model, vote: NeighbourVote, weight: float, unseen_bonus: float = 0.0) -> None:
+        self.model, self.vote, self.weight, self.unseen_bonus = model, vote, float(weight), float(unseen_bonus)
 
     def _combine(self, model_scores: Callable[[], torch.Tensor], queries, relations, candidates, direction):
-        v = self.vote.votes(queries, relations, direction)[:, candidates] * self.vote.gate(queries)[:, None]
+        gate = self.vote.gate(queries)[:, None]
         if self.model is None:
-            return v
+            return self.vote.votes(queries, relations, direction)[:, candidates] * gate
         z = _standardise(model_scores())
-        return z + self.weight * v if self.weight else z
+        if self.weight:
+            z = z + self.weight * self.vote.votes(queries, relations, direction)[:, candidates] * gate
+        if self.unseen_bonus:
+            z = z + self.unseen_bonus * gate * (~self.vote.is_seen[candidates]).float()[None, :]
+        return z
 
     def score_tails(self, heads: torch.Tensor, relations: torch.Tensor, candidates: torch.Tensor) -> torch.Tensor:
         return self._combine(
@@ -142,15 +152,23 @@ class VoteScorer:
 
 @dataclass(frozen=True)
 class WeightChoice:
-    """The λ chosen on validation, with every λ's validation MRR."""
+    """``(λ, β)`` chosen on validation, with every pair's validation MRR (keys ``"λ,β"``)."""
 
     weight: float
+    unseen_bonus: float
     valid_mrr: dict[str, float]
 
 
-def choose_weight(evaluate_valid: Callable[[VoteScorer], float], model, vote: NeighbourVote,
-                  weights: Sequence[float] = DEFAULT_WEIGHTS) -> WeightChoice:  # fmt: skip
-    """λ with the best validation MRR (ties: the smaller λ, so the model alone wins a tie)."""
-    mrr = {f"{w:g}": float(evaluate_valid(VoteScorer(model, vote, w))) for w in weights}
-    best = max(weights, key=lambda w: (mrr[f"{w:g}"], -w))
-    return WeightChoice(weight=float(best), valid_mrr=mrr)
+def choose_weight(
+    evaluate_valid: Callable[[VoteScorer], float],
+    model,
+    vote: NeighbourVote,
+    weights: Sequence[float] = DEFAULT_WEIGHTS,
+    bonuses: Sequence[float] = DEFAULT_BONUSES,
+) -> WeightChoice:
+    """``(λ, β)`` with the best validation MRR (ties: the smaller λ, then the smaller β, so the model
+    alone wins a tie)."""
+    pairs = [(w, b) for w in weights for b in bonuses]
+    mrr = {f"{w:g},{b:g}": float(evaluate_valid(VoteScorer(model, vote, w, b))) for w, b in pairs}
+    best = max(pairs, key=lambda p: (mrr[f"{p[0]:g},{p[1]:g}"], -p[0], -p[1]))
+    return WeightChoice(weight=float(best[0]), unseen_bonus=float(best[1]), valid_mrr=mrr)

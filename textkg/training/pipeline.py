@@ -552,14 +552,15 @@ def _neighbour_vote(prep: Prepared, cfg: RunConfig) -> dict | None:
 
     return {
         "method": "the k nearest training entities by description vote for their own answers (new query "
-        "entities only); combined = standardised model score + weight x vote",
+        "entities only); combined = standardised model score + weight x vote + unseen_bonus x [candidate is new]",
         "k": vote.k,
         "temperature": vote.temperature,
         "weight": choice.weight,
+        "unseen_bonus": choice.unseen_bonus,
         "chosen_on": f"validation MRR on {max_valid or 'all'} validation statements (the model-selection subset)",
-        "valid_mrr_by_weight": choice.valid_mrr,
+        "valid_mrr_by_weight_and_bonus": choice.valid_mrr,
         "vote_only": test_block(VoteScorer(None, vote, 0.0)),
-        "combined": test_block(VoteScorer(prep.model, vote, choice.weight)),
+        "combined": test_block(VoteScorer(prep.model, vote, choice.weight, choice.unseen_bonus)),
     }
 
 
