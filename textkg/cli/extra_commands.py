@@ -75,6 +75,38 @@ def add_parsers(sub) -> None:
         help="federated training across data holders on Flower (FedAvg); record-level DP with train's --privacy flags",
     )
     _add_train_flags(fe)
+    _add_federate_flags(fe)
+
+    fa = sub.add_parser(
+        "federate-app",
+        help="write a Flower App that runs `federate` on Flower's deployment engine "
+        "(a SuperLink, one SuperNode per data holder); prints the commands",
+    )
+    _add_train_flags(fa)
+    _add_federate_flags(fa)
+    fa.add_argument("--app", required=True, help="new directory for the Flower App (pyproject.toml + settings)")
+
+    tu = sub.add_parser(
+        "tune",
+        help="choose hyperparameters on validation statements only (a grid; the test split is never ranked)",
+    )
+    _add_train_flags(tu)
+    tu.add_argument(
+        "--grid",
+        action="append",
+        metavar="SECTION.KEY=V1,V2",
+        help="values to try, e.g. train.lr=1e-3,5e-3 or model.structural_dropout=0,0.5 (repeat for a product)",
+    )
+    tu.add_argument("--tune-epochs", type=int, help="epochs per trial (default: the run's epochs)")
+    tu.add_argument("--tune-max-minutes", type=float, help="time limit per trial (default: the run's)")
+
+    pl = sub.add_parser("plot", help="PNG plots of run / sweep directories into DIR/plots/")
+    pl.add_argument("run_dirs", nargs="+", metavar="DIR")
+    pl.add_argument("--out", help="where the comparison plots of several DIRs go (default: the first DIR's plots/)")
+
+
+def _add_federate_flags(fe) -> None:
+    """``federate``'s own flags (beside train's), shared with ``federate-app``."""
     from textkg.federated.partition import SCHEMES
 
     fe.add_argument(
@@ -118,24 +150,6 @@ def add_parsers(sub) -> None:
         default=1,
         help="epochs each holder trains per round E (default: 1); replaces --epochs with R x E",
     )
-
-    tu = sub.add_parser(
-        "tune",
-        help="choose hyperparameters on validation statements only (a grid; the test split is never ranked)",
-    )
-    _add_train_flags(tu)
-    tu.add_argument(
-        "--grid",
-        action="append",
-        metavar="SECTION.KEY=V1,V2",
-        help="values to try, e.g. train.lr=1e-3,5e-3 or model.structural_dropout=0,0.5 (repeat for a product)",
-    )
-    tu.add_argument("--tune-epochs", type=int, help="epochs per trial (default: the run's epochs)")
-    tu.add_argument("--tune-max-minutes", type=float, help="time limit per trial (default: the run's)")
-
-    pl = sub.add_parser("plot", help="PNG plots of run / sweep directories into DIR/plots/")
-    pl.add_argument("run_dirs", nargs="+", metavar="DIR")
-    pl.add_argument("--out", help="where the comparison plots of several DIRs go (default: the first DIR's plots/)")
 
 
 def audit(args) -> dict:
@@ -254,9 +268,27 @@ def _federation_settings(run_dir: Path):
     return cfg, fed
 
 
+def _federated_config(args):
+    """The :class:`~textkg.federated.runner.FederatedConfig` of ``federate``'s flags."""
+    from textkg.federated.runner import FederatedConfig
+
+    default_k = 3 if args.partition in ("random", "relation") else None  # source and column set their own
+    return FederatedConfig(
+        partition=args.partition,
+        clients=args.clients if args.clients is not None else default_k,
+        rounds=args.rounds,
+        local_epochs=args.local_epochs,
+        partition_file=args.partition_file,
+        aggregation=args.aggregation,
+        client_noise_multiplier=args.client_noise_multiplier,
+        client_target_epsilon=args.client_target_epsilon,
+        client_clip=args.client_clip,
+        client_delta=args.client_delta,
+    )
+
+
 def federate(args) -> dict:
     from textkg.cli.config_loading import build_run_config
-    from textkg.federated.runner import FederatedConfig
     from textkg.federated.runner import federate as run_federation
 
     try:
@@ -270,20 +302,7 @@ def federate(args) -> dict:
         out = Path(args.resume)
         cfg, fed = _federation_settings(out)
     else:
-        default_k = 3 if args.partition in ("random", "relation") else None  # source and column set their own
-        clients = args.clients if args.clients is not None else default_k
-        fed = FederatedConfig(
-            partition=args.partition,
-            clients=clients,
-            rounds=args.rounds,
-            local_epochs=args.local_epochs,
-            partition_file=args.partition_file,
-            aggregation=args.aggregation,
-            client_noise_multiplier=args.client_noise_multiplier,
-            client_target_epsilon=args.client_target_epsilon,
-            client_clip=args.client_clip,
-            client_delta=args.client_delta,
-        )
+        fed = _federated_config(args)
         cfg = build_run_config(args)
         out = Path(args.out) if args.out else Path("runs") / f"federated-{Path(cfg.data.dataset).name}-{args.partition}"
     metrics = run_federation(cfg, fed, out, resume=bool(args.resume), progress=not args.no_progress)
@@ -339,9 +358,70 @@ def tune(args) -> dict:
     }
 
 
+def federate_app(args) -> dict:
+    """Write a Flower App for the deployment engine, and the commands that run it."""
+    import dataclasses
+    import shlex
+
+    from textkg.cli.config_loading import build_run_config
+
+    try:
+        from textkg.federated.app import write_app
+    except ImportError:
+        raise ConfigError(
+            "the deployment engine runs on Flower, which is not installed: pip install 'textkg[federated]'",
+            field="federate-app",
+        ) from None
+    if args.resume:
+        raise ConfigError("a deployed federation cannot be resumed (the holders' states live on their nodes)")
+    if not args.out:
+        raise ConfigError("give the server's output directory with --out DIR", field="out")
+    fed = _federated_config(args)
+    cfg = build_run_config(args)
+    if fed.partition_file:  # every process reads it: an absolute path
+        fed = dataclasses.replace(fed, partition_file=str(Path(fed.partition_file).resolve()))
+    written = write_app(Path(args.app), cfg, fed, Path(args.out))
+    holders = _holder_names(fed)
+    app = shlex.quote(written["app"])
+    link = "flower-superlink --insecure --disable-runtime-dependency-installation    # 127.0.0.1:8000"
+    nodes = (
+        [
+            f"flower-supernode --insecure --superlink 127.0.0.1:8000 --port {9094 + k} "
+            f"--node-config 'partition-id={k} num-partitions={len(holders)}'    # {name}"
+            for k, name in enumerate(holders)
+        ]
+        if holders
+        else ["flower-supernode ... --node-config 'partition-id=k num-partitions=K'    # one per holder"]
+    )
+    print(f"wrote {written['app']}", file=sys.stderr)
+    return {
+        **written,
+        "holders": holders,
+        "commands": [
+            link,
+            *nodes,
+            '# ~/.flwr/config.toml (or $FLWR_HOME/config.toml): [superlink.textkg] address = "127.0.0.1:8000", '
+            "insecure = true",
+            f"flwr run {app} textkg --stream",
+        ],
+    }
+
+
+def _holder_names(fed) -> list[str] | None:
+    """The holders' names when the settings alone name them (``None`` for ``column``: the file does)."""
+    from textkg.federated.partition import HPO_SOURCES
+
+    if fed.partition == "source":
+        return list(HPO_SOURCES)
+    if fed.partition == "column" or fed.clients is None:
+        return None
+    return [f"client-{k}" for k in range(fed.clients)]
+
+
 HANDLERS: dict = {
     ("tune", None): tune,
     ("federate", None): federate,
+    ("federate-app", None): federate_app,
     **_PRIVACY_HANDLERS,
     ("release", None): release,
     ("place", None): place,

@@ -21,8 +21,10 @@ global model is a function of the holders' DP outputs, so each holder's
 privacy block and the maximum ε. Client-level DP-FedAvg: :mod:`textkg.federated.client_dp`.
 
 Transport: :class:`textkg.federated.grid.InProcessGrid` runs the ClientApp in
-this process; Flower's Ray simulation engine and its deployment engine
-(SuperLink + SuperNodes) are not wired yet.
+this process. :mod:`textkg.federated.app` runs the same federation on Flower's
+deployment engine (a SuperLink and one SuperNode per holder, as separate
+processes), with the helpers below (:class:`Federation`, :func:`make_strategy`,
+:func:`write_outputs`). Flower's Ray simulation engine is not wired.
 
 Outputs in ``out_dir``: ``config.json`` (the run config; ``textkg.load``,
 ``evaluate`` and ``predict`` work on the directory), ``federated.json`` (the
@@ -49,7 +51,7 @@ import textkg
 from textkg.errors import ConfigError
 from textkg.federated.client_dp import DEFAULT_CLIENT_DELTA, UNIT_WEIGHT_KEY
 from textkg.federated.grid import PARTITION_ID, InProcessGrid
-from textkg.federated.partition import SCHEMES, assign_statements, make_partition
+from textkg.federated.partition import SCHEMES, Partition, assign_statements, make_partition
 
 #: Server aggregations by name.
 AGGREGATIONS = ("fedavg", "row")
@@ -236,6 +238,183 @@ class DataHolder:
             self.private.close()
 
 
+@dataclass
+class Federation:
+    """What every process of a federation derives from the settings alone.
+
+    The in-process runner builds it once; on Flower's deployment engine
+    (:mod:`textkg.federated.app`) the server and every SuperNode build it from
+    the same settings, so holder ``k`` gets the same statements everywhere.
+
+    Attributes:
+        cfg: The run config, with ``train.epochs`` = R × E.
+        fed: The federation settings.
+        prep: The prepared run (graph, split, public vocabulary, initial model).
+        part: Who holds which training statement.
+        shared: ``(s, 3)`` the public statements every holder trains on.
+    """
+
+    cfg: Any
+    fed: FederatedConfig
+    prep: Any
+    part: Partition
+    shared: torch.Tensor
+
+    @property
+    def sizes(self) -> dict | None:
+        """Statements per holder, or ``None`` under client-level DP (a holder's count is about its data)."""
+        return None if self.fed.client_dp else self.part.sizes()
+
+    def holder(self, k: int, out_dir: Path) -> DataHolder:
+        """Build holder ``k`` (its own statements, the shared ones, its trainer and ledger)."""
+        own = self.part.client_triples(self.prep.split.train, k, include_shared=False)
+        return DataHolder(self.part.clients[k], self.prep, self.cfg, own, self.shared, out_dir)
+
+
+def check_settings(cfg, fed: FederatedConfig) -> None:
+    """Refuse the combinations ``federate`` does not support (before anything is loaded or written)."""
+    if cfg.train.audit_candidates:
+        raise ConfigError("--audit-candidates is not supported by federate yet", field="audit_candidates")
+    if cfg.train.negatives == "all" and cfg.privacy.mode != "none":
+        raise ConfigError("1-vs-all under privacy is not supported by federate", field="train.negatives")
+    if fed.client_dp and cfg.privacy.mode != "none":
+        raise ConfigError(
+            "record-level (--privacy) and client-level DP together are not supported yet; choose one",
+            field="privacy.mode",
+        )
+
+
+def prepare_federation(cfg, fed: FederatedConfig) -> Federation:
+    """Validate the settings, set ``train.epochs`` to R × E, prepare the run and partition it."""
+    from textkg.training.pipeline import prepare
+
+    check_settings(cfg, fed)
+    cfg = dataclasses.replace(cfg, train=dataclasses.replace(cfg.train, epochs=fed.rounds * fed.local_epochs))
+    prep = prepare(cfg)  # validates every input before anything is written
+    part = make_partition(
+        prep.kg,
+        prep.split.train,
+        fed.partition,
+        num_clients=fed.clients,
+        seed=cfg.train.seed,
+        column_file=fed.partition_file,
+    )
+    return Federation(cfg, fed, prep, part, prep.split.train[part.assignment == -1])
+
+
+def make_strategy(fed: FederatedConfig, num_clients: int, *, client_dp_state=None, train_metrics_aggr_fn=None):
+    """The server's strategy: Flower's FedAvg (or RowAwareFedAvg) over every holder, weighted by own
+    statements; under client-level DP, equal weights in Flower's fixed-clipping DP wrapper (secret noise)."""
+    from flwr.serverapp.strategy import FedAvg
+
+    from textkg.federated.client_dp import client_noise_multiplier, make_client_dp_strategy
+    from textkg.federated.strategy import RowAwareFedAvg
+
+    # no federated evaluation: the server evaluates the global model on the public validation statements
+    strategy = (RowAwareFedAvg if fed.aggregation == "row" else FedAvg)(
+        fraction_train=1.0,
+        fraction_evaluate=0.0,
+        min_train_nodes=num_clients,
+        min_available_nodes=num_clients,
+        weighted_by_key=UNIT_WEIGHT_KEY if fed.client_dp else "num-examples",
+        train_metrics_aggr_fn=train_metrics_aggr_fn,
+    )
+    if not fed.client_dp:
+        return strategy
+    if fed.client_noise_multiplier is not None:
+        sigma = fed.client_noise_multiplier
+    else:
+        assert fed.client_target_epsilon is not None  # client_dp: σ or a target ε is set
+        sigma = client_noise_multiplier(
+            target_epsilon=fed.client_target_epsilon, rounds=fed.rounds, delta=fed.client_delta
+        )
+    return make_client_dp_strategy(
+        strategy,
+        num_clients=num_clients,
+        noise_multiplier=sigma,
+        clipping_norm=fed.client_clip,
+        delta=fed.client_delta,
+        state=client_dp_state,
+    )
+
+
+def write_start_files(out_dir: Path, fedn: Federation, *, engine: str) -> None:
+    """``config.json``, ``federated.json`` and ``graph.json``: after every setting is validated."""
+    from textkg.training import checkpoint as ckpt
+    from textkg.training.pipeline import graph_record
+
+    fed = fedn.fed
+    out_dir.mkdir(parents=True, exist_ok=True)
+    ckpt.atomic_write_json(out_dir / "config.json", {"textkg_version": textkg.__version__, **fedn.cfg.to_dict()})
+    ckpt.atomic_write_json(
+        out_dir / "federated.json",
+        {
+            **fed.to_dict(),
+            "clients": list(fedn.part.clients),
+            "sizes": fedn.sizes,
+            "engine": engine,
+            "strategy": _strategy_name(fed),
+            "settings": fed.to_dict(),  # what --resume rebuilds the FederatedConfig from
+        },
+    )
+    ckpt.atomic_write_json(out_dir / "graph.json", graph_record(fedn.prep.kg, fedn.prep.split))
+
+
+def validation_mrr(fedn: Federation, state: dict[str, torch.Tensor]) -> float:
+    """The global model's MRR on the public validation statements (``valid_max_triples`` of them)."""
+    from textkg.training.pipeline import evaluate_split
+
+    prep, cfg = fedn.prep, fedn.cfg
+    prep.model.load_state_dict(state, strict=False)
+    if not len(prep.split.valid):
+        return 0.0
+    return evaluate_split(prep, cfg, "valid", max_triples=cfg.train.valid_max_triples).to_dict()["mrr"]
+
+
+def write_outputs(
+    out_dir: Path, fedn: Federation, final: dict[str, torch.Tensor], history: list[dict], clients: list[dict], strategy
+) -> dict:
+    """``best_model.pt`` (the final global model) and ``metrics.json``; returns the metrics.
+
+    ``clients``: each holder's report (names only under client-level DP), in partition order."""
+    from textkg.federated.client_dp import client_privacy_block
+    from textkg.training import checkpoint as ckpt
+    from textkg.training.pipeline import evaluate_split
+
+    prep, cfg, fed, part = fedn.prep, fedn.cfg, fedn.fed, fedn.part
+    prep.model.load_state_dict(final, strict=False)
+    ckpt.atomic_torch_save(out_dir / ckpt.BEST_MODEL, prep.model.state_dict())
+    test_owner = assign_statements(part, prep.kg, prep.split.train, prep.split.test, seed=cfg.train.seed)
+    for k, client in enumerate(clients):  # the global model on each holder's share of the (public) test statements
+        mine = None if test_owner is None else prep.split.test[test_owner == k]
+        client["test"] = (
+            None if mine is None or not len(mine) else evaluate_split(prep, cfg, "test", triples=mine).to_dict()
+        )
+    metrics = {
+        "textkg_version": textkg.__version__,
+        "dataset": cfg.data.dataset,
+        "split": cfg.data.split,
+        "model": {"name": cfg.model_name, **cfg.model.to_dict()},
+        "federated": {
+            "partition": fed.partition,
+            "clients": list(part.clients),
+            "sizes": fedn.sizes,
+            "rounds": fed.rounds,
+            "local_epochs": fed.local_epochs,
+            "aggregation": fed.aggregation,
+            "weights": "equal (DP-FedAvg)" if fed.client_dp else "each holder's number of own statements",
+            "selection": "none: the last round's global model",
+        },
+        "rounds": history,
+        "valid": history[-1]["valid_mrr"] if history else None,
+        "test": evaluate_split(prep, cfg, "test").to_dict(),
+        "privacy": client_privacy_block(strategy, rounds=fed.rounds) if fed.client_dp else _privacy_block(clients),
+        "clients": clients,
+    }
+    ckpt.atomic_write_json(out_dir / "metrics.json", metrics)
+    return metrics
+
+
 def make_client_app(holders: list[DataHolder], on_upload=None):
     """A Flower ClientApp whose ``train`` handler runs holder ``partition-id``'s local epochs.
 
@@ -274,20 +453,11 @@ def federate(
     ones an uninterrupted run would have taken (same batches, same ledgers).
     """
     from flwr.app import ArrayRecord, ConfigRecord, MetricRecord
-    from flwr.serverapp.strategy import FedAvg
 
-    from textkg.federated.client_dp import (
-        client_dp_state,
-        client_noise_multiplier,
-        client_privacy_block,
-        make_client_dp_strategy,
-    )
-    from textkg.federated.strategy import RowAwareFedAvg
-    from textkg.training.pipeline import evaluate_split, graph_record, prepare
-
-    out_dir = Path(out_dir)
+    from textkg.federated.client_dp import client_dp_state
     from textkg.training import checkpoint as ckpt
 
+    out_dir = Path(out_dir)
     if resume:
         if not (out_dir / ckpt.CHECKPOINT).is_file():
             raise ConfigError("cannot resume: no checkpoint.pt yet (no round has finished)", file=out_dir)
@@ -298,39 +468,10 @@ def federate(
             f"output directory {out_dir} is not empty; pass --resume {out_dir} to continue it or choose another --out",
             field="out",
         )
-    if cfg.train.audit_candidates:
-        raise ConfigError("--audit-candidates is not supported by federate yet", field="audit_candidates")
-    if cfg.train.negatives == "all" and cfg.privacy.mode != "none":
-        raise ConfigError("1-vs-all under privacy is not supported by federate", field="train.negatives")
-    if fed.client_dp and cfg.privacy.mode != "none":
-        raise ConfigError(
-            "record-level (--privacy) and client-level DP together are not supported yet; choose one",
-            field="privacy.mode",
-        )
-    cfg = dataclasses.replace(cfg, train=dataclasses.replace(cfg.train, epochs=fed.rounds * fed.local_epochs))
-    prep = prepare(cfg)  # validates every input before anything is written
-    part = make_partition(
-        prep.kg,
-        prep.split.train,
-        fed.partition,
-        num_clients=fed.clients,
-        seed=cfg.train.seed,
-        column_file=fed.partition_file,
-    )
-    shared = prep.split.train[part.assignment == -1]
-    holders = [
-        DataHolder(
-            name,
-            prep,
-            cfg,
-            part.client_triples(prep.split.train, k, include_shared=False),
-            shared,
-            out_dir / "clients" / name,
-        )
-        for k, name in enumerate(part.clients)
-    ]
+    fedn = prepare_federation(cfg, fed)
+    cfg, part = fedn.cfg, fedn.part
+    holders = [fedn.holder(k, out_dir / "clients" / name) for k, name in enumerate(part.clients)]
     history: list[dict] = []
-    sizes = None if fed.client_dp else part.sizes()  # under client-level DP a holder's count is about its data
     saved = None
     if resume:
         saved = ckpt.load(out_dir / ckpt.CHECKPOINT)
@@ -345,22 +486,6 @@ def federate(
         history.extend(saved["history"])
     done = 0 if saved is None else int(saved["round"])
     strategy = None
-
-    def write_start_files() -> None:  # after every setting is validated: a refused run writes nothing
-        out_dir.mkdir(parents=True, exist_ok=True)
-        ckpt.atomic_write_json(out_dir / "config.json", {"textkg_version": textkg.__version__, **cfg.to_dict()})
-        ckpt.atomic_write_json(
-            out_dir / "federated.json",
-            {
-                **fed.to_dict(),
-                "clients": list(part.clients),
-                "sizes": sizes,
-                "engine": "flower-inprocess",
-                "strategy": _strategy_name(fed),
-                "settings": fed.to_dict(),  # what --resume rebuilds the FederatedConfig from
-            },
-        )
-        ckpt.atomic_write_json(out_dir / "graph.json", graph_record(prep.kg, prep.split))
 
     def save_round(server_round: int, arrays: dict[str, torch.Tensor]) -> None:
         payload = {
@@ -380,23 +505,14 @@ def federate(
             return MetricRecord({"valid_mrr": float(history[-1]["valid_mrr"])})
         server_round += done
         state = arrays.to_torch_state_dict()
-        prep.model.load_state_dict(state, strict=False)
-        mrr = (
-            evaluate_split(prep, cfg, "valid", max_triples=cfg.train.valid_max_triples).to_dict()["mrr"]
-            if len(prep.split.valid)
-            else 0.0
-        )
+        mrr = validation_mrr(fedn, state)
         record = {"round": server_round, "valid_mrr": mrr}
         if server_round and holders[0].private is not None:
             # every holder is private when the first is (one privacy config for all)
             record["epsilon_max"] = max(h.private.epsilon() for h in holders if h.private is not None)
         history.append(record)
         if progress:
-            print(
-                f"round {server_round}/{fed.rounds}: valid MRR {mrr:.4f}"
-                + (f", max epsilon {record['epsilon_max']:.3f}" if "epsilon_max" in record else ""),
-                file=sys.stderr,
-            )
+            print(round_line(record, fed.rounds), file=sys.stderr)
         if server_round:
             save_round(server_round, state)
         return MetricRecord({"valid_mrr": float(mrr)})
@@ -410,33 +526,10 @@ def federate(
     if saved is not None:
         random.setstate(saved["python_random"])
     try:
-        # no federated evaluation: the server evaluates the global model on the public validation statements
-        strategy = (RowAwareFedAvg if fed.aggregation == "row" else FedAvg)(
-            fraction_train=1.0,
-            fraction_evaluate=0.0,
-            min_train_nodes=k,
-            min_available_nodes=k,
-            weighted_by_key=UNIT_WEIGHT_KEY if fed.client_dp else "num-examples",
-        )
-        if fed.client_dp:
-            if fed.client_noise_multiplier is not None:
-                sigma = fed.client_noise_multiplier
-            else:
-                assert fed.client_target_epsilon is not None  # client_dp: σ or a target ε is set
-                sigma = client_noise_multiplier(
-                    target_epsilon=fed.client_target_epsilon, rounds=fed.rounds, delta=fed.client_delta
-                )
-            strategy = make_client_dp_strategy(
-                strategy,
-                num_clients=k,
-                noise_multiplier=sigma,
-                clipping_norm=fed.client_clip,
-                delta=fed.client_delta,
-                state=None if saved is None else saved["client_dp"],
-            )
+        strategy = make_strategy(fed, k, client_dp_state=None if saved is None else saved["client_dp"])
         if saved is None:
-            write_start_files()
-        final = saved["arrays"] if saved is not None else trained_state(prep.model)
+            write_start_files(out_dir, fedn, engine="flower-inprocess")
+        final = saved["arrays"] if saved is not None else trained_state(fedn.prep.model)
         if done < fed.rounds:
             result = strategy.start(
                 grid=InProcessGrid(make_client_app(holders, on_upload), k),
@@ -451,38 +544,15 @@ def federate(
         flwr_logger.setLevel(level)
         for h in holders:
             h.close()
-    prep.model.load_state_dict(final, strict=False)
-    ckpt.atomic_torch_save(out_dir / ckpt.BEST_MODEL, prep.model.state_dict())
     clients: list[dict[str, Any]] = [{"name": h.name} if fed.client_dp else h.report() for h in holders]
-    test_owner = assign_statements(part, prep.kg, prep.split.train, prep.split.test, seed=cfg.train.seed)
-    for k, client in enumerate(clients):  # the global model on each holder's share of the (public) test statements
-        mine = None if test_owner is None else prep.split.test[test_owner == k]
-        client["test"] = (
-            None if mine is None or not len(mine) else evaluate_split(prep, cfg, "test", triples=mine).to_dict()
-        )
-    metrics = {
-        "textkg_version": textkg.__version__,
-        "dataset": cfg.data.dataset,
-        "split": cfg.data.split,
-        "model": {"name": cfg.model_name, **cfg.model.to_dict()},
-        "federated": {
-            "partition": fed.partition,
-            "clients": list(part.clients),
-            "sizes": sizes,
-            "rounds": fed.rounds,
-            "local_epochs": fed.local_epochs,
-            "aggregation": fed.aggregation,
-            "weights": "equal (DP-FedAvg)" if fed.client_dp else "each holder's number of own statements",
-            "selection": "none: the last round's global model",
-        },
-        "rounds": history,
-        "valid": history[-1]["valid_mrr"] if history else None,
-        "test": evaluate_split(prep, cfg, "test").to_dict(),
-        "privacy": client_privacy_block(strategy, rounds=fed.rounds) if fed.client_dp else _privacy_block(clients),
-        "clients": clients,
-    }
-    ckpt.atomic_write_json(out_dir / "metrics.json", metrics)
-    return metrics
+    return write_outputs(out_dir, fedn, final, history, clients, strategy)
+
+
+def round_line(record: dict, rounds: int) -> str:
+    """The progress line of one round: ``round r/R: valid MRR m[, max epsilon e]``."""
+    return f"round {record['round']}/{rounds}: valid MRR {record['valid_mrr']:.4f}" + (
+        f", max epsilon {record['epsilon_max']:.3f}" if "epsilon_max" in record else ""
+    )
 
 
 def _strategy_name(fed: FederatedConfig) -> str:

@@ -1,0 +1,344 @@
+"""``textkg federate`` on Flower's deployment engine: a ServerApp and a ClientApp for a SuperLink and SuperNodes.
+
+The in-process runner (:func:`textkg.federated.runner.federate`) calls every
+holder's ClientApp in one process. Here the same federation runs as separate
+processes, the way Flower deploys one: a ``flower-superlink``, one
+``flower-supernode`` per data holder (``--node-config "partition-id=k"``), and
+``flwr run APP`` to submit this module's :data:`serverapp` and
+:data:`clientapp` (the Flower App written by ``textkg federate-app``).
+
+What each process does:
+
+* The **ServerApp** (started by the SuperLink) reads textkg's settings
+  (:func:`read_settings`; the run-config key ``settings``, a JSON file shipped
+  in the app), prepares the public side of the run (vocabulary, validation and
+  test statements, the initial model), and runs the runner's strategy
+  (:func:`~textkg.federated.runner.make_strategy`: Flower's ``FedAvg`` weighted
+  by each holder's own statements, or client-level DP-FedAvg) over the Grid
+  Flower gives it. It evaluates the global model on the public validation
+  statements after every round and writes the runner's outputs
+  (:func:`~textkg.federated.runner.write_outputs`) to the run-config key
+  ``out``, with ``"engine": "flower-deployment"`` in ``federated.json``.
+* Each round it sends every SuperNode the global trained parameters and the
+  settings (public: dataset name, model, hyper-parameters, privacy mode).
+* The **ClientApp** (started by a SuperNode, once per message: Flower 1.42
+  runs every message in a fresh ``flwr-clientapp`` process) builds only holder
+  ``partition-id`` from the settings (the runner's partition rule and seed, so
+  the holder gets the statements it gets in-process), trains
+  ``local-epochs`` epochs and returns its parameters and metrics. The
+  holder's private state (optimizer, sampler, epoch counter, privacy ledger
+  and the secret key of its noise) is kept between rounds in Flower's
+  node-local ``Context.state``, which stays in the SuperNode; a process that
+  serves several rounds reuses its holder instead (:data:`_HOLDERS`).
+
+There is no ``checkpoint.pt`` and no ``--resume`` here: the holders' states
+live on their nodes, not on the server.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import logging
+import random
+import tempfile
+from pathlib import Path
+from typing import Any, cast
+
+import torch
+from flwr.app import ArrayRecord, ConfigRecord, Context, Message, MetricRecord, RecordDict
+from flwr.clientapp import ClientApp
+from flwr.serverapp import Grid, ServerApp
+
+from textkg.errors import ConfigError
+from textkg.federated.grid import NUM_PARTITIONS, PARTITION_ID
+from textkg.federated.runner import (
+    DataHolder,
+    FederatedConfig,
+    check_settings,
+    make_strategy,
+    prepare_federation,
+    round_line,
+    trained_state,
+    validation_mrr,
+    write_outputs,
+    write_start_files,
+)
+
+#: ``federated.json``'s ``engine``.
+ENGINE = "flower-deployment"
+#: The settings file ``textkg federate-app`` writes into the app.
+SETTINGS_FILE = "textkg-settings.json"
+#: Keys of the train message's ConfigRecord.
+SETTINGS_KEY, EPOCHS_KEY = "textkg-settings", "local-epochs"
+#: Key of a holder's state in its node's ``Context.state``; key of a holder's report in its reply.
+STATE_KEY, REPORT_KEY = "textkg-holder", "textkg-report"
+#: Run-config keys of the Flower App, with their defaults.
+RUN_CONFIG_DEFAULTS: dict[str, Any] = {"settings": SETTINGS_FILE, "out": "", "round-timeout": 3600.0}
+
+log = logging.getLogger("flwr")
+
+
+# -- settings ------------------------------------------------------------------------
+
+
+def settings_dict(cfg, fed: FederatedConfig) -> dict:
+    """textkg's settings of a federation as one JSON-ready dict (``textkg train``'s config + the federation)."""
+    return {"config": cfg.to_dict(), "federated": fed.to_dict()}
+
+
+def settings_from_dict(data: Any, *, source: str = "settings") -> tuple[Any, FederatedConfig]:
+    """``(RunConfig, FederatedConfig)`` from :func:`settings_dict`'s dict."""
+    import dataclasses
+
+    from textkg.training.config import RunConfig
+
+    if not isinstance(data, dict) or not isinstance(data.get("config"), dict):
+        raise ConfigError("expected an object with 'config' and 'federated'", file=source)
+    fed_data = data.get("federated")
+    if not isinstance(fed_data, dict):
+        raise ConfigError("expected an object with 'config' and 'federated'", file=source)
+    names = {f.name for f in dataclasses.fields(FederatedConfig)}
+    unknown = sorted(set(fed_data) - names)
+    if unknown:
+        raise ConfigError(f"unknown federated settings {', '.join(unknown)}", file=source, field="federated")
+    cfg = RunConfig.from_dict(data["config"], source=source)
+    fed = FederatedConfig(**fed_data)
+    check_settings(cfg, fed)
+    return cfg, fed
+
+
+def read_settings(path: Path) -> tuple[Any, FederatedConfig]:
+    """Read a settings file written by ``textkg federate-app``."""
+    path = Path(path)
+    if not path.is_file():
+        raise ConfigError("no such settings file", file=path)
+    try:
+        data = json.loads(path.read_text())
+    except json.JSONDecodeError as exc:
+        raise ConfigError(f"not valid JSON ({exc.msg}, line {exc.lineno})", file=path) from None
+    return settings_from_dict(data, source=str(path))
+
+
+def write_app(app_dir: Path, cfg, fed: FederatedConfig, out: Path) -> dict:
+    """Write a Flower App that runs this federation on the deployment engine; returns what was written.
+
+    ``app_dir`` gets ``pyproject.toml`` (the components are this module's
+    :data:`serverapp` and :data:`clientapp`; the run config names the
+    settings file and the server's output directory) and
+    :data:`SETTINGS_FILE`. ``flwr run`` ships both to the SuperLink (the FAB
+    holds every ``*.toml`` and ``*.json`` of the directory).
+    """
+    check_settings(cfg, fed)
+    app_dir = Path(app_dir)
+    if app_dir.exists() and any(app_dir.iterdir()):
+        raise ConfigError(f"app directory {app_dir} is not empty; choose a new one", field="app")
+    app_dir.mkdir(parents=True, exist_ok=True)
+    (app_dir / SETTINGS_FILE).write_text(json.dumps(settings_dict(cfg, fed), indent=2) + "\n")
+    (app_dir / "pyproject.toml").write_text(pyproject_toml(out=Path(out).resolve()))
+    return {"app": str(app_dir), "settings": str(app_dir / SETTINGS_FILE), "out": str(Path(out).resolve())}
+
+
+def pyproject_toml(*, out: Path | str, settings: str = SETTINGS_FILE) -> str:
+    """The Flower App's ``pyproject.toml`` (no ``dependencies``: the nodes run textkg's own environment)."""
+    return f"""\
+# A Flower App: `textkg federate` on Flower's deployment engine (docs/federated.md).
+# Written by `textkg federate-app`. flwr run ships this file and {settings} to the SuperLink.
+[project]
+name = "textkg-federation"
+version = "1.0.0"
+description = "textkg federate on Flower's deployment engine: one SuperNode per data holder"
+license = "MIT"
+
+[tool.flwr.app]
+publisher = "textkg"
+
+[tool.flwr.app.components]
+serverapp = "textkg.federated.app:serverapp"
+clientapp = "textkg.federated.app:clientapp"
+
+[tool.flwr.app.config]
+# textkg's settings (train config + federation), relative to this directory or absolute
+settings = {json.dumps(settings)}
+# where the ServerApp writes config.json, federated.json, graph.json, best_model.pt, metrics.json
+# (on the SuperLink's machine; a relative path is relative to the SuperLink's working directory)
+out = {json.dumps(str(out))}
+# seconds the server waits for every holder's reply in one round
+round-timeout = 3600.0
+"""
+
+
+# -- the server ----------------------------------------------------------------------
+
+
+def serve(grid: Grid, cfg, fed: FederatedConfig, out_dir: Path, *, round_timeout: float = 3600.0) -> dict:
+    """Run the federation over ``grid`` (one node per holder) and write its outputs; returns the metrics.
+
+    Every round must get exactly one reply from each holder ``0..K-1`` (told by
+    the ``partition-id`` of its SuperNode); anything else stops the run with an
+    error rather than averaging fewer holders.
+    """
+    from flwr.serverapp.strategy.strategy_utils import aggregate_metricrecords
+
+    out_dir = Path(out_dir)
+    if out_dir.exists() and any(out_dir.iterdir()):
+        raise ConfigError(f"output directory {out_dir} is not empty; choose another 'out'", field="out")
+    fedn = prepare_federation(cfg, fed)
+    part = fedn.part
+    k = part.num_clients
+    settings = json.dumps(settings_dict(fedn.cfg, fed), sort_keys=True)
+    reports: dict[int, dict] = {}
+    aggregated = [0]  # rounds whose replies were all there
+    history: list[dict] = []
+
+    def collect(replies: list[RecordDict], weighted_by_key: str) -> MetricRecord:
+        """FedAvg's metrics aggregation, after checking that each holder replied once."""
+        seen = []
+        for content in replies:
+            if REPORT_KEY not in content:
+                raise ConfigError("a node replied without a textkg report: is it running textkg's ClientApp?")
+            report = json.loads(str(content[REPORT_KEY]["json"]))
+            seen.append(int(report["partition"]))
+            if report["name"] != part.clients[seen[-1]]:
+                raise ConfigError(
+                    f"holder {seen[-1]} calls itself {report['name']!r}, the server {part.clients[seen[-1]]!r}: "
+                    "the nodes partitioned another dataset or with other settings",
+                    field="partition-id",
+                )
+            reports[seen[-1]] = report
+        if sorted(seen) != list(range(k)):
+            missing = sorted(set(range(k)) - set(seen))
+            raise ConfigError(
+                f"round replies came from partition-ids {sorted(seen)}; expected each of 0..{k - 1} once"
+                + (f" (no reply from {', '.join(part.clients[i] for i in missing)}: see its SuperNode's log)")
+                * bool(missing)
+                + ". Start one SuperNode per holder with --node-config 'partition-id=k num-partitions="
+                + f"{k}'",
+                field="partition-id",
+            )
+        aggregated[0] += 1
+        return aggregate_metricrecords(replies, weighted_by_key)
+
+    def evaluate_fn(server_round: int, arrays: ArrayRecord) -> MetricRecord:
+        if server_round and aggregated[0] != server_round:
+            raise RuntimeError(f"round {server_round} was not aggregated: a holder did not reply (see the SuperNodes)")
+        mrr = validation_mrr(fedn, arrays.to_torch_state_dict())
+        record: dict[str, Any] = {"round": server_round, "valid_mrr": mrr}
+        if server_round and fedn.cfg.privacy.mode != "none":
+            record["epsilon_max"] = max(float(r["epsilon"]) for r in reports.values())
+        history.append(record)
+        log.info(round_line(record, fed.rounds))
+        return MetricRecord({"valid_mrr": float(mrr)})
+
+    strategy = make_strategy(fed, k, train_metrics_aggr_fn=collect)
+    write_start_files(out_dir, fedn, engine=ENGINE)
+    py_random = random.getstate()
+    random.seed(fedn.cfg.train.seed)  # Flower orders the sampled nodes with `random`, as in-process
+    try:
+        result = strategy.start(
+            grid=grid,
+            initial_arrays=ArrayRecord(trained_state(fedn.prep.model)),
+            num_rounds=fed.rounds,
+            timeout=round_timeout,
+            train_config=ConfigRecord({EPOCHS_KEY: fed.local_epochs, SETTINGS_KEY: settings}),
+            evaluate_fn=evaluate_fn,
+        )
+    finally:
+        random.setstate(py_random)
+    clients: list[dict[str, Any]] = [
+        {"name": name}
+        if fed.client_dp
+        else {key: value for key, value in reports[i].items() if key not in ("partition", "epsilon")}
+        for i, name in enumerate(part.clients)
+    ]
+    return write_outputs(out_dir, fedn, result.arrays.to_torch_state_dict(), history, clients, strategy)
+
+
+def _settings_path(value: str, grid: Grid) -> Path:
+    """The settings file: absolute, or relative to the installed app (the FAB's directory on this machine)."""
+    path = Path(value)
+    if path.is_absolute():
+        return path
+    run = grid.run
+    if run.fab_id:
+        from flwr.common.config import get_project_dir
+
+        return get_project_dir(run.fab_id, run.fab_version, run.fab_hash) / path
+    return path
+
+
+serverapp = ServerApp()
+
+
+@serverapp.main()
+def _server_main(grid: Grid, context: Context) -> None:
+    run_config = {**RUN_CONFIG_DEFAULTS, **context.run_config}
+    if not str(run_config["out"]):
+        raise ConfigError("set the run config's 'out' (the server's output directory)", field="out")
+    cfg, fed = read_settings(_settings_path(str(run_config["settings"]), grid))
+    serve(grid, cfg, fed, Path(str(run_config["out"])), round_timeout=float(run_config["round-timeout"]))
+
+
+# -- a data holder -------------------------------------------------------------------
+
+#: Holders built in this process: ``(run, node, partition) → (rounds trained, settings, holder)``. Flower
+#: 1.42's deployment engine starts a fresh process for every message, so there a holder comes back from
+#: its node's ``Context.state`` instead; a process that serves several messages reuses its holder.
+_HOLDERS: dict[tuple[int, int, int], tuple[int, str, DataHolder]] = {}
+
+
+def _holder(context: Context, settings: str) -> tuple[int, DataHolder]:
+    """``(rounds trained, holder)`` of this node: cached, or built and restored from ``context.state``."""
+    k = int(context.node_config[PARTITION_ID])
+    key = (context.run_id, context.node_id, k)
+    saved = context.state.config_records.get(STATE_KEY)
+    fits = 0 if saved is None else int(cast(int, saved["fits"]))
+    if saved is not None and str(saved["settings"]) != settings:
+        raise ConfigError("the server's settings changed between rounds", field="settings")
+    cached = _HOLDERS.get(key)
+    if cached is not None and cached[:2] == (fits, settings):
+        return fits, cached[2]
+    cfg, fed = settings_from_dict(json.loads(settings))
+    fedn = prepare_federation(cfg, fed)
+    num = fedn.part.num_clients
+    if not 0 <= k < num:
+        raise ConfigError(f"partition-id {k} out of range: this federation has {num} holders", field=PARTITION_ID)
+    if NUM_PARTITIONS in context.node_config and int(context.node_config[NUM_PARTITIONS]) != num:
+        raise ConfigError(
+            f"num-partitions is {context.node_config[NUM_PARTITIONS]}, the federation has {num} holders",
+            field=NUM_PARTITIONS,
+        )
+    holder = fedn.holder(k, Path(tempfile.gettempdir()))  # the trainer writes nothing in train_epochs
+    if saved is not None:
+        state = torch.load(io.BytesIO(cast(bytes, saved["state"])), map_location="cpu", weights_only=False)
+        holder.load_state_dict(state)
+    return fits, holder
+
+
+clientapp = ClientApp()
+
+
+@clientapp.train()
+def _client_train(msg: Message, context: Context) -> Message:
+    config = msg.content.config_records["config"]
+    settings = str(config[SETTINGS_KEY])
+    fits, holder = _holder(context, settings)
+    arrays = msg.content.array_records["arrays"].to_torch_state_dict()
+    try:
+        new, metrics = holder.fit(arrays, int(cast(int, config[EPOCHS_KEY])))
+    finally:
+        holder.close()  # stops the noise prefetcher; the next private step starts it again
+    buffer = io.BytesIO()
+    torch.save(holder.state_dict(), buffer)  # PRIVATE (the noise key): it stays in this node's Context
+    context.state[STATE_KEY] = ConfigRecord({"fits": fits + 1, "settings": settings, "state": buffer.getvalue()})
+    k = int(context.node_config[PARTITION_ID])
+    _HOLDERS[(context.run_id, context.node_id, k)] = (fits + 1, settings, holder)
+    report = {"partition": k, "epsilon": metrics.get("epsilon"), **holder.report()}
+    content = RecordDict(
+        {
+            "arrays": ArrayRecord(new),
+            "metrics": MetricRecord(metrics),
+            REPORT_KEY: ConfigRecord({"json": json.dumps(report)}),
+        }
+    )
+    return Message(content=content, reply_to=msg)
