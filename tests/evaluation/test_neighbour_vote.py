@@ -93,7 +93,7 @@ def test_choose_weight_prefers_the_model_on_a_tie():
     choice = choose_weight(lambda scorer: 0.5, None, vote)
     assert (choice.weight, choice.unseen_bonus) == (0.0, 0.0)
     assert len(choice.valid_mrr) == len(DEFAULT_WEIGHTS) * len(DEFAULT_BONUSES)
-    choice = choose_weight(lambda scorer: scorer.weight - (scorer.unseen_bonus - 1) ** 2, None, vote)
+    choice = choose_weight(lambda s: s.weight - (s.unseen_bonus - 1) ** 2, None, vote, bonuses=(0.0, 1.0, 2.0))
     assert (choice.weight, choice.unseen_bonus) == (max(DEFAULT_WEIGHTS), 1.0)
 
 
