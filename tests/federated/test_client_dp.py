@@ -93,7 +93,7 @@ def test_calibrated_ledger_matches_textkg_and_hides_holder_sizes(federate_base, 
     assert block["epsilon_textkg"] == pytest.approx(block["epsilon"], rel=1e-6)
     # a holder's statement count is about its data: not in what is written
     assert metrics["federated"]["sizes"] is None and metrics["federated"]["weights"].startswith("equal")
-    assert all(set(c) == {"name"} for c in metrics["clients"])
+    assert all(set(c) == {"name", "test"} for c in metrics["clients"])  # test statements are public
     assert json.loads((out / "federated.json").read_text())["sizes"] is None
 
 

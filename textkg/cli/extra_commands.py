@@ -315,9 +315,9 @@ def federate(args) -> dict:
         "federated": metrics["federated"],
         "privacy": metrics["privacy"],
         "clients": [
-            c
-            if set(c) == {"name"}
-            # client-level DP: names only
+            {"name": c["name"], "test_mrr_on_own_share": None if c.get("test") is None else c["test"]["mrr"]}
+            if "num_statements" not in c
+            # client-level DP: names (and the public test block) only
             else {
                 "name": c["name"],
                 "num_statements": c["num_statements"],
