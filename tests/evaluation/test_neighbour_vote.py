@@ -106,6 +106,36 @@ def test_the_bonus_lifts_new_candidates_for_new_queries_only():
     assert scores[1].eq(0.0).all()  # seen query: nothing added
 
 
+@pytest.mark.parametrize("exclude_query", [False, True])
+def test_one_pass_ranks_equal_compute_ranks_of_each_scorer(exclude_query):
+    """``rank_weights`` scores once and ranks every weight: the ranks of ``compute_ranks`` on each VoteScorer."""
+    from textkg.evaluation import FilterIndex
+    from textkg.evaluation.neighbour_vote import rank_weights
+    from textkg.evaluation.ranking import compute_ranks
+
+    features, seen, graph, vote = _setup()
+    g = torch.Generator().manual_seed(5)
+    model = _Model(torch.randint(0, 3, (N, N), generator=g).float())  # many ties
+    triples = torch.stack(
+        [
+            torch.randint(0, N, (20,), generator=g),
+            torch.randint(0, R, (20,), generator=g),
+            torch.randint(0, N, (20,), generator=g),
+        ],
+        dim=1,
+    )
+    filt = FilterIndex.from_triples(torch.cat([graph, triples]), N, R)
+    cands = torch.arange(N)
+    got = rank_weights(model, vote, triples, filter_index=filt, candidates=cands, weights=(0.0, 1.0, 8.0),
+                       batch_size=7, exclude_query=exclude_query)  # fmt: skip
+    for key, scorer in [("0", VoteScorer(model, vote, 0.0)), ("1", VoteScorer(model, vote, 1.0)),
+                        ("8", VoteScorer(model, vote, 8.0)), ("vote_only", VoteScorer(None, vote, 0.0))]:  # fmt: skip
+        want = compute_ranks(scorer, triples, filter_index=filt, candidates=cands, num_entities=N,
+                             exclude_query=exclude_query)  # fmt: skip
+        torch.testing.assert_close(got[key][0], want.head_ranks)
+        torch.testing.assert_close(got[key][1], want.tail_ranks)
+
+
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "tiny_blp_ind"
 
 
@@ -133,8 +163,9 @@ def test_an_inductive_run_reports_the_vote_and_the_combination(tmp_path, monkeyp
     monkeypatch.setattr(neighbour_vote, "choose_weight", spy)
     block = _train(tmp_path)["test"]["neighbour_vote"]
     assert calls == ["choose"]
-    assert block["weight"] in DEFAULT_WEIGHTS and block["unseen_bonus"] in DEFAULT_BONUSES
-    assert len(block["valid_mrr_by_weight_and_bonus"]) == len(DEFAULT_WEIGHTS) * len(DEFAULT_BONUSES)
+    assert block["weight"] in DEFAULT_WEIGHTS
+    assert set(block["valid_mrr_by_weight"]) == {f"{w:g}" for w in DEFAULT_WEIGHTS}
+    assert block["valid_mrr_by_weight"][f"{block['weight']:g}"] == max(block["valid_mrr_by_weight"].values())
     for name in ("vote_only", "combined"):
         assert 0 < block[name]["mrr"] <= 1 and block[name]["num_triples"] > 0
 

@@ -127,6 +127,10 @@ class VoteScorer:
     ``model=None`` ranks by the vote alone (the baseline).
     """
 
+    #: The model's scores are standardised over the row's candidates, so evaluation
+    #: must not split the candidates into chunks (:func:`textkg.evaluation.compute_ranks`).
+    whole_row_scores = True
+
     def __init__(self, model, vote: NeighbourVote, weight: float, unseen_bonus: float = 0.0) -> None:
         self.model, self.vote, self.weight, self.unseen_bonus = model, vote, float(weight), float(unseen_bonus)
 
@@ -174,3 +178,55 @@ def choose_weight(
     mrr = {f"{w:g},{b:g}": float(evaluate_valid(VoteScorer(model, vote, w, b))) for w, b in pairs}
     best = max(pairs, key=lambda p: (mrr[f"{p[0]:g},{p[1]:g}"], -p[0], -p[1]))
     return WeightChoice(weight=float(best[0]), unseen_bonus=float(best[1]), valid_mrr=mrr)
+
+
+def rank_weights(
+    model,
+    vote: NeighbourVote,
+    triples: torch.Tensor,
+    *,
+    filter_index,
+    candidates: torch.Tensor,
+    weights: Sequence[float],
+    batch_size: int = 256,
+    exclude_query: bool = False,
+) -> dict[str, tuple[torch.Tensor, torch.Tensor]]:
+    """Filtered realistic ``(head_ranks, tail_ranks)`` of every weight's combination and of the vote alone.
+
+    The same ranks :func:`textkg.evaluation.compute_ranks` gives :class:`VoteScorer` (a test checks
+    it), in one pass: the model and the vote are scored once per batch and every weight is ranked
+    from them. Keys: ``f"{w:g}"`` per weight and ``"vote_only"``.
+    """
+    from textkg.evaluation.ranking import _with_query_entities, realistic_ranks
+
+    n = len(triples)
+    column = torch.full((vote.num_entities,), -1, dtype=torch.long)
+    column[candidates] = torch.arange(len(candidates))
+    keys = [f"{w:g}" for w in weights] + ["vote_only"]
+    out = {k: (torch.empty(n, dtype=torch.float64), torch.empty(n, dtype=torch.float64)) for k in keys}
+    with torch.no_grad():
+        for d, direction in enumerate(("head", "tail")):
+            for start in range(0, n, batch_size):
+                h, r, t = triples[start : start + batch_size].unbind(1)
+                if direction == "tail":
+                    rows, entities = filter_index.true_tails(h, r)
+                    target, query = t, h
+                else:
+                    rows, entities = filter_index.true_heads(r, t)
+                    target, query = h, t
+                if exclude_query:
+                    rows, entities = _with_query_entities(rows, entities, query, vote.num_entities)
+                cols = column[entities]
+                keep = (cols >= 0) & (entities != target[rows])
+                rows, cols = rows[keep], cols[keep]
+                targets = column[target]
+                if bool((targets < 0).any()):
+                    raise ValueError("a target entity is not among the candidates")
+                s = model.score_tails(h, r, candidates) if direction == "tail" else model.score_heads(r, t, candidates)
+                z = _standardise(s)
+                v = vote.votes(query, r, direction)[:, candidates] * vote.gate(query)[:, None]
+                sl = slice(start, start + len(h))
+                for w, key in zip(weights, keys, strict=False):
+                    out[key][d][sl] = realistic_ranks(z + w * v if w else z, targets, rows, cols)
+                out["vote_only"][d][sl] = realistic_ranks(v, targets, rows, cols)
+    return out

@@ -524,8 +524,11 @@ def _neighbour_vote(prep: Prepared, cfg: RunConfig) -> dict | None:
     (a baseline) and added to the model with a weight chosen on the validation subset that
     selected the model. ``None`` unless the split is inductive, has validation statements and the
     model reads descriptions. Under privacy the vote reads the public training statements only,
-    and under ``full`` there are none: skipped, with the reason."""
-    from textkg.evaluation.neighbour_vote import NeighbourVote, VoteScorer, choose_weight
+    and under ``full`` there are none: skipped, with the reason. One scoring pass over the
+    validation subset ranks every weight; one over the test split ranks the model, the vote and
+    the chosen combination."""
+    from textkg.evaluation.metrics import RankingMetrics
+    from textkg.evaluation.neighbour_vote import DEFAULT_WEIGHTS, NeighbourVote, choose_weight, rank_weights
 
     if cfg.data.split != "inductive" or not len(prep.split.valid) or getattr(prep.model, "text", None) is None:
         return None
@@ -535,32 +538,49 @@ def _neighbour_vote(prep: Prepared, cfg: RunConfig) -> dict | None:
     vote = NeighbourVote(
         _description_features(prep), graph, prep.split.train_entities, num_relations=prep.kg.num_relations
     )
+    prep.model.eval()
+
+    def ranks(which: str, triples: torch.Tensor, weights) -> dict:
+        return rank_weights(
+            prep.model,
+            vote,
+            triples,
+            filter_index=prep.filter_index,
+            candidates=candidate_entities(prep.kg, prep.split, which, cfg.train.candidates),
+            weights=weights,
+            batch_size=max(1, min(cfg.train.eval_batch_size, 256)),
+            exclude_query=cfg.train.exclude_query,
+        )
+
     max_valid = cfg.train.valid_max_triples
+    valid = ranks("valid", _subset(prep.split.valid, max_valid, cfg.train.seed), DEFAULT_WEIGHTS)
+    valid_mrr = {k: float(torch.cat(v).reciprocal().mean()) for k, v in valid.items() if k != "vote_only"}
+    choice = choose_weight(lambda scorer: valid_mrr[f"{scorer.weight:g}"], prep.model, vote, DEFAULT_WEIGHTS)
+    test_triples = prep.split.test
+    test = ranks("test", test_triples, [choice.weight])
+    masks = _subset_masks(test_triples, prep.split.train_entities, prep.kg)
 
-    def valid_mrr(scorer) -> float:
-        return float(evaluate_split(prep, cfg, "valid", max_triples=max_valid, scorer=scorer).to_dict()["mrr"])
-
-    choice = choose_weight(valid_mrr, prep.model, vote)
-
-    def test_block(scorer) -> dict:
-        d = evaluate_split(prep, cfg, "test", scorer=scorer).to_dict()
+    def block(key: str) -> dict:
+        head, tail = test[key]
+        d = RankingMetrics.from_ranks(head, tail).to_dict()
         out = {k: d[k] for k in ("mrr", "mr", "hits@1", "hits@3", "hits@10", "num_triples")}
         for name in ("answer_seen", "answer_unseen"):
-            if name in d.get("subsets", {}):
-                out[name] = {k: d["subsets"][name][k] for k in ("mrr", "hits@1", "hits@10")}
+            mask = masks.get(name)
+            if isinstance(mask, QueryMask):
+                sub = RankingMetrics.from_query_mask(head, tail, mask).to_dict()
+                out[name] = {k: sub[k] for k in ("mrr", "hits@1", "hits@10")}
         return out
 
     return {
         "method": "the k nearest training entities by description vote for their own answers (new query "
-        "entities only); combined = standardised model score + weight x vote + unseen_bonus x [candidate is new]",
+        "entities only); combined = standardised model score + weight x vote",
         "k": vote.k,
         "temperature": vote.temperature,
         "weight": choice.weight,
-        "unseen_bonus": choice.unseen_bonus,
         "chosen_on": f"validation MRR on {max_valid or 'all'} validation statements (the model-selection subset)",
-        "valid_mrr_by_weight_and_bonus": choice.valid_mrr,
-        "vote_only": test_block(VoteScorer(None, vote, 0.0)),
-        "combined": test_block(VoteScorer(prep.model, vote, choice.weight, choice.unseen_bonus)),
+        "valid_mrr_by_weight": valid_mrr,
+        "vote_only": block("vote_only"),
+        "combined": block(f"{choice.weight:g}"),
     }
 
 
