@@ -27,7 +27,8 @@ def main() -> None:
         rows.append({"file": f.name, **d})
     Path(args.out).write_text(json.dumps({"audits": rows}, indent=1) + "\n")
     print(
-        "| run | attack | members / non-members | AUC | TPR @ FPR 1% | TPR @ FPR 0.1% | ε lower bound (95%) | accounted ε |"
+        "| run | attack | members / non-members | AUC | TPR @ FPR 1% | TPR @ FPR 0.1% "
+        "| ε lower bound (95%) | accounted ε |"
     )
     print("|---|---|---:|---:|---:|---:|---:|---:|")
     for r in rows:
