@@ -183,3 +183,25 @@ def test_full_privacy_skips_the_vote_with_its_reason():
     prep = pipeline.prepare(cfg)
     private = dataclasses.replace(cfg, privacy=dataclasses.replace(cfg.privacy, mode="full", noise_multiplier=1.0))
     assert "private" in pipeline._neighbour_vote(prep, private)["skipped"]
+
+
+@pytest.mark.parametrize("setting, with_placement, reported", [
+    ("auto", False, True), ("auto", True, False), ("on", True, True), ("off", False, False),
+])  # fmt: skip
+def test_the_setting_decides_when_the_vote_is_reported(monkeypatch, setting, with_placement, reported):
+    """``auto`` leaves it to the placement tables on ontologies (their own description baselines)."""
+    import dataclasses
+
+    from textkg.cli.config_loading import build_run_config
+    from textkg.cli.main import build_parser
+    from textkg.evaluation import placement
+    from textkg.training import pipeline
+
+    args = ["train", "--dataset", str(FIXTURE), "--split", "inductive", "--model", "blp-transe", "--dim", "8"]
+    cfg = build_run_config(build_parser().parse_args([*args, "--neighbour-vote", setting]))
+    assert cfg.train.neighbour_vote == setting
+    prep = pipeline.prepare(cfg)
+    monkeypatch.setattr(placement, "placement_queries", lambda kg, split: object() if with_placement else None)
+    assert (pipeline._neighbour_vote(prep, cfg) is not None) == reported
+    with pytest.raises(Exception, match="neighbour_vote"):
+        dataclasses.replace(cfg.train, neighbour_vote="sometimes")

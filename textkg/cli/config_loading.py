@@ -37,6 +37,7 @@ FLAG_FIELDS = {
     "max_minutes": ("train", "max_minutes"),
     "checkpoint_every": ("train", "checkpoint_every"),
     "audit_candidates": ("train", "audit_candidates"),
+    "neighbour_vote": ("train", "neighbour_vote"),
     "init_from": ("train", "init_from"),
     "privacy": ("privacy", "mode"),
     "mechanism": ("privacy", "mechanism"),

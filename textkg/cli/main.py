@@ -80,6 +80,13 @@ def _add_train_flags(p: argparse.ArgumentParser) -> None:
         default=None,
         help="evaluation: remove each query's own entity from its ranking (irreflexive relations)",
     )
+    p.add_argument(
+        "--neighbour-vote",
+        choices=["auto", "on", "off"],
+        default=None,
+        help="report the description-kNN vote for new entities, alone and combined with the model "
+        "(test.neighbour_vote; auto: inductive splits with descriptions, except graphs with a placement task)",
+    )
     p.add_argument("--max-minutes", type=float)
     p.add_argument("--checkpoint-every", type=int)
     p.add_argument(

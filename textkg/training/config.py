@@ -113,6 +113,12 @@ class TrainConfig:
             model (same graph and model shape). Under ``--privacy confidential`` it
             must be a ``public-only`` run with the same confidential statements, which
             never read one (so the guarantee is unchanged); ``full`` refuses it.
+        neighbour_vote: report ``test.neighbour_vote`` (the description-kNN vote for
+            new entities, alone and combined with the model; docs/models.md):
+            ``auto`` (default) on inductive splits with descriptions, except graphs
+            with a placement task (an ``is_a`` relation, e.g. ``hpo``), whose
+            ``test.placement`` tables already carry the description baselines and
+            where the extra test pass would lengthen the main job; ``on``; ``off``.
     """
 
     epochs: int = 5
@@ -136,9 +142,11 @@ class TrainConfig:
     checkpoint_every: int = 0
     audit_candidates: int = 0
     init_from: str | None = None
+    neighbour_vote: str = "auto"
 
     def __post_init__(self) -> None:
         _check_choice("loss", self.loss, LOSSES, prefix="train")
+        _check_choice("neighbour_vote", self.neighbour_vote, ("auto", "on", "off"), prefix="train")
         _check_choice("negatives", self.negatives, NEGATIVES, prefix="train")
         _check_choice("lr_schedule", self.lr_schedule, LR_SCHEDULES, prefix="train")
         if self.negatives == "all" and self.loss != "softmax":

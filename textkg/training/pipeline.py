@@ -30,7 +30,7 @@ from textkg.models import KGEModel, build_model
 from textkg.training import checkpoint as ckpt
 from textkg.training.audit_split import draw_audit_split
 from textkg.training.config import RunConfig
-from textkg.training.features import AUTOENCODER_FILE, entity_texts, text_inputs
+from textkg.training.features import AUTOENCODER_FILE, entity_texts, mmap_features, text_inputs
 from textkg.training.losses import make_loss
 from textkg.training.memory import check_memory, estimate_memory
 from textkg.training.private_training import PrivateTraining, public_only_report, select_confidential
@@ -94,6 +94,7 @@ def prepare(cfg: RunConfig, run_dir: Path | None = None) -> Prepared:
         num_entities=kg.num_entities,
         num_relations=kg.num_relations,
         seen_entities=split.train_entities,
+        share_text_inputs=mmap_features(),  # keep memory-mapped features mapped (TEXTKG_MMAP_FEATURES=1)
         **features,
     )
     filter_index = FilterIndex.from_triples(split.filter_triples, kg.num_entities, kg.num_relations)
@@ -327,6 +328,7 @@ def run(
             num_entities=prep.kg.num_entities,  # refuses before writing
             private=private is not None,
             placement=_placement_size(prep),
+            mapped_features=mmap_features(),
         ),
         quiet=not progress,
     )
@@ -529,8 +531,13 @@ def _neighbour_vote(prep: Prepared, cfg: RunConfig) -> dict | None:
     the chosen combination."""
     from textkg.evaluation.metrics import RankingMetrics
     from textkg.evaluation.neighbour_vote import DEFAULT_WEIGHTS, NeighbourVote, choose_weight, rank_weights
+    from textkg.evaluation.placement import placement_queries
 
     if cfg.data.split != "inductive" or not len(prep.split.valid) or getattr(prep.model, "text", None) is None:
+        return None
+    if cfg.train.neighbour_vote == "off" or (
+        cfg.train.neighbour_vote == "auto" and placement_queries(prep.kg, prep.split) is not None
+    ):
         return None
     if cfg.privacy.mode == "full":
         return {"skipped": "every training statement is private: the vote has no public statement to read"}
