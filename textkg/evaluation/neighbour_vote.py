@@ -36,7 +36,7 @@ from dataclasses import dataclass
 import torch
 
 #: λ values tried on validation; 0 is the model alone.
-DEFAULT_WEIGHTS = (0.0, 1.0, 2.0, 4.0, 8.0, 16.0, 32.0)
+DEFAULT_WEIGHTS = (0.0, 1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0)
 #: β values tried on validation (the new-candidate offset). Measured on inductive FB15k-237
 #: (docs/benchmarks.md): with β in (0, 0.5, 1, 2) validation chose β = 0, so by default only 0 is
 #: tried (each extra β multiplies the validation passes); pass ``bonuses`` to search it.
