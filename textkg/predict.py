@@ -21,6 +21,7 @@ from pathlib import Path
 import torch
 
 from textkg.errors import ConfigError
+from textkg.evaluation.ranking import default_candidate_chunk, topk_in_chunks
 from textkg.training import checkpoint as ckpt
 from textkg.training.features import AUTOENCODER_FILE
 
@@ -120,12 +121,15 @@ class Predictor:
             for r in relations:
                 r_vec = rels[r : r + 1]
                 for d in directions:
-                    scores = (
-                        interaction.score_tails(new, r_vec, ents)
-                        if d == "tail"
-                        else interaction.score_heads(r_vec, new, ents)
-                    )[0]
-                    top = torch.topk(scores, min(top_k, len(scores)))
+
+                    def score(lo: int, hi: int, d: str = d, r_vec: torch.Tensor = r_vec) -> torch.Tensor:
+                        part = ents[lo:hi]
+                        if d == "tail":
+                            return interaction.score_tails(new, r_vec, part)
+                        return interaction.score_heads(r_vec, new, part)
+
+                    # the scores of every entity are never held at once: per-chunk top-k, merged
+                    values, indices = topk_in_chunks(score, len(ents), top_k, chunk=default_candidate_chunk(1))
                     preds += [
                         {
                             "relation": self.kg.relations[r],
@@ -134,7 +138,7 @@ class Predictor:
                             "name": self.kg.entity_names[i],
                             "score": float(s),
                         }
-                        for s, i in zip(top.values.tolist(), top.indices.tolist(), strict=True)
+                        for s, i in zip(values[0].tolist(), indices[0].tolist(), strict=True)
                     ]
         preds.sort(key=lambda p: -p["score"])
         return {"entity": {"name": name, "description": description}, "predictions": preds}

@@ -152,6 +152,7 @@ def evaluate(
     candidates: torch.Tensor | None = None,
     num_entities: int,
     batch_size: int = 512,
+    candidate_chunk: int | None = None,
     subset_masks: Mapping[str, torch.Tensor | QueryMask] | None = None,
     ks: Sequence[int] = DEFAULT_KS,
     exclude_query: bool = False,
@@ -166,6 +167,9 @@ def evaluate(
         candidates: ``(c,)`` entity ids to rank against; ``None`` = all entities.
         num_entities: Number of entity ids in the graph.
         batch_size: Queries scored at once.
+        candidate_chunk: Candidates scored per call (``None``: from a 256 MiB
+            bound on a batch's scores); the metrics do not depend on it (see
+            :func:`textkg.evaluation.compute_ranks`).
         subset_masks: Optional ``{name: mask}``; metrics are also reported for
             each subset. A ``(n,)`` bool tensor selects triples (both their
             queries); a :class:`QueryMask` selects head and tail queries
@@ -191,6 +195,7 @@ def evaluate(
         candidates=candidates,
         num_entities=num_entities,
         batch_size=batch_size,
+        candidate_chunk=candidate_chunk,
         exclude_query=exclude_query,
         progress=progress,
     )

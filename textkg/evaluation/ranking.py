@@ -1,9 +1,27 @@
 """Filtered rank of each test triple's true head and tail, with realistic ties.
 
-A batch of queries is scored against every candidate at once; the ranks come
-from counting, per row, the candidates that score above and equal to the
-target, minus those among them that the filter removes. No loop runs per
-triple.
+A batch of queries is scored against the candidates in chunks of at most
+``candidate_chunk`` entities (by default as many as keep a batch's float32
+scores under :data:`EVAL_SCORE_BYTES`: every candidate at once unless the graph
+is large); the ranks come from counting, per row and chunk, the candidates
+that score above and equal to the target, minus those among them that the
+filter removes, summed over the chunks. No loop runs per triple.
+
+Chunking does not change a rank. Each chunk's call also scores the batch's
+targets that lie outside the chunk (at most ``b`` extra columns), and a row's
+candidates are compared with its target's score *from the same call*: a
+score that the scorer computes with a different kernel for a different number
+of columns (``torch.cdist`` switches algorithm above 25 rows or columns; a
+matrix product may take another path for one column) is never compared with a
+score of another call. The target's own column is removed from the counts by
+position, like a filtered one. For a scorer whose score of a (query,
+candidate) pair does not depend on the other candidates in the call, the
+chunked ranks are therefore exactly the unchunked ones, realistic ties
+included; for matrix-product scorers, candidates with identical vectors (the
+shared unseen row of a structural model) still tie exactly with the target.
+A scorer whose scores depend on the whole candidate set (standardised per row,
+as :class:`textkg.evaluation.neighbour_vote.VoteScorer`) says so with a true
+``whole_row_scores`` attribute and is never chunked.
 
 Ties are ranked *realistically*: the mean of the optimistic rank (the target
 placed before every candidate that ties with it) and the pessimistic rank
@@ -23,7 +41,8 @@ count would give it.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+import functools
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -35,6 +54,20 @@ from textkg.evaluation.filtering import FilterIndex, _check_triples
 #: The two prediction directions: ``"head"`` ranks ``h`` in ``(?, r, t)``,
 #: ``"tail"`` ranks ``t`` in ``(h, r, ?)``.
 DIRECTIONS = ("head", "tail")
+#: Memory bound of one evaluation step's score matrix (``batch × candidate chunk`` float32 scores):
+#: :func:`default_candidate_chunk` derives the chunk from it.
+EVAL_SCORE_BYTES = 256 * 2**20
+
+
+def default_candidate_chunk(batch_size: int, *, budget_bytes: int = EVAL_SCORE_BYTES) -> int:
+    """Candidates per chunk so that ``batch_size × chunk`` float32 scores fit in ``budget_bytes`` (at least 1).
+
+    With the default 256 MiB and 512 queries per batch that is 131,072 candidates: FB15k-237
+    (14,541 entities) is ranked in one chunk, a graph of millions of entities in many.
+    """
+    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+        raise ConfigError(f"batch_size must be a positive integer, got {batch_size!r}", field="batch_size")
+    return max(1, int(budget_bytes) // (4 * batch_size))
 
 
 class Scorer(Protocol):
@@ -42,6 +75,11 @@ class Scorer(Protocol):
 
     Higher scores mean more plausible triples. Both methods must return a
     fresh or read-only-safe tensor; evaluation never writes into it.
+
+    Evaluation may score a query's candidates over several calls (candidate
+    chunks). A scorer whose score of one candidate depends on the others in the
+    call (e.g. standardised per row) sets a class attribute
+    ``whole_row_scores = True`` and is always given every candidate at once.
     """
 
     def score_tails(self, heads: torch.Tensor, relations: torch.Tensor, candidates: torch.Tensor) -> torch.Tensor:
@@ -107,6 +145,7 @@ def compute_ranks(
     candidates: torch.Tensor | None = None,
     num_entities: int,
     batch_size: int = 512,
+    candidate_chunk: int | None = None,
     directions: Sequence[str] = DIRECTIONS,
     exclude_query: bool = False,
     progress: bool = False,
@@ -121,8 +160,12 @@ def compute_ranks(
         candidates: ``(c,)`` distinct entity ids to rank against; ``None``
             means all ``num_entities`` entities.
         num_entities: Number of entity ids in the graph.
-        batch_size: Queries scored at once; memory is about ``batch_size * c``
-            floats.
+        batch_size: Queries scored at once; memory is about ``batch_size *
+            min(c, candidate_chunk + batch_size)`` floats.
+        candidate_chunk: Candidates scored per scorer call; ``None`` derives it
+            from :data:`EVAL_SCORE_BYTES` (:func:`default_candidate_chunk`).
+            The ranks do not depend on it (module docstring). Ignored (one
+            chunk) for a scorer with a true ``whole_row_scores`` attribute.
         directions: Which of ``"head"``, ``"tail"`` to rank.
         exclude_query: Also remove the query's own entity from its ranking
             (``h`` when predicting tails of ``(h, r, ?)``, ``t`` for heads),
@@ -136,7 +179,7 @@ def compute_ranks(
         A :class:`RankResult` with ``(n,)`` float64 ranks per computed direction.
 
     Raises:
-        ConfigError: Bad ``candidates``/``directions``/``batch_size``, a
+        ConfigError: Bad ``candidates``/``directions``/``batch_size``/``candidate_chunk``, a
             ``num_entities`` that disagrees with ``filter_index``, or a target
             entity that is not among the candidates (the message names the triple).
         DataError: ``triples`` is not ``(n, 3)`` integer ids in range.
@@ -145,6 +188,14 @@ def compute_ranks(
     directions = _check_directions(directions)
     if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
         raise ConfigError(f"batch_size must be a positive integer, got {batch_size!r}", field="batch_size")
+    if candidate_chunk is None:
+        candidate_chunk = default_candidate_chunk(batch_size)
+    elif isinstance(candidate_chunk, bool) or not isinstance(candidate_chunk, int) or candidate_chunk < 1:
+        raise ConfigError(
+            f"candidate_chunk must be a positive integer or None, got {candidate_chunk!r}", field="candidate_chunk"
+        )
+    if getattr(scorer, "whole_row_scores", False):
+        candidate_chunk = num_entities  # its scores of a row depend on every candidate: one chunk
     if num_entities != filter_index.num_entities:
         raise ConfigError(
             f"num_entities={num_entities} but the filter index was built for {filter_index.num_entities} entities",
@@ -168,6 +219,7 @@ def compute_ranks(
                 target_columns[direction],
                 filter_index,
                 batch_size,
+                candidate_chunk,
                 bar,
                 exclude_query=exclude_query,
             )
@@ -219,32 +271,152 @@ def _rank_direction(
     target_columns: torch.Tensor,
     filter_index: FilterIndex,
     batch_size: int,
+    candidate_chunk: int,
     bar,
     *,
     exclude_query: bool = False,
 ) -> torch.Tensor:
-    """``(n,)`` ranks of one direction, scored ``batch_size`` queries at a time."""
+    """``(n,)`` ranks of one direction, ``batch_size`` queries by ``candidate_chunk`` candidates at a time."""
     out = torch.empty(len(triples), dtype=torch.float64)
     for start in range(0, len(triples), batch_size):
         h, r, t = triples[start : start + batch_size].unbind(1)
         if direction == "tail":
-            scores = scorer.score_tails(h, r, candidates)
             rows, entities = filter_index.true_tails(h, r)
-            target_entity = t
+            target_entity, query_entity = t, h
         else:
-            scores = scorer.score_heads(r, t, candidates)
             rows, entities = filter_index.true_heads(r, t)
-            target_entity = h
-        _check_scores(scores, len(h), len(candidates), start, direction)
+            target_entity, query_entity = h, t
         if exclude_query:
-            rows, entities = _with_query_entities(rows, entities, h if direction == "tail" else t, column.numel())
+            rows, entities = _with_query_entities(rows, entities, query_entity, column.numel())
         cols = column[entities]
         keep = (cols >= 0) & (entities != target_entity[rows])
-        out[start : start + len(h)] = realistic_ranks(
-            scores, target_columns[start : start + len(h)], rows[keep], cols[keep]
-        )
+        rows, cols = rows[keep], cols[keep]
+        targets = target_columns[start : start + len(h)]
+        score = functools.partial(_batch_scores, scorer, direction, h, r, t, start)
+        if candidate_chunk >= len(candidates):
+            out[start : start + len(h)] = realistic_ranks(score(candidates), targets, rows, cols)
+        else:
+            out[start : start + len(h)] = _chunked_ranks(score, candidates, targets, rows, cols, candidate_chunk)
         bar.update(len(h))
     return out
+
+
+def _batch_scores(
+    scorer: Scorer,
+    direction: str,
+    h: torch.Tensor,
+    r: torch.Tensor,
+    t: torch.Tensor,
+    start: int,
+    candidates: torch.Tensor,
+) -> torch.Tensor:
+    """``(b, len(candidates))`` checked scores of one batch's queries (triples ``start ..``)."""
+    scores = scorer.score_tails(h, r, candidates) if direction == "tail" else scorer.score_heads(r, t, candidates)
+    _check_scores(scores, len(h), len(candidates), start, direction)
+    return scores
+
+
+def _chunked_ranks(
+    score: Callable[[torch.Tensor], torch.Tensor],
+    candidates: torch.Tensor,
+    target_columns: torch.Tensor,
+    filtered_rows: torch.Tensor,
+    filtered_columns: torch.Tensor,
+    chunk: int,
+) -> torch.Tensor:
+    """:func:`realistic_ranks` of one batch, the candidates scored ``chunk`` at a time.
+
+    Each call scores ``candidates[lo:hi]`` followed by the batch's distinct
+    targets outside ``[lo, hi)``; every row's target score is read from that
+    same call (its own column when the target lies in the chunk, else its
+    appended column). The counts of candidates above and equal to it, less the
+    filtered ones and the target's own column, are summed over the chunks.
+    """
+    b = len(target_columns)
+    order = torch.argsort(filtered_columns)  # each chunk's filtered pairs become one slice
+    f_rows, f_cols = filtered_rows[order], filtered_columns[order]
+    distinct, which = torch.unique(target_columns, return_inverse=True)
+    greater = torch.zeros(b, dtype=torch.long)
+    equal = torch.zeros(b, dtype=torch.long)
+    for lo in range(0, len(candidates), chunk):
+        hi = min(lo + chunk, len(candidates))
+        a, z = (int(i) for i in torch.searchsorted(f_cols, torch.tensor([lo, hi])))
+        own = ((target_columns >= lo) & (target_columns < hi)).nonzero().squeeze(1)
+        removed_rows = torch.cat([f_rows[a:z], own])
+        removed_cols = torch.cat([f_cols[a:z] - lo, target_columns[own] - lo])
+        g, e = _chunk_counts(score, candidates, lo, hi, distinct, which, removed_rows, removed_cols)
+        greater += g
+        equal += e
+    return (1 + greater + equal.double() / 2).double()
+
+
+def _chunk_counts(
+    score: Callable[[torch.Tensor], torch.Tensor],
+    candidates: torch.Tensor,
+    lo: int,
+    hi: int,
+    distinct: torch.Tensor,
+    which: torch.Tensor,
+    removed_rows: torch.Tensor,
+    removed_cols: torch.Tensor,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(b,)`` CPU counts of chunk ``[lo, hi)``'s candidates above and equal to each row's target,
+    less the ``(removed_rows, removed_cols)`` entries (chunk-local columns). A function of its own so
+    that the chunk's scores are freed before the next chunk is scored."""
+    b = len(which)
+    inside = (distinct >= lo) & (distinct < hi)
+    outside = distinct[~inside]
+    position = torch.empty_like(distinct)  # column of each distinct target in this call
+    position[inside] = distinct[inside] - lo
+    position[~inside] = (hi - lo) + torch.arange(len(outside))
+    scores = score(torch.cat([candidates[lo:hi], candidates[outside]]))
+    device = scores.device
+    target = scores.gather(1, position[which].to(device)[:, None])  # (b, 1), from this call
+    body = scores[:, : hi - lo]  # a view: the chunk's own candidates
+    greater = (body > target).sum(1, dtype=torch.int32).long()
+    equal = (body == target).sum(1, dtype=torch.int32).long()
+    if len(removed_rows):
+        rows, cols = removed_rows.to(device), removed_cols.to(device)
+        removed = body[rows, cols]
+        row_target = target[rows, 0]
+        greater -= torch.bincount(rows[removed > row_target], minlength=b)
+        equal -= torch.bincount(rows[removed == row_target], minlength=b)
+    return greater.cpu(), equal.cpu()
+
+
+def topk_in_chunks(
+    score: Callable[[int, int], torch.Tensor], num_candidates: int, k: int, *, chunk: int
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The ``k`` best candidates per row, scoring ``chunk`` candidates at a time.
+
+    Args:
+        score: ``score(lo, hi) -> (b, hi - lo)`` scores of candidates ``lo .. hi - 1``.
+        num_candidates: ``c``.
+        k: How many to keep (at most ``c`` are returned).
+        chunk: Candidates per call.
+
+    Returns:
+        ``(values, indices)``, each ``(b, min(k, c))``, best first: the values of
+        ``torch.topk`` over the whole row; among tied values the indices may differ.
+    """
+    if isinstance(chunk, bool) or not isinstance(chunk, int) or chunk < 1:
+        raise ConfigError(f"chunk must be a positive integer, got {chunk!r}", field="candidate_chunk")
+    best_values: torch.Tensor | None = None
+    best_indices: torch.Tensor | None = None
+    for lo in range(0, num_candidates, chunk):
+        hi = min(lo + chunk, num_candidates)
+        s = score(lo, hi)
+        top = s.topk(min(k, hi - lo), dim=1)
+        values, indices = top.values, top.indices + lo
+        if best_values is not None and best_indices is not None:
+            values = torch.cat([best_values, values], 1)
+            indices = torch.cat([best_indices, indices.to(best_indices.device)], 1)
+            merged = values.topk(min(k, values.shape[1]), dim=1)
+            values, indices = merged.values, indices.gather(1, merged.indices)
+        best_values, best_indices = values, indices
+    if best_values is None or best_indices is None:
+        raise ConfigError("there are no candidates to rank", field="candidates")
+    return best_values, best_indices
 
 
 def _with_query_entities(
@@ -336,4 +508,13 @@ def _progress_bar(total: int, enabled: bool):
     return tqdm(total=total, unit="query", desc="ranking", leave=False)
 
 
-__all__ = ["DIRECTIONS", "RankResult", "Scorer", "compute_ranks", "realistic_ranks"]
+__all__ = [
+    "DIRECTIONS",
+    "EVAL_SCORE_BYTES",
+    "RankResult",
+    "Scorer",
+    "compute_ranks",
+    "default_candidate_chunk",
+    "realistic_ranks",
+    "topk_in_chunks",
+]
