@@ -57,7 +57,8 @@ def test_components_are_rows_times_width_times_bytes():
     assert c["frozen text features"] == 4 * n * 7
     assert c["gradients"] == params and c["Adam state"] == 2 * params
     assert next(v for k, v in c.items() if k.startswith("parameters")) == params
-    assert c["evaluation scores (eval batch x N)"] == 3 * 4 * 32 * n
+    assert c["evaluation scores (eval batch x candidate chunk)"] == 3 * 4 * 32 * n  # n below one chunk
+    assert c["entity vectors cached for evaluation (N x d)"] == 4 * n * d
     assert est.total == sum(c.values()) + OVERHEAD_BYTES
     private = estimate_memory(Table(n, d), _cfg(batch_size=64, num_negatives=8), num_entities=n, private=True)
     noise = next(v for k, v in private.components.items() if k.startswith("DP noise"))
@@ -123,3 +124,41 @@ def test_placement_is_itemised_for_an_ontology_split():
         placement_bytes(num_valid_queries=size[0], num_candidates=size[1], num_entities=prep.kg.num_entities)
     ]
     assert placement_bytes(num_valid_queries=2097, num_candidates=15228, num_entities=36853) > 750 * 2**20  # hpo
+
+
+def test_evaluation_scores_are_bounded_by_the_candidate_chunk():
+    """Ranking scores at most chunk + batch candidates per call (textkg.evaluation.ranking), so the
+    evaluation's score matrix stops growing with N once N exceeds a chunk."""
+    from textkg.evaluation.ranking import EVAL_SCORE_BYTES, default_candidate_chunk
+
+    key = "evaluation scores (eval batch x candidate chunk)"
+    b = 256
+    chunk = default_candidate_chunk(b)
+    sizes = {}
+    for n in (1_000, chunk + b, 10**7, 10**8):
+        est = estimate_memory(Table(10, 4), _cfg(eval_batch_size=b), num_entities=n, private=False)
+        sizes[n] = est.components[key]
+    assert sizes[1_000] == 3 * 4 * b * 1_000
+    assert sizes[10**7] == sizes[10**8] == sizes[chunk + b] == 3 * 4 * b * (chunk + b)
+    assert sizes[10**8] <= 3 * (EVAL_SCORE_BYTES + 4 * b * b)  # scores, comparisons, scorer workspace
+    assert memory.eval_score_columns(b, 10**8) == chunk + b
+
+
+class TextModel(torch.nn.Module):
+    def __init__(self, n, width):
+        super().__init__()
+        self.entity = torch.nn.Parameter(torch.zeros(n, 4))
+        self.text = torch.nn.Module()
+        self.text.register_buffer("text_text_features", torch.zeros(n, width))
+        self.register_buffer("seen_entities", torch.arange(n))
+
+
+def test_memory_mapped_features_are_listed_but_not_counted():
+    n, width = 500, 12
+    held = estimate_memory(TextModel(n, width), _cfg(), num_entities=n, private=False)
+    mapped = estimate_memory(TextModel(n, width), _cfg(), num_entities=n, private=False, mapped_features=True)
+    assert held.components["frozen text features"] == 4 * n * width + 8 * n
+    assert mapped.components["frozen text features"] == 8 * n  # the seen-entity ids stay counted
+    line = [k for k in mapped.components if k.startswith("pooled text features, memory-mapped")]
+    assert len(line) == 1 and mapped.components[line[0]] == 0 and "23.4 KiB on disk" in line[0]
+    assert held.total - mapped.total == 4 * n * width

@@ -30,6 +30,7 @@ def build_model(
     input_ids: torch.Tensor | None = None,
     attention_mask: torch.Tensor | None = None,
     text_module: nn.Module | None = None,
+    share_text_inputs: bool = False,
 ) -> KGEModel:
     """Build a model; the public text inputs become buffers.
 
@@ -52,6 +53,9 @@ def build_model(
         text_module: A trainable ``nn.Module`` mapping the gathered inputs of
             ``k`` entities to ``(k, D)``; its output width is read from
             ``.out_dim`` or from one dry run.
+        share_text_inputs: Keep the given text tensors as the model's buffers
+            instead of copies (for features memory-mapped from the encoder
+            cache: the copy would read the whole matrix into memory).
 
     Raises:
         ConfigError: Missing, extra or ill-shaped features; bad config values.
@@ -77,7 +81,7 @@ def build_model(
     )
     text = None
     if fusion.uses_text:
-        text = _text_representation(config, inputs, text_module)
+        text = _text_representation(config, inputs, text_module, copy_inputs=not share_text_inputs)
     elif inputs or text_module is not None:
         raise ConfigError(
             f"fusion '{config.fusion}' does not use text, but text inputs were given", field="model.fusion"
@@ -132,7 +136,7 @@ def _text_inputs(*, num_entities: int, **given: torch.Tensor | None) -> dict[str
 
 
 def _text_representation(
-    config: ModelConfig, inputs: dict[str, torch.Tensor], module: nn.Module | None
+    config: ModelConfig, inputs: dict[str, torch.Tensor], module: nn.Module | None, *, copy_inputs: bool = True
 ) -> TextRepresentation:
     if not inputs:
         raise ConfigError(
@@ -149,7 +153,7 @@ def _text_representation(
     module_dim = None
     if module is not None:
         module_dim = _output_dim(module, inputs)
-    return TextRepresentation(inputs, config.dim, module=module, module_dim=module_dim)
+    return TextRepresentation(inputs, config.dim, module=module, module_dim=module_dim, copy_inputs=copy_inputs)
 
 
 def _named_token_module(config: ModelConfig, token_dim: int) -> nn.Module:

@@ -114,6 +114,10 @@ class TextRepresentation(nn.Module):
         module: Optional trainable module with ``forward(*inputs[ids]) -> (k, D)``
             (DKRL CNN, a fine-tuned transformer wrapper, …).
         module_dim: ``D``, the module's output width (required with a module).
+        copy_inputs: Store copies of ``inputs`` (the default). ``False`` keeps
+            the given tensors themselves, e.g. features memory-mapped from the
+            encoder cache, which then stay on disk until rows are read; the
+            caller must not change them afterwards.
     """
 
     def __init__(
@@ -123,6 +127,7 @@ class TextRepresentation(nn.Module):
         *,
         module: nn.Module | None = None,
         module_dim: int | None = None,
+        copy_inputs: bool = True,
     ) -> None:
         super().__init__()
         if not inputs:
@@ -132,7 +137,7 @@ class TextRepresentation(nn.Module):
             raise ConfigError(f"text inputs disagree on the number of entities: {sizes}", field="text_features")
         self.keys = tuple(inputs)
         for key, value in inputs.items():
-            self.register_buffer(f"text_{key}", value.detach().clone())
+            self.register_buffer(f"text_{key}", value.detach().clone() if copy_inputs else value.detach())
         self.module = module
         if module is None:
             first = inputs[self.keys[0]]

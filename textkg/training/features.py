@@ -22,6 +22,9 @@ import torch
 from textkg.data.graph import KnowledgeGraph
 from textkg.errors import ConfigError
 
+#: Environment variable: ``1`` memory-maps the pooled frozen features from the on-disk cache
+#: (``cached_encode(..., mmap=True)``) and the model keeps them as mapped buffers, not copies.
+MMAP_ENV = "TEXTKG_MMAP_FEATURES"
 #: Frozen encoders whose transformer ``text_module: finetune`` can fine-tune.
 FINETUNE_ENCODERS = ("bert",)
 #: The ``encoder_kwargs`` of ``bert`` that a fine-tuned module reads.
@@ -30,6 +33,11 @@ FINETUNE_ENCODER_KWARGS = ("model_name_or_path", "pooling", "max_tokens")
 
 def default_cache_dir() -> Path:
     return Path(os.environ.get("TEXTKG_CACHE_DIR", Path.home() / ".cache" / "textkg"))
+
+
+def mmap_features() -> bool:
+    """Whether ``TEXTKG_MMAP_FEATURES=1`` asks for memory-mapped pooled features (docs/scaling.md)."""
+    return os.environ.get(MMAP_ENV) == "1"
 
 
 def entity_texts(kg: KnowledgeGraph) -> list[str]:
@@ -41,7 +49,8 @@ def text_inputs(model_cfg, texts: list[str], *, seed: int = 0, cache_dir: Path |
     """Keyword arguments for :func:`textkg.models.build_model` carrying text features.
 
     Returns ``{}`` for structural models; ``{"text_features": (n, D)}`` for
-    pooled encoders; ``{"token_features": (n, L, d), "token_mask": (n, L)}``
+    pooled encoders (memory-mapped from the cache when :func:`mmap_features`);
+    ``{"token_features": (n, L, d), "token_mask": (n, L)}``
     for DKRL (``build_model`` builds the CNN); ``lstm-ae`` codes come back as
     pooled ``text_features`` together with the ``autoencoder`` that made them
     (pre-trained here as in the seed paper, or ``autoencoder`` when given, e.g.
@@ -65,8 +74,8 @@ def text_inputs(model_cfg, texts: list[str], *, seed: int = 0, cache_dir: Path |
 
     cache_dir = Path(cache_dir) if cache_dir is not None else default_cache_dir()
     encoder = get_encoder(model_cfg.encoder, **dict(model_cfg.encoder_kwargs or {}))
-    if module is None:
-        return {"text_features": cached_encode(encoder, texts, cache_dir=cache_dir).float()}
+    if module is None:  # float32 already: .float() copies nothing, a memory-mapped tensor stays mapped
+        return {"text_features": cached_encode(encoder, texts, cache_dir=cache_dir, mmap=mmap_features()).float()}
     tokens, mask = _token_features(encoder, texts, cache_dir)
     if module == "lstm-ae":
         ae = autoencoder if autoencoder is not None else lstm_autoencoder(model_cfg, tokens, mask, seed=seed)

@@ -6,11 +6,16 @@ rows × width × bytes:
 - ``parameters``: every trained tensor (float32), listed by its largest
   parts (the structural table, the relation table, the text projection);
 - ``frozen text features``: the model's buffers (pooled or token features);
+  pooled features memory-mapped from the encoder cache (``mapped_features``)
+  are file-backed pages the kernel can drop, listed at 0 bytes;
 - ``gradients`` and ``Adam state``: one and two float32 copies of the trained
   parameters (Adam's exp_avg and exp_avg_sq, Kingma & Ba 2015, Alg. 1);
 - ``scores``: the training step's score matrix, B × (1 + k) for sampled
   negatives or B × N for 1-vs-all (``negatives: all``), with one gradient
-  copy, and the evaluation's ``eval_batch_size`` × N score matrix;
+  copy, and the evaluation's score matrix: ``eval_batch_size`` × the
+  candidates scored per call, ``min(N, chunk + eval_batch_size)`` with the
+  candidate chunk of :func:`textkg.evaluation.ranking.default_candidate_chunk`
+  (a 256 MiB bound), plus the entity vectors that evaluation caches (N × d);
 - under privacy: per-example row gradients of the sampled negatives path
   (expected B × rows read × d), per-example gradients of the dense
   parameters (``vmap(grad)``: three B × dense copies), and the noise: one float64 copy of every
@@ -72,6 +77,14 @@ def placement_bytes(*, num_valid_queries: int, num_candidates: int, num_entities
     return 3 * 4 * num_valid_queries * num_candidates + 6 * 8 * batch * num_entities
 
 
+def eval_score_columns(eval_batch_size: int, num_entities: int) -> int:
+    """Candidates one evaluation call scores: the default candidate chunk plus the batch's targets
+    appended to it (:mod:`textkg.evaluation.ranking`), at most every entity."""
+    from textkg.evaluation.ranking import default_candidate_chunk
+
+    return min(num_entities, default_candidate_chunk(eval_batch_size) + eval_batch_size)
+
+
 def estimate_memory(
     model: torch.nn.Module,
     cfg,
@@ -79,6 +92,7 @@ def estimate_memory(
     num_entities: int,
     private: bool,
     placement: tuple[int, int] | None = None,
+    mapped_features: bool = False,
 ) -> MemoryEstimate:
     """Estimate a run's peak memory from its built model and config.
 
@@ -89,17 +103,25 @@ def estimate_memory(
         private: Whether training is DP-SGD (``--privacy`` other than ``none``).
         placement: ``(validation placement queries, candidates)`` when the run evaluates
             placement of new terms (:func:`placement_bytes`), else ``None``.
+        mapped_features: The pooled text features are memory-mapped from the
+            encoder cache (``TEXTKG_MMAP_FEATURES=1``): their pages are file-backed
+            and reclaimable, so they are listed at 0 bytes with their size on disk.
     """
     tc = cfg.train
     trained = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
     param_bytes = sum(p.numel() * p.element_size() for _, p in trained)
     largest = sorted(trained, key=lambda np_: -np_[1].numel())[:3]
+    buffers = dict(model.named_buffers())
+    mapped = {n: b for n, b in buffers.items() if mapped_features and n.endswith("text_text_features")}
     c: dict[str, int] = {
         "parameters (" + ", ".join(f"{n} {tuple(p.shape)}" for n, p in largest) + ")": param_bytes,
-        "frozen text features": sum(b.numel() * b.element_size() for b in model.buffers()),
+        "frozen text features": sum(b.numel() * b.element_size() for n, b in buffers.items() if n not in mapped),
         "gradients": param_bytes,
         "Adam state": 2 * param_bytes,
     }
+    if mapped:
+        on_disk = sum(b.numel() * b.element_size() for b in mapped.values())
+        c[f"pooled text features, memory-mapped ({_human(on_disk)} on disk, read on touch)"] = 0
     dim = max((p.shape[-1] for _, p in trained if p.ndim == 2), default=getattr(cfg.model, "dim", 0))
     b = tc.batch_size
     if tc.negatives == "all":
@@ -109,7 +131,10 @@ def estimate_memory(
     else:
         c["training scores (B x (1 + k), with gradient)"] = 2 * 4 * b * (1 + tc.num_negatives)
         c["gathered rows (B x (2 + k) x d, with gradient)"] = 2 * 4 * b * (2 + tc.num_negatives) * dim
-    c["evaluation scores (eval batch x N)"] = 3 * 4 * tc.eval_batch_size * num_entities
+    c["evaluation scores (eval batch x candidate chunk)"] = (
+        3 * 4 * eval_score_columns(tc.eval_batch_size, num_entities) * tc.eval_batch_size
+    )
+    c["entity vectors cached for evaluation (N x d)"] = 4 * num_entities * dim
     if private and tc.negatives == "all":  # exact clipping without per-example gradients (one_vs_all_clipping)
         pool = num_entities
         c["1-vs-all clipping (B x candidates factors, chunk workspace)"] = 4 * (2 * b * pool + 12 * (1 << 22))
