@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from textkg.evaluation.neighbour_vote import DEFAULT_BONUSES, DEFAULT_WEIGHTS, NeighbourVote, VoteScorer, choose_weight
+from textkg.evaluation.neighbour_vote import DEFAULT_WEIGHTS, NeighbourVote, VoteScorer, choose_weight
 
 N, R, D = 12, 3, 5
 
@@ -89,21 +89,8 @@ def test_weight_zero_keeps_the_models_ranking_and_vote_only_ignores_the_model():
 
 
 def test_choose_weight_prefers_the_model_on_a_tie():
-    _, _, _, vote = _setup()
-    choice = choose_weight(lambda scorer: 0.5, None, vote)
-    assert (choice.weight, choice.unseen_bonus) == (0.0, 0.0)
-    assert len(choice.valid_mrr) == len(DEFAULT_WEIGHTS) * len(DEFAULT_BONUSES)
-    choice = choose_weight(lambda s: s.weight - (s.unseen_bonus - 1) ** 2, None, vote, bonuses=(0.0, 1.0, 2.0))
-    assert (choice.weight, choice.unseen_bonus) == (max(DEFAULT_WEIGHTS), 1.0)
-
-
-def test_the_bonus_lifts_new_candidates_for_new_queries_only():
-    features, seen, graph, vote = _setup()
-    model = _Model(torch.zeros(N, N))
-    q, r, cands = torch.tensor([8, 1]), torch.tensor([0, 0]), torch.arange(N)
-    scores = VoteScorer(model, vote, 0.0, unseen_bonus=2.0).score_tails(q, r, cands)
-    assert scores[0, 8:].eq(2.0).all() and scores[0, :8].eq(0.0).all()  # new query: new candidates lifted
-    assert scores[1].eq(0.0).all()  # seen query: nothing added
+    assert choose_weight({0.0: 0.5, 1.0: 0.5, 8.0: 0.4}) == 0.0
+    assert choose_weight({0.0: 0.1, 1.0: 0.3, 8.0: 0.3, 16.0: 0.2}) == 1.0
 
 
 @pytest.mark.parametrize("exclude_query", [False, True])
@@ -156,9 +143,9 @@ def test_an_inductive_run_reports_the_vote_and_the_combination(tmp_path, monkeyp
     calls = []
     real = neighbour_vote.choose_weight
 
-    def spy(evaluate_valid, model, vote, *args, **kwargs):
+    def spy(valid_mrr):
         calls.append("choose")
-        return real(evaluate_valid, model, vote, *args, **kwargs)
+        return real(valid_mrr)
 
     monkeypatch.setattr(neighbour_vote, "choose_weight", spy)
     block = _train(tmp_path)["test"]["neighbour_vote"]

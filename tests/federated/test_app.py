@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from fed_threads import one_thread
 
 from textkg.cli.main import main
 
@@ -42,15 +43,6 @@ def _settings(federate_base, *flags):
     return build_run_config(args), _federated_config(args)
 
 
-def _one_thread(fn):
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)  # a multi-threaded CPU reduction may sum in another order
-    try:
-        return fn()
-    finally:
-        torch.set_num_threads(threads)
-
-
 @pytest.mark.parametrize(
     "flags,client",
     [
@@ -73,7 +65,7 @@ def test_the_apps_equal_the_in_process_runner(federate_base, tmp_path, flags, cl
         app._HOLDERS.clear()
         return app.serve(InProcessGrid(client, 2), cfg, fed, tmp_path / "deployed")
 
-    _one_thread(both)
+    one_thread(both)
     a, b = (torch.load(tmp_path / d / "best_model.pt", weights_only=True) for d in ("inprocess", "deployed"))
     assert all(torch.equal(a[k], b[k]) for k in a)
     ma, mb = (json.loads((tmp_path / d / "metrics.json").read_text()) for d in ("inprocess", "deployed"))
@@ -90,7 +82,7 @@ def test_client_level_dp_runs_on_the_apps(federate_base, tmp_path):
     """Client-level DP-FedAvg is the server's wrapper, so it runs over any Grid: R releases in Flower's
     ledger, and under it the outputs name the holders only."""
     cfg, fed = _settings(federate_base, "--client-noise-multiplier", "2")
-    metrics = _one_thread(lambda: app.serve(InProcessGrid(fresh, 2), cfg, fed, tmp_path / "out"))
+    metrics = one_thread(lambda: app.serve(InProcessGrid(fresh, 2), cfg, fed, tmp_path / "out"))
     assert metrics["privacy"]["guarantee"] == "dp" and metrics["privacy"]["releases"] == 2
     assert [set(c) for c in metrics["clients"]] == [{"name", "test"}] * 2
     assert json.loads((tmp_path / "out" / "federated.json").read_text())["sizes"] is None

@@ -24,6 +24,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from fed_threads import one_thread
 
 pytest.importorskip("flwr")
 
@@ -206,12 +207,7 @@ def test_a_superlink_and_two_supernodes_equal_the_in_process_federation(tmp_path
 
     # the same federation in this process, one thread, as the SuperNodes trained
     cfg, fed = read_settings(EXAMPLE / SETTINGS_FILE)
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        expected = federate(cfg, fed, tmp_path / "inprocess", progress=False)
-    finally:
-        torch.set_num_threads(threads)
+    expected = one_thread(lambda: federate(cfg, fed, tmp_path / "inprocess", progress=False))
     a, b = (torch.load(d / "best_model.pt", weights_only=True) for d in (tmp_path / "inprocess", out))
     assert all(torch.equal(a[k], b[k]) for k in a)
     assert metrics["rounds"] == expected["rounds"]

@@ -6,6 +6,7 @@ import json
 
 import pytest
 import torch
+from fed_threads import one_thread
 
 from textkg.cli.main import main
 from textkg.federated.runner import FederatedConfig
@@ -134,12 +135,7 @@ def test_config_validation():
 def test_a_non_private_federation_repeats_exactly(federate_base, tmp_path):
     """Same seed, same weights: Flower's node order is seeded, the holders' trainers too
     (one torch thread: a multi-threaded CPU reduction may sum in another order)."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        _repeat(federate_base, tmp_path)
-    finally:
-        torch.set_num_threads(threads)
+    one_thread(lambda: _repeat(federate_base, tmp_path))
 
 
 def _repeat(federate_base, tmp_path):

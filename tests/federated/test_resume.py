@@ -6,6 +6,7 @@ import json
 
 import pytest
 import torch
+from fed_threads import one_thread
 
 from textkg.cli.main import main
 
@@ -42,15 +43,6 @@ def crash_at_round(monkeypatch):
     monkeypatch.setattr(pipeline, "evaluate_split", real)
 
 
-def _one_thread(fn):
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)  # a multi-threaded CPU reduction may sum in another order
-    try:
-        return fn()
-    finally:
-        torch.set_num_threads(threads)
-
-
 def _crash_then_resume(args, out, crash_at_round, monkeypatch, r=2):
     from textkg.training import pipeline
 
@@ -74,7 +66,7 @@ def test_a_resumed_federation_equals_an_uninterrupted_one(federate_base, tmp_pat
         assert main([*args, "--out", str(tmp_path / "straight")]) == 0
         return _crash_then_resume(args, tmp_path / "resumed", crash_at_round, monkeypatch)
 
-    resumed = _one_thread(both)
+    resumed = one_thread(both)
     straight = json.loads((tmp_path / "straight" / "metrics.json").read_text())
     assert [r["round"] for r in resumed["rounds"]] == [0, 1, 2, 3]
     assert resumed["rounds"] == straight["rounds"]
@@ -97,7 +89,7 @@ def test_record_level_ledgers_and_noise_streams_survive_a_crash(federate_base, t
         assert main([*args, "--out", str(tmp_path / "straight")]) == 0
         return _crash_then_resume(args, tmp_path / "resumed", crash_at_round, monkeypatch)
 
-    resumed = _one_thread(both)
+    resumed = one_thread(both)
     straight = json.loads((tmp_path / "straight" / "metrics.json").read_text())
     for a, b in zip(straight["clients"], resumed["clients"], strict=True):
         assert a["privacy"]["steps"] == b["privacy"]["steps"] == b["privacy"]["planned_steps"]

@@ -17,11 +17,11 @@ Aggregation for Inductive Knowledge Graph Embedding", AAAI). Two uses:
   was in training get no vote (every candidate ties);
 * **a combination** (:class:`VoteScorer`): the model's scores standardised per
   query (``(s − mean) / std`` over the candidates, which keeps the model's own
-  ranking) plus ``λ · vote + β · [candidate is new]``, both only for queries
-  whose entity is new. The vote can only lift entities seen in training, so
-  alone it would push them above every new candidate; ``β`` gives the new
-  candidates their share back. ``(λ, β)`` is chosen on validation statements
-  (:func:`choose_weight`), never on test.
+  ranking) plus ``λ · vote``, the vote only for queries whose entity is new.
+  ``λ`` is chosen on validation statements (:func:`choose_weight`), never on
+  test. (The vote can only lift entities seen in training; an offset for new
+  candidates was measured on FB15k-237 and validation chose 0, so it was
+  dropped.)
 
 The vote reads only the statements it is given (the caller passes the public
 ones under privacy) and the public descriptions.
@@ -30,17 +30,12 @@ ones under privacy) and the public descriptions.
 from __future__ import annotations
 
 import warnings
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
 
 import torch
 
 #: λ values tried on validation; 0 is the model alone.
 DEFAULT_WEIGHTS = (0.0, 1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0)
-#: β values tried on validation (the new-candidate offset). Measured on inductive FB15k-237
-#: (docs/benchmarks.md): with β in (0, 0.5, 1, 2) validation chose β = 0, so by default only 0 is
-#: tried (each extra β multiplies the validation passes); pass ``bonuses`` to search it.
-DEFAULT_BONUSES = (0.0,)
 
 
 class NeighbourVote:
@@ -122,7 +117,7 @@ def _standardise(scores: torch.Tensor) -> torch.Tensor:
 
 class VoteScorer:
     """A :class:`textkg.evaluation.ranking.Scorer`: standardised model scores + ``weight · vote``
-    + ``unseen_bonus · [candidate is new]`` (the last two for new query entities only).
+    (the vote for new query entities only).
 
     ``model=None`` ranks by the vote alone (the baseline).
     """
@@ -131,8 +126,8 @@ class VoteScorer:
     #: must not split the candidates into chunks (:func:`textkg.evaluation.compute_ranks`).
     whole_row_scores = True
 
-    def __init__(self, model, vote: NeighbourVote, weight: float, unseen_bonus: float = 0.0) -> None:
-        self.model, self.vote, self.weight, self.unseen_bonus = model, vote, float(weight), float(unseen_bonus)
+    def __init__(self, model, vote: NeighbourVote, weight: float) -> None:
+        self.model, self.vote, self.weight = model, vote, float(weight)
 
     def _combine(self, model_scores: Callable[[], torch.Tensor], queries, relations, candidates, direction):
         gate = self.vote.gate(queries)[:, None]
@@ -141,8 +136,6 @@ class VoteScorer:
         z = _standardise(model_scores())
         if self.weight:
             z = z + self.weight * self.vote.votes(queries, relations, direction)[:, candidates] * gate
-        if self.unseen_bonus:
-            z = z + self.unseen_bonus * gate * (~self.vote.is_seen[candidates]).float()[None, :]
         return z
 
     def score_tails(self, heads: torch.Tensor, relations: torch.Tensor, candidates: torch.Tensor) -> torch.Tensor:
@@ -156,28 +149,9 @@ class VoteScorer:
         )
 
 
-@dataclass(frozen=True)
-class WeightChoice:
-    """``(λ, β)`` chosen on validation, with every pair's validation MRR (keys ``"λ,β"``)."""
-
-    weight: float
-    unseen_bonus: float
-    valid_mrr: dict[str, float]
-
-
-def choose_weight(
-    evaluate_valid: Callable[[VoteScorer], float],
-    model,
-    vote: NeighbourVote,
-    weights: Sequence[float] = DEFAULT_WEIGHTS,
-    bonuses: Sequence[float] = DEFAULT_BONUSES,
-) -> WeightChoice:
-    """``(λ, β)`` with the best validation MRR (ties: the smaller λ, then the smaller β, so the model
-    alone wins a tie)."""
-    pairs = [(w, b) for w in weights for b in bonuses]
-    mrr = {f"{w:g},{b:g}": float(evaluate_valid(VoteScorer(model, vote, w, b))) for w, b in pairs}
-    best = max(pairs, key=lambda p: (mrr[f"{p[0]:g},{p[1]:g}"], -p[0], -p[1]))
-    return WeightChoice(weight=float(best[0]), unseen_bonus=float(best[1]), valid_mrr=mrr)
+def choose_weight(valid_mrr: Mapping[float, float]) -> float:
+    """The weight with the best validation MRR; ties go to the smaller weight, so the model alone wins a tie."""
+    return float(max(valid_mrr, key=lambda w: (valid_mrr[w], -w)))
 
 
 def rank_weights(
@@ -197,7 +171,7 @@ def rank_weights(
     it), in one pass: the model and the vote are scored once per batch and every weight is ranked
     from them. Keys: ``f"{w:g}"`` per weight and ``"vote_only"``.
     """
-    from textkg.evaluation.ranking import _with_query_entities, realistic_ranks
+    from textkg.evaluation.ranking import filtered_positions, realistic_ranks
 
     n = len(triples)
     column = torch.full((vote.num_entities,), -1, dtype=torch.long)
@@ -208,18 +182,10 @@ def rank_weights(
         for d, direction in enumerate(("head", "tail")):
             for start in range(0, n, batch_size):
                 h, r, t = triples[start : start + batch_size].unbind(1)
-                if direction == "tail":
-                    rows, entities = filter_index.true_tails(h, r)
-                    target, query = t, h
-                else:
-                    rows, entities = filter_index.true_heads(r, t)
-                    target, query = h, t
-                if exclude_query:
-                    rows, entities = _with_query_entities(rows, entities, query, vote.num_entities)
-                cols = column[entities]
-                keep = (cols >= 0) & (entities != target[rows])
-                rows, cols = rows[keep], cols[keep]
-                targets = column[target]
+                rows, cols, query = filtered_positions(
+                    h, r, t, direction, filter_index, column, exclude_query=exclude_query
+                )
+                targets = column[t if direction == "tail" else h]
                 if bool((targets < 0).any()):
                     raise ValueError("a target entity is not among the candidates")
                 s = model.score_tails(h, r, candidates) if direction == "tail" else model.score_heads(r, t, candidates)

@@ -262,6 +262,35 @@ def realistic_ranks(
     return (1 + greater + equal.double() / 2).cpu().double()
 
 
+def filtered_positions(
+    h: torch.Tensor,
+    r: torch.Tensor,
+    t: torch.Tensor,
+    direction: str,
+    filter_index: FilterIndex,
+    column: torch.Tensor,
+    *,
+    exclude_query: bool = False,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """``(rows, cols, query_entities)`` of one batch of ``direction`` queries: the (row, candidate column)
+    pairs the filter removes (other true answers among the candidates, never the target; with
+    ``exclude_query`` also the query's own entity), for :func:`realistic_ranks`.
+
+    ``column (num_entities,)`` maps an entity to its candidate column (``-1``: not a candidate).
+    """
+    if direction == "tail":
+        rows, entities = filter_index.true_tails(h, r)
+        target_entity, query_entity = t, h
+    else:
+        rows, entities = filter_index.true_heads(r, t)
+        target_entity, query_entity = h, t
+    if exclude_query:
+        rows, entities = _with_query_entities(rows, entities, query_entity, column.numel())
+    cols = column[entities]
+    keep = (cols >= 0) & (entities != target_entity[rows])
+    return rows[keep], cols[keep], query_entity
+
+
 def _rank_direction(
     scorer: Scorer,
     triples: torch.Tensor,
@@ -280,17 +309,7 @@ def _rank_direction(
     out = torch.empty(len(triples), dtype=torch.float64)
     for start in range(0, len(triples), batch_size):
         h, r, t = triples[start : start + batch_size].unbind(1)
-        if direction == "tail":
-            rows, entities = filter_index.true_tails(h, r)
-            target_entity, query_entity = t, h
-        else:
-            rows, entities = filter_index.true_heads(r, t)
-            target_entity, query_entity = h, t
-        if exclude_query:
-            rows, entities = _with_query_entities(rows, entities, query_entity, column.numel())
-        cols = column[entities]
-        keep = (cols >= 0) & (entities != target_entity[rows])
-        rows, cols = rows[keep], cols[keep]
+        rows, cols, _ = filtered_positions(h, r, t, direction, filter_index, column, exclude_query=exclude_query)
         targets = target_columns[start : start + len(h)]
         score = functools.partial(_batch_scores, scorer, direction, h, r, t, start)
         if candidate_chunk >= len(candidates):

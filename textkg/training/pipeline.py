@@ -561,10 +561,10 @@ def _neighbour_vote(prep: Prepared, cfg: RunConfig) -> dict | None:
 
     max_valid = cfg.train.valid_max_triples
     valid = ranks("valid", _subset(prep.split.valid, max_valid, cfg.train.seed), DEFAULT_WEIGHTS)
-    valid_mrr = {k: float(torch.cat(v).reciprocal().mean()) for k, v in valid.items() if k != "vote_only"}
-    choice = choose_weight(lambda scorer: valid_mrr[f"{scorer.weight:g}"], prep.model, vote, DEFAULT_WEIGHTS)
+    by_weight = {w: float(torch.cat(valid[f"{w:g}"]).reciprocal().mean()) for w in DEFAULT_WEIGHTS}
+    weight = choose_weight(by_weight)
     test_triples = prep.split.test
-    test = ranks("test", test_triples, [choice.weight])
+    test = ranks("test", test_triples, [weight])
     masks = _subset_masks(test_triples, prep.split.train_entities, prep.kg)
 
     def block(key: str) -> dict:
@@ -583,11 +583,11 @@ def _neighbour_vote(prep: Prepared, cfg: RunConfig) -> dict | None:
         "entities only); combined = standardised model score + weight x vote",
         "k": vote.k,
         "temperature": vote.temperature,
-        "weight": choice.weight,
+        "weight": weight,
         "chosen_on": f"validation MRR on {max_valid or 'all'} validation statements (the model-selection subset)",
-        "valid_mrr_by_weight": valid_mrr,
+        "valid_mrr_by_weight": {f"{w:g}": m for w, m in by_weight.items()},
         "vote_only": block("vote_only"),
-        "combined": block(f"{choice.weight:g}"),
+        "combined": block(f"{weight:g}"),
     }
 
 
