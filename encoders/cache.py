@@ -75,15 +75,28 @@ def _atomic_save(path: Path, array: np.ndarray) -> None:
     os.replace(tmp, path)
 
 
+def cache_identity(encoder: TextEncoder) -> str:
+    """The cache key of ``encoder``: its identity, plus ``@<device type>`` off the CPU.
+
+    A GPU (or MPS) computes the same features up to the last bits, so they are kept
+    apart: a CPU run never reads features another device computed, and CPU keys are
+    unchanged.
+    """
+    device = getattr(encoder, "device", None)
+    kind = torch.device(device).type if device is not None else "cpu"
+    return encoder.identity if kind == "cpu" else f"{encoder.identity}@{kind}"
+
+
 def encoder_dir(encoder: TextEncoder, cache_dir: str | os.PathLike[str] | None, kind: str) -> Path:
     """The folder holding ``encoder``'s cached rows of ``kind`` ("features"/"tokens")."""
     root = Path(cache_dir) if cache_dir is not None else default_cache_dir()
-    folder = root / kind / hashlib.sha256(encoder.identity.encode("utf-8")).hexdigest()[:24]
+    identity = cache_identity(encoder)
+    folder = root / kind / hashlib.sha256(identity.encode("utf-8")).hexdigest()[:24]
     folder.mkdir(parents=True, exist_ok=True)
     ident = folder / "identity.txt"
     if not ident.exists():
         tmp = folder / f".identity.{uuid.uuid4().hex}.tmp"
-        tmp.write_text(encoder.identity + "\n", encoding="utf-8")
+        tmp.write_text(identity + "\n", encoding="utf-8")
         os.replace(tmp, ident)
     return folder
 

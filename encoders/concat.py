@@ -28,6 +28,7 @@ class ConcatEncoder(TextEncoder):
             (any frozen encoder but ``concat``).
         normalize: Scale each part's vector to unit L2 norm before concatenating.
         cache_dir: Feature-cache root for the parts (default: the library's).
+        device: Torch device; also given to every part that names none (off the CPU).
     """
 
     name = "concat"
@@ -50,6 +51,8 @@ class ConcatEncoder(TextEncoder):
                     f"each part is a mapping with a 'name', got {part!r}", field=f"encoder_kwargs.parts[{i}]"
                 )
             kwargs = {k: v for k, v in part.items() if k != "name"}
+            if torch.device(device).type != "cpu":  # the parts compute where the concatenation was asked to
+                kwargs.setdefault("device", device)
             if part["name"] == "concat":
                 raise ConfigError("a concat part cannot itself be concat", field=f"encoder_kwargs.parts[{i}]")
             self.parts.append(get_encoder(part["name"], **kwargs))

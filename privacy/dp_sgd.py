@@ -241,6 +241,49 @@ class DPSGDStep:
             self.accountant.step(self.event)
         return out
 
+    def clipped_sum(
+        self, dense_grads: DenseGrads, row_grads: RowGrads, table_sizes: Mapping[str, int]
+    ) -> tuple[dict[str, torch.Tensor], torch.Tensor]:
+        """``Σ_b min(1, C/‖g_b‖) g_b`` in float64, with no noise and no event.
+
+        One share of a data-parallel step: each process clips its own examples
+        (the clipping is per example, so a share's clipped sum does not depend on
+        the other shares), the shares are summed across processes, and the total
+        goes to :meth:`noise_clipped_sum`, which adds the noise once and emits the
+        step's one event. The same quantity :meth:`__call__` forms inside its noised sum.
+
+        Args:
+            dense_grads, row_grads, table_sizes: as for :meth:`__call__` (B may be 0).
+
+        Returns:
+            ``({name: (*shape)} float64 for every dense parameter and table, norms (B,))``.
+        """
+        missing = set(row_grads) ^ set(table_sizes)
+        if missing:
+            raise ValueError(f"table_sizes and row_grads must name the same tables; mismatch: {sorted(missing)}")
+        norms = per_example_norms(dense_grads, row_grads)
+        coef = clip_coefficients(norms, max_grad_norm=self.max_grad_norm).to(torch.float64)
+        b = norms.shape[0]
+        out: dict[str, torch.Tensor] = {}
+        for name, g in dense_grads.items():
+            total = torch.zeros(g.shape[1:], dtype=torch.float64, device=g.device)
+            if b and total.numel():
+                total.view(-1).addmv_(g.reshape(b, -1).t().to(torch.float64), coef)
+            out[name] = total
+        for name, (idx, g) in row_grads.items():
+            d = g.shape[-1]
+            total = torch.zeros((int(table_sizes[name]), d), dtype=torch.float64, device=g.device)
+            if idx.numel():
+                chunk = max(1, _CHUNK_ENTRIES // max(1, idx.shape[1] * d))
+                for s in range(0, b, chunk):
+                    total.index_add_(
+                        0,
+                        idx[s : s + chunk].reshape(-1),
+                        (g[s : s + chunk].to(torch.float64) * coef[s : s + chunk, None, None]).reshape(-1, d),
+                    )
+            out[name] = total
+        return out, norms.detach()
+
     def noise_clipped_sum(
         self,
         clipped_sums: Mapping[str, torch.Tensor],

@@ -25,6 +25,8 @@ from collections.abc import Iterable
 
 import torch
 
+from privacy.noise import draw_device
+
 GUARANTEE = "simulation"
 """The label any result of this module must carry."""
 
@@ -64,5 +66,7 @@ def clip_and_noise_batch_gradient(
         for g in grads:
             g.mul_(scale)
             if std > 0:
-                g.add_(torch.randn(g.shape, generator=generator, dtype=g.dtype, device=g.device), alpha=std)
+                where = draw_device(generator, g.device)
+                noise = torch.randn(g.shape, generator=generator, dtype=g.dtype, device=where)
+                g.add_(noise.to(g.device), alpha=std)
     return total

@@ -24,8 +24,22 @@ What differs from one process:
   dropout over the pool, shared by the whole batch, so it stays exact.
 * Validation and test are evaluated on every rank (identical results; rank 0
   reports them): they are not sharded yet.
-* ``--privacy`` (DP-SGD) is refused: the private step's Poisson sample, clipped
-  sums and secret noise are not split across ranks yet (docs/privacy.md).
+
+Private steps (``--privacy full|confidential``, DP-SGD) keep the mechanism and
+the ledger of one process (docs/scaling.md, "Private training"):
+
+* Rank 0 draws the secret key and sends it to the other ranks over the process
+  group (which must therefore be private to the data holder: one machine, or a
+  network nobody else can read). Every rank then draws the same Poisson sample,
+  corruptions, dropout and noise, step by step, as one process with that key would.
+* Rank ``r`` computes and clips the per-example gradients of rows ``r, r + N, ...``
+  of the sample. The clipped sums are summed across ranks in float64
+  (``all_reduce``), and every rank adds the same noise to the total once and
+  divides by the expected batch size. Every rank's accountant records the same
+  one event per step, so each rank's ledger is the one-process ledger.
+* The union of the shares is the whole Poisson sample at rate q, so the step is
+  the one-process step up to float summation order (checked, with a public key,
+  in ``tests/training/test_distributed_private.py``).
 """
 
 from __future__ import annotations
@@ -40,9 +54,11 @@ from pathlib import Path
 import torch
 import torch.distributed as dist
 
+from privacy.randomness import SecretRandomness
 from textkg.errors import ConfigError
 from textkg.training.negatives import corrupt
 from textkg.training.one_vs_all import one_vs_all_loss, sample_pool
+from textkg.training.private_step import Shard
 from textkg.training.trainer import Trainer
 
 #: environment variables torchrun sets in every process it starts
@@ -65,12 +81,9 @@ class DataParallelTrainer(Trainer):
         super().__init__(*args, **kwargs)
         if not dist.is_initialized():
             raise ConfigError("DataParallelTrainer needs an initialised torch.distributed process group")
-        if self.private is not None:
-            raise ConfigError(
-                "data-parallel training with --privacy is not supported yet; train private runs in one process",
-                field="privacy.mode",
-            )
         self.rank, self.world = dist.get_rank(), dist.get_world_size()
+        if self.private is not None:
+            self._share_private_steps()
         structural = getattr(self.model, "structural", None)
         has_dropout = float(getattr(structural, "dropout", 0.0) or 0.0) > 0
         # sampled negatives + structural dropout: each rank draws its own rows' dropout (see the module docstring)
@@ -116,6 +129,21 @@ class DataParallelTrainer(Trainer):
         dist.all_reduce(total)
         return float(total) / size
 
+    def _share_private_steps(self) -> None:
+        """Give every rank rank 0's secret key and this rank's :class:`Shard` of each private step.
+
+        A resumed run then loads the key of its checkpoint on every rank (each rank
+        restores the same checkpoint), so the broadcast matters for a new run only.
+        """
+        private = self.private
+        assert private is not None
+        state = [private.randomness.state_dict() if self.rank == 0 else None]
+        dist.broadcast_object_list(state, src=0)
+        if self.rank != 0:
+            private.close()  # no noise drawn ahead from this rank's own key
+            private.randomness = SecretRandomness.from_state_dict(state[0])
+        private.shard = Shard(rank=self.rank, world=self.world, reduce=_all_reduce_sum)
+
     def _all_reduce_gradients(self) -> None:
         """Sum every gradient across ranks. A parameter no rank touched keeps ``grad=None``, as in one
         process (Adam then leaves it and its moments alone)."""
@@ -135,14 +163,18 @@ class DataParallelTrainer(Trainer):
                 p.grad = None
 
 
-def check_supported(cfg) -> None:
-    """Raise :class:`ConfigError` for a run the data-parallel runner cannot train (private runs, for now)."""
-    if cfg.privacy.mode in ("full", "confidential"):
-        raise ConfigError(
-            "data-parallel training (torchrun / --nproc) with --privacy is not supported yet; "
-            "train private runs in one process",
-            field="privacy.mode",
-        )
+def _all_reduce_sum(tensors: dict[str, torch.Tensor]) -> None:
+    """Sum every tensor of ``tensors`` across ranks, in place (one ``all_reduce`` per dtype)."""
+    by_dtype: dict[torch.dtype, list[torch.Tensor]] = {}
+    for t in tensors.values():
+        by_dtype.setdefault(t.dtype, []).append(t)
+    for group in by_dtype.values():
+        flat = torch.cat([t.reshape(-1) for t in group])
+        dist.all_reduce(flat)
+        offset = 0
+        for t in group:
+            t.copy_(flat[offset : offset + t.numel()].view_as(t))
+            offset += t.numel()
 
 
 def run_distributed(cfg, out_dir: Path, *, resume: bool = False, progress: bool = True) -> dict | None:
@@ -154,7 +186,6 @@ def run_distributed(cfg, out_dir: Path, *, resume: bool = False, progress: bool 
     """
     from textkg.training.pipeline import run
 
-    check_supported(cfg)
     created = not dist.is_initialized()
     if created:
         dist.init_process_group(backend="gloo")

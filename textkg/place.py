@@ -121,9 +121,10 @@ class Placer:
     Args:
         run_dir: A finished ``textkg train`` run on an ontology with an ``is_a``
             relation and an inductive split (its metrics carry ``test.placement``).
+        device: where the model and encoder run (as for :class:`textkg.predict.Predictor`).
     """
 
-    def __init__(self, run_dir: str | Path) -> None:
+    def __init__(self, run_dir: str | Path, *, device: str | torch.device = "auto") -> None:
         from textkg.evaluation.placement import DEFAULT_PARENT_RELATION
         from textkg.predict import Predictor
 
@@ -140,7 +141,7 @@ class Placer:
                 file=metrics_path,
                 field="test.placement",
             )
-        self.predictor = Predictor(self.run_dir)
+        self.predictor = Predictor(self.run_dir, device=device)
         prep, kg = self.predictor.prepared, self.predictor.kg
         self.relation = kg.relations.index(DEFAULT_PARENT_RELATION)
         # the hierarchy a vote reads: what the run's placement read (public training statements under privacy)
@@ -194,9 +195,11 @@ class Placer:
 
         def model_score(terms: torch.Tensor, candidates: torch.Tensor) -> torch.Tensor:
             with torch.no_grad():
-                return model.interaction.score_tails(
-                    new_emb[terms - n], rel.expand(len(terms), -1), ents[candidates]
-                ).float()
+                return (
+                    model.interaction.score_tails(new_emb[terms - n], rel.expand(len(terms), -1), ents[candidates])
+                    .float()
+                    .cpu()  # combined with the description scores, which live on the CPU
+                )
 
         components = {"model": model_score, "description": cosine_scorer(features)}
         if self.method == "model":
@@ -293,12 +296,17 @@ def write_tsv(rows: list[dict], out: str | Path) -> None:
         raise
 
 
-def place_command(run_dir: str, *, terms_tsv: str | None, obo: str | None, out: str, top_k: int = 5) -> dict:
+def place_command(
+    run_dir: str, *, terms_tsv: str | None, obo: str | None, out: str, top_k: int = 5, device: str = "auto"
+) -> dict:
     """What ``textkg place`` does; returns a JSON summary (the TSV is at ``out``)."""
+    from textkg.devices import resolve_device
+
     if (terms_tsv is None) == (obo is None):
         raise ConfigError("give exactly one of --terms FILE.tsv or --obo FILE.obo", field="terms")
+    resolved = resolve_device(device, field="device")  # before the terms are read or the run is loaded
     terms = read_terms_tsv(terms_tsv) if terms_tsv is not None else read_terms_obo(obo)  # type: ignore[arg-type]
-    placer = Placer(run_dir)
+    placer = Placer(run_dir, device=resolved)
     known = placer.training_ids()
     rows = placer.place(terms, top_k=top_k)
     write_tsv(rows, out)

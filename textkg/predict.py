@@ -31,13 +31,19 @@ class Predictor:
 
     Args:
         run_dir: a directory written by ``textkg train``.
+        device: where the model and its encoder run: a name as for ``--device`` (``auto``,
+            ``cpu``, ``cuda``, ``cuda:N``, ``mps``) or a :class:`torch.device`. Not the run's
+            ``train.device`` (the run may come from a machine with other devices); the
+            checkpoint loads on any device.
     """
 
-    def __init__(self, run_dir: str | Path) -> None:
+    def __init__(self, run_dir: str | Path, *, device: str | torch.device = "auto") -> None:
+        from textkg.devices import resolve_device
         from textkg.training.config import RunConfig
         from textkg.training.pipeline import prepare
         from textkg.versioning import check_run_version
 
+        self.device = device if isinstance(device, torch.device) else resolve_device(device, field="device")
         self.run_dir = Path(run_dir)
         cfg_path = self.run_dir / "config.json"
         if not cfg_path.is_file():
@@ -47,7 +53,7 @@ class Predictor:
         stored = json.loads(cfg_path.read_text())
         check_run_version(stored, cfg_path)
         self.config = RunConfig.from_dict(stored, source=str(cfg_path))
-        self.prepared = prepare(self.config, self.run_dir)
+        self.prepared = prepare(self.config, self.run_dir, device=self.device)
         self.model = self.prepared.model
         self.model.load_state_dict(ckpt.load(self.run_dir / ckpt.BEST_MODEL))
         self.model.eval()
@@ -79,7 +85,9 @@ class Predictor:
             return finetune_token_ids(cfg, descriptions, tokenizer=self._tokenizer)
         from textkg.training.features import text_inputs
 
-        inputs = text_inputs(cfg, descriptions, seed=self.config.train.seed, autoencoder=self.prepared.autoencoder)
+        inputs = text_inputs(
+            cfg, descriptions, seed=self.config.train.seed, autoencoder=self.prepared.autoencoder, device=self.device
+        )
         inputs.pop("autoencoder", None)
         return inputs
 
@@ -154,6 +162,6 @@ class Predictor:
             ) from None
 
 
-def load_predictor(run_dir: str | Path) -> Predictor:
-    """Load a run directory for zero-shot prediction (``textkg.load(DIR)``)."""
-    return Predictor(run_dir)
+def load_predictor(run_dir: str | Path, *, device: str | torch.device = "auto") -> Predictor:
+    """Load a run directory for zero-shot prediction (``textkg.load(DIR)``) on ``device`` (see :class:`Predictor`)."""
+    return Predictor(run_dir, device=device)

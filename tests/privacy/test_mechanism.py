@@ -120,6 +120,35 @@ def test_dp_sgd_step_without_noise_is_mean_of_clipped_oracle(tiny):
     assert acc.history == [(0.25, 0.0, 1)]
 
 
+def test_shares_clipped_then_noised_once_equal_the_whole_step(tiny):
+    """A data-parallel step: clipped sums of two shares, summed, noised once = the one-process step."""
+    tables, dense, examples = tiny
+    dense_g, row_g = _vmap_grads(tables, dense, examples)
+    b = next(iter(dense_g.values())).shape[0]
+    unit = {
+        k: torch.randn(v.shape, dtype=torch.float64, generator=torch.Generator().manual_seed(3))
+        for k, v in {**dense, **tables}.items()
+    }
+    args = dict(noise_multiplier=1.1, max_grad_norm=0.7, expected_batch_size=4.0, sample_rate=0.25, generator=None)
+    one_acc, two_acc = RDPAccountant(), RDPAccountant()
+    whole = DPSGDStep(accountant=one_acc, **args)(dense_g, row_g, SIZES, unit)
+    step = DPSGDStep(accountant=two_acc, **args)
+    total: dict[str, torch.Tensor] = {}
+    for share in (torch.arange(0, b, 2), torch.arange(1, b, 2), torch.arange(0)):  # an empty share too
+        sums, norms = step.clipped_sum(
+            {k: g[share] for k, g in dense_g.items()}, {k: (i[share], g[share]) for k, (i, g) in row_g.items()}, SIZES
+        )
+        assert norms.shape == (len(share),) and all(v.dtype == torch.float64 for v in sums.values())
+        for k, v in sums.items():
+            total[k] = total.get(k, 0) + v
+    assert two_acc.steps == 0  # clipping alone is not a release
+    shared = step.noise_clipped_sum(total, norms=torch.zeros(b), noise=unit)
+    assert set(shared) == set(whole)
+    for k in whole:
+        torch.testing.assert_close(shared[k].to(whole[k].dtype), whole[k], rtol=1e-6, atol=1e-7)
+    assert one_acc.history == two_acc.history
+
+
 def test_noise_std_and_every_entry():
     sigma, c = 1.3, 0.8
     g = torch.Generator().manual_seed(1234)

@@ -84,14 +84,6 @@ def test_two_processes_give_the_one_process_model(tmp_path, flags):
     assert sorted(p.name for p in (tmp_path / "two").iterdir()) == sorted(p.name for p in (tmp_path / "one").iterdir())
 
 
-@pytest.mark.slow
-def test_privacy_is_refused_with_a_clear_error(tmp_path):
-    done = _torchrun(tmp_path / "p", "--model", "transe", "--privacy", "full", "--noise-multiplier", "1")
-    assert done.returncode != 0
-    assert "with --privacy is not supported yet" in done.stderr and "Traceback" not in done.stderr
-    assert not (tmp_path / "p").exists() or not any((tmp_path / "p").iterdir())
-
-
 GRADIENT_SCRIPT = """
 import sys, torch, torch.distributed as dist
 from textkg.cli.config_loading import build_run_config

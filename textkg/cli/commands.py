@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import sys
 from pathlib import Path
@@ -25,11 +26,10 @@ def train(args) -> dict | None:
 
     world = world_size_from_env()
     if getattr(args, "nproc", None) is not None and world == 1:  # textkg train --nproc N: start torchrun
-        from textkg.cli.config_loading import build_run_config
-        from textkg.distributed import check_supported
+        if not args.resume:  # a bad command line gets its clear error here, before torchrun starts
+            from textkg.cli.config_loading import build_run_config
 
-        if not args.resume:
-            check_supported(build_run_config(args))  # refuse here, before torchrun's own traceback
+            build_run_config(args)
         code = launch(args.nproc, _without_nproc(args.argv))
         if code:
             raise ConfigError(f"torchrun exited with code {code} (the error is above)", field="nproc")
@@ -45,6 +45,8 @@ def train(args) -> dict | None:
         if not (run_dir / "checkpoint.pt").is_file():
             raise ConfigError("cannot resume: no checkpoint.pt yet", file=run_dir)
         cfg = RunConfig.from_dict(json.loads(cfg_path.read_text()), source=str(cfg_path))
+        if args.device is not None:  # where to continue: the recorded device may be one this machine lacks
+            cfg = dataclasses.replace(cfg, train=dataclasses.replace(cfg.train, device=args.device))
         metrics = run(cfg, run_dir, resume=True, progress=not args.no_progress)
         out = run_dir
         if metrics is None:  # a torchrun rank other than 0: rank 0 reports
@@ -117,13 +119,13 @@ def _headline(m: dict) -> dict:
 def evaluate(args) -> dict:
     from textkg.training.pipeline import evaluate_run
 
-    return evaluate_run(Path(args.run_dir), exclude_query=args.exclude_query)
+    return evaluate_run(Path(args.run_dir), exclude_query=args.exclude_query, device=args.device or "auto")
 
 
 def predict(args) -> dict:
     from textkg.predict import load_predictor
 
-    predictor = load_predictor(args.run_dir)
+    predictor = load_predictor(args.run_dir, device=args.device or "auto")
     if args.batch:
         entities = _read_batch_file(args.batch)
         return {

@@ -39,6 +39,7 @@ FLAG_FIELDS = {
     "audit_candidates": ("train", "audit_candidates"),
     "neighbour_vote": ("train", "neighbour_vote"),
     "init_from": ("train", "init_from"),
+    "device": ("train", "device"),
     "privacy": ("privacy", "mode"),
     "mechanism": ("privacy", "mechanism"),
     "noise_multiplier": ("privacy", "noise_multiplier"),

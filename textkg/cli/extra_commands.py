@@ -20,7 +20,7 @@ from textkg.errors import ConfigError
 def add_parsers(sub) -> None:
     """Add the extra sub-commands' parsers."""
     from textkg.audit.attacks import list_attacks
-    from textkg.cli.main import _add_train_flags
+    from textkg.cli.main import _add_device_flag, _add_train_flags
 
     au = sub.add_parser("audit", help="membership-inference audit of a run trained with --audit-candidates")
     au.add_argument("run_dir")
@@ -69,6 +69,7 @@ def add_parsers(sub) -> None:
     src.add_argument("--obo", help="OBO file; its [Term] stanzas not in the graph are placed")
     pl_.add_argument("--out", required=True, help="output TSV (term, rank, parent, parent_name, score, evidence, note)")
     pl_.add_argument("--top-k", type=int, default=5, help="suggested parents per term (default 5)")
+    _add_device_flag(pl_, "where the model and encoder run (not the run's train.device)")
 
     fe = sub.add_parser(
         "federate",
@@ -238,7 +239,9 @@ def release(args) -> dict:
 def place(args) -> dict:
     from textkg.place import place_command
 
-    summary = place_command(args.run_dir, terms_tsv=args.terms, obo=args.obo, out=args.out, top_k=args.top_k)
+    summary = place_command(
+        args.run_dir, terms_tsv=args.terms, obo=args.obo, out=args.out, top_k=args.top_k, device=args.device or "auto"
+    )
     print(f"wrote {args.out}", file=sys.stderr)
     return summary
 

@@ -15,6 +15,16 @@ import sys
 from textkg.errors import TextKGError
 
 
+def _add_device_flag(p: argparse.ArgumentParser, what: str) -> None:
+    # validated by textkg.devices (importing torch here would slow every call)
+    p.add_argument(
+        "--device",
+        metavar="{auto,cpu,cuda,cuda:N,mps}",
+        help=f"{what}: auto (default: cuda if available, else mps, else cpu), cpu, cuda, cuda:N or mps; "
+        "a device this machine lacks is an error (docs/scaling.md, Devices)",
+    )
+
+
 def _add_train_flags(p: argparse.ArgumentParser) -> None:
     # Every flag defaults to None so that the config file / preset default wins.
     p.add_argument("--config", help="YAML/JSON file filling the same config as the flags")
@@ -129,6 +139,7 @@ def _add_train_flags(p: argparse.ArgumentParser) -> None:
         help="private runs: entity ids (one per line) that get a structural row; default: "
         "every entity the split does not hold out",
     )
+    _add_device_flag(p, "train.device: where the run computes")
     p.add_argument("--out", help="run directory (must be new or empty)")
     p.add_argument("--resume", metavar="DIR", help="continue a run directory from its checkpoint")
     p.add_argument("--no-progress", action="store_true")
@@ -151,7 +162,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--nproc",
         type=int,
         help="data-parallel training in N processes: runs this command under torchrun --standalone "
-        "--nproc-per-node N (non-private runs; docs/scaling.md)",
+        "--nproc-per-node N; private runs keep one process's mechanism and ledger (docs/scaling.md)",
     )
 
     ev = sub.add_parser("evaluate", help="re-evaluate a run directory's best model")
@@ -162,6 +173,7 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         help="remove each query's own entity from its ranking (default: as the run was trained)",
     )
+    _add_device_flag(ev, "where the model is evaluated (not the run's train.device)")
 
     pr = sub.add_parser("predict", help="zero-shot links for a brand-new entity")
     pr.add_argument("run_dir")
@@ -175,6 +187,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     pr.add_argument("--top-k", type=int, default=10)
     pr.add_argument("--batch", metavar="FILE", help="TSV of new entities: name<TAB>description per line")
+    _add_device_flag(pr, "where the model and encoder run (not the run's train.device)")
 
     models = sub.add_parser("models", help="model presets").add_subparsers(dest="models_command")
     models.add_parser("list", help="list model presets")

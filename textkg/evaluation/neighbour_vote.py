@@ -134,8 +134,8 @@ class VoteScorer:
         if self.model is None:
             return self.vote.votes(queries, relations, direction)[:, candidates] * gate
         z = _standardise(model_scores())
-        if self.weight:
-            z = z + self.weight * self.vote.votes(queries, relations, direction)[:, candidates] * gate
+        if self.weight:  # the vote is computed on the CPU; the model's scores may be on its device
+            z = z + (self.weight * self.vote.votes(queries, relations, direction)[:, candidates] * gate).to(z.device)
         return z
 
     def score_tails(self, heads: torch.Tensor, relations: torch.Tensor, candidates: torch.Tensor) -> torch.Tensor:
@@ -190,7 +190,7 @@ def rank_weights(
                     raise ValueError("a target entity is not among the candidates")
                 s = model.score_tails(h, r, candidates) if direction == "tail" else model.score_heads(r, t, candidates)
                 z = _standardise(s)
-                v = vote.votes(query, r, direction)[:, candidates] * vote.gate(query)[:, None]
+                v = (vote.votes(query, r, direction)[:, candidates] * vote.gate(query)[:, None]).to(z.device)
                 sl = slice(start, start + len(h))
                 for w, key in zip(weights, keys, strict=False):
                     out[key][d][sl] = realistic_ranks(z + w * v if w else z, targets, rows, cols)

@@ -287,7 +287,8 @@ def model_scorer(model, relation: int) -> PlacementScorer:
     """Score ``(term, relation, candidate)`` with a model's ``score_tails``."""
 
     def score(terms: torch.Tensor, candidates: torch.Tensor) -> torch.Tensor:
-        return model.score_tails(terms, torch.full_like(terms, relation), candidates).float()
+        # on the CPU, where the description baselines it is compared and combined with live
+        return model.score_tails(terms, torch.full_like(terms, relation), candidates).float().cpu()
 
     return score
 

@@ -259,7 +259,8 @@ def realistic_ranks(
         row_target = target[rows, 0]
         greater -= torch.bincount(rows[removed > row_target], minlength=b)
         equal -= torch.bincount(rows[removed == row_target], minlength=b)
-    return (1 + greater + equal.double() / 2).cpu().double()
+    # counted on the scores' device, summed on the CPU (float64, which MPS lacks)
+    return 1 + greater.cpu() + equal.cpu().double() / 2
 
 
 def filtered_positions(

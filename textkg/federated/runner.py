@@ -275,6 +275,12 @@ def check_settings(cfg, fed: FederatedConfig) -> None:
     """Refuse the combinations ``federate`` does not support (before anything is loaded or written)."""
     if cfg.train.audit_candidates:
         raise ConfigError("--audit-candidates is not supported by federate yet", field="audit_candidates")
+    if cfg.train.device not in ("auto", "cpu"):
+        raise ConfigError(
+            f"federate simulates its data holders on the CPU; --device {cfg.train.device} is not supported "
+            "(auto means the CPU here)",
+            field="train.device",
+        )
     if cfg.train.negatives == "all" and cfg.privacy.mode != "none":
         raise ConfigError("1-vs-all under privacy is not supported by federate", field="train.negatives")
     if fed.client_dp and cfg.privacy.mode != "none":
@@ -290,7 +296,7 @@ def prepare_federation(cfg, fed: FederatedConfig) -> Federation:
 
     check_settings(cfg, fed)
     cfg = dataclasses.replace(cfg, train=dataclasses.replace(cfg.train, epochs=fed.rounds * fed.local_epochs))
-    prep = prepare(cfg)  # validates every input before anything is written
+    prep = prepare(cfg, device=torch.device("cpu"))  # validates every input before anything is written
     part = make_partition(
         prep.kg,
         prep.split.train,

@@ -133,6 +133,7 @@ class KGEModel(nn.Module):
             ``{"entity": (..., 2) [head row, tail row], "relation": (..., 1)}``;
             no ``"entity"`` key for text-only models.
         """
+        triples = self._here(triples)
         plan = {}
         if self.structural is not None:
             ends = torch.stack([triples[..., 0], triples[..., 2]], dim=-1)
@@ -176,7 +177,16 @@ class KGEModel(nn.Module):
 
     def forward(self, triples: torch.Tensor, generator: torch.Generator | None = None) -> torch.Tensor:
         """``(...)`` scores of ``(..., 3)`` triples: ``score_rows(triples, gather(lookup_plan(triples)))``."""
+        triples = self._here(triples)
         return self.score_rows(triples, self.gather(self.lookup_plan(triples, generator)))
+
+    def _here(self, ids: torch.Tensor) -> torch.Tensor:
+        """``ids`` on the model's device (the same tensor when it is there already, as on the CPU).
+
+        Id tensors (triples, batches, candidates) are built on the CPU from CPU generators, so that
+        every device sees the same batches; the model moves them where its parameters are.
+        """
+        return ids.to(self.relation_embeddings.device)
 
     def _finish(self, ent: torch.Tensor) -> torch.Tensor:
         return F.normalize(ent, p=2.0, dim=-1) if self.normalize_entities else ent
@@ -210,6 +220,7 @@ class KGEModel(nn.Module):
         """
         if entities is None:
             entities = torch.arange(self.num_entities, device=self.relation_embeddings.device)
+        entities = self._here(entities)
         if batch_size < 1:
             raise ConfigError(f"batch_size must be positive, got {batch_size}", field="batch_size")
         parts = [
@@ -263,12 +274,14 @@ class KGEModel(nn.Module):
 
     def score_tails(self, heads: torch.Tensor, relations: torch.Tensor, candidates: torch.Tensor) -> torch.Tensor:
         """``(b, c)`` scores of ``(heads[i], relations[i], candidates[j])`` from ids ``(b,), (b,), (c,)``."""
+        heads, relations, candidates = self._here(heads), self._here(relations), self._here(candidates)
         return self.interaction.score_tails(
             self._vectors(heads), self.relation_embeddings[relations], self._vectors(candidates)
         )
 
     def score_heads(self, relations: torch.Tensor, tails: torch.Tensor, candidates: torch.Tensor) -> torch.Tensor:
         """``(b, c)`` scores of ``(candidates[j], relations[i], tails[i])`` from ids ``(b,), (b,), (c,)``."""
+        relations, tails, candidates = self._here(relations), self._here(tails), self._here(candidates)
         return self.interaction.score_heads(
             self.relation_embeddings[relations], self._vectors(tails), self._vectors(candidates)
         )
@@ -302,7 +315,7 @@ class KGEModel(nn.Module):
                 f"expected text inputs {', '.join(self.text.keys)}, got {', '.join(text_inputs) or 'none'}",
                 field="text_features",
             )
-        x = self.text.encode(*(text_inputs[k] for k in self.text.keys))
+        x = self.text.encode(*(self._here(text_inputs[k]) for k in self.text.keys))
         structural = None
         if self.structural is not None:
             structural = self.structural.weight[self.structural.unseen_row].expand(x.shape[0], -1)
@@ -326,8 +339,8 @@ class KGEModel(nn.Module):
         """
         if direction not in ("tail", "head"):
             raise ConfigError(f"direction must be 'tail' or 'head', got {direction!r}", field="direction")
-        cands = self.entity_matrix() if candidates is None else self._vectors(candidates)
-        r = self.relation_embeddings[relations]
+        cands = self.entity_matrix() if candidates is None else self._vectors(self._here(candidates))
+        r = self.relation_embeddings[self._here(relations)]
         if direction == "tail":
             return self.interaction.score_tails(new, r, cands)
         return self.interaction.score_heads(r, new, cands)

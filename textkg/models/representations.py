@@ -77,7 +77,9 @@ class StructuralRepresentation(nn.Module):
         """
         rows = self.struct_index[entities]
         if training and generator is not None and self.dropout > 0:
-            drop = torch.rand(rows.shape, generator=generator, device=rows.device) < self.dropout
+            # drawn where the generator lives (the CPU's for training runs), then moved: every device
+            # sees the same mask, and a CPU run draws exactly what it always drew
+            drop = (torch.rand(rows.shape, generator=generator, device=generator.device) < self.dropout).to(rows.device)
             rows = torch.where(drop, torch.full_like(rows, self.unseen_row), rows)
         return rows
 

@@ -11,6 +11,7 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
+from textkg.devices import check_device_name
 from textkg.errors import ConfigError
 
 PRIVACY_MODES = ("none", "full", "confidential", "public-only")
@@ -119,6 +120,12 @@ class TrainConfig:
             with a placement task (an ``is_a`` relation, e.g. ``hpo``), whose
             ``test.placement`` tables already carry the description baselines and
             where the extra test pass would lengthen the main job; ``on``; ``off``.
+        device: where the run computes (:mod:`textkg.devices`): ``auto`` (default: CUDA if
+            available, else MPS, else the CPU), ``cpu``, ``cuda``, ``cuda:N`` or ``mps``. A device
+            the machine does not have is an error, never a silent fallback. Only the syntax is
+            checked here (a ``config.json`` written on a GPU machine still loads elsewhere); the
+            run resolves the name before it writes anything and records the result in
+            ``metrics.json`` (``device``). The CPU results do not depend on this setting.
     """
 
     epochs: int = 5
@@ -143,8 +150,10 @@ class TrainConfig:
     audit_candidates: int = 0
     init_from: str | None = None
     neighbour_vote: str = "auto"
+    device: str = "auto"
 
     def __post_init__(self) -> None:
+        check_device_name(self.device, field="train.device")
         _check_choice("loss", self.loss, LOSSES, prefix="train")
         _check_choice("neighbour_vote", self.neighbour_vote, ("auto", "on", "off"), prefix="train")
         _check_choice("negatives", self.negatives, NEGATIVES, prefix="train")

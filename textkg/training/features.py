@@ -45,8 +45,21 @@ def entity_texts(kg: KnowledgeGraph) -> list[str]:
     return list(kg.entity_descriptions)
 
 
-def text_inputs(model_cfg, texts: list[str], *, seed: int = 0, cache_dir: Path | None = None, autoencoder=None) -> dict:
+def text_inputs(
+    model_cfg,
+    texts: list[str],
+    *,
+    seed: int = 0,
+    cache_dir: Path | None = None,
+    autoencoder=None,
+    device: torch.device | None = None,
+) -> dict:
     """Keyword arguments for :func:`textkg.models.build_model` carrying text features.
+
+    ``device``: where a frozen encoder computes (unless ``encoder_kwargs`` names one);
+    ``None``: the CPU. The features come back on the CPU either way (and are cached on
+    disk; features encoded on another device are cached apart from the CPU's, whose
+    last bits they need not match).
 
     Returns ``{}`` for structural models; ``{"text_features": (n, D)}`` for
     pooled encoders (memory-mapped from the cache when :func:`mmap_features`);
@@ -73,7 +86,10 @@ def text_inputs(model_cfg, texts: list[str], *, seed: int = 0, cache_dir: Path |
     from encoders import cached_encode, get_encoder
 
     cache_dir = Path(cache_dir) if cache_dir is not None else default_cache_dir()
-    encoder = get_encoder(model_cfg.encoder, **dict(model_cfg.encoder_kwargs or {}))
+    kwargs = dict(model_cfg.encoder_kwargs or {})
+    if device is not None and device.type != "cpu":  # on the CPU: built exactly as before devices existed
+        kwargs.setdefault("device", str(device))
+    encoder = get_encoder(model_cfg.encoder, **kwargs)
     if module is None:  # float32 already: .float() copies nothing, a memory-mapped tensor stays mapped
         return {"text_features": cached_encode(encoder, texts, cache_dir=cache_dir, mmap=mmap_features()).float()}
     tokens, mask = _token_features(encoder, texts, cache_dir)

@@ -42,6 +42,13 @@ def pool_positions(entity_pool: torch.Tensor, num_entities: int) -> torch.Tensor
     return positions
 
 
+def on_model_device(model, *ids: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    """``ids`` (triples, pool, positions: built on the CPU) moved to the device of ``model``'s
+    parameters; the same tensors when they are there already (always, on the CPU)."""
+    device = model.relation_embeddings.device
+    return tuple(x.to(device) for x in ids)
+
+
 def one_vs_all_loss(
     model,
     triples: torch.Tensor,
@@ -71,6 +78,7 @@ def one_vs_all_loss(
     Raises:
         ConfigError: A triple's head or tail is not in the pool.
     """
+    triples, entity_pool, positions = on_model_device(model, triples, entity_pool, positions)
     heads, tails = positions[triples[:, 0]], positions[triples[:, 2]]
     if bool((heads < 0).any() or (tails < 0).any()):
         raise ConfigError(

@@ -82,7 +82,7 @@ from privacy.clipping import clip_coefficients
 from textkg.errors import ConfigError
 from textkg.models.interactions import TransE
 from textkg.models.kge import KGEModel
-from textkg.training.one_vs_all import one_vs_all_loss
+from textkg.training.one_vs_all import on_model_device, one_vs_all_loss
 
 #: elements of the largest per-chunk temporary (~16 MB of float32)
 _CHUNK_ELEMENTS = 1 << 22
@@ -261,7 +261,7 @@ def _factors(
         sides.append((a, a @ u - a.sum(1, keepdim=True) * query))  # (A, γ = ∂L/∂query)
     (a, gamma), (a_head, gamma_head) = sides
     uq, uq_head = q @ u.T, q_head @ u.T
-    rows = torch.arange(len(heads))
+    rows = torch.arange(len(heads), device=heads.device)
     diag = -(a + a_head)  # ∂L/∂u_j = A_j q + A'_j q' + diag_j u_j + [j = h] γ + [j = t] γ'
     if model.normalize_entities:  # ∂L/∂v_j = (I − u_j u_j^T) ∂L/∂u_j / n_j: the part along u_j vanishes
         u_dot = a * uq + a_head * uq_head + diag * (u * u).sum(-1)[None]  # u_j · ∂L/∂u_j
@@ -321,7 +321,7 @@ def _per_row_sq(f: _Factors, u: torch.Tensor) -> torch.Tensor:
         + f.c.square() * _dot(u, u)[None]
         + 2 * (f.a1 * f.a2 * qh + f.a1 * f.c * f.uq + f.a2 * f.c * f.uq_head)
     )
-    rows = torch.arange(len(f.heads))
+    rows = torch.arange(len(f.heads), device=f.heads.device)
 
     def dense_row(j):  # (b, d): the row's vector without the γ terms
         return f.a1[rows, j, None] * f.q + f.a2[rows, j, None] * f.q_head + f.c[rows, j, None] * u[j]
@@ -370,7 +370,7 @@ def feature_gram(model, entity_pool: torch.Tensor) -> torch.Tensor:
 def _projection_sq_norms(f: _Factors, u: torch.Tensor, x: torch.Tensor, method: str) -> torch.Tensor:
     """``(b,)`` ``‖X^T Φ_b‖²``; for ``gram`` without its ``(P, P)`` term (:func:`_gram_term`)."""
     b, (p, d) = len(f.heads), u.shape
-    rows = torch.arange(b)
+    rows = torch.arange(b, device=f.heads.device)
     if method == "direct":
         phi = f.a1[..., None] * f.q[:, None] + f.a2[..., None] * f.q_head[:, None] + f.c[..., None] * u[None]
         phi = phi.index_put((rows, f.heads), f.s_h[:, None] * f.gamma, accumulate=True)
@@ -433,6 +433,7 @@ def per_example_sq_norms(
     if method not in METHODS:
         raise ConfigError(f"{method!r} is not one of {', '.join(METHODS)}", field="method")
     trained = trained_parameters(model)
+    triples, entity_pool, positions = on_model_device(model, triples, entity_pool, positions)
     heads, tails = positions[triples[:, 0]], positions[triples[:, 2]]
     if bool((heads < 0).any() or (tails < 0).any()):
         raise ConfigError(

@@ -23,6 +23,7 @@ import textkg
 from textkg.data import KnowledgeGraph, Split, candidate_entities, load_dataset, make_split
 from textkg.data.graph import unique_triples
 from textkg.data.vocabulary import public_training_entities
+from textkg.devices import describe_device, resolve_device
 from textkg.errors import ConfigError
 from textkg.evaluation import FilterIndex, evaluate
 from textkg.evaluation.metrics import QueryMask
@@ -70,12 +71,17 @@ def load_graph_and_split(cfg: RunConfig):
     return kg, split
 
 
-def prepare(cfg: RunConfig, run_dir: Path | None = None) -> Prepared:
+def prepare(cfg: RunConfig, run_dir: Path | None = None, *, device: torch.device | None = None) -> Prepared:
     """Load, split, encode and build the model (no files written).
 
     ``run_dir``: an existing run (resume, prediction); an ``lstm-ae`` model
     reuses the autoencoder saved there instead of pre-training a new one.
+    ``device``: where the frozen encoders run and the model lives (its public text
+    inputs included); ``None`` resolves ``cfg.train.device`` (:func:`textkg.devices.resolve_device`).
+    The model is built on the CPU, from the seed, and then moved, so it starts from the
+    same values on every device.
     """
+    device = resolve_device(cfg.train.device) if device is None else device
     torch.manual_seed(cfg.train.seed)
     kg, split = load_graph_and_split(cfg)
     private_mask, private_filter = None, None
@@ -87,7 +93,7 @@ def prepare(cfg: RunConfig, run_dir: Path | None = None) -> Prepared:
         from encoders.lstm_ae import load_autoencoder
 
         autoencoder = load_autoencoder(saved)
-    features = text_inputs(cfg.model, entity_texts(kg), seed=cfg.train.seed, autoencoder=autoencoder)
+    features = text_inputs(cfg.model, entity_texts(kg), seed=cfg.train.seed, autoencoder=autoencoder, device=device)
     autoencoder = features.pop("autoencoder", None)
     model = build_model(
         cfg.model,
@@ -96,7 +102,7 @@ def prepare(cfg: RunConfig, run_dir: Path | None = None) -> Prepared:
         seen_entities=split.train_entities,
         share_text_inputs=mmap_features(),  # keep memory-mapped features mapped (TEXTKG_MMAP_FEATURES=1)
         **features,
-    )
+    ).to(device)
     filter_index = FilterIndex.from_triples(split.filter_triples, kg.num_entities, kg.num_relations)
     if private_filter is not None:
         private_filter = FilterIndex.from_triples(private_filter, kg.num_entities, kg.num_relations)
@@ -319,7 +325,8 @@ def run(
             f"output directory {out_dir} is not empty; pass --resume {out_dir} to continue it or choose another --out",
             field="out",
         )
-    prep = prepare(cfg, out_dir if resume else None)  # validates every input before anything is written
+    device = resolve_device(cfg.train.device)  # a device this machine lacks: refused before anything is written
+    prep = prepare(cfg, out_dir if resume else None, device=device)  # validates every input before anything is written
     trainer, private, audit = build_trainer(prep, cfg, out_dir, trainer_class=trainer_class)
     check_memory(
         estimate_memory(
@@ -357,6 +364,7 @@ def run(
         "textkg_version": textkg.__version__,
         "dataset": cfg.data.dataset,
         "split": cfg.data.split,
+        "device": describe_device(device),
         "model": {
             "name": cfg.model_name,
             **cfg.model.to_dict(),
@@ -596,7 +604,7 @@ def _description_features(prep: Prepared) -> torch.Tensor:
     it has them, else the default ``bert`` encoder's (cached on disk)."""
     text = getattr(prep.model, "text", None)
     if text is not None and getattr(text, "module", None) is None and hasattr(text, "text_text_features"):
-        return text.text_text_features
+        return text.text_text_features.cpu()  # the votes and baselines read them on the CPU
     from encoders import cached_encode, get_encoder
     from textkg.training.features import default_cache_dir
 
@@ -621,11 +629,17 @@ def _fusion_weights(model) -> dict:
     return {"fusion_weights": fn()} if callable(fn) else {}
 
 
-def evaluate_run(run_dir: Path, *, progress: bool = True, exclude_query: bool | None = None) -> dict:
+def evaluate_run(
+    run_dir: Path, *, progress: bool = True, exclude_query: bool | None = None, device: str | torch.device = "auto"
+) -> dict:
     """Re-evaluate a finished run's best model on its validation and test splits.
 
     ``exclude_query``: override the run's ``train.exclude_query`` protocol.
+    ``device``: where to evaluate (a name as for ``--device``, or a :class:`torch.device`);
+    not the run's ``train.device``, which may name a device this machine lacks.
     """
+    if not isinstance(device, torch.device):
+        device = resolve_device(device, field="device")
     from textkg.training.config import RunConfig as _RC
     from textkg.versioning import check_run_version
 
@@ -638,10 +652,11 @@ def evaluate_run(run_dir: Path, *, progress: bool = True, exclude_query: bool | 
     cfg = _RC.from_dict(stored, source=str(cfg_path))
     if exclude_query is not None:  # an evaluation protocol choice, not a training one
         cfg = dataclasses.replace(cfg, train=dataclasses.replace(cfg.train, exclude_query=exclude_query))
-    prep = prepare(cfg, run_dir)
+    prep = prepare(cfg, run_dir, device=device)
     state = ckpt.load(run_dir / ckpt.BEST_MODEL)
     prep.model.load_state_dict(state)
     return {
+        "device": describe_device(device),
         "exclude_query": cfg.train.exclude_query,
         "valid": _flat(evaluate_split(prep, cfg, "valid", progress=progress)) if len(prep.split.valid) else None,
         "test": evaluate_split(prep, cfg, "test", progress=progress).to_dict(),

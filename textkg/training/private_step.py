@@ -25,6 +25,7 @@ about graphs.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 
 import torch
 from torch import nn
@@ -45,6 +46,31 @@ class _ScoreRows(nn.Module):
 
     def forward(self, triples: torch.Tensor, rows: dict[str, torch.Tensor]) -> torch.Tensor:
         return self.model.score_rows(triples, rows)
+
+
+@dataclass(frozen=True)
+class Shard:
+    """This process's share of a data-parallel private step (:mod:`textkg.distributed`).
+
+    Every process draws the same Poisson sample, corruptions and dropout (the
+    same secret key, step by step), takes rows ``rank, rank + world, ...`` of
+    the sampled batch, clips them, and ``reduce`` sums the clipped sums across
+    processes in place. The noise is then added once to the total, so the step
+    is the one-process step up to float summation order.
+
+    Args:
+        rank: this process's rank.
+        world: the number of processes.
+        reduce: sums each tensor of a ``{name: tensor}`` mapping across processes, in place.
+    """
+
+    rank: int
+    world: int
+    reduce: Callable[[dict[str, torch.Tensor]], None]
+
+    def rows(self, n: int) -> torch.Tensor:
+        """``(⌈(n - rank) / world⌉,)`` positions of this share in a batch of ``n``."""
+        return torch.arange(self.rank, n, self.world)
 
 
 def noise_shapes(model: KGEModel) -> dict[str, tuple[int, ...]]:
@@ -74,6 +100,7 @@ class PrivateStep:
         noise: optional pre-drawn unit noise of this step (``{name: float64 tensor}``,
             e.g. from :class:`privacy.randomness.NoisePrefetcher`); drawn from
             ``randomness`` when ``None``.
+        shard: this process's :class:`Shard` of a data-parallel step, or ``None`` (one process).
     """
 
     def __init__(
@@ -90,11 +117,13 @@ class PrivateStep:
         randomness=None,
         step: int = 0,
         noise: dict | None = None,
+        shard: Shard | None = None,
     ) -> None:
         self.model = model
         self.private_triples = private_triples
         self.entity_pool = entity_pool
         self.loss_fn = loss_fn
+        self.shard = shard
         self.num_negatives = num_negatives
         self.mechanism = mechanism
         self.sample_rate = sample_rate
@@ -104,19 +133,33 @@ class PrivateStep:
         self.noise = noise
         self._wrapper = _ScoreRows(model)
 
-    def per_example_gradients(self, batch: torch.Tensor):
+    def per_example_gradients(self, batch: torch.Tensor, rows: torch.Tensor | None = None):
         """Per-example gradients of the loss.
 
         Args:
             batch: ``(B, 1 + K, 3)`` positives with their corruptions.
+            rows: ``(B',)`` positions of the examples to differentiate (a data-parallel
+                share), or ``None`` for all. The dropout is drawn for the whole batch
+                first, so a share sees the draw one process would make.
 
         Returns:
-            ``(dense, rows)``: ``dense[name]`` is ``(B, *param.shape)``;
-            ``rows[table] = (indices (B, M), grads (B, M, d))``.
+            ``(dense, rows)``: ``dense[name]`` is ``(B', *param.shape)``;
+            ``rows[table] = (indices (B', M), grads (B', M, d))``.
         """
         model = self.model
         tables = model.tables()
+        batch = batch.to(model.relation_embeddings.device)  # ids come from CPU generators; rows live on the device
         plan = model.lookup_plan(batch, generator=self.generator)
+        if rows is not None:
+            batch, plan = batch[rows], {name: idx[rows] for name, idx in plan.items()}
+            if not len(rows):
+                return {}, {
+                    name: (
+                        torch.zeros(0, 0, dtype=torch.long, device=batch.device),
+                        torch.zeros(0, 0, tables[name].shape[-1], device=batch.device),
+                    )
+                    for name in plan
+                }
         gathered = {name: tables[name].detach()[idx] for name, idx in plan.items()}
         b = batch.shape[0]
         row_grads = None
@@ -165,25 +208,35 @@ class PrivateStep:
         noise = self.noise
         if noise is None and self.randomness is not None:
             noise = self.randomness.normal(noise_shapes(self.model), step=self.step)
+        rows = None if self.shard is None else self.shard.rows(len(idx))
         if len(idx):
-            batch = corrupt(
+            batch = corrupt(  # the whole sample's corruptions, in every process: a share sees one process's draw
                 self.private_triples[idx],
                 num_negatives=self.num_negatives,
                 entity_pool=self.entity_pool,
                 generator=self.generator,
             )
-            dense_g, row_g = self.per_example_gradients(batch)
+            dense_g, row_g = self.per_example_gradients(batch, rows)
         else:  # an empty Poisson sample is still a step of the mechanism: noise only
-            dense_g = {k: torch.zeros((0, *p.shape)) for k, p in dense_params.items()}
+            dense_g = {k: torch.zeros((0, *p.shape), device=p.device) for k, p in dense_params.items()}
             row_g = {
-                k: (torch.zeros(0, 0, dtype=torch.long), torch.zeros(0, 0, t.shape[-1])) for k, t in tables.items()
+                k: (
+                    torch.zeros(0, 0, dtype=torch.long, device=t.device),
+                    torch.zeros(0, 0, t.shape[-1], device=t.device),
+                )
+                for k, t in tables.items()
             }
         for k, p in dense_params.items():
-            dense_g.setdefault(k, torch.zeros((len(idx), *p.shape)))
+            dense_g.setdefault(k, torch.zeros((len(idx) if rows is None else len(rows), *p.shape), device=p.device))
         table_sizes = {k: t.shape[0] for k, t in tables.items()}
-        noised = self.mechanism(dense_g, row_g, table_sizes, noise)
+        if self.shard is None:
+            noised = self.mechanism(dense_g, row_g, table_sizes, noise)
+        else:  # clip this share, sum the shares, then noise the total once
+            sums, norms = self.mechanism.clipped_sum(dense_g, row_g, table_sizes)
+            self.shard.reduce(sums)
+            noised = self.mechanism.noise_clipped_sum(sums, norms=norms, noise=noise)
         for k, p in {**dense_params, **tables}.items():
-            p.grad = noised[k].to(p.dtype).view_as(p)
+            p.grad = noised[k].to(device=p.device, dtype=p.dtype).view_as(p)
         return len(idx)
 
 
@@ -208,6 +261,8 @@ class OneVsAllPrivateStep:
         temperature: τ of the softmax.
         mechanism, sample_rate, generator, randomness, step, noise: as for :class:`PrivateStep`.
         gram: optional ``(P, P)`` :func:`textkg.training.one_vs_all_clipping.feature_gram` (a per-run cache).
+        shard: as for :class:`PrivateStep`; the pool's dropout is drawn over the pool, not the
+            batch, so every share sees the same mask.
     """
 
     def __init__(
@@ -225,6 +280,7 @@ class OneVsAllPrivateStep:
         step: int = 0,
         noise: dict | None = None,
         gram: torch.Tensor | None = None,
+        shard: Shard | None = None,
     ) -> None:
         self.model = model
         self.private_triples = private_triples
@@ -238,6 +294,7 @@ class OneVsAllPrivateStep:
         self.step = step
         self.noise = noise
         self.gram = gram
+        self.shard = shard
 
     def __call__(self) -> int:
         """Take one DP step; fills ``.grad`` of every trained parameter. Returns the realised batch size."""
@@ -249,9 +306,12 @@ class OneVsAllPrivateStep:
         noise = self.noise
         if noise is None and self.randomness is not None:
             noise = self.randomness.normal(noise_shapes(self.model), step=self.step)
+        triples = self.private_triples[idx]
+        if self.shard is not None:
+            triples = triples[self.shard.rows(len(triples))]
         result = clipped_gradient_sum(
             self.model,
-            self.private_triples[idx],
+            triples,
             entity_pool=self.entity_pool,
             positions=self.positions,
             max_grad_norm=self.mechanism.max_grad_norm,
@@ -262,7 +322,10 @@ class OneVsAllPrivateStep:
         names = {id(p): k for k, p in self.model.named_parameters()}
         params = {**self.model.dense_parameters(), **self.model.tables()}
         sums = {k: result.gradients.get(names[id(p)], torch.zeros_like(p)).detach() for k, p in params.items()}
+        if self.shard is not None:  # sum the shares in float64, then noise the total once
+            sums = {k: v.to(torch.float64) for k, v in sums.items()}
+            self.shard.reduce(sums)
         noised = self.mechanism.noise_clipped_sum(sums, norms=result.norms, noise=noise)
         for k, p in params.items():
-            p.grad = noised[k].to(p.dtype).view_as(p)
+            p.grad = noised[k].to(device=p.device, dtype=p.dtype).view_as(p)
         return len(idx)

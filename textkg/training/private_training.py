@@ -25,7 +25,7 @@ from textkg.errors import ConfigError, PrivacyError
 from textkg.training.config import PrivacyConfig
 from textkg.training.one_vs_all import pool_positions
 from textkg.training.one_vs_all_clipping import feature_gram
-from textkg.training.private_step import OneVsAllPrivateStep, PrivateStep, noise_shapes
+from textkg.training.private_step import OneVsAllPrivateStep, PrivateStep, Shard, noise_shapes
 
 #: 1-vs-all under DP keeps the pool's ``(P, P)`` feature Gram matrix while it has at most this many
 #: entries (1 GiB of float32, P <= 16384: inductive FB15k-237's pool of 12,043 fits, which saves about
@@ -251,6 +251,8 @@ class PrivateTraining:
         self.batch_size = batch_size
         self.one_vs_all_temperature = one_vs_all_temperature
         self._feature_gram: torch.Tensor | None = None  # X X^T of the pool (1-vs-all; frozen features)
+        #: this process's share of each step under data-parallel training (set by textkg.distributed)
+        self.shard: Shard | None = None
 
     # -- budget ---------------------------------------------------------------
     def _event(self) -> SampledGaussianEvent:
@@ -291,7 +293,11 @@ class PrivateTraining:
         del generator
         t = self.accountant.steps
         aux = self.randomness.torch_generator(step=t)
-        with torch.random.fork_rng(devices=[]):
+        device = model.relation_embeddings.device  # a CUDA model's global generator is forked and seeded too
+        cuda = []
+        if device.type == "cuda":
+            cuda = [device.index if device.index is not None else torch.cuda.current_device()]
+        with torch.random.fork_rng(devices=cuda):
             torch.manual_seed(int(torch.randint(2**62, (1,), generator=aux)))
             if self.cfg.mechanism == "simulation":
                 self._simulation_step(model, aux)
@@ -323,6 +329,7 @@ class PrivateTraining:
                     step=t,
                     noise=self._prefetcher.get(t),
                     gram=self._feature_gram,
+                    shard=self.shard,
                 )()
                 return
             PrivateStep(
@@ -337,6 +344,7 @@ class PrivateTraining:
                 randomness=self.randomness,
                 step=t,
                 noise=self._prefetcher.get(t),
+                shard=self.shard,
             )()
 
     def close(self) -> None:
