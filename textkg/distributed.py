@@ -140,8 +140,10 @@ class DataParallelTrainer(Trainer):
         state = [private.randomness.state_dict() if self.rank == 0 else None]
         dist.broadcast_object_list(state, src=0)
         if self.rank != 0:
+            received = state[0]
+            assert received is not None
             private.close()  # no noise drawn ahead from this rank's own key
-            private.randomness = SecretRandomness.from_state_dict(state[0])
+            private.randomness = SecretRandomness.from_state_dict(received)
         private.shard = Shard(rank=self.rank, world=self.world, reduce=_all_reduce_sum)
 
     def _all_reduce_gradients(self) -> None:
