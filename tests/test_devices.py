@@ -209,3 +209,10 @@ def test_tiny_train_on_cuda(tmp_path, capsys, flags):
     assert main(["evaluate", str(tmp_path / "gpu"), "--device", "cpu"]) == 0  # a GPU checkpoint loads on the CPU
     assert json.loads(capsys.readouterr().out)["test"]["num_triples"] == metrics["test"]["num_triples"]
     assert main(["evaluate", str(tmp_path / "cpu"), "--device", "cuda"]) == 0
+
+
+def test_private_training_on_mps_is_refused(tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(torch.backends.mps, "is_available", lambda: True)
+    assert main([*BASE, *PRIVATE, "--device", "mps", "--out", str(tmp_path / "run")]) == 2
+    assert "float64, which MPS does not have" in capsys.readouterr().err
+    assert not (tmp_path / "run").exists()

@@ -30,7 +30,7 @@ from textkg.evaluation.metrics import QueryMask
 from textkg.models import KGEModel, build_model
 from textkg.training import checkpoint as ckpt
 from textkg.training.audit_split import draw_audit_split
-from textkg.training.config import RunConfig
+from textkg.training.config import PRIVATE_STEP_MODES, RunConfig
 from textkg.training.features import AUTOENCODER_FILE, entity_texts, mmap_features, text_inputs
 from textkg.training.losses import make_loss
 from textkg.training.memory import check_memory, estimate_memory
@@ -326,6 +326,11 @@ def run(
             field="out",
         )
     device = resolve_device(cfg.train.device)  # a device this machine lacks: refused before anything is written
+    if device.type == "mps" and cfg.privacy.mode in PRIVATE_STEP_MODES:
+        raise ConfigError(
+            "private training adds the DP noise in float64, which MPS does not have; use --device cpu or cuda",
+            field="train.device",
+        )
     prep = prepare(cfg, out_dir if resume else None, device=device)  # validates every input before anything is written
     trainer, private, audit = build_trainer(prep, cfg, out_dir, trainer_class=trainer_class)
     check_memory(
