@@ -81,6 +81,7 @@ class DataParallelTrainer(Trainer):
         super().__init__(*args, **kwargs)
         if not dist.is_initialized():
             raise ConfigError("DataParallelTrainer needs an initialised torch.distributed process group")
+        check_supported(self.config)
         self.rank, self.world = dist.get_rank(), dist.get_world_size()
         if self.private is not None:
             self._share_private_steps()
@@ -163,6 +164,15 @@ class DataParallelTrainer(Trainer):
         for p, t in zip(params, touched.tolist(), strict=True):
             if t == 0:
                 p.grad = None
+
+
+def check_supported(cfg) -> None:
+    """Raise :class:`ConfigError` for a run the data-parallel runner cannot train."""
+    if cfg.train.optimizer == "lazy-adam":  # its row-sparse gradients are not all-reduced yet
+        raise ConfigError(
+            "lazy-adam is not supported with torchrun / --nproc yet; use adam or one process",
+            field="train.optimizer",
+        )
 
 
 def _all_reduce_sum(tensors: dict[str, torch.Tensor]) -> None:

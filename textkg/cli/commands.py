@@ -28,8 +28,9 @@ def train(args) -> dict | None:
     if getattr(args, "nproc", None) is not None and world == 1:  # textkg train --nproc N: start torchrun
         if not args.resume:  # a bad command line gets its clear error here, before torchrun starts
             from textkg.cli.config_loading import build_run_config
+            from textkg.distributed import check_supported
 
-            build_run_config(args)
+            check_supported(build_run_config(args))
         code = launch(args.nproc, _without_nproc(args.argv))
         if code:
             raise ConfigError(f"torchrun exited with code {code} (the error is above)", field="nproc")

@@ -63,6 +63,11 @@ def _add_train_flags(p: argparse.ArgumentParser) -> None:
         choices=["constant", "cosine"],
         help="cosine: decay the rate to 0 over --epochs (default constant)",
     )
+    p.add_argument(
+        "--optimizer",
+        choices=["adam", "lazy-adam"],
+        help="lazy-adam: update only the entity rows a batch touched (large graphs; non-private, sampled negatives)",
+    )
     p.add_argument("--num-negatives", type=int)
     p.add_argument("--loss", choices=["margin", "softplus", "softmax"])
     p.add_argument(

@@ -106,6 +106,8 @@ class KGEModel(nn.Module):
         init_relation_table(interaction, self.relation_embeddings)
         self._cache: tuple[tuple, torch.Tensor] | None = None
         self._force_cache = False
+        #: set by ``train.optimizer: lazy-adam``: the entity table's gradient from :meth:`gather` is row-sparse
+        self.sparse_entity_rows = False
 
     # -- the gathered-row contract -------------------------------------------------------
     def tables(self) -> dict[str, nn.Parameter]:
@@ -142,9 +144,20 @@ class KGEModel(nn.Module):
         return plan
 
     def gather(self, plan: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-        """``{table: (..., m, d)}``: the rows named by ``plan`` (differentiable)."""
+        """``{table: (..., m, d)}``: the rows named by ``plan`` (differentiable).
+
+        ``index_select`` rather than ``table[idx]``: the same rows and, in backward, the same
+        sums in the same order (``index_add_`` over ``idx`` in order, as ``index_put_`` with
+        ``accumulate``), at a third of the time on CPU.
+        """
         tables = self.tables()
-        return {name: tables[name][idx] for name, idx in plan.items()}
+        out = {}
+        for name, idx in plan.items():
+            if name == "entity" and self.sparse_entity_rows:  # lazy Adam (textkg.training.optim): row-sparse grad
+                out[name] = F.embedding(idx, tables[name], sparse=True)
+            else:
+                out[name] = tables[name].index_select(0, idx.reshape(-1)).view(*idx.shape, tables[name].shape[-1])
+        return out
 
     def score_rows(self, triples: torch.Tensor, rows: dict[str, torch.Tensor]) -> torch.Tensor:
         """Scores from gathered rows, dense parameters and public buffers only.
@@ -173,7 +186,10 @@ class KGEModel(nn.Module):
             structural = rows["entity"] if self.structural is not None else None
             text = self.text(ends) if self.text is not None else None
             ent = self._finish(self.fusion(structural, text))  # (..., 2, d)
-        return self.interaction.score(ent[..., 0, :], rows["relation"][..., 0, :], ent[..., 1, :])
+        # unbind / squeeze, not ent[..., 0, :]: the same values, but their backward stacks
+        # the two gradients into one tensor instead of filling a zero tensor per selected slice
+        head, tail = ent.unbind(dim=-2)
+        return self.interaction.score(head, rows["relation"].squeeze(-2), tail)
 
     def forward(self, triples: torch.Tensor, generator: torch.Generator | None = None) -> torch.Tensor:
         """``(...)`` scores of ``(..., 3)`` triples: ``score_rows(triples, gather(lookup_plan(triples)))``."""

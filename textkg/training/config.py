@@ -22,6 +22,7 @@ PRIVACY_ACCOUNTANTS = ("rdp", "pld")
 LOSSES = ("margin", "softplus", "softmax")
 NEGATIVES = ("sampled", "all")
 LR_SCHEDULES = ("constant", "cosine")
+OPTIMIZERS = ("adam", "lazy-adam")  # textkg.training.optim
 CANDIDATE_PROTOCOLS = ("blp", "all", "split")
 SPLITS = ("transductive", "inductive")
 
@@ -97,6 +98,10 @@ class TrainConfig:
             irreflexive relations such as ``is_a``; see
             :func:`textkg.evaluation.compute_ranks`).
         weight_decay: Adam weight decay.
+        optimizer: ``adam`` (default) or ``lazy-adam``: the entity table gets a row-sparse
+            gradient and ``torch.optim.SparseAdam``, which updates only the rows a batch touched
+            (O(B·d) per step instead of O(N·d); :mod:`textkg.training.optim`). Non-private runs with
+            sampled negatives and no weight decay only.
         lr_schedule: ``constant`` or ``cosine``: step ``t`` of ``T = epochs ×
             steps per epoch`` uses ``lr · (1 + cos(π t / T)) / 2`` (SGDR without
             restarts, Loshchilov & Hutter, ICLR 2017). Set ``epochs`` to what
@@ -144,6 +149,7 @@ class TrainConfig:
     candidates: str = "blp"
     exclude_query: bool = False
     weight_decay: float = 0.0
+    optimizer: str = "adam"
     lr_schedule: str = "constant"
     max_minutes: float | None = None
     checkpoint_every: int = 0
@@ -158,6 +164,14 @@ class TrainConfig:
         _check_choice("neighbour_vote", self.neighbour_vote, ("auto", "on", "off"), prefix="train")
         _check_choice("negatives", self.negatives, NEGATIVES, prefix="train")
         _check_choice("lr_schedule", self.lr_schedule, LR_SCHEDULES, prefix="train")
+        _check_choice("optimizer", self.optimizer, OPTIMIZERS, prefix="train")
+        if self.optimizer == "lazy-adam" and self.negatives != "sampled":
+            raise ConfigError(
+                "lazy-adam updates the rows a batch touched; 1-vs-all touches every row: use adam",
+                field="train.optimizer",
+            )
+        if self.optimizer == "lazy-adam" and self.weight_decay:
+            raise ConfigError("lazy-adam has no weight decay (torch.optim.SparseAdam)", field="train.optimizer")
         if self.negatives == "all" and self.loss != "softmax":
             raise ConfigError(
                 f"negatives 'all' (1-vs-all) needs loss 'softmax', got {self.loss!r}", field="train.negatives"
@@ -274,6 +288,11 @@ class RunConfig:
     model_name: str = "transe"
 
     def __post_init__(self) -> None:
+        if self.train.optimizer == "lazy-adam" and self.privacy.mode in PRIVATE_STEP_MODES:
+            raise ConfigError(
+                "lazy-adam updates the rows a batch touched; DP-SGD noises every row at every step: use adam",
+                field="train.optimizer",
+            )
         if self.train.negatives == "all" and self.privacy.mode in PRIVATE_STEP_MODES:
             from textkg.training.one_vs_all_clipping import private_refusal  # torch: only when needed
 

@@ -21,6 +21,7 @@ from textkg.training import checkpoint as ckpt
 from textkg.training.config import RunConfig
 from textkg.training.negatives import corrupt
 from textkg.training.one_vs_all import one_vs_all_loss, pool_positions, sample_pool
+from textkg.training.optim import build_optimizer
 from textkg.training.schedule import interleave, plan_epoch, public_batches
 
 
@@ -77,10 +78,7 @@ class Trainer:
         self.private = private
         self.loss_fn = loss_fn
         tc = config.train
-        params = list(model.parameters())
-        self.optimizer = torch.optim.Adam(
-            [p for p in params if p.requires_grad], lr=tc.lr, weight_decay=tc.weight_decay
-        )
+        self.optimizer = build_optimizer(model, name=tc.optimizer, lr=tc.lr, weight_decay=tc.weight_decay)
         self.generator = torch.Generator().manual_seed(tc.seed)
         self.plan = plan_epoch(
             num_public=len(public_triples),
