@@ -5,6 +5,10 @@ Usage::
     OMP_NUM_THREADS=1 python benchmarks/federated.py --dataset hpo-small --partition source \\
         --rounds 3 --local-epochs 1 [--target-epsilons 4] [--model fused-transe] \\
         [--out benchmarks/results/federated_hpo_small.json]
+    # a BLP-format directory (inductive FB15k-237), K = 3 random holders, only some rows:
+    OMP_NUM_THREADS=1 python benchmarks/federated.py --data ../shared/data/fb15k237 \\
+        --inductive-dir ind_rebuilt_seed0 --partition random --clients 3 --model cpu-best \\
+        --train-args "--negatives sampled" --aggregations fedavg --methods centralized,federated,alone
 
 For each privacy setting (none, then ``--privacy full --target-epsilon ε`` for
 each ε), on the same inductive split and model:
@@ -19,13 +23,16 @@ each ε), on the same inductive split and model:
   (plus the shared, public ones), no federation.
 
 Every row is the test metrics of the final model on the whole test split
-(BLP protocol, public filter). Writes one JSON with the rows and the commands.
+(BLP protocol, public filter). Writes one JSON with the rows and the commands;
+``--methods`` keeps only some of the three kinds of rows, and the JSON is
+rewritten after every row, so a run cut short keeps what it finished.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import shlex
 import sys
 import tempfile
 import time
@@ -44,7 +51,7 @@ def write_results(path: str, script: str, argv: list[str], settings: dict, rows:
     print(f"wrote {out}", file=sys.stderr)
 
 
-def _central_privacy(dataset: str, partition: str, clients, seed: int) -> list[str]:
+def _central_privacy(args, clients, seed: int) -> list[str]:
     """The centralized run's privacy flags that protect what the holders keep private.
 
     Federated holders train the shared statements (e.g. ``hpo``'s ontology) as
@@ -55,10 +62,17 @@ def _central_privacy(dataset: str, partition: str, clients, seed: int) -> list[s
     """
     from textkg.data import load_dataset, make_split
     from textkg.federated.partition import SHARED, make_partition
+    from textkg.training.pipeline import load_graph_and_split
 
-    kg = load_dataset(dataset)
-    train = make_split(kg, "inductive").train
-    part = make_partition(kg, train, partition, num_clients=clients, seed=seed)
+    if args.partition == "random":  # every statement goes to one holder: nothing is shared
+        return ["--privacy", "full"]
+    if args.data:
+        kg, split = load_graph_and_split(_cfg(args, {}))
+    else:
+        kg = load_dataset(args.dataset)
+        split = make_split(kg, "inductive")
+    train = split.train
+    part = make_partition(kg, train, args.partition, num_clients=clients, seed=seed)
     shared = part.assignment == SHARED
     if not bool(shared.any()):
         return ["--privacy", "full"]
@@ -77,10 +91,13 @@ def _cfg(args, privacy: dict):
     from textkg.cli.config_loading import build_run_config
     from textkg.cli.main import build_parser
 
+    data = ["--dataset", args.dataset]
+    if args.data:  # a BLP-format directory: its inductive split folder, descriptions and candidate protocol
+        data = ["--dataset", args.data, "--inductive-dir", args.inductive_dir, "--description", args.description]
+        data += ["--candidates", "blp"]
     argv = [
         "train",
-        "--dataset",
-        args.dataset,
+        *data,
         "--split",
         "inductive",
         "--model",
@@ -92,6 +109,7 @@ def _cfg(args, privacy: dict):
         "--seed",
         str(args.seed),
         "--no-progress",
+        *shlex.split(args.train_args),
     ]
     if privacy:
         argv += [*privacy["flags"], "--target-epsilon", str(privacy["target_epsilon"])]
@@ -113,6 +131,15 @@ def _test(metrics: dict) -> dict:
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--dataset", default="hpo-small")
+    p.add_argument("--data", default=None, help="a BLP-format directory instead of --dataset (e.g. FB15k-237)")
+    p.add_argument("--inductive-dir", default="ind_rebuilt_seed0", help="with --data: its inductive split folder")
+    p.add_argument("--description", default="first-sentence", help="with --data: which descriptions")
+    p.add_argument(
+        "--train-args", default="", help='more `textkg train` flags for every row, e.g. "--negatives sampled --lr 0.01"'
+    )
+    p.add_argument(
+        "--methods", default="centralized,federated,alone", help="comma-separated kinds of rows to run (all three)"
+    )
     p.add_argument("--partition", default="source")
     p.add_argument("--clients", type=int, default=None)
     p.add_argument("--rounds", type=int, default=3)
@@ -128,19 +155,30 @@ def main(argv: list[str] | None = None) -> int:
         help="comma-separated: also run client-level DP-FedAvg at each epsilon (one row each)",
     )
     p.add_argument("--client-clip", type=float, default=1.0)
+    p.add_argument("--no-nonprivate", action="store_true", help="skip the non-private rows")
     p.add_argument("--only-client-dp", action="store_true", help="run only the client-level DP rows")
     p.add_argument("--out", default="benchmarks/results/federated_hpo_small.json")
     args = p.parse_args(argv)
 
-    import torch
+    from textkg.federated.runner import FederatedConfig, federate
+    from textkg.training.pipeline import run
 
-    from textkg.federated.partition import make_partition
-    from textkg.federated.runner import DataHolder, FederatedConfig, federate, trained_state
-    from textkg.training.pipeline import evaluate_split, prepare, run
+    methods = set(args.methods.split(","))
+    unknown = methods - {"centralized", "federated", "alone"}
+    if unknown:
+        p.error(f"--methods: unknown {', '.join(sorted(unknown))}; expected centralized, federated, alone")
+    flags = _central_privacy(args, args.clients, args.seed)
+    record = sys.argv[1:] if argv is None else argv
 
-    flags = _central_privacy(args.dataset, args.partition, args.clients, args.seed)
+    def done(row: dict) -> None:
+        rows.append(row)
+        print(json.dumps(row), file=sys.stderr)
+        write_results(args.out, "federated.py", record, vars(args), rows)
+
     settings = [{}] + [{"target_epsilon": float(e), "flags": flags} for e in args.target_epsilons.split(",") if e]
-    rows = []
+    if args.no_nonprivate:
+        settings = settings[1:]
+    rows: list[dict] = []
     with tempfile.TemporaryDirectory() as tmp:
         for eps in [float(e) for e in args.client_epsilons.split(",") if e]:
             fed = FederatedConfig(
@@ -154,7 +192,7 @@ def main(argv: list[str] | None = None) -> int:
             )
             t0 = time.perf_counter()
             m = federate(_cfg(args, {}), fed, Path(tmp) / f"client-dp-{len(rows)}", progress=False)
-            rows.append(
+            done(
                 {
                     "privacy": f"client-level eps={eps:g}",
                     "method": "federated:dp-fedavg",
@@ -166,25 +204,25 @@ def main(argv: list[str] | None = None) -> int:
                     "seconds": time.perf_counter() - t0,
                 }
             )
-            print(json.dumps(rows[-1]), file=sys.stderr)
         for privacy in [] if args.only_client_dp else settings:
             label = "none" if not privacy else f"record-level eps={privacy['target_epsilon']:g}"
             cfg = _cfg(args, privacy)
-            t0 = time.perf_counter()
-            m = run(cfg, Path(tmp) / f"central-{len(rows)}", progress=False)
-            rows.append(
-                {
-                    "privacy": label,
-                    "method": "centralized",
-                    "test": _test(m["test"]),
-                    "privacy_flags": privacy.get("flags"),
-                    "epsilon": None if m["privacy"] is None else m["privacy"]["epsilon"],
-                    "seconds": time.perf_counter() - t0,
-                }
-            )
-            print(json.dumps(rows[-1]), file=sys.stderr)
+            if "centralized" in methods:
+                t0 = time.perf_counter()
+                m = run(cfg, Path(tmp) / f"central-{len(rows)}", progress=False)
+                done(
+                    {
+                        "privacy": label,
+                        "method": "centralized",
+                        "test": _test(m["test"]),
+                        "privacy_flags": privacy.get("flags"),
+                        "epsilon": None if m["privacy"] is None else m["privacy"]["epsilon"],
+                        "steps": m["train"].get("steps"),
+                        "seconds": time.perf_counter() - t0,
+                    }
+                )
             fed_cfg = cfg if not privacy else _cfg(args, {**privacy, "flags": ["--privacy", "full"]})
-            for aggregation in args.aggregations.split(","):
+            for aggregation in args.aggregations.split(",") if "federated" in methods else []:
                 fed = FederatedConfig(
                     partition=args.partition,
                     clients=args.clients,
@@ -194,7 +232,7 @@ def main(argv: list[str] | None = None) -> int:
                 )
                 t0 = time.perf_counter()
                 m = federate(fed_cfg, fed, Path(tmp) / f"fed-{len(rows)}", progress=False)
-                rows.append(
+                done(
                     {
                         "privacy": label,
                         "method": f"federated:{aggregation}",
@@ -206,50 +244,52 @@ def main(argv: list[str] | None = None) -> int:
                                 "num_statements": c["num_statements"],
                                 "epsilon": None if c["privacy"] is None else c["privacy"]["epsilon"],
                                 "delta": None if c["privacy"] is None else c["privacy"]["delta"],
+                                "steps": None if c["privacy"] is None else c["privacy"].get("steps"),
                             }
                             for c in m["clients"]
                         ],
+                        "rounds": m["rounds"],
                         "sizes": m["federated"]["sizes"],
                         "seconds": time.perf_counter() - t0,
                     }
                 )
-                print(json.dumps(rows[-1]), file=sys.stderr)
-            cfg = fed_cfg  # holders alone: the same privacy as in the federation
-            prep = prepare(cfg)
-            part = make_partition(
-                prep.kg, prep.split.train, args.partition, num_clients=args.clients, seed=cfg.train.seed
-            )
-            shared = prep.split.train[part.assignment == -1]
-            initial = trained_state(prep.model)
-            for k, name in enumerate(part.clients):
-                t0 = time.perf_counter()
-                torch.manual_seed(cfg.train.seed)
-                holder = DataHolder(
-                    name,
-                    prep,
-                    cfg,
-                    part.client_triples(prep.split.train, k, include_shared=False),
-                    shared,
-                    Path(tmp) / f"alone-{name}",
-                )
-                new, _ = holder.fit(initial, args.rounds * args.local_epochs)
-                holder.close()
-                prep.model.load_state_dict(new, strict=False)
-                test = evaluate_split(prep, cfg, "test").to_dict()
-                prep.model.load_state_dict(initial, strict=False)
-                rows.append(
-                    {
-                        "privacy": label,
-                        "method": f"alone:{name}",
-                        "test": _test(test),
-                        "epsilon": None if holder.private is None else holder.private.epsilon(),
-                        "num_statements": holder.num_own,
-                        "seconds": time.perf_counter() - t0,
-                    }
-                )
-                print(json.dumps(rows[-1]), file=sys.stderr)
-    write_results(args.out, "federated.py", sys.argv[1:] if argv is None else argv, vars(args), rows)
+            if "alone" in methods:
+                _alone(args, fed_cfg, label, Path(tmp), done)  # the same privacy as in the federation
     return 0
+
+
+def _alone(args, cfg, label: str, tmp: Path, done) -> None:
+    """Each holder trains R × E epochs on its own statements (and the shared ones), no federation."""
+    import torch
+
+    from textkg.federated.partition import make_partition
+    from textkg.federated.runner import DataHolder, trained_state
+    from textkg.training.pipeline import evaluate_split, prepare
+
+    prep = prepare(cfg)
+    part = make_partition(prep.kg, prep.split.train, args.partition, num_clients=args.clients, seed=cfg.train.seed)
+    shared = prep.split.train[part.assignment == -1]
+    initial = trained_state(prep.model)
+    for k, name in enumerate(part.clients):
+        t0 = time.perf_counter()
+        torch.manual_seed(cfg.train.seed)
+        own = part.client_triples(prep.split.train, k, include_shared=False)
+        holder = DataHolder(name, prep, cfg, own, shared, tmp / f"alone-{label}-{name}")
+        new, _ = holder.fit(initial, args.rounds * args.local_epochs)
+        holder.close()
+        prep.model.load_state_dict(new, strict=False)
+        test = evaluate_split(prep, cfg, "test").to_dict()
+        prep.model.load_state_dict(initial, strict=False)
+        done(
+            {
+                "privacy": label,
+                "method": f"alone:{name}",
+                "test": _test(test),
+                "epsilon": None if holder.private is None else holder.private.epsilon(),
+                "num_statements": holder.num_own,
+                "seconds": time.perf_counter() - t0,
+            }
+        )
 
 
 if __name__ == "__main__":

@@ -1,9 +1,11 @@
-"""A curious server against the holders' uploads (DP-Flames' server-side inference), with and without DP.
+"""A curious server against the holders' uploads, and a curious holder against another through the global model
+(DP-Flames' two inference attacks), with and without DP.
 
 Usage::
 
     OMP_NUM_THREADS=1 python benchmarks/federated_attack.py --dataset hpo-small --partition source \\
-        --rounds 2 --target-epsilons 1,4 [--out benchmarks/results/federated_attack_hpo_small.json]
+        --rounds 2 --target-epsilons 1,4 [--attacker OMIM --victim ORPHA] \\
+        [--out benchmarks/results/federated_attack_hpo_small.json]
 
 For each privacy setting (none, then record-level DP-SGD at each ε), one
 federation runs; in every round the server scores each entity by how far its
@@ -12,6 +14,13 @@ and tries to tell entities that occur in exactly one of the holder's own
 statements (members) from training entities in none of its statements
 (non-members). Rows: one per (setting, round, holder) with AUC, TPR at FPR 1 %
 and the held-out empirical ε lower bound.
+
+With ``--attacker A --victim V`` holder ``A`` also plays DP-Flames' client-side
+inference in the same federations (:class:`textkg.federated.attacks.CuriousHolder`):
+after every round it compares the next global model with what it was sent and
+what it uploaded, and scores ``V``'s entities by how far the other holders moved
+their rows (rows ``"attack": "client"``; the last round is read from the final
+global model).
 """
 
 from __future__ import annotations
@@ -37,14 +46,19 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--batch-size", type=int, default=512)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--target-epsilons", default="1,4")
+    p.add_argument("--attacker", default=None, help="a holder that attacks --victim through the global model")
+    p.add_argument("--victim", default=None)
     p.add_argument("--out", default="benchmarks/results/federated_attack_hpo_small.json")
     args = p.parse_args(argv)
+    if (args.attacker is None) != (args.victim is None):
+        p.error("--attacker and --victim go together")
 
+    import torch
     from federated import write_results  # benchmarks/federated.py, beside this script
 
     from textkg.cli.config_loading import build_run_config
     from textkg.cli.main import build_parser
-    from textkg.federated.attacks import audit_entities, server_entity_attack
+    from textkg.federated.attacks import CuriousHolder, audit_entities, server_entity_attack
     from textkg.federated.runner import FederatedConfig, federate
 
     settings = [None] + [float(e) for e in args.target_epsilons.split(",") if e]
@@ -75,8 +89,11 @@ def main(argv: list[str] | None = None) -> int:
             )
             counter: dict[str, int] = {}
             label = "none" if eps is None else f"record-level eps={eps:g}"
+            spy = None if args.attacker is None else CuriousHolder(args.attacker, args.victim, seed=args.seed)
 
-            def observe(holder, sent, upload, label=label, counter=counter):
+            def observe(holder, sent, upload, label=label, counter=counter, spy=spy):
+                if spy is not None:  # the curious holder sees every round (it needs every holder's weight)
+                    spy(holder, sent, upload)
                 members, non = audit_entities(holder.own, holder.shared, holder.model.seen_entities)
                 counter[holder.name] = counter.get(holder.name, 0) + 1
                 if len(members) < 2:
@@ -89,11 +106,19 @@ def main(argv: list[str] | None = None) -> int:
                     non_members=non,
                     seed=args.seed,
                 )
-                rows.append({"privacy": label, "round": counter[holder.name], "holder": holder.name, **res.to_dict()})
+                row = {"attack": "server", "privacy": label, "round": counter[holder.name], "holder": holder.name}
+                rows.append({**row, **res.to_dict()})
                 print(json.dumps(rows[-1]), file=sys.stderr)
 
             t0 = time.perf_counter()
-            m = federate(cfg, fed, Path(tmp) / f"fed-{len(rows)}", progress=False, on_upload=observe)
+            out = Path(tmp) / f"fed-{len(rows)}"
+            m = federate(cfg, fed, out, progress=False, on_upload=observe)
+            if spy is not None:
+                spy.finish(torch.load(out / "best_model.pt"))  # the last round, read from the final global model
+                for r in spy.results:
+                    row = {"attack": "client", "privacy": label, "attacker": args.attacker, "holder": args.victim}
+                    rows.append({**row, **r})
+                    print(json.dumps(rows[-1]), file=sys.stderr)
             print(
                 json.dumps({"privacy": label, "test_mrr": m["test"]["mrr"], "seconds": time.perf_counter() - t0}),
                 file=sys.stderr,
