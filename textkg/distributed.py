@@ -22,8 +22,10 @@ What differs from one process:
   share, from a per-rank generator (one process draws it from the shared one):
   the same distribution, not the same draw. The 1-vs-all loss draws its
   dropout over the pool, shared by the whole batch, so it stays exact.
-* Validation and test are evaluated on every rank (identical results; rank 0
-  reports them): they are not sharded yet.
+* Validation and test are sharded: rank ``r`` ranks queries ``r, r + N, ...``
+  and the ranks are gathered on every rank (:class:`~textkg.evaluation.ranking.QueryShard`),
+  so every rank computes the one-process metrics. The placement tables and the
+  neighbour vote are still computed whole on every rank.
 
 Private steps (``--privacy full|confidential``, DP-SGD) keep the mechanism and
 the ledger of one process (docs/scaling.md, "Private training"):
@@ -56,6 +58,7 @@ import torch.distributed as dist
 
 from privacy.randomness import SecretRandomness
 from textkg.errors import ConfigError
+from textkg.evaluation.ranking import QueryShard
 from textkg.training.negatives import corrupt
 from textkg.training.one_vs_all import one_vs_all_loss, sample_pool
 from textkg.training.private_step import Shard
@@ -175,6 +178,13 @@ def check_supported(cfg) -> None:
         )
 
 
+def _all_gather(part: torch.Tensor) -> list[torch.Tensor]:
+    """Every rank's ``part`` (lengths may differ by rank), in rank order, on every rank."""
+    parts: list[torch.Tensor | None] = [None] * dist.get_world_size()
+    dist.all_gather_object(parts, part)
+    return [p for p in parts if p is not None]
+
+
 def _all_reduce_sum(tensors: dict[str, torch.Tensor]) -> None:
     """Sum every tensor of ``tensors`` across ranks, in place (one ``all_reduce`` per dtype)."""
     by_dtype: dict[torch.dtype, list[torch.Tensor]] = {}
@@ -211,7 +221,15 @@ def run_distributed(cfg, out_dir: Path, *, resume: bool = False, progress: bool 
                 shutil.copytree(target, scratch, dirs_exist_ok=True)
             target = scratch
         dist.barrier()  # every copy is taken before rank 0 writes anything
-        metrics = run(cfg, target, resume=resume, progress=progress and rank == 0, trainer_class=DataParallelTrainer)
+        shard = QueryShard(rank=rank, world=dist.get_world_size(), gather=_all_gather)
+        metrics = run(
+            cfg,
+            target,
+            resume=resume,
+            progress=progress and rank == 0,
+            trainer_class=DataParallelTrainer,
+            query_shard=shard,
+        )
         dist.barrier()
         return metrics if rank == 0 else None
     finally:

@@ -23,7 +23,7 @@ import torch
 
 from textkg.errors import ConfigError
 from textkg.evaluation.filtering import FilterIndex, _check_triples
-from textkg.evaluation.ranking import Scorer, compute_ranks
+from textkg.evaluation.ranking import QueryShard, Scorer, compute_ranks
 
 #: The Hits@k cut-offs reported by default.
 DEFAULT_KS = (1, 3, 10)
@@ -157,6 +157,7 @@ def evaluate(
     ks: Sequence[int] = DEFAULT_KS,
     exclude_query: bool = False,
     progress: bool = False,
+    shard: QueryShard | None = None,
 ) -> RankingMetrics:
     """Filtered link-prediction metrics of ``scorer`` on ``triples``, both directions.
 
@@ -178,6 +179,8 @@ def evaluate(
         exclude_query: Remove each query's own entity from its ranking (see
             :func:`textkg.evaluation.compute_ranks`).
         progress: Show a tqdm progress bar.
+        shard: Rank this process's share of the queries and gather the rest
+            (:class:`textkg.evaluation.ranking.QueryShard`).
 
     Returns:
         :class:`RankingMetrics`; ``to_dict()`` gives the JSON-ready form.
@@ -198,6 +201,7 @@ def evaluate(
         candidate_chunk=candidate_chunk,
         exclude_query=exclude_query,
         progress=progress,
+        shard=shard,
     )
     head, tail = result.head_ranks, result.tail_ranks
     assert head is not None and tail is not None  # compute_ranks ranks both directions unless told otherwise

@@ -109,6 +109,26 @@ class Scorer(Protocol):
         ...
 
 
+@dataclass(frozen=True)
+class QueryShard:
+    """This process's share of an evaluation split across processes (:mod:`textkg.distributed`).
+
+    Process ``rank`` ranks triples ``rank, rank + world, ...``; ``gather`` collects
+    every process's ``(n_r,)`` ranks, in rank order, on every process. A query's rank
+    depends only on its own scores and filter, so the gathered ranks are the ranks
+    one process would compute.
+
+    Args:
+        rank: this process's rank.
+        world: the number of processes.
+        gather: ``(n_rank,) tensor -> [tensor of rank 0, ..., tensor of rank world - 1]``.
+    """
+
+    rank: int
+    world: int
+    gather: Callable[[torch.Tensor], list[torch.Tensor]]
+
+
 @dataclass(frozen=True, eq=False)
 class RankResult:
     """Filtered realistic ranks, one per evaluated triple and direction.
@@ -149,6 +169,7 @@ def compute_ranks(
     directions: Sequence[str] = DIRECTIONS,
     exclude_query: bool = False,
     progress: bool = False,
+    shard: QueryShard | None = None,
 ) -> RankResult:
     """Rank each triple's true head and/or tail among the candidates, filtered.
 
@@ -174,6 +195,8 @@ def compute_ranks(
             relations such as ``is_a`` the query entity is never an answer, and
             ``textkg predict`` never proposes it (a new entity is not a candidate).
         progress: Show a tqdm progress bar.
+        shard: rank only this process's share of ``triples`` and gather the others'
+            (:class:`QueryShard`); the result is the same on every process.
 
     Returns:
         A :class:`RankResult` with ``(n,)`` float64 ranks per computed direction.
@@ -186,6 +209,20 @@ def compute_ranks(
         ValueError: The scorer returned NaN or a wrongly shaped score matrix.
     """
     directions = _check_directions(directions)
+    if shard is not None and shard.world > 1:
+        return _sharded_ranks(
+            scorer,
+            triples,
+            shard,
+            filter_index=filter_index,
+            candidates=candidates,
+            num_entities=num_entities,
+            batch_size=batch_size,
+            candidate_chunk=candidate_chunk,
+            directions=directions,
+            exclude_query=exclude_query,
+            progress=progress,
+        )
     if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
         raise ConfigError(f"batch_size must be a positive integer, got {batch_size!r}", field="batch_size")
     if candidate_chunk is None:
@@ -224,6 +261,31 @@ def compute_ranks(
                 exclude_query=exclude_query,
             )
     return RankResult(head_ranks=ranks.get("head"), tail_ranks=ranks.get("tail"), num_candidates=len(candidates))
+
+
+def _sharded_ranks(scorer: Scorer, triples: torch.Tensor, shard: QueryShard, **kwargs) -> RankResult:
+    """:func:`compute_ranks` of ``shard``'s share of ``triples``, gathered into the whole split's ranks.
+
+    Every check runs on the whole split first, so that a bad triple stops every
+    process (one process raising inside a collective would leave the others waiting).
+    """
+    filter_index = kwargs["filter_index"]
+    triples = _check_triples(triples, kwargs["num_entities"], filter_index.num_relations)
+    candidates = _check_candidates(kwargs["candidates"], kwargs["num_entities"])
+    column = torch.full((kwargs["num_entities"],), -1, dtype=torch.long)
+    column[candidates] = torch.arange(len(candidates))
+    for direction in kwargs["directions"]:
+        _target_columns(triples, column, direction)  # raises for a target outside the candidates
+    mine = compute_ranks(scorer, triples[shard.rank :: shard.world], **kwargs)
+    gathered: dict[str, torch.Tensor] = {}
+    for direction, part in (("head", mine.head_ranks), ("tail", mine.tail_ranks)):
+        if part is None:
+            continue
+        full = torch.empty(len(triples), dtype=part.dtype)
+        for r, piece in enumerate(shard.gather(part)):
+            full[r :: shard.world] = piece
+        gathered[direction] = full
+    return RankResult(head_ranks=gathered.get("head"), tail_ranks=gathered.get("tail"), num_candidates=len(candidates))
 
 
 def realistic_ranks(

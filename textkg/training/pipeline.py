@@ -27,6 +27,7 @@ from textkg.devices import describe_device, resolve_device
 from textkg.errors import ConfigError
 from textkg.evaluation import FilterIndex, evaluate
 from textkg.evaluation.metrics import QueryMask
+from textkg.evaluation.ranking import QueryShard
 from textkg.models import KGEModel, build_model
 from textkg.training import checkpoint as ckpt
 from textkg.training.audit_split import draw_audit_split
@@ -56,6 +57,8 @@ class Prepared:
     #: private transductive runs: the standard filter (every known statement, private ones
     #: included), for ``private_metrics.json`` only; never used for selection or the release.
     private_filter_index: FilterIndex | None = None
+    #: data-parallel runs: this process's share of every evaluation split (:mod:`textkg.distributed`)
+    query_shard: QueryShard | None = None
 
 
 def load_graph_and_split(cfg: RunConfig):
@@ -213,6 +216,7 @@ def evaluate_split(
             subset_masks=_subset_masks(triples, prep.split.train_entities, prep.kg),
             exclude_query=cfg.train.exclude_query,
             progress=progress,
+            shard=prep.query_shard,
         )
 
 
@@ -313,11 +317,13 @@ def run(
     resume: bool = False,
     progress: bool = True,
     trainer_class: type[Trainer] = Trainer,
+    query_shard: QueryShard | None = None,
 ) -> dict:
     """Train and evaluate; returns the metrics dict written to ``metrics.json``.
 
     ``trainer_class``: the :class:`Trainer` to use, e.g. the data-parallel one of
-    :mod:`textkg.distributed` (a runner beside this one).
+    :mod:`textkg.distributed` (a runner beside this one). ``query_shard``: that
+    runner's share of the validation and test queries (the metrics are the same).
     """
     out_dir = Path(out_dir)
     if not resume and out_dir.exists() and any(out_dir.iterdir()):
@@ -332,6 +338,7 @@ def run(
             field="train.device",
         )
     prep = prepare(cfg, out_dir if resume else None, device=device)  # validates every input before anything is written
+    prep.query_shard = query_shard
     trainer, private, audit = build_trainer(prep, cfg, out_dir, trainer_class=trainer_class)
     check_memory(
         estimate_memory(
