@@ -21,6 +21,7 @@ from pathlib import Path
 import torch
 
 from textkg.errors import ConfigError
+from textkg.evaluation.neighbour_vote import NeighbourVote
 from textkg.evaluation.ranking import default_candidate_chunk, topk_in_chunks
 from textkg.training import checkpoint as ckpt
 from textkg.training.features import AUTOENCODER_FILE
@@ -59,6 +60,8 @@ class Predictor:
         self.model.eval()
         self.kg = self.prepared.kg
         self._tokenizer = None  # loaded on first use (fine-tuned runs only)
+        self.vote_weight = _chosen_vote_weight(self.run_dir)
+        self._vote: NeighbourVote | None = None  # built on first use (runs whose evaluation chose the neighbour vote)
 
     def _encode(self, descriptions: list[str]) -> dict[str, torch.Tensor]:
         """The model's text inputs for ``descriptions``, by name (as in :meth:`KGEModel.embed_new_entities`)."""
@@ -93,11 +96,26 @@ class Predictor:
 
     def embed(self, descriptions: list[str]) -> torch.Tensor:
         """Embeddings ``(n, d)`` of brand-new entities from their descriptions."""
+        return self._embed(descriptions)[0]
+
+    def _embed(self, descriptions: list[str]) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
         for i, d in enumerate(descriptions):
             if not d or not d.strip():
                 raise ConfigError("empty description", field=f"description[{i}]")
+        inputs = self._encode(descriptions)
         with torch.no_grad():
-            return self.model.embed_new_entities(**self._encode(descriptions))
+            return self.model.embed_new_entities(**inputs), inputs
+
+    def _vote_features(self, descriptions: list[str], inputs: dict[str, torch.Tensor]) -> torch.Tensor:
+        """``(n, D)`` the new descriptions in the vote's feature space
+        (:func:`textkg.training.pipeline.neighbour_vote_of`): the model's own pooled features,
+        else the default ``bert`` encoder's."""
+        text = self.model.text
+        if "text_features" in inputs and getattr(text, "module", None) is None:
+            return inputs["text_features"].float().cpu()
+        from encoders import get_encoder
+
+        return get_encoder("bert").encode(descriptions).float()
 
     def predict(
         self,
@@ -107,11 +125,15 @@ class Predictor:
         relation: str | None = None,
         direction: str | None = None,
         top_k: int = 10,
+        vote: bool = True,
     ) -> dict:
         """Top-``k`` links of one new entity for each (relation, direction) asked.
 
         Without ``relation``/``direction`` every relation and both directions
-        are scored; all predictions are sorted by score.
+        are scored; all predictions are sorted by score. When the run's own
+        evaluation chose the neighbour vote (``test.neighbour_vote.weight > 0`` in
+        ``metrics.json``: the combination beat the model on validation) the scores
+        are that combination, unless ``vote=False``; ``scoring`` says which.
 
         Returns:
             ``{"entity": {...}, "predictions": [{"relation", "direction", "entity", "name", "score"}, ...]}``
@@ -120,7 +142,16 @@ class Predictor:
             raise ConfigError("must be >= 1", field="top_k")
         relations = self._relations(relation)
         directions = [direction] if direction else ["tail", "head"]
-        new = self.embed([description])
+        new, inputs = self._embed([description])
+        weight = self.vote_weight if vote else 0.0
+        if weight:
+            from textkg.evaluation.neighbour_vote import standardise
+            from textkg.training.pipeline import neighbour_vote_of
+
+            if self._vote is None:
+                self._vote = neighbour_vote_of(self.prepared)
+            neighbours = self._vote
+            features = self._vote_features([description], inputs)
         with torch.no_grad():
             ents = self.model.entity_matrix()
             rels = self.model.relation_matrix()
@@ -136,8 +167,12 @@ class Predictor:
                             return interaction.score_tails(new, r_vec, part)
                         return interaction.score_heads(r_vec, new, part)
 
-                    # the scores of every entity are never held at once: per-chunk top-k, merged
-                    values, indices = topk_in_chunks(score, len(ents), top_k, chunk=default_candidate_chunk(1))
+                    if weight:  # standardised model scores + weight x the neighbours' vote (one row: n floats)
+                        row = standardise(score(0, len(ents))).cpu()
+                        votes = neighbours.votes_for_new(features, torch.tensor([r]), d)
+                        values, indices = (row + weight * votes).topk(min(top_k, len(ents)), dim=1)
+                    else:  # the scores of every entity are never held at once: per-chunk top-k, merged
+                        values, indices = topk_in_chunks(score, len(ents), top_k, chunk=default_candidate_chunk(1))
                     preds += [
                         {
                             "relation": self.kg.relations[r],
@@ -149,7 +184,16 @@ class Predictor:
                         for s, i in zip(values[0].tolist(), indices[0].tolist(), strict=True)
                     ]
         preds.sort(key=lambda p: -p["score"])
-        return {"entity": {"name": name, "description": description}, "predictions": preds}
+        scoring = (
+            {
+                "method": "model + neighbour vote: standardised model score + weight x the vote of the "
+                f"{neighbours.k} training entities with the nearest descriptions",
+                "neighbour_vote_weight": weight,
+            }
+            if weight
+            else {"method": "model", "neighbour_vote_weight": 0.0}
+        )
+        return {"entity": {"name": name, "description": description}, "scoring": scoring, "predictions": preds}
 
     def _relations(self, relation: str | None) -> list[int]:
         if relation is None:
@@ -160,6 +204,16 @@ class Predictor:
             raise ConfigError(
                 f"unknown relation {relation!r}; known: {', '.join(self.kg.relations)}", field="relation"
             ) from None
+
+
+def _chosen_vote_weight(run_dir: Path) -> float:
+    """The neighbour-vote weight the run chose on validation (0: the model alone, or no vote)."""
+    path = run_dir / "metrics.json"
+    if not path.is_file():
+        return 0.0
+    block = (json.loads(path.read_text()).get("test") or {}).get("neighbour_vote") or {}
+    weight = block.get("weight")
+    return float(weight) if isinstance(weight, (int, float)) and weight > 0 else 0.0
 
 
 def load_predictor(run_dir: str | Path, *, device: str | torch.device = "auto") -> Predictor:

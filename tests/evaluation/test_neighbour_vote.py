@@ -192,3 +192,28 @@ def test_the_setting_decides_when_the_vote_is_reported(monkeypatch, setting, wit
     assert (pipeline._neighbour_vote(prep, cfg) is not None) == reported
     with pytest.raises(Exception, match="neighbour_vote"):
         dataclasses.replace(cfg.train, neighbour_vote="sometimes")
+
+
+def test_predict_uses_the_vote_the_run_chose_and_its_neighbours_answers_come_first(tmp_path):
+    """A new entity described exactly like a training entity s: with the vote chosen (a large weight),
+    ``predict``'s first tail for relation r is one of s's own r-tails; ``vote=False`` is the model alone."""
+    from textkg.predict import load_predictor
+    from textkg.training.features import entity_texts
+
+    metrics = _train(tmp_path)
+    run = tmp_path / "run"
+    metrics["test"]["neighbour_vote"]["weight"] = 1000.0  # as if validation had chosen it
+    (run / "metrics.json").write_text(json.dumps(metrics))
+    predictor = load_predictor(run, device="cpu")
+    kg, train = predictor.kg, predictor.prepared.split.train
+    h, r, _ = train[0].tolist()
+    tails = {kg.entities[t] for hh, rr, t in train.tolist() if hh == h and rr == r}
+    description = entity_texts(kg)[h]  # the text the run encoded for h
+    out = predictor.predict(description=description, relation=kg.relations[r], direction="tail", top_k=3)
+    assert out["scoring"]["neighbour_vote_weight"] == 1000.0 and "vote" in out["scoring"]["method"]
+    assert out["predictions"][0]["entity"] in tails
+    plain = predictor.predict(description=description, relation=kg.relations[r], direction="tail", vote=False)
+    assert plain["scoring"] == {"method": "model", "neighbour_vote_weight": 0.0}
+    metrics["test"]["neighbour_vote"]["weight"] = 0.0  # validation chose the model alone
+    (run / "metrics.json").write_text(json.dumps(metrics))
+    assert load_predictor(run, device="cpu").predict(description=description)["scoring"]["method"] == "model"

@@ -132,7 +132,12 @@ def predict(args) -> dict:
         return {
             "results": [
                 predictor.predict(
-                    description=d, name=n, relation=args.relation, direction=args.direction, top_k=args.top_k
+                    description=d,
+                    name=n,
+                    relation=args.relation,
+                    direction=args.direction,
+                    top_k=args.top_k,
+                    vote=not args.no_vote,
                 )
                 for n, d in entities
             ]
@@ -140,7 +145,12 @@ def predict(args) -> dict:
     if not args.description:
         raise ConfigError("give --description TEXT (or --batch FILE)", field="description")
     return predictor.predict(
-        description=args.description, name=args.name, relation=args.relation, direction=args.direction, top_k=args.top_k
+        description=args.description,
+        name=args.name,
+        relation=args.relation,
+        direction=args.direction,
+        top_k=args.top_k,
+        vote=not args.no_vote,
     )
 
 

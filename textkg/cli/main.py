@@ -191,6 +191,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="the new entity is the head (predict tails) or the tail (predict heads)",
     )
     pr.add_argument("--top-k", type=int, default=10)
+    pr.add_argument(
+        "--no-vote",
+        action="store_true",
+        help="score with the model alone, even where the run's evaluation chose the neighbour vote",
+    )
     pr.add_argument("--batch", metavar="FILE", help="TSV of new entities: name<TAB>description per line")
     _add_device_flag(pr, "where the model and encoder run (not the run's train.device)")
 

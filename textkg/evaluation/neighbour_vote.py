@@ -78,15 +78,28 @@ class NeighbourVote:
 
     def neighbours(self, queries: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """``(ids (b, k), weights (b, k))``: each query's nearest training entities (itself excluded)."""
-        sims = self.features[queries] @ self._voters.T
-        sims[self.seen[None, :] == queries[:, None]] = float("-inf")  # a seen query does not vote for itself
+        return self._nearest(self.features[queries], exclude=queries)
+
+    def _nearest(self, x: torch.Tensor, exclude: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+        """The ``k`` nearest voters of unit rows ``x`` ``(b, D)``, and their softmax weights."""
+        sims = x @ self._voters.T
+        if exclude is not None:  # a seen query does not vote for itself
+            sims[self.seen[None, :] == exclude[:, None]] = float("-inf")
         vals, idx = sims.topk(self.k, dim=1)
         return self.seen[idx], torch.softmax(vals / self.temperature, dim=1)
 
     def votes(self, queries: torch.Tensor, relations: torch.Tensor, direction: str) -> torch.Tensor:
         """``(b, n)`` votes for every entity as the ``direction`` ("tail" or "head") answer."""
-        ids, w = self.neighbours(queries)
-        b = len(queries)
+        return self._votes(*self.neighbours(queries), relations, direction)
+
+    def votes_for_new(self, features: torch.Tensor, relations: torch.Tensor, direction: str) -> torch.Tensor:
+        """``(b, n)`` votes for entities outside the graph (``textkg predict``), from their ``(b, D)``
+        description features in the space of ``features`` (the same encoder)."""
+        x = torch.nn.functional.normalize(features.float(), dim=1)
+        return self._votes(*self._nearest(x), relations, direction)
+
+    def _votes(self, ids: torch.Tensor, w: torch.Tensor, relations: torch.Tensor, direction: str) -> torch.Tensor:
+        b = len(ids)
         rows = (ids * self.num_relations + relations[:, None]).flatten()
         pick = torch.sparse_coo_tensor(
             torch.stack([torch.arange(b).repeat_interleave(self.k), rows]),
@@ -110,7 +123,8 @@ def _adjacency(rows: torch.Tensor, cols: torch.Tensor, num_rows: int, num_cols: 
     return torch.sparse_coo_tensor(a.indices(), a.values().clamp(max=1.0), a.shape, check_invariants=False).coalesce()
 
 
-def _standardise(scores: torch.Tensor) -> torch.Tensor:
+def standardise(scores: torch.Tensor) -> torch.Tensor:
+    """``(s − mean) / std`` of each row of ``(b, c)`` scores (the row's ranking is unchanged)."""
     scores = scores.float()
     return (scores - scores.mean(1, keepdim=True)) / scores.std(1, keepdim=True).clamp_min(1e-12)
 
@@ -133,7 +147,7 @@ class VoteScorer:
         gate = self.vote.gate(queries)[:, None]
         if self.model is None:
             return self.vote.votes(queries, relations, direction)[:, candidates] * gate
-        z = _standardise(model_scores())
+        z = standardise(model_scores())
         if self.weight:  # the vote is computed on the CPU; the model's scores may be on its device
             z = z + (self.weight * self.vote.votes(queries, relations, direction)[:, candidates] * gate).to(z.device)
         return z
@@ -189,7 +203,7 @@ def rank_weights(
                 if bool((targets < 0).any()):
                     raise ValueError("a target entity is not among the candidates")
                 s = model.score_tails(h, r, candidates) if direction == "tail" else model.score_heads(r, t, candidates)
-                z = _standardise(s)
+                z = standardise(s)
                 v = (vote.votes(query, r, direction)[:, candidates] * vote.gate(query)[:, None]).to(z.device)
                 sl = slice(start, start + len(h))
                 for w, key in zip(weights, keys, strict=False):

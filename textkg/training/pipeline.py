@@ -550,7 +550,7 @@ def _neighbour_vote(prep: Prepared, cfg: RunConfig) -> dict | None:
     validation subset ranks every weight; one over the test split ranks the model, the vote and
     the chosen combination."""
     from textkg.evaluation.metrics import RankingMetrics
-    from textkg.evaluation.neighbour_vote import DEFAULT_WEIGHTS, NeighbourVote, choose_weight, rank_weights
+    from textkg.evaluation.neighbour_vote import DEFAULT_WEIGHTS, choose_weight, rank_weights
     from textkg.evaluation.placement import placement_queries
 
     if cfg.data.split != "inductive" or not len(prep.split.valid) or getattr(prep.model, "text", None) is None:
@@ -561,10 +561,7 @@ def _neighbour_vote(prep: Prepared, cfg: RunConfig) -> dict | None:
         return None
     if cfg.privacy.mode == "full":
         return {"skipped": "every training statement is private: the vote has no public statement to read"}
-    graph = prep.split.train if prep.private_mask is None else prep.split.train[~prep.private_mask]
-    vote = NeighbourVote(
-        _description_features(prep), graph, prep.split.train_entities, num_relations=prep.kg.num_relations
-    )
+    vote = neighbour_vote_of(prep)
     prep.model.eval()
 
     def ranks(which: str, triples: torch.Tensor, weights) -> dict:
@@ -609,6 +606,17 @@ def _neighbour_vote(prep: Prepared, cfg: RunConfig) -> dict | None:
         "vote_only": block("vote_only"),
         "combined": block(f"{weight:g}"),
     }
+
+
+def neighbour_vote_of(prep: Prepared):
+    """The run's :class:`~textkg.evaluation.neighbour_vote.NeighbourVote`: frozen description
+    features, and the training statements it may read (the public ones under privacy)."""
+    from textkg.evaluation.neighbour_vote import NeighbourVote
+
+    graph = prep.split.train if prep.private_mask is None else prep.split.train[~prep.private_mask]
+    return NeighbourVote(
+        _description_features(prep), graph, prep.split.train_entities, num_relations=prep.kg.num_relations
+    )
 
 
 def _description_features(prep: Prepared) -> torch.Tensor:
