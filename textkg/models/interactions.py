@@ -114,7 +114,11 @@ class TransE(Interaction):
         self.config = {"p": self.p}
 
     def score(self, h, r, t):
-        # vector_norm's gradient at 0 is 0 for p = 1 and p = 2 (no NaN), also under vmap.
+        if self.p == 1:
+            # the L1 norm as abs().sum(): ~3x faster than vector_norm(ord=1) on CPU (the same sum,
+            # in another order: scores agree to float rounding); abs's gradient at 0 is 0, no NaN
+            return -(h + r - t).abs().sum(dim=-1)
+        # vector_norm's gradient at 0 is 0 for p = 2 (no NaN), also under vmap.
         return -torch.linalg.vector_norm(h + r - t, ord=self.p, dim=-1)
 
     def score_tails(self, h, r, candidates):

@@ -67,11 +67,27 @@ def build_optimizer(model, *, name: str, lr: float, weight_decay: float):
     trained = [p for p in model.parameters() if p.requires_grad]
     structural = getattr(model, "structural", None)
     if name == "adam" or structural is None:
-        return torch.optim.Adam(trained, lr=lr, weight_decay=weight_decay)
+        return adam(trained, lr=lr, weight_decay=weight_decay)
     table = structural.weight
     model.sparse_entity_rows = True
     rest = [p for p in trained if p is not table]
     optimizers: list[torch.optim.Optimizer] = [torch.optim.SparseAdam([table], lr=lr)]
     if rest:
-        optimizers.append(torch.optim.Adam(rest, lr=lr, weight_decay=weight_decay))
+        optimizers.append(adam(rest, lr=lr, weight_decay=weight_decay))
     return OptimizerSet(optimizers)
+
+
+#: devices whose parameters get torch's fused Adam kernel (:func:`adam`)
+FUSED_ADAM_DEVICES = ("cpu", "cuda")
+
+
+def adam(params: list[torch.nn.Parameter], *, lr: float, weight_decay: float) -> torch.optim.Adam:
+    """``torch.optim.Adam``, fused (one kernel per parameter) where torch has the kernel.
+
+    The fused step is Adam's update in another floating-point order (parameters agree with
+    the unfused step to ~1e-8 after 30 FB15k-237 steps, ``tests/training/test_training_step_oracle.py``)
+    and 2.5x faster on CPU: for a dense ``(14.5k, 128)`` entity table it was 4 of the 28 ms
+    of a step (docs/benchmarks.md, "Throughput against PyKEEN").
+    """
+    fused = all(p.device.type in FUSED_ADAM_DEVICES and p.dtype.is_floating_point for p in params)
+    return torch.optim.Adam(params, lr=lr, weight_decay=weight_decay, fused=fused or None)
