@@ -154,7 +154,8 @@ class DataParallelTrainer(Trainer):
         """Sum every gradient across ranks. A parameter no rank touched keeps ``grad=None``, as in one
         process (Adam then leaves it and its moments alone)."""
         params = [p for p in self.model.parameters() if p.requires_grad]
-        touched = torch.tensor([p.grad is not None for p in params], dtype=torch.int32)
+        device = params[0].device if params else torch.device("cpu")  # NCCL reduces device tensors only
+        touched = torch.tensor([p.grad is not None for p in params], dtype=torch.int32, device=device)
         dist.all_reduce(touched)
         live = [p for p, t in zip(params, touched.tolist(), strict=True) if t > 0]
         if live:
@@ -176,6 +177,16 @@ def check_supported(cfg) -> None:
             "lazy-adam is not supported with torchrun / --nproc yet; use adam or one process",
             field="train.optimizer",
         )
+
+
+def rank_device(name: str) -> str:
+    """The device this rank computes on: with ``auto`` or ``cuda`` and CUDA present, GPU
+    ``LOCAL_RANK`` (modulo the GPU count), one GPU per process as torchrun lays them out;
+    any other name (``cpu``, ``cuda:N``, ``mps``) as given."""
+    if name in ("auto", "cuda") and torch.cuda.is_available():
+        local = int(os.environ.get("LOCAL_RANK", "0"))
+        return f"cuda:{local % torch.cuda.device_count()}"
+    return name
 
 
 def _all_gather(part: torch.Tensor) -> list[torch.Tensor]:
@@ -202,15 +213,23 @@ def _all_reduce_sum(tensors: dict[str, torch.Tensor]) -> None:
 def run_distributed(cfg, out_dir: Path, *, resume: bool = False, progress: bool = True) -> dict | None:
     """:func:`textkg.training.pipeline.run` on every rank of a torchrun job; the metrics on rank 0, ``None`` elsewhere.
 
-    Initialises the default process group from torchrun's environment (gloo on
-    CPU) unless it is already initialised, and destroys it at the end if it
-    created it.
+    Initialises the default process group from torchrun's environment unless it
+    is already initialised (gloo on the CPU; NCCL when the ranks compute on CUDA,
+    each on GPU ``LOCAL_RANK``, :func:`rank_device`), and destroys it at the end
+    if it created it.
     """
+    import dataclasses
+
     from textkg.training.pipeline import run
 
+    device = rank_device(cfg.train.device)
+    if device != cfg.train.device:
+        cfg = dataclasses.replace(cfg, train=dataclasses.replace(cfg.train, device=device))
+    if device.startswith("cuda"):
+        torch.cuda.set_device(torch.device(device))  # NCCL's collectives use the current device
     created = not dist.is_initialized()
     if created:
-        dist.init_process_group(backend="gloo")
+        dist.init_process_group(backend="nccl" if device.startswith("cuda") else "gloo")
     rank = dist.get_rank()
     scratch = None
     try:

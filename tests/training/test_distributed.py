@@ -147,3 +147,15 @@ def test_one_step_gradient_is_the_one_process_gradient(tmp_path, flags):
 def test_nproc_is_stripped_before_torchrun():
     assert _without_nproc(["train", "--nproc", "2", "--epochs", "1"]) == ["train", "--epochs", "1"]
     assert _without_nproc(["train", "--nproc=4", "--seed", "3"]) == ["train", "--seed", "3"]
+
+
+def test_each_rank_takes_the_gpu_of_its_local_rank(monkeypatch):
+    from textkg.distributed import rank_device
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
+    monkeypatch.setenv("LOCAL_RANK", "3")
+    assert rank_device("auto") == "cuda:1" and rank_device("cuda") == "cuda:1"
+    assert rank_device("cuda:0") == "cuda:0" and rank_device("cpu") == "cpu"
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert rank_device("auto") == "auto"
