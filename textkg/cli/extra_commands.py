@@ -5,7 +5,8 @@
 * ``textkg plot DIR [DIR ...] [--out DIR]``
 * ``textkg release RUN --out DIR [--allow-simulation]``
 * ``textkg tune --grid SECTION.KEY=V1,V2 [--grid ...] [--tune-epochs N] --out DIR [train flags]``
-* ``textkg federate --partition random|relation|source|column --clients K --rounds R --local-epochs E [train flags]``
+* ``textkg federate --partition random|relation|source|column --clients K --rounds R --local-epochs E
+  [--engine inprocess|simulation] [train flags]``
 """
 
 from __future__ import annotations
@@ -77,6 +78,15 @@ def add_parsers(sub) -> None:
     )
     _add_train_flags(fe)
     _add_federate_flags(fe)
+    from textkg.federated.simulation import ENGINES  # no Flower import: the parser works without it
+
+    fe.add_argument(
+        "--engine",
+        default=None,
+        choices=ENGINES,
+        help="inprocess: every holder in this process (default); simulation: Flower's simulation engine, "
+        "holders in Ray actors (pip install 'textkg[simulation]'; no --resume)",
+    )
 
     fa = sub.add_parser(
         "federate-app",
@@ -287,6 +297,7 @@ def _federated_config(args):
         client_target_epsilon=args.client_target_epsilon,
         client_clip=args.client_clip,
         client_delta=args.client_delta,
+        engine=getattr(args, "engine", None) or "inprocess",  # federate-app has no --engine
     )
 
 
@@ -301,6 +312,12 @@ def federate(args) -> dict:
             "federated training runs on Flower, which is not installed: pip install 'textkg[federated]'",
             field="federate",
         ) from None
+    if args.resume and args.engine == "simulation":
+        raise ConfigError("--resume continues from checkpoint.pt, which only --engine inprocess writes", field="engine")
+    if args.engine == "simulation":
+        from textkg.federated.simulation import require_ray
+
+        require_ray()
     if args.resume:  # every setting comes from the run directory
         out = Path(args.resume)
         cfg, fed = _federation_settings(out)

@@ -42,6 +42,7 @@ import json
 import logging
 import random
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, cast
 
@@ -51,10 +52,11 @@ from flwr.clientapp import ClientApp
 from flwr.serverapp import Grid, ServerApp
 
 from textkg.errors import ConfigError
-from textkg.federated.grid import NUM_PARTITIONS, PARTITION_ID
+from textkg.federated.grid import NUM_PARTITIONS, PARTITION_ID, REPORT_KEY
 from textkg.federated.runner import (
     DataHolder,
     FederatedConfig,
+    Federation,
     check_settings,
     make_strategy,
     prepare_federation,
@@ -71,8 +73,8 @@ ENGINE = "flower-deployment"
 SETTINGS_FILE = "textkg-settings.json"
 #: Keys of the train message's ConfigRecord.
 SETTINGS_KEY, EPOCHS_KEY = "textkg-settings", "local-epochs"
-#: Key of a holder's state in its node's ``Context.state``; key of a holder's report in its reply.
-STATE_KEY, REPORT_KEY = "textkg-holder", "textkg-report"
+#: Key of a holder's state in its node's ``Context.state`` (its report's key in a reply: ``grid.REPORT_KEY``).
+STATE_KEY = "textkg-holder"
 #: Run-config keys of the Flower App, with their defaults.
 RUN_CONFIG_DEFAULTS: dict[str, Any] = {"settings": SETTINGS_FILE, "out": "", "round-timeout": 3600.0}
 
@@ -83,8 +85,11 @@ log = logging.getLogger("flwr")
 
 
 def settings_dict(cfg, fed: FederatedConfig) -> dict:
-    """textkg's settings of a federation as one JSON-ready dict (``textkg train``'s config + the federation)."""
-    return {"config": cfg.to_dict(), "federated": fed.to_dict()}
+    """textkg's settings of a federation as one JSON-ready dict (``textkg train``'s config + the federation).
+
+    The ``engine`` is left out: it is how the server runs the federation, nothing a holder needs."""
+    federated = {key: value for key, value in fed.to_dict().items() if key != "engine"}
+    return {"config": cfg.to_dict(), "federated": federated}
 
 
 def settings_from_dict(data: Any, *, source: str = "settings") -> tuple[Any, FederatedConfig]:
@@ -171,19 +176,34 @@ round-timeout = 3600.0
 # -- the server ----------------------------------------------------------------------
 
 
-def serve(grid: Grid, cfg, fed: FederatedConfig, out_dir: Path, *, round_timeout: float = 3600.0) -> dict:
+def serve(
+    grid: Grid,
+    cfg,
+    fed: FederatedConfig,
+    out_dir: Path,
+    *,
+    round_timeout: float = 3600.0,
+    engine: str = ENGINE,
+    prepared: Federation | None = None,
+    echo: Callable[[str], None] | None = None,
+) -> dict:
     """Run the federation over ``grid`` (one node per holder) and write its outputs; returns the metrics.
 
     Every round must get exactly one reply from each holder ``0..K-1`` (told by
     the ``partition-id`` of its SuperNode); anything else stops the run with an
     error rather than averaging fewer holders.
+
+    Args:
+        engine: ``federated.json``'s ``engine``.
+        prepared: ``prepare_federation(cfg, fed)``, if the caller has it already.
+        echo: Where each round's progress line goes (default: Flower's logger, at INFO).
     """
     from flwr.serverapp.strategy.strategy_utils import aggregate_metricrecords
 
     out_dir = Path(out_dir)
     if out_dir.exists() and any(out_dir.iterdir()):
         raise ConfigError(f"output directory {out_dir} is not empty; choose another 'out'", field="out")
-    fedn = prepare_federation(cfg, fed)
+    fedn = prepare_federation(cfg, fed) if prepared is None else prepared
     part = fedn.part
     k = part.num_clients
     settings = json.dumps(settings_dict(fedn.cfg, fed), sort_keys=True)
@@ -227,11 +247,11 @@ def serve(grid: Grid, cfg, fed: FederatedConfig, out_dir: Path, *, round_timeout
         if server_round and fedn.cfg.privacy.mode != "none":
             record["epsilon_max"] = max(float(r["epsilon"]) for r in reports.values())
         history.append(record)
-        log.info(round_line(record, fed.rounds))
+        (log.info if echo is None else echo)(round_line(record, fed.rounds))
         return MetricRecord({"valid_mrr": float(mrr)})
 
     strategy = make_strategy(fed, k, train_metrics_aggr_fn=collect)
-    write_start_files(out_dir, fedn, engine=ENGINE)
+    write_start_files(out_dir, fedn, engine=engine)
     py_random = random.getstate()
     random.seed(fedn.cfg.train.seed)  # Flower orders the sampled nodes with `random`, as in-process
     try:

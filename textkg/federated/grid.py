@@ -8,10 +8,14 @@ calls the same :class:`~flwr.clientapp.ClientApp` synchronously, node after
 node, with one persistent :class:`~flwr.app.Context` per node, so the strategy,
 the messages and the ClientApp are Flower's own and only the transport is
 local (tests, laptops; no Ray, no ports).
+
+:class:`PartitionOrderGrid` wraps another engine's Grid so that the server
+sees the replies in this Grid's order (the same FedAvg sum, bit for bit).
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable
 from uuid import uuid4
 
@@ -88,3 +92,76 @@ class InProcessGrid(Grid):
 
     def send_and_receive(self, messages: Iterable[Message], *, timeout: float | None = None) -> Iterable[Message]:
         return self.pull_messages(self.push_messages(messages))
+
+
+class PartitionOrderGrid(Grid):
+    """Another engine's Grid, whose replies come in the order :class:`InProcessGrid` gives them.
+
+    Flower's strategies sample nodes with ``random.sample(grid.get_node_ids(), n)``,
+    which picks positions, not values: with the same seed every engine picks the
+    same positions i_1..i_n. In :class:`InProcessGrid`, position i is holder i and
+    the replies come in the order sent. Here the reply to the message for
+    position i_j is put j-th, the holder being told by the reply's textkg report
+    (its ``partition-id``); so FedAvg adds the holders in the in-process order.
+    Replies without a report, or a second one from a holder, follow in the order
+    they came, for the server to refuse.
+
+    Args:
+        grid: The Grid the engine gives the ServerApp (Flower's simulation engine: replies in the order
+            its Ray actors finish; node ids random).
+    """
+
+    def __init__(self, grid: Grid) -> None:
+        self._grid = grid
+        self._nodes: list[int] = []
+
+    def set_run(self, run: Run) -> None:
+        self._grid.set_run(run)
+
+    @property
+    def run(self) -> Run:
+        return self._grid.run
+
+    def create_message(
+        self, content: RecordDict, message_type: str, dst_node_id: int, group_id: str, ttl: float | None = None
+    ) -> Message:
+        return self._grid.create_message(content, message_type, dst_node_id, group_id, ttl)
+
+    def get_node_ids(self) -> Iterable[int]:
+        self._nodes = list(self._grid.get_node_ids())
+        return list(self._nodes)
+
+    def push_messages(self, messages: Iterable[Message]) -> Iterable[str]:
+        return self._grid.push_messages(messages)
+
+    def pull_messages(self, message_ids: Iterable[str]) -> Iterable[Message]:
+        return self._grid.pull_messages(message_ids)
+
+    def send_and_receive(self, messages: Iterable[Message], *, timeout: float | None = None) -> Iterable[Message]:
+        messages = list(messages)
+        position = {node: i for i, node in enumerate(self._nodes)}
+        wanted = [position.get(m.metadata.dst_node_id) for m in messages]
+        by_holder: dict[int, Message] = {}
+        rest = []
+        for reply in self._grid.send_and_receive(messages, timeout=timeout):
+            k = reply_partition(reply)
+            if k is None or k in by_holder:
+                rest.append(reply)
+            else:
+                by_holder[k] = reply
+        ordered = [by_holder.pop(k) for k in wanted if k is not None and k in by_holder]
+        return ordered + list(by_holder.values()) + rest
+
+
+#: Key of a holder's report in the replies of textkg's deployment ClientApp (``textkg.federated.app``).
+REPORT_KEY = "textkg-report"
+
+
+def reply_partition(reply: Message) -> int | None:
+    """The ``partition-id`` in a reply's textkg report, or ``None`` (an error, or no report)."""
+    if reply.has_error() or REPORT_KEY not in reply.content:
+        return None
+    try:
+        return int(json.loads(str(reply.content[REPORT_KEY]["json"]))["partition"])
+    except (KeyError, TypeError, ValueError):
+        return None

@@ -20,11 +20,14 @@ global model is a function of the holders' DP outputs, so each holder's
 (post-processing; holders' data are disjoint). Reported: every holder's
 privacy block and the maximum ε. Client-level DP-FedAvg: :mod:`textkg.federated.client_dp`.
 
-Transport: :class:`textkg.federated.grid.InProcessGrid` runs the ClientApp in
-this process. :mod:`textkg.federated.app` runs the same federation on Flower's
+Transport (``FederatedConfig.engine``): ``inprocess`` (default),
+:class:`textkg.federated.grid.InProcessGrid`, runs the ClientApp in this
+process. ``simulation`` (:mod:`textkg.federated.simulation`) runs the
+deployment engine's ServerApp and ClientApp on Flower's simulation engine (Ray
+actors). :mod:`textkg.federated.app` runs the same federation on Flower's
 deployment engine (a SuperLink and one SuperNode per holder, as separate
 processes), with the helpers below (:class:`Federation`, :func:`make_strategy`,
-:func:`write_outputs`). Flower's Ray simulation engine is not wired.
+:func:`write_outputs`).
 
 Outputs in ``out_dir``: ``config.json`` (the run config; ``textkg.load``,
 ``evaluate`` and ``predict`` work on the directory), ``federated.json`` (the
@@ -52,6 +55,7 @@ from textkg.errors import ConfigError
 from textkg.federated.client_dp import DEFAULT_CLIENT_DELTA, UNIT_WEIGHT_KEY
 from textkg.federated.grid import PARTITION_ID, InProcessGrid
 from textkg.federated.partition import SCHEMES, Partition, assign_statements, make_partition
+from textkg.federated.simulation import ENGINES
 
 #: Server aggregations by name.
 AGGREGATIONS = ("fedavg", "row")
@@ -79,6 +83,10 @@ class FederatedConfig:
         client_target_epsilon: Calibrate σ so that R rounds give this ε.
         client_clip: C, the L2 bound of each holder's whole update.
         client_delta: δ of the client-level guarantee.
+        engine: ``inprocess`` (default: every holder in this process, one after
+            another; ``checkpoint.pt`` and ``--resume``) or ``simulation``
+            (Flower's simulation engine: the deployment apps, holders in Ray
+            actors; needs ``textkg[simulation]``; no checkpoint). Same outputs.
     """
 
     partition: str = "random"
@@ -91,6 +99,7 @@ class FederatedConfig:
     client_target_epsilon: float | None = None
     client_clip: float = 1.0
     client_delta: float = DEFAULT_CLIENT_DELTA
+    engine: str = "inprocess"
 
     @property
     def client_dp(self) -> bool:
@@ -118,6 +127,8 @@ class FederatedConfig:
                 f"unknown aggregation {self.aggregation!r}; expected one of {', '.join(AGGREGATIONS)}",
                 field="aggregation",
             )
+        if self.engine not in ENGINES:
+            raise ConfigError(f"unknown engine {self.engine!r}; expected one of {', '.join(ENGINES)}", field="engine")
         if self.partition not in SCHEMES:
             raise ConfigError(
                 f"unknown partition {self.partition!r}; expected one of {', '.join(SCHEMES)}", field="partition"
@@ -464,6 +475,18 @@ def federate(
     from textkg.training import checkpoint as ckpt
 
     out_dir = Path(out_dir)
+    if fed.engine == "simulation":
+        from textkg.federated.simulation import simulate
+
+        if resume:
+            raise ConfigError(
+                "a federation on --engine simulation cannot be resumed: its holders' states live in Flower's "
+                "node contexts, and no checkpoint.pt is written; run it again, or use --engine inprocess",
+                field="engine",
+            )
+        if on_upload is not None:
+            raise ConfigError("on_upload sees the uploads in this process: use --engine inprocess", field="engine")
+        return simulate(cfg, fed, out_dir, progress=progress)
     if resume:
         if not (out_dir / ckpt.CHECKPOINT).is_file():
             raise ConfigError("cannot resume: no checkpoint.pt yet (no round has finished)", file=out_dir)
@@ -481,7 +504,9 @@ def federate(
     saved = None
     if resume:
         saved = ckpt.load(out_dir / ckpt.CHECKPOINT)
-        for key, now in (("config", cfg.to_dict()), ("federated", fed.to_dict())):
+        # a checkpoint from before a setting existed holds its default
+        for key, now, default in (("config", cfg.to_dict(), {}), ("federated", fed.to_dict(), {"engine": "inprocess"})):
+            saved[key] = {**default, **saved[key]}
             if saved[key] != now:
                 changed = sorted(k for k in set(now) | set(saved[key]) if now.get(k) != saved[key].get(k))
                 raise ConfigError(

@@ -1,0 +1,114 @@
+"""``textkg federate --engine simulation``: the deployment engine's apps on Flower's simulation engine (Ray)."""
+
+from __future__ import annotations
+
+import glob
+import json
+import os
+import sys
+import tempfile
+
+import pytest
+import torch
+from fed_threads import one_thread
+
+from textkg.cli.main import main
+
+pytest.importorskip("flwr")
+
+from textkg.errors import ConfigError
+from textkg.federated.runner import FederatedConfig, federate
+
+#: three holders, two rounds: the sum of FedAvg has three terms, so the order of the replies shows
+FLAGS = ("--partition", "random", "--clients", "3", "--rounds", "2")
+
+
+@pytest.mark.slow
+def test_simulation_engine_equals_the_in_process_engine(federate_base, tmp_path, capfd):
+    """Same settings, same seed: Flower's simulation engine (the deployment apps, holders in Ray actors)
+    writes the in-process run's files with its global model bit for bit (PartitionOrderGrid: FedAvg adds
+    the three holders in the in-process order), its rounds, reports and test metrics; stdout is the summary
+    alone, and Ray is stopped and its directory removed afterwards. Record-level DP on the same apps:
+    test_app.py (each holder rebuilt from its node's Context.state every round, as in a Ray actor); here it
+    would double the ~40 s that Ray's start takes most of."""
+    ray = pytest.importorskip("ray")
+
+    argv = [*federate_base, *FLAGS]
+    inproc, sim = tmp_path / "inprocess", tmp_path / "simulation"
+    ray_dirs = set(glob.glob(os.path.join(tempfile.gettempdir(), "textkg-ray-*")))
+    assert one_thread(lambda: main([*argv, "--out", str(inproc)])) == 0
+    capfd.readouterr()
+    assert one_thread(lambda: main([*argv, "--engine", "simulation", "--out", str(sim)])) == 0
+    summary = json.loads(capfd.readouterr().out)
+    assert [r["round"] for r in summary["rounds"]] == [0, 1, 2]
+    assert not ray.is_initialized()
+    assert set(glob.glob(os.path.join(tempfile.gettempdir(), "textkg-ray-*"))) == ray_dirs
+
+    assert sorted(p.name for p in sim.iterdir()) == sorted(
+        p.name for p in inproc.iterdir() if p.name != "checkpoint.pt"
+    )
+    a, b = (torch.load(d / "best_model.pt", weights_only=True) for d in (inproc, sim))
+    assert a.keys() == b.keys() and all(torch.equal(a[name], b[name]) for name in a)
+    ma, mb = (json.loads((d / "metrics.json").read_text()) for d in (inproc, sim))
+    assert ma == mb
+    fa, fb = (json.loads((d / "federated.json").read_text()) for d in (inproc, sim))
+    assert (fa.pop("engine"), fb.pop("engine")) == ("flower-inprocess", "flower-simulation")
+    assert fb["settings"].pop("engine") == "simulation" and fa["settings"].pop("engine") == "inprocess"
+    assert fa == fb
+    assert (sim / "config.json").read_text() == (inproc / "config.json").read_text()
+
+
+def test_simulation_without_ray_exits_2_naming_the_extra(federate_base, tmp_path, monkeypatch, capsys):
+    """No Ray: exit 2 before anything is written, with the extra to install; the Python API raises."""
+    monkeypatch.setitem(sys.modules, "ray", None)  # `import ray` raises ImportError
+    out = tmp_path / "sim"
+    assert main([*federate_base, *FLAGS, "--engine", "simulation", "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert "pip install 'textkg[simulation]'" in err and "Ray" in err and "Traceback" not in err
+    assert not out.exists()
+    with pytest.raises(ConfigError, match=r"textkg\[simulation\]"):
+        federate(None, FederatedConfig(engine="simulation"), out)
+    assert not out.exists()
+
+
+def test_resume_and_unknown_engines_are_refused(federate_base, tmp_path, capsys):
+    """The simulation engine writes no checkpoint.pt, so --resume is refused with it (CLI and Python API);
+    an unknown engine names the known ones."""
+    assert main(["federate", "--resume", str(tmp_path), "--engine", "simulation"]) == 2
+    assert "only --engine inprocess writes" in capsys.readouterr().err
+    with pytest.raises(ConfigError, match="cannot be resumed"):
+        federate(None, FederatedConfig(engine="simulation"), tmp_path, resume=True)
+    with pytest.raises(ConfigError, match="inprocess, simulation"):
+        FederatedConfig(engine="ray")
+    with pytest.raises(SystemExit):
+        main([*federate_base, "--engine", "ray", "--out", str(tmp_path / "x")])
+
+
+def test_partition_order_grid_gives_the_replies_in_the_in_process_order():
+    """The strategy sampled positions [2, 0, 1] of the node list; in process position i is holder i, so
+    the replies must come from holders 2, 0, 1 whatever order the engine returns them in (a reply
+    without a report, or a second one from a holder, goes last for the server to refuse)."""
+    from types import SimpleNamespace
+
+    from textkg.federated.grid import REPORT_KEY, PartitionOrderGrid
+
+    holder_of = {30: 1, 10: 2, 20: 0}  # the engine's random node ids, and which holder each node runs
+
+    def reply(node, partition):
+        content = {} if partition is None else {REPORT_KEY: {"json": json.dumps({"partition": partition})}}
+        return SimpleNamespace(node=node, content=content, has_error=lambda: False)
+
+    class Engine:
+        def get_node_ids(self):
+            return [30, 10, 20]
+
+        def send_and_receive(self, messages, *, timeout=None):
+            replies = [reply(m.metadata.dst_node_id, holder_of[m.metadata.dst_node_id]) for m in messages]
+            return [reply(99, None), *reversed(replies), reply(98, 0)]  # as the actors finish
+
+    grid = PartitionOrderGrid(Engine())
+    nodes = list(grid.get_node_ids())
+    sent = [SimpleNamespace(metadata=SimpleNamespace(dst_node_id=nodes[i])) for i in (2, 0, 1)]
+    got = list(grid.send_and_receive(sent))
+    assert [holder_of.get(r.node) for r in got[:3]] == [2, 0, 1]
+    assert sorted(r.node for r in got[3:]) == [98, 99]
