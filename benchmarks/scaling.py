@@ -4,7 +4,8 @@ Usage::
 
     python benchmarks/scaling.py [--sizes 10000,100000,1000000] [--out benchmarks/results/scaling.json]
         [--max-minutes 60] [--steps 40] [--warmup 3] [--full-epoch-steps 400] [--nproc 1,2]
-        [--privacy none,full] [--optimizers adam] [--test-triples 1000] [--keep DIR]
+        [--privacy none,full] [--optimizers lazy-adam] [--test-triples 1000] [--keep DIR] [--previous FILE]
+    python benchmarks/scaling.py --refit benchmarks/results/scaling.json   # recompute the fits only
 
 For each size N the script writes a BLP-format directory (``train.tsv``, ``dev.tsv``,
 ``test.tsv``, ``entity2text.txt``, ``relation2text.txt``) in a temporary folder:
@@ -37,9 +38,13 @@ memory (``ru_maxrss``, summed over the ranks of a 2-process run) is its own:
   candidates, the default chunk).
 
 Each row records ``os.getloadavg()`` before and after: the development machine is
-shared. The growth exponent of each cost is the least-squares slope of log(cost) against
-log(size) over the measured sizes. The projection to Wikidata5M-inductive and PrimeKG
-uses the measured per-row and per-step costs (see ``project``).
+shared. A measurement whose peak memory, extrapolated from the smaller sizes, exceeds 90 % of
+the memory available is skipped and says so. ``--previous`` keeps an earlier call's rows and
+measures only the missing ones; ``--keep`` reuses the graphs and the feature cache.
+
+The growth exponent of each cost is the least-squares slope of log(cost) against log(size)
+over the measured sizes (and over the two largest). The projection to Wikidata5M-inductive
+and PrimeKG uses the measured per-row and per-step costs (see ``project``).
 """
 
 from __future__ import annotations

@@ -60,4 +60,5 @@ def test_tiny_run_writes_the_schema(scaling, tmp_path):
     assert train["eval_queries"] == 40 and train["eval_candidates"] == 600
     fit = record["exponents"]["nproc=1,privacy=none"]
     assert fit["epoch_seconds_vs_triples"]["all"] is not None and fit["eval_seconds_vs_entities"]["sizes"] == 2
-    assert record["projection"]["primekg"]["nproc=1,privacy=none"]["seconds_per_step"] > 0
+    projected = record["projection"]["primekg"]["nproc=1,privacy=none"]  # a line through two noisy tiny sizes
+    assert set(projected) == {"seconds_per_step", "epoch_hours", "peak_rss_gib", "fitted_on_sizes"}
