@@ -85,9 +85,11 @@ def test_resume_and_unknown_engines_are_refused(federate_base, tmp_path, capsys)
 
 
 def test_partition_order_grid_gives_the_replies_in_the_in_process_order():
-    """The strategy sampled positions [2, 0, 1] of the node list; in process position i is holder i, so
-    the replies must come from holders 2, 0, 1 whatever order the engine returns them in (a reply
-    without a report, or a second one from a holder, goes last for the server to refuse)."""
+    """In process, round r's replies come from the holders of ``Random(seed)``'s r-th ``sample(range(K), K)``
+    (position i is holder i); PartitionOrderGrid puts another engine's replies in that order whatever order
+    they come in and whatever the global ``random`` did meanwhile (a reply without a report, or a second
+    one from a holder, goes last for the server to refuse)."""
+    import random
     from types import SimpleNamespace
 
     from textkg.federated.grid import REPORT_KEY, PartitionOrderGrid
@@ -104,11 +106,15 @@ def test_partition_order_grid_gives_the_replies_in_the_in_process_order():
 
         def send_and_receive(self, messages, *, timeout=None):
             replies = [reply(m.metadata.dst_node_id, holder_of[m.metadata.dst_node_id]) for m in messages]
-            return [reply(99, None), *reversed(replies), reply(98, 0)]  # as the actors finish
+            random.shuffle(replies)  # as the actors finish
+            return [reply(99, None), *replies, reply(98, 0)]
 
-    grid = PartitionOrderGrid(Engine())
-    nodes = list(grid.get_node_ids())
-    sent = [SimpleNamespace(metadata=SimpleNamespace(dst_node_id=nodes[i])) for i in (2, 0, 1)]
-    got = list(grid.send_and_receive(sent))
-    assert [holder_of.get(r.node) for r in got[:3]] == [2, 0, 1]
-    assert sorted(r.node for r in got[3:]) == [98, 99]
+    expected = random.Random(7)
+    grid = PartitionOrderGrid(Engine(), seed=7)
+    for _ in range(3):
+        nodes = list(grid.get_node_ids())
+        random.shuffle(nodes)  # the strategy's own draw, from a global random that other threads moved
+        sent = [SimpleNamespace(metadata=SimpleNamespace(dst_node_id=node)) for node in nodes]
+        got = list(grid.send_and_receive(sent))
+        assert [holder_of.get(r.node) for r in got[:3]] == expected.sample(range(3), 3)
+        assert sorted(r.node for r in got[3:]) == [98, 99]

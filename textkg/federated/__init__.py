@@ -1,8 +1,8 @@
 """Federated training across data holders (issue: "Federated training across data holders, on Flower").
 
-So far: :mod:`.partition`, which statement each data holder holds. The runner
-(Flower's simulation and deployment engines) sits beside the trainer and is
-not built yet.
+:mod:`.partition`: which statement each data holder holds. :mod:`.runner`:
+``textkg federate`` in this process; :mod:`.simulation`: on Flower's simulation
+engine (Ray); :mod:`.app`: on Flower's deployment engine.
 """
 
 from textkg.federated.partition import SCHEMES, SHARED, Partition, make_partition

@@ -33,6 +33,9 @@ What each process does:
 
 There is no ``checkpoint.pt`` and no ``--resume`` here: the holders' states
 live on their nodes, not on the server.
+
+The same two apps run on Flower's simulation engine, holders in Ray actors
+(``textkg federate --engine simulation``, :mod:`textkg.federated.simulation`).
 """
 
 from __future__ import annotations

@@ -16,6 +16,7 @@ sees the replies in this Grid's order (the same FedAvg sum, bit for bit).
 from __future__ import annotations
 
 import json
+import random
 from collections.abc import Iterable
 from uuid import uuid4
 
@@ -97,23 +98,29 @@ class InProcessGrid(Grid):
 class PartitionOrderGrid(Grid):
     """Another engine's Grid, whose replies come in the order :class:`InProcessGrid` gives them.
 
-    Flower's strategies sample nodes with ``random.sample(grid.get_node_ids(), n)``,
-    which picks positions, not values: with the same seed every engine picks the
-    same positions i_1..i_n. In :class:`InProcessGrid`, position i is holder i and
-    the replies come in the order sent. Here the reply to the message for
-    position i_j is put j-th, the holder being told by the reply's textkg report
-    (its ``partition-id``); so FedAvg adds the holders in the in-process order.
-    Replies without a report, or a second one from a holder, follow in the order
-    they came, for the server to refuse.
+    Flower's strategies sample nodes with ``random.sample(grid.get_node_ids(), n)``
+    on the global ``random``, which the runner seeds with the run's seed. That
+    picks positions, not values, and in :class:`InProcessGrid` position i is
+    holder i and the replies come in the order sent: round r's replies come
+    from holders ``Random(seed)``'s r-th ``sample(range(K), n)``. On another
+    engine other threads draw from the global ``random`` too (Flower's
+    simulation engine and Ray do), so this grid draws that sample from its own
+    ``Random(seed)``, one per :meth:`send_and_receive`, and puts the replies in
+    its order, the holder told by the reply's textkg report (its
+    ``partition-id``). FedAvg then adds the holders as in process. Replies
+    without a report, or a second one from a holder, follow in the order they
+    came, for the server to refuse.
 
     Args:
         grid: The Grid the engine gives the ServerApp (Flower's simulation engine: replies in the order
             its Ray actors finish; node ids random).
+        seed: The seed the in-process runner gives ``random`` (``train.seed``).
     """
 
-    def __init__(self, grid: Grid) -> None:
+    def __init__(self, grid: Grid, *, seed: int) -> None:
         self._grid = grid
-        self._nodes: list[int] = []
+        self._random = random.Random(seed)
+        self._num_nodes = 0
 
     def set_run(self, run: Run) -> None:
         self._grid.set_run(run)
@@ -128,8 +135,9 @@ class PartitionOrderGrid(Grid):
         return self._grid.create_message(content, message_type, dst_node_id, group_id, ttl)
 
     def get_node_ids(self) -> Iterable[int]:
-        self._nodes = list(self._grid.get_node_ids())
-        return list(self._nodes)
+        nodes = list(self._grid.get_node_ids())
+        self._num_nodes = len(nodes)
+        return nodes
 
     def push_messages(self, messages: Iterable[Message]) -> Iterable[str]:
         return self._grid.push_messages(messages)
@@ -139,8 +147,7 @@ class PartitionOrderGrid(Grid):
 
     def send_and_receive(self, messages: Iterable[Message], *, timeout: float | None = None) -> Iterable[Message]:
         messages = list(messages)
-        position = {node: i for i, node in enumerate(self._nodes)}
-        wanted = [position.get(m.metadata.dst_node_id) for m in messages]
+        wanted = self._random.sample(range(self._num_nodes), len(messages))  # what the strategy drew in process
         by_holder: dict[int, Message] = {}
         rest = []
         for reply in self._grid.send_and_receive(messages, timeout=timeout):
@@ -149,7 +156,7 @@ class PartitionOrderGrid(Grid):
                 rest.append(reply)
             else:
                 by_holder[k] = reply
-        ordered = [by_holder.pop(k) for k in wanted if k is not None and k in by_holder]
+        ordered = [by_holder.pop(k) for k in wanted if k in by_holder]
         return ordered + list(by_holder.values()) + rest
 
 

@@ -16,10 +16,12 @@ repeated:
   node's ``Context.state``, which Flower keeps in this process and hands to
   whichever actor runs the node's next message.
 
-The actors reply in the order they finish, and the simulation's node ids are
-random, so FedAvg's float sum would see the holders in another order than in
-process. :class:`~textkg.federated.grid.PartitionOrderGrid` hands the server the replies in the
-in-process order, so both engines give the same global model bit for bit.
+The actors reply in the order they finish, and Ray's and Flower's threads draw
+from the ``random`` that orders the sampled nodes, so FedAvg's float sum would
+see the holders in another order than in process.
+:class:`~textkg.federated.grid.PartitionOrderGrid` hands the server the
+replies in the in-process order, so both engines give the same global model
+bit for bit.
 
 Ray starts for the run and stops after it: ``num_cpus`` CPUs (default
 ``min(K, cores)``), one per actor, no dashboard, its logs off, a small object
@@ -116,7 +118,8 @@ def simulate(cfg, fed, out_dir: Path, *, progress: bool = True, num_cpus: int | 
 
     @server.main()
     def _main(grid, context) -> None:
-        results.append(serve(PartitionOrderGrid(grid), fedn.cfg, fed, out_dir, engine=ENGINE, prepared=fedn, echo=echo))
+        ordered = PartitionOrderGrid(grid, seed=fedn.cfg.train.seed)
+        results.append(serve(ordered, fedn.cfg, fed, out_dir, engine=ENGINE, prepared=fedn, echo=echo))
 
     temp_dir = tempfile.mkdtemp(prefix="textkg-ray-")  # short: Ray's socket paths must fit 107 bytes
     flwr_logger = logging.getLogger("flwr")
