@@ -101,6 +101,7 @@ class DataParallelTrainer(Trainer):
         tc = self.config.train
         self.optimizer.zero_grad(set_to_none=True)
         size = len(idx)
+        rows = None  # the entity-table rows this step can touch (sampled negatives); 1-vs-all touches all
         if self._pool_positions is not None:
             triples = self.public[idx]
             pool, positions = self.entity_pool, self._pool_positions
@@ -125,9 +126,10 @@ class DataParallelTrainer(Trainer):
                 self.public[idx], num_negatives=tc.num_negatives, entity_pool=self.entity_pool, generator=self.generator
             )
             losses = self.loss_fn(self.model(batch[self.rank :: self.world], generator=self._row_generator))
+            rows = self._batch_rows(batch)
         loss_sum = losses.sum()
         (loss_sum / size).backward()
-        self._all_reduce_gradients()
+        self._all_reduce_gradients(rows)
         self.optimizer.step()
         total = loss_sum.detach().reshape(1).clone()
         dist.all_reduce(total)
@@ -150,21 +152,49 @@ class DataParallelTrainer(Trainer):
             private.randomness = SecretRandomness.from_state_dict(received)
         private.shard = Shard(rank=self.rank, world=self.world, reduce=_all_reduce_sum)
 
-    def _all_reduce_gradients(self) -> None:
+    def _batch_rows(self, batch: torch.Tensor) -> dict[int, torch.Tensor] | None:
+        """``{id(entity table): rows}`` that the whole batch ``(B, 1 + K, 3)`` can touch (every rank's
+        share, the unseen row that structural dropout reads included), or ``None`` without a table.
+        Every rank holds the whole batch, so every rank computes the same rows."""
+        structural = getattr(self.model, "structural", None)
+        if structural is None:
+            return None
+        ends = batch[..., [0, 2]].reshape(-1).to(structural.struct_index.device)
+        rows = torch.cat([structural.struct_index[ends], torch.tensor([structural.unseen_row], device=ends.device)])
+        return {id(structural.weight): rows.unique()}
+
+    def _all_reduce_gradients(self, rows: dict[int, torch.Tensor] | None = None) -> None:
         """Sum every gradient across ranks. A parameter no rank touched keeps ``grad=None``, as in one
-        process (Adam then leaves it and its moments alone)."""
+        process (Adam then leaves it and its moments alone).
+
+        ``rows``: ``{id(table): row ids}`` outside which a table's gradient is zero on every rank
+        (:meth:`_batch_rows`): only those rows are sent, ``B (1 + K) 2`` rows at most instead of the
+        whole ``(N, d)`` table."""
+        rows = rows or {}
         params = [p for p in self.model.parameters() if p.requires_grad]
         device = params[0].device if params else torch.device("cpu")  # NCCL reduces device tensors only
         touched = torch.tensor([p.grad is not None for p in params], dtype=torch.int32, device=device)
         dist.all_reduce(touched)
         live = [p for p, t in zip(params, touched.tolist(), strict=True) if t > 0]
         if live:
-            flat = torch.cat([(p.grad if p.grad is not None else torch.zeros_like(p)).reshape(-1) for p in live])
+
+            def part(p: torch.Tensor) -> torch.Tensor:
+                g = p.grad if p.grad is not None else torch.zeros_like(p)
+                return (g[rows[id(p)]] if id(p) in rows else g).reshape(-1)
+
+            parts = [part(p) for p in live]
+            flat = torch.cat(parts)
             dist.all_reduce(flat)
             offset = 0
-            for p in live:
-                p.grad = flat[offset : offset + p.numel()].view_as(p).clone()
-                offset += p.numel()
+            for p, sent in zip(live, parts, strict=True):
+                reduced = flat[offset : offset + sent.numel()]
+                offset += sent.numel()
+                if id(p) in rows:
+                    grad = p.grad if p.grad is not None else torch.zeros_like(p)
+                    grad[rows[id(p)]] = reduced.view(-1, *p.shape[1:])
+                    p.grad = grad
+                else:
+                    p.grad = reduced.view_as(p).clone()
         for p, t in zip(params, touched.tolist(), strict=True):
             if t == 0:
                 p.grad = None
