@@ -160,7 +160,9 @@ class DataParallelTrainer(Trainer):
         if structural is None:
             return None
         ends = batch[..., [0, 2]].reshape(-1).to(structural.struct_index.device)
-        rows = torch.cat([structural.struct_index[ends], torch.tensor([structural.unseen_row], device=ends.device)])
+        rows = structural.struct_index[ends]
+        if structural.dropout > 0:  # a dropped occurrence reads the unseen row
+            rows = torch.cat([rows, torch.tensor([structural.unseen_row], device=ends.device)])
         return {id(structural.weight): rows.unique()}
 
     def _all_reduce_gradients(self, rows: dict[int, torch.Tensor] | None = None) -> None:
@@ -179,6 +181,12 @@ class DataParallelTrainer(Trainer):
         if live:
 
             def part(p: torch.Tensor) -> torch.Tensor:
+                if p.grad is not None and p.grad.is_sparse:  # lazy Adam: row-sparse, its rows within rows[id(p)]
+                    g = p.grad.coalesce()
+                    mine = rows[id(p)]
+                    dense = torch.zeros((len(mine), *p.shape[1:]), dtype=p.dtype, device=p.device)
+                    dense[torch.searchsorted(mine, g.indices()[0])] = g.values()
+                    return dense.reshape(-1)
                 g = p.grad if p.grad is not None else torch.zeros_like(p)
                 return (g[rows[id(p)]] if id(p) in rows else g).reshape(-1)
 
@@ -189,7 +197,14 @@ class DataParallelTrainer(Trainer):
             for p, sent in zip(live, parts, strict=True):
                 reduced = flat[offset : offset + sent.numel()]
                 offset += sent.numel()
-                if id(p) in rows:
+                if id(p) in rows and getattr(self.model, "sparse_entity_rows", False):
+                    # lazy Adam: the same row-sparse gradient one process forms (every row the batch read)
+                    r = rows[id(p)]
+                    values = reduced.view(len(r), *p.shape[1:]).clone()
+                    p.grad = torch.sparse_coo_tensor(
+                        r[None], values, p.shape, check_invariants=False, is_coalesced=True
+                    )
+                elif id(p) in rows:
                     grad = p.grad if p.grad is not None else torch.zeros_like(p)
                     grad[rows[id(p)]] = reduced.view(-1, *p.shape[1:])
                     p.grad = grad
@@ -202,9 +217,9 @@ class DataParallelTrainer(Trainer):
 
 def check_supported(cfg) -> None:
     """Raise :class:`ConfigError` for a run the data-parallel runner cannot train."""
-    if cfg.train.optimizer == "lazy-adam":  # its row-sparse gradients are not all-reduced yet
-        raise ConfigError(
-            "lazy-adam is not supported with torchrun / --nproc yet; use adam or one process",
+    if cfg.train.optimizer == "lazy-adam" and cfg.model is not None and cfg.model.structural_dropout:
+        raise ConfigError(  # each rank draws its own rows' dropout: the rows read differ from one process's
+            "lazy-adam with structural dropout is not supported with torchrun / --nproc yet; use adam or one process",
             field="train.optimizer",
         )
 

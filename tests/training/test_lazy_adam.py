@@ -93,8 +93,9 @@ def test_cli_run_with_lazy_adam_trains_and_resumes(tmp_path):
     assert metrics["test"]["mrr"] > 0
 
 
-def test_nproc_refuses_lazy_adam_before_torchrun(tmp_path, capsys):
+def test_nproc_refuses_lazy_adam_with_structural_dropout_before_torchrun(tmp_path, capsys):
     code = main(
-        ["train", "--dataset", str(FIXTURE), "--optimizer", "lazy-adam", "--nproc", "2", "--out", str(tmp_path / "o")]
+        ["train", "--dataset", str(FIXTURE), "--optimizer", "lazy-adam", "--structural-dropout", "0.2"]
+        + ["--model", "fused-transe", "--encoder", "glove-bow", "--nproc", "2", "--out", str(tmp_path / "o")]
     )
-    assert code == 2 and "lazy-adam is not supported with torchrun" in capsys.readouterr().err
+    assert code == 2 and "lazy-adam with structural dropout is not supported" in capsys.readouterr().err
