@@ -124,6 +124,7 @@ class PrivateStep:
         self.entity_pool = entity_pool
         self.loss_fn = loss_fn
         self.shard = shard
+        self.batch_rows: dict[str, torch.Tensor] = {}  # rows of each table the whole sample reads
         self.num_negatives = num_negatives
         self.mechanism = mechanism
         self.sample_rate = sample_rate
@@ -150,6 +151,7 @@ class PrivateStep:
         tables = model.tables()
         batch = batch.to(model.relation_embeddings.device)  # ids come from CPU generators; rows live on the device
         plan = model.lookup_plan(batch, generator=self.generator)
+        self.batch_rows = {name: idx.reshape(-1).unique() for name, idx in plan.items()}
         if rows is not None:
             batch, plan = batch[rows], {name: idx[rows] for name, idx in plan.items()}
             if not len(rows):
@@ -194,6 +196,16 @@ class PrivateStep:
         )
         return {k[len("model.") :]: g for k, g in dense_grads.items()}, row_grads
 
+    def _reduce(self, sums: dict[str, torch.Tensor], rows: dict[str, torch.Tensor]) -> None:
+        """Sum the shares' clipped sums across processes, in place. A table's clipped sum is zero
+        outside the rows the whole sample read (``rows``, the same on every process), so only those
+        rows are sent, not the whole ``(V, d)`` table."""
+        assert self.shard is not None
+        sent = {k: (v[rows[k]] if k in rows else v) for k, v in sums.items()}
+        self.shard.reduce(sent)
+        for k in rows:
+            sums[k][rows[k]] = sent[k]
+
     def __call__(self) -> int:
         """Take one DP step; fills ``.grad`` of every trained parameter.
 
@@ -233,7 +245,7 @@ class PrivateStep:
             noised = self.mechanism(dense_g, row_g, table_sizes, noise)
         else:  # clip this share, sum the shares, then noise the total once
             sums, norms = self.mechanism.clipped_sum(dense_g, row_g, table_sizes)
-            self.shard.reduce(sums)
+            self._reduce(sums, self.batch_rows if len(idx) else {k: torch.zeros(0, dtype=torch.long) for k in tables})
             noised = self.mechanism.noise_clipped_sum(sums, norms=norms, noise=noise)
         for k, p in {**dense_params, **tables}.items():
             p.grad = noised[k].to(device=p.device, dtype=p.dtype).view_as(p)
