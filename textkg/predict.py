@@ -92,6 +92,7 @@ class Predictor:
             cfg, descriptions, seed=self.config.train.seed, autoencoder=self.prepared.autoencoder, device=self.device
         )
         inputs.pop("autoencoder", None)
+        inputs.pop("text_module", None)  # top-layers: the run's own fine-tuned layers are in the model
         return inputs
 
     def embed(self, descriptions: list[str]) -> torch.Tensor:

@@ -17,6 +17,7 @@ from textkg.models.interactions import Interaction, get_interaction, list_intera
 from textkg.models.kge import KGEModel
 from textkg.models.presets import get_preset, list_presets, register_preset
 from textkg.models.representations import PooledTransformer, StructuralRepresentation, TextRepresentation
+from textkg.models.top_layers import TopLayers, text_focus
 
 __all__ = [
     "Fusion",
@@ -26,6 +27,7 @@ __all__ = [
     "PooledTransformer",
     "StructuralRepresentation",
     "TextRepresentation",
+    "TopLayers",
     "build_model",
     "get_fusion",
     "get_interaction",
@@ -36,4 +38,5 @@ __all__ = [
     "register_fusion",
     "register_interaction",
     "register_preset",
+    "text_focus",
 ]

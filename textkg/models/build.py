@@ -153,7 +153,15 @@ def _text_representation(
     module_dim = None
     if module is not None:
         module_dim = _output_dim(module, inputs)
-    return TextRepresentation(inputs, config.dim, module=module, module_dim=module_dim, copy_inputs=copy_inputs)
+    return TextRepresentation(
+        inputs,
+        config.dim,
+        module=module,
+        module_dim=module_dim,
+        copy_inputs=copy_inputs,
+        # a module may declare its inputs derived data, rebuilt from the descriptions (TopLayers' hidden states)
+        persistent_inputs=getattr(module, "persistent_inputs", True),
+    )
 
 
 def _named_token_module(config: ModelConfig, token_dim: int) -> nn.Module:

@@ -15,7 +15,7 @@ from textkg.models.fusion import fusion_class
 from textkg.models.interactions import get_interaction
 
 #: Allowed values of ``ModelConfig.text_module``.
-TEXT_MODULES = ("dkrl", "lstm-ae", "finetune")
+TEXT_MODULES = ("dkrl", "lstm-ae", "finetune", "top-layers")
 
 
 @dataclass(frozen=True)

@@ -120,6 +120,9 @@ class TextRepresentation(nn.Module):
             the given tensors themselves, e.g. features memory-mapped from the
             encoder cache, which then stay on disk until rows are read; the
             caller must not change them afterwards.
+        persistent_inputs: Keep the inputs in ``state_dict`` (the default). ``False`` for
+            inputs the pipeline rebuilds from the descriptions anyway and that would bloat
+            every checkpoint (``top-layers``: cached hidden states, ``(n, T, d)``).
     """
 
     def __init__(
@@ -130,6 +133,7 @@ class TextRepresentation(nn.Module):
         module: nn.Module | None = None,
         module_dim: int | None = None,
         copy_inputs: bool = True,
+        persistent_inputs: bool = True,
     ) -> None:
         super().__init__()
         if not inputs:
@@ -139,7 +143,8 @@ class TextRepresentation(nn.Module):
             raise ConfigError(f"text inputs disagree on the number of entities: {sizes}", field="text_features")
         self.keys = tuple(inputs)
         for key, value in inputs.items():
-            self.register_buffer(f"text_{key}", value.detach().clone() if copy_inputs else value.detach())
+            stored = value.detach().clone() if copy_inputs else value.detach()
+            self.register_buffer(f"text_{key}", stored, persistent=persistent_inputs)
         self.module = module
         if module is None:
             first = inputs[self.keys[0]]

@@ -293,6 +293,15 @@ class RunConfig:
                 "lazy-adam updates the rows a batch touched; DP-SGD noises every row at every step: use adam",
                 field="train.optimizer",
             )
+        if getattr(self.model, "text_module", None) == "top-layers" and self.privacy.mode in PRIVATE_STEP_MODES:
+            # its candidate cache is state written during the forward pass, and a step's output for one
+            # example depends on rows the other examples chose: no per-example gradient is defined
+            raise ConfigError(
+                f"text_module 'top-layers' cannot be trained under --privacy {self.privacy.mode} (its cached "
+                "candidate rows are shared across examples, so per-example clipping is not defined); use "
+                "'finetune' (DP-SGD over every transformer weight) or frozen features",
+                field="model.text_module",
+            )
         if self.train.negatives == "all" and self.privacy.mode in PRIVATE_STEP_MODES:
             from textkg.training.one_vs_all_clipping import private_refusal  # torch: only when needed
 

@@ -71,7 +71,8 @@ def text_inputs(
     :func:`lstm_autoencoder`); the caller pops ``autoencoder`` before
     :func:`textkg.models.build_model`;
     ``{"input_ids": (n, L), "attention_mask": (n, L), "text_module":
-    PooledTransformer}`` for ``finetune``.
+    PooledTransformer}`` for ``finetune``; ``{"token_features", "token_mask", "text_module":
+    TopLayers}`` for ``top-layers`` (:mod:`textkg.training.top_layers_features`).
 
     Raises:
         ConfigError: Bad encoder settings (``finetune``: not a ``bert``
@@ -86,6 +87,10 @@ def text_inputs(
     from encoders import cached_encode, get_encoder
 
     cache_dir = Path(cache_dir) if cache_dir is not None else default_cache_dir()
+    if module == "top-layers":
+        from textkg.training.top_layers_features import top_layers_inputs
+
+        return top_layers_inputs(model_cfg, texts, cache_dir=cache_dir)
     kwargs = dict(model_cfg.encoder_kwargs or {})
     if device is not None and device.type != "cpu":  # on the CPU: built exactly as before devices existed
         kwargs.setdefault("device", str(device))

@@ -33,6 +33,7 @@ import torch
 import torch.nn.functional as F
 
 from textkg.errors import ConfigError
+from textkg.models.top_layers import text_focus
 
 
 def pool_positions(entity_pool: torch.Tensor, num_entities: int) -> torch.Tensor:
@@ -84,7 +85,9 @@ def one_vs_all_loss(
         raise ConfigError(
             "1-vs-all training needs every head and tail in the entity pool (training entities)", field="train.loss"
         )
-    pool_vectors = model.entity_matrix(entity_pool, generator=generator)  # one text/fusion pass for the pool
+    # a text module that trains on a few rows per step (top-layers) trains on the batch's own entities
+    with text_focus(model, torch.cat([triples[:, 0], triples[:, 2]])):
+        pool_vectors = model.entity_matrix(entity_pool, generator=generator)  # one text/fusion pass for the pool
     relations = model.relation_embeddings[triples[:, 1]]
     h, t = pool_vectors[heads], pool_vectors[tails]
     tail_scores = model.interaction.score_tails(h, relations, pool_vectors) / temperature

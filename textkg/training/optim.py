@@ -67,27 +67,50 @@ def build_optimizer(model, *, name: str, lr: float, weight_decay: float):
     trained = [p for p in model.parameters() if p.requires_grad]
     structural = getattr(model, "structural", None)
     if name == "adam" or structural is None:
-        return adam(trained, lr=lr, weight_decay=weight_decay)
+        return adam(trained, lr=lr, weight_decay=weight_decay, scales=lr_scales(model))
     table = structural.weight
     model.sparse_entity_rows = True
     rest = [p for p in trained if p is not table]
     optimizers: list[torch.optim.Optimizer] = [torch.optim.SparseAdam([table], lr=lr)]
     if rest:
-        optimizers.append(adam(rest, lr=lr, weight_decay=weight_decay))
+        optimizers.append(adam(rest, lr=lr, weight_decay=weight_decay, scales=lr_scales(model)))
     return OptimizerSet(optimizers)
+
+
+def lr_scales(model) -> dict[int, float]:
+    """``{id(parameter): factor}`` for the parameters of submodules with an ``lr_scale`` attribute
+    (``top-layers``: pretrained transformer layers train at a fraction of ``train.lr``)."""
+    scales: dict[int, float] = {}
+    for module in model.modules():
+        scale = getattr(module, "lr_scale", None)
+        if isinstance(scale, float):
+            scales.update((id(p), scale) for p in module.parameters())
+    return scales
 
 
 #: devices whose parameters get torch's fused Adam kernel (:func:`adam`)
 FUSED_ADAM_DEVICES = ("cpu", "cuda")
 
 
-def adam(params: list[torch.nn.Parameter], *, lr: float, weight_decay: float) -> torch.optim.Adam:
+def adam(
+    params: list[torch.nn.Parameter], *, lr: float, weight_decay: float, scales: dict[int, float] | None = None
+) -> torch.optim.Adam:
     """``torch.optim.Adam``, fused (one kernel per parameter) where torch has the kernel.
 
     The fused step is Adam's update in another floating-point order (parameters agree with
     the unfused step to ~1e-8 after 30 FB15k-237 steps, ``tests/training/test_training_step_oracle.py``)
     and 2.5x faster on CPU: for a dense ``(14.5k, 128)`` entity table it was 4 of the 28 ms
     of a step (docs/benchmarks.md, "Throughput against PyKEEN").
+
+    ``scales``: ``{id(parameter): factor}``; those parameters form groups of their own at ``lr x factor``
+    (the learning-rate schedule scales every group's own rate).
     """
     fused = all(p.device.type in FUSED_ADAM_DEVICES and p.dtype.is_floating_point for p in params)
-    return torch.optim.Adam(params, lr=lr, weight_decay=weight_decay, fused=fused or None)
+    scales = scales or {}
+    if not any(id(p) in scales for p in params):  # one group, exactly as before
+        return torch.optim.Adam(params, lr=lr, weight_decay=weight_decay, fused=fused or None)
+    groups: dict[float, list[torch.nn.Parameter]] = {}
+    for p in params:
+        groups.setdefault(scales.get(id(p), 1.0), []).append(p)
+    param_groups = [{"params": ps, "lr": lr * factor} for factor, ps in groups.items()]
+    return torch.optim.Adam(param_groups, lr=lr, weight_decay=weight_decay, fused=fused or None)
