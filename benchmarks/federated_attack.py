@@ -21,12 +21,21 @@ after every round it compares the next global model with what it was sent and
 what it uploaded, and scores ``V``'s entities by how far the other holders moved
 their rows (rows ``"attack": "client"``; the last round is read from the final
 global model).
+
+With ``--defences none,top-k,decay,top-k+decay`` every setting runs once per
+defence (DP-Flames' defence, :mod:`textkg.federated.topk` and
+:class:`privacy.schedule.GeometricNoiseSchedule`): ``top-k`` uploads only
+``--upload-top-k K`` structural rows, ``decay`` lowers σ by ``--noise-decay γ``
+every round (DP settings only; skipped in the clear). Each row names its
+``defence``. The attack reads a top-k upload as the server does: rows not
+uploaded did not move.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import tempfile
 import time
@@ -48,8 +57,15 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--target-epsilons", default="1,4")
     p.add_argument("--attacker", default=None, help="a holder that attacks --victim through the global model")
     p.add_argument("--victim", default=None)
+    p.add_argument("--defences", default="none", help="comma-separated: none, top-k, decay, top-k+decay")
+    p.add_argument("--upload-top-k", type=int, default=1000)
+    p.add_argument("--noise-decay", type=float, default=0.5)
     p.add_argument("--out", default="benchmarks/results/federated_attack_hpo_small.json")
     args = p.parse_args(argv)
+    defences = [d.strip() for d in args.defences.split(",") if d.strip()]
+    unknown = set(defences) - {"none", "top-k", "decay", "top-k+decay"}
+    if unknown:
+        p.error(f"unknown defences {sorted(unknown)}")
     if (args.attacker is None) != (args.victim is None):
         p.error("--attacker and --victim go together")
 
@@ -61,10 +77,11 @@ def main(argv: list[str] | None = None) -> int:
     from textkg.federated.attacks import CuriousHolder, audit_entities, server_entity_attack
     from textkg.federated.runner import FederatedConfig, federate
 
-    settings = [None] + [float(e) for e in args.target_epsilons.split(",") if e]
+    epsilons = [None] + [float(e) for e in args.target_epsilons.split(",") if e]
+    settings = [(e, d) for e in epsilons for d in defences if e is not None or "decay" not in d]
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
-        for eps in settings:
+        for eps, defence in settings:
             argv_train = [
                 "train",
                 "--dataset",
@@ -85,13 +102,21 @@ def main(argv: list[str] | None = None) -> int:
                 argv_train += ["--privacy", "full", "--target-epsilon", str(eps)]
             cfg = build_run_config(build_parser().parse_args(argv_train))
             fed = FederatedConfig(
-                partition=args.partition, clients=args.clients, rounds=args.rounds, local_epochs=1, aggregation="fedavg"
+                partition=args.partition,
+                clients=args.clients,
+                rounds=args.rounds,
+                local_epochs=1,
+                aggregation="fedavg",
+                upload_top_k=args.upload_top_k if "top-k" in defence else None,
+                noise_decay=args.noise_decay if "decay" in defence else None,
             )
             counter: dict[str, int] = {}
             label = "none" if eps is None else f"record-level eps={eps:g}"
+            if defence != "none":
+                label += f" + {defence}"
             spy = None if args.attacker is None else CuriousHolder(args.attacker, args.victim, seed=args.seed)
 
-            def observe(holder, sent, upload, label=label, counter=counter, spy=spy):
+            def observe(holder, sent, upload, label=label, counter=counter, spy=spy, defence=defence):
                 if spy is not None:  # the curious holder sees every round (it needs every holder's weight)
                     spy(holder, sent, upload)
                 members, non = audit_entities(holder.own, holder.shared, holder.model.seen_entities)
@@ -106,7 +131,13 @@ def main(argv: list[str] | None = None) -> int:
                     non_members=non,
                     seed=args.seed,
                 )
-                row = {"attack": "server", "privacy": label, "round": counter[holder.name], "holder": holder.name}
+                row = {
+                    "attack": "server",
+                    "privacy": label,
+                    "defence": defence,
+                    "round": counter[holder.name],
+                    "holder": holder.name,
+                }
                 rows.append({**row, **res.to_dict()})
                 print(json.dumps(rows[-1]), file=sys.stderr)
 
@@ -116,16 +147,36 @@ def main(argv: list[str] | None = None) -> int:
             if spy is not None:
                 spy.finish(torch.load(out / "best_model.pt"))  # the last round, read from the final global model
                 for r in spy.results:
-                    row = {"attack": "client", "privacy": label, "attacker": args.attacker, "holder": args.victim}
+                    row = {
+                        "attack": "client",
+                        "privacy": label,
+                        "defence": defence,
+                        "attacker": args.attacker,
+                        "holder": args.victim,
+                    }
                     rows.append({**row, **r})
                     print(json.dumps(rows[-1]), file=sys.stderr)
-            print(
-                json.dumps({"privacy": label, "test_mrr": m["test"]["mrr"], "seconds": time.perf_counter() - t0}),
-                file=sys.stderr,
-            )
+            seconds = time.perf_counter() - t0
+            print(json.dumps({"privacy": label, "test_mrr": m["test"]["mrr"], "seconds": seconds}), file=sys.stderr)
             for r in rows:
                 if r["privacy"] == label:
                     r["global_test_mrr"] = m["test"]["mrr"]
+                    r["seconds"] = seconds
+                    r["epsilon_max"] = None if m["privacy"] is None else m["privacy"]["epsilon"]
+            rows.append(
+                {
+                    "attack": "summary",
+                    "privacy": label,
+                    "defence": defence,
+                    "global_test_mrr": m["test"]["mrr"],
+                    "valid_mrr_by_round": [r["valid_mrr"] for r in m["rounds"]],
+                    "epsilon_max": None if m["privacy"] is None else m["privacy"]["epsilon"],
+                    "ledgers": [c["privacy"] and c["privacy"]["ledger"] for c in m["clients"]],
+                    "seconds": seconds,
+                    "finished_utc": time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime()),
+                    "load_average_1min": os.getloadavg()[0],
+                }
+            )
     write_results(args.out, "federated_attack.py", sys.argv[1:] if argv is None else argv, vars(args), rows)
     return 0
 

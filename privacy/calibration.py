@@ -9,16 +9,27 @@ from collections.abc import Sequence
 from privacy.accountant import RDPAccountant
 from privacy.conversion import PrivacyWarning
 from privacy.events import SampledGaussianEvent
+from privacy.schedule import GeometricNoiseSchedule
 from textkg.errors import PrivacyError
 
 _SIGMA_MAX = 1e4
 
 
 def _epsilon(
-    sigma: float, *, sample_rate: float, steps: int, delta: float, orders: Sequence[float] | str | None
+    sigma: float,
+    *,
+    sample_rate: float,
+    steps: int,
+    delta: float,
+    orders: Sequence[float] | str | None,
+    schedule: GeometricNoiseSchedule | None = None,
 ) -> float:
     acc = RDPAccountant(orders=orders)
-    acc.step(SampledGaussianEvent(sample_rate=sample_rate, noise_multiplier=sigma, steps=steps))
+    if schedule is None:
+        acc.step(SampledGaussianEvent(sample_rate=sample_rate, noise_multiplier=sigma, steps=steps))
+    else:  # the composition of each stage's event (Mironov 2017, arXiv:1702.07476v3, Prop. 1)
+        for event in schedule.events(sigma0=sigma, sample_rate=sample_rate, steps=steps):
+            acc.step(event)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", PrivacyWarning)
         return acc.get_epsilon(delta=delta)
@@ -32,6 +43,7 @@ def calibrate_noise_multiplier(
     steps: int,
     orders: Sequence[float] | str | None = None,
     tol: float = 1e-4,
+    schedule: GeometricNoiseSchedule | None = None,
 ) -> float:
     """Smallest noise multiplier (up to ``tol``) with ε(σ) <= ``target_epsilon``.
 
@@ -47,6 +59,9 @@ def calibrate_noise_multiplier(
         steps: planned number of steps, >= 1.
         orders: RDP orders (default grid if ``None``).
         tol: relative tolerance on σ, in (0, 1).
+        schedule: ``None`` for a constant σ; else the result is the schedule's σ_0, and ε is that
+            of the schedule's ledger (every σ_t = σ_0 · factor(t) grows with σ_0, so ε is still
+            non-increasing in σ_0 and the bisection holds).
 
     Raises:
         PrivacyError: the target is unreachable even with σ = 1e4 (with δ fixed,
@@ -65,7 +80,7 @@ def calibrate_noise_multiplier(
         raise ValueError(f"tol must be in (0, 1), got {tol}")
 
     def eps(sigma: float) -> float:
-        return _epsilon(sigma, sample_rate=sample_rate, steps=steps, delta=delta, orders=orders)
+        return _epsilon(sigma, sample_rate=sample_rate, steps=steps, delta=delta, orders=orders, schedule=schedule)
 
     lo, hi = 0.0, 1.0  # ε(0) = inf > target
     while eps(hi) > target_epsilon:

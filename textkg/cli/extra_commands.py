@@ -154,6 +154,23 @@ def _add_federate_flags(fe) -> None:
         help="client-level DP: L2 bound C of each holder's whole update (default: 1.0)",
     )
     fe.add_argument("--client-delta", type=float, default=1e-5, help="client-level DP: delta (default: 1e-5)")
+    fe.add_argument(
+        "--upload-top-k",
+        type=int,
+        default=None,
+        metavar="K",
+        help="each holder uploads only the K structural-table rows that moved most in the round (and every "
+        "other tensor whole); a row is averaged over the holders that uploaded it. Under --privacy it is "
+        "post-processing of the DP output (no extra epsilon); without it nothing is claimed (default: all rows)",
+    )
+    fe.add_argument(
+        "--noise-decay",
+        type=float,
+        default=None,
+        metavar="GAMMA",
+        help="record-level DP: sigma is sigma_0 * GAMMA^r in round r, sigma_0 calibrated so that all rounds "
+        "meet --target-epsilon (default: a constant sigma)",
+    )
     fe.add_argument("--rounds", type=int, default=3, help="federated rounds R (default: 3)")
     fe.add_argument(
         "--local-epochs",
@@ -298,6 +315,8 @@ def _federated_config(args):
         client_clip=args.client_clip,
         client_delta=args.client_delta,
         engine=getattr(args, "engine", None) or "inprocess",  # federate-app has no --engine
+        upload_top_k=args.upload_top_k,
+        noise_decay=args.noise_decay,
     )
 
 

@@ -44,9 +44,7 @@ import torch
 
 from textkg.audit.stats import empirical_epsilon_lower_bound, roc_auc, tpr_at_fpr
 from textkg.errors import ConfigError
-
-#: The parameter that holds one row per training entity.
-STRUCTURAL_TABLE = "structural.weight"
+from textkg.federated.topk import STRUCTURAL_TABLE, dense_upload
 
 
 @dataclass(frozen=True)
@@ -78,12 +76,15 @@ class ServerAttackResult:
 def row_change_scores(
     sent: Mapping[str, torch.Tensor], upload: Mapping[str, torch.Tensor], *, table: str = STRUCTURAL_TABLE
 ) -> torch.Tensor:
-    """``(rows,)`` L2 norm of each row's change between what was sent and what came back."""
+    """``(rows,)`` L2 norm of each row's change between what was sent and what came back.
+
+    A top-k upload (:mod:`textkg.federated.topk`) counts as the rows the server sent where the
+    holder uploaded none: those rows did not move, for the server."""
     if table not in sent or table not in upload:
         raise ConfigError(
             f"the upload has no parameter {table!r} (a model with a structural table is needed)", field="table"
         )
-    before, after = sent[table].double(), upload[table].double()
+    before, after = sent[table].double(), dense_upload(sent, upload, table=table)[table].double()
     if before.shape != after.shape:
         raise ValueError(f"{table}: sent {tuple(before.shape)}, got back {tuple(after.shape)}")
     return (after - before).norm(dim=1)
@@ -208,7 +209,8 @@ def others_update(
                 f"{name} has no parameter {table!r} (a model with a structural table is needed)", field="table"
             )
     theta = sent[table].double()
-    return new_global[table].double() - theta - own_weight * (own_upload[table].double() - theta)
+    own = dense_upload(sent, own_upload, table=table)[table].double()
+    return new_global[table].double() - theta - own_weight * (own - theta)
 
 
 def victim_audit_entities(

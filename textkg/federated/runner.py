@@ -87,6 +87,17 @@ class FederatedConfig:
             another; ``checkpoint.pt`` and ``--resume``) or ``simulation``
             (Flower's simulation engine: the deployment apps, holders in Ray
             actors; needs ``textkg[simulation]``; no checkpoint). Same outputs.
+        upload_top_k: ``None`` (default): every holder uploads every trained
+            tensor. K: it uploads only the K structural-table rows that moved
+            most in the round, plus every other tensor whole, and the server
+            averages each row over the holders that uploaded it
+            (:mod:`textkg.federated.topk`; DP-Flames' selection). Under
+            record-level DP the choice is post-processing (no extra ε);
+            without DP nothing is claimed. Not with client-level DP.
+        noise_decay: ``None`` (default): a constant σ. γ in (0, 1]: under
+            record-level DP, each holder's σ is σ_0 · γ^r in round r = 0, 1, …
+            (:class:`privacy.schedule.GeometricNoiseSchedule`), with σ_0
+            calibrated so that the ledger of all rounds meets ``--target-epsilon``.
     """
 
     partition: str = "random"
@@ -100,6 +111,8 @@ class FederatedConfig:
     client_clip: float = 1.0
     client_delta: float = DEFAULT_CLIENT_DELTA
     engine: str = "inprocess"
+    upload_top_k: int | None = None
+    noise_decay: float | None = None
 
     @property
     def client_dp(self) -> bool:
@@ -133,10 +146,20 @@ class FederatedConfig:
             raise ConfigError(
                 f"unknown partition {self.partition!r}; expected one of {', '.join(SCHEMES)}", field="partition"
             )
-        for name in ("rounds", "local_epochs"):
+        for name in ("rounds", "local_epochs", "upload_top_k"):
             value = getattr(self, name)
+            if name == "upload_top_k" and value is None:
+                continue
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ConfigError(f"must be an integer >= 1, got {value!r}", field=name.replace("_", "-"))
+        if self.upload_top_k is not None and self.client_dp:
+            raise ConfigError(
+                "client-level DP clips and noises whole updates: --upload-top-k is not supported with it",
+                field="upload-top-k",
+            )
+        decay = self.noise_decay
+        if decay is not None and (isinstance(decay, bool) or not isinstance(decay, (int, float)) or not 0 < decay <= 1):
+            raise ConfigError(f"must be a number in (0, 1], got {decay!r}", field="noise-decay")
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
@@ -158,9 +181,22 @@ class DataHolder:
         own: ``(n_k, 3)`` the holder's own training statements.
         shared: ``(s, 3)`` public statements every holder trains on.
         out_dir: Where the holder's trainer may write (nothing is written today).
+        upload_top_k: Upload only this many structural-table rows (``None``: every tensor whole).
+        noise_decay: ``(γ, E)``: under privacy, σ shrinks by γ every E local epochs (one round).
     """
 
-    def __init__(self, name: str, prep, cfg, own: torch.Tensor, shared: torch.Tensor, out_dir: Path) -> None:
+    def __init__(
+        self,
+        name: str,
+        prep,
+        cfg,
+        own: torch.Tensor,
+        shared: torch.Tensor,
+        out_dir: Path,
+        *,
+        upload_top_k: int | None = None,
+        noise_decay: tuple[float, int] | None = None,
+    ) -> None:
         from textkg.training.losses import make_loss
         from textkg.training.pipeline import _trained_parameter_names
         from textkg.training.private_training import PrivateTraining, select_confidential
@@ -184,7 +220,9 @@ class DataHolder:
                 loss_fn=loss_fn,
                 num_negatives=cfg.train.num_negatives,
                 trained_parameters=_trained_parameter_names(self.model),
+                noise_decay=noise_decay,
             )
+        self.upload_top_k = upload_top_k
         # the FedAvg weight: the holder's own statements. Every holder trains the shared ones, so counting
         # them would give a holder of 13 statements (hpo's DECIPHER) the weight of one with 5,000.
         self.num_examples = max(len(own), 1)
@@ -210,7 +248,19 @@ class DataHolder:
         if self.private is not None:
             metrics["epsilon"] = float(self.private.epsilon())
             metrics["private-steps"] = int(self.private.accountant.steps)
-        return trained_state(self.model), metrics
+        return self.upload(arrays, trained_state(self.model)), metrics
+
+    def upload(self, sent: dict[str, torch.Tensor], trained: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        """What leaves the holder: ``trained``, or its top-k rows (:func:`textkg.federated.topk.sparse_upload`).
+
+        Reads only what the server sent and the trained parameters (under DP, the holder's DP
+        output): the choice of rows is post-processing (Dwork & Roth 2014, Prop. 2.1).
+        """
+        if self.upload_top_k is None:
+            return trained
+        from textkg.federated.topk import sparse_upload
+
+        return sparse_upload(sent, trained, self.upload_top_k)
 
     def state_dict(self) -> dict:
         """What a resumed federation needs of this holder (PRIVATE: it holds the secret key of its noise)."""
@@ -279,7 +329,17 @@ class Federation:
     def holder(self, k: int, out_dir: Path) -> DataHolder:
         """Build holder ``k`` (its own statements, the shared ones, its trainer and ledger)."""
         own = self.part.client_triples(self.prep.split.train, k, include_shared=False)
-        return DataHolder(self.part.clients[k], self.prep, self.cfg, own, self.shared, out_dir)
+        decay = None if self.fed.noise_decay is None else (self.fed.noise_decay, self.fed.local_epochs)
+        return DataHolder(
+            self.part.clients[k],
+            self.prep,
+            self.cfg,
+            own,
+            self.shared,
+            out_dir,
+            upload_top_k=self.fed.upload_top_k,
+            noise_decay=decay,
+        )
 
 
 def check_settings(cfg, fed: FederatedConfig) -> None:
@@ -299,6 +359,12 @@ def check_settings(cfg, fed: FederatedConfig) -> None:
             "record-level (--privacy) and client-level DP together are not supported yet; choose one",
             field="privacy.mode",
         )
+    if fed.noise_decay is not None and cfg.privacy.mode not in ("full", "confidential"):
+        raise ConfigError(
+            "--noise-decay schedules record-level DP noise: add --privacy full|confidential", field="noise-decay"
+        )
+    if fed.noise_decay is not None and cfg.privacy.accountant != "rdp":
+        raise ConfigError("--noise-decay is accounted with RDP only: use --accountant rdp", field="noise-decay")
 
 
 def prepare_federation(cfg, fed: FederatedConfig) -> Federation:
@@ -308,6 +374,13 @@ def prepare_federation(cfg, fed: FederatedConfig) -> Federation:
     check_settings(cfg, fed)
     cfg = dataclasses.replace(cfg, train=dataclasses.replace(cfg.train, epochs=fed.rounds * fed.local_epochs))
     prep = prepare(cfg, device=torch.device("cpu"))  # validates every input before anything is written
+    if fed.upload_top_k is not None:
+        from textkg.federated.topk import STRUCTURAL_TABLE
+
+        table = trained_state(prep.model).get(STRUCTURAL_TABLE)
+        if table is None or not fed.upload_top_k <= table.shape[0]:
+            rows = "no structural table" if table is None else f"{table.shape[0]} structural rows"
+            raise ConfigError(f"{fed.upload_top_k} rows to upload, but the model has {rows}", field="upload-top-k")
     part = make_partition(
         prep.kg,
         prep.split.train,
@@ -328,7 +401,14 @@ def make_strategy(fed: FederatedConfig, num_clients: int, *, client_dp_state=Non
     from textkg.federated.strategy import RowAwareFedAvg
 
     # no federated evaluation: the server evaluates the global model on the public validation statements
-    strategy = (RowAwareFedAvg if fed.aggregation == "row" else FedAvg)(
+    from textkg.federated.topk import STRUCTURAL_TABLE
+
+    rows: dict[str, Any] = {}
+    if fed.aggregation == "row" or fed.upload_top_k is not None:
+        top_k = None if fed.upload_top_k is None else STRUCTURAL_TABLE
+        rows = {"top_k_table": top_k, "rows_changed": fed.aggregation == "row"}
+    strategy = (RowAwareFedAvg if rows else FedAvg)(
+        **rows,
         fraction_train=1.0,
         fraction_evaluate=0.0,
         min_train_nodes=num_clients,
@@ -421,6 +501,7 @@ def write_outputs(
             "aggregation": fed.aggregation,
             "weights": "equal (DP-FedAvg)" if fed.client_dp else "each holder's number of own statements",
             "selection": "none: the last round's global model",
+            "upload": _upload_block(fed, cfg),
         },
         "rounds": history,
         "valid": history[-1]["valid_mrr"] if history else None,
@@ -505,7 +586,8 @@ def federate(
     if resume:
         saved = ckpt.load(out_dir / ckpt.CHECKPOINT)
         # a checkpoint from before a setting existed holds its default
-        for key, now, default in (("config", cfg.to_dict(), {}), ("federated", fed.to_dict(), {"engine": "inprocess"})):
+        fed_defaults = {"engine": "inprocess", "upload_top_k": None, "noise_decay": None}
+        for key, now, default in (("config", cfg.to_dict(), {}), ("federated", fed.to_dict(), fed_defaults)):
             saved[key] = {**default, **saved[key]}
             if saved[key] != now:
                 changed = sorted(k for k in set(now) | set(saved[key]) if now.get(k) != saved[key].get(k))
@@ -586,9 +668,26 @@ def round_line(record: dict, rounds: int) -> str:
     )
 
 
+def _upload_block(fed: FederatedConfig, cfg) -> dict:
+    """``metrics.json``'s ``federated.upload``: what each holder sends, and what its choice of rows costs."""
+    if fed.upload_top_k is None:
+        return {"rows": "all", "privacy": "every trained tensor, whole"}
+    dp = cfg.privacy.mode in ("full", "confidential") and cfg.privacy.mechanism == "dp-sgd"
+    return {
+        "rows": fed.upload_top_k,
+        "table": "structural.weight",
+        "rule": "the K rows with the largest L2 change from the global model sent; every other tensor whole",
+        "privacy": "post-processing of each holder's DP output: no extra epsilon (Dwork & Roth 2014, Prop. 2.1)"
+        if dp
+        else "none claimed: the rows and their choice are functions of the clear parameters",
+    }
+
+
 def _strategy_name(fed: FederatedConfig) -> str:
     if fed.client_dp:
         return "FedAvg with equal weights in DifferentialPrivacyServerSideFixedClipping (flwr), secret noise"
+    if fed.upload_top_k is not None:
+        return "RowAwareFedAvg over top-k uploads (textkg.federated.strategy)"
     if fed.aggregation == "row":
         return "RowAwareFedAvg (textkg.federated.strategy)"
     return "FedAvg (flwr.serverapp.strategy)"

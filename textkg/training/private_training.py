@@ -21,6 +21,7 @@ from privacy.events import SampledGaussianEvent
 from privacy.pld import pld_calibrate_noise_multiplier, pld_epsilon, pld_max_steps
 from privacy.randomness import NoisePrefetcher, SecretRandomness
 from privacy.rdp import DEFAULT_ORDERS, parse_orders
+from privacy.schedule import GeometricNoiseSchedule
 from textkg.errors import ConfigError, PrivacyError
 from textkg.training.config import PrivacyConfig
 from textkg.training.one_vs_all import pool_positions
@@ -164,6 +165,11 @@ class PrivateTraining:
             private statements with the 1-vs-all softmax over ``entity_pool``
             (:class:`textkg.training.private_step.OneVsAllPrivateStep`, exact
             per-example clipping without per-example gradients).
+        noise_decay: ``None`` for a constant σ; else ``(γ, E)``: step ``t`` runs at
+            σ_t = σ_0 · γ^⌊t / (E · steps_per_epoch)⌋ (σ shrinks every E epochs, one federated
+            round; :class:`privacy.schedule.GeometricNoiseSchedule`). The schedule depends on
+            public inputs only; the ledger records each step's σ_t, and a calibrated σ_0 makes
+            the ledger of the planned steps meet ``target_epsilon``. RDP accounting only.
     """
 
     def __init__(
@@ -179,6 +185,7 @@ class PrivateTraining:
         trained_parameters: list[str],
         randomness: SecretRandomness | None = None,
         one_vs_all_temperature: float | None = None,
+        noise_decay: tuple[float, int] | None = None,
     ) -> None:
         self.cfg = cfg
         # the secret source of the Poisson samples, the noise and the per-example randomness;
@@ -196,6 +203,12 @@ class PrivateTraining:
         self.sample_rate = min(1.0, batch_size / self.num_private)
         self.steps_per_epoch = max(1, round(self.num_private / batch_size))
         self.planned_steps = planned_epochs * self.steps_per_epoch
+        self.schedule = None
+        if noise_decay is not None:
+            if cfg.accountant != "rdp":
+                raise ConfigError("a decaying noise schedule is accounted with RDP only", field="privacy.accountant")
+            decay, epochs_per_stage = noise_decay
+            self.schedule = GeometricNoiseSchedule(decay=decay, stage_steps=epochs_per_stage * self.steps_per_epoch)
         self.delta = cfg.delta if cfg.delta is not None else 1.0 / (10 * self.num_private)
         if self.delta >= 1.0 / self.num_private:
             warnings.warn(
@@ -227,6 +240,7 @@ class PrivateTraining:
                 sample_rate=self.sample_rate,
                 steps=self.planned_steps,
                 orders=self.orders,
+                schedule=self.schedule,
             )
             self.calibrated = True
         if cfg.target_epsilon is not None and self.budget_exhausted():
@@ -256,7 +270,14 @@ class PrivateTraining:
 
     # -- budget ---------------------------------------------------------------
     def _event(self) -> SampledGaussianEvent:
-        return SampledGaussianEvent(sample_rate=self.sample_rate, noise_multiplier=self.noise_multiplier)
+        """The event of the next step (``t = accountant.steps``), at its scheduled σ_t."""
+        return SampledGaussianEvent(sample_rate=self.sample_rate, noise_multiplier=self.step_noise_multiplier())
+
+    def step_noise_multiplier(self, step: int | None = None) -> float:
+        """σ_t of step ``t`` (default: the next step); σ_0 when there is no schedule."""
+        if self.schedule is None:
+            return self.noise_multiplier
+        return self.schedule.noise_multiplier(self.noise_multiplier, self.accountant.steps if step is None else step)
 
     def budget_exhausted(self) -> bool:
         """True when the next step would exceed ``target_epsilon`` (never overshoot)."""
@@ -305,7 +326,7 @@ class PrivateTraining:
             if self._prefetcher is None:
                 self._prefetcher = NoisePrefetcher(self.randomness, noise_shapes(model))
             mechanism = DPSGDStep(
-                noise_multiplier=self.noise_multiplier,
+                noise_multiplier=self.step_noise_multiplier(t),
                 max_grad_norm=self.cfg.max_grad_norm,
                 expected_batch_size=self.sample_rate * self.num_private,
                 accountant=self.accountant,
@@ -370,7 +391,7 @@ class PrivateTraining:
         params = [p for p in model.parameters() if p.requires_grad and p.grad is not None]
         clip_and_noise_batch_gradient(
             params,
-            noise_multiplier=self.noise_multiplier,
+            noise_multiplier=self.step_noise_multiplier(),
             max_grad_norm=self.cfg.max_grad_norm,
             batch_size=self.batch_size,
             generator=generator,
@@ -450,6 +471,7 @@ class PrivateTraining:
                 {"sample_rate": q, "noise_multiplier": sigma, "steps": n} for q, sigma, n in self.accountant.history
             ],
             "noise_multiplier": self.noise_multiplier,
+            "noise_schedule": None if self.schedule is None else self.schedule.describe(),
             "noise_calibrated_to_target": self.calibrated,
             "target_epsilon": self.cfg.target_epsilon,
             "max_grad_norm": self.cfg.max_grad_norm,
