@@ -118,3 +118,20 @@ def test_private_training_is_refused_naming_the_field(mode):
     with pytest.raises(ConfigError) as info:
         RunConfig(model=ModelConfig(**MODEL), privacy=privacy)
     assert info.value.field == "model.text_module"
+
+
+def test_one_vs_all_trains_the_batchs_own_entities(top_run):
+    from textkg.training.one_vs_all import one_vs_all_loss, pool_positions
+    from textkg.training.pipeline import prepare
+
+    cfg = RunConfig.from_dict(json.loads((top_run / "config.json").read_text()))
+    prep = prepare(cfg, top_run)
+    model, pool = prep.model.train(), prep.split.train_entities
+    module = model.text.module
+    module.refresh_every = 1000  # nothing goes stale: only live rows are recomputed after the first step
+    triples = prep.split.train[:3]
+    for _ in range(2):
+        one_vs_all_loss(model, triples, entity_pool=pool, positions=pool_positions(pool, model.num_entities))
+    recomputed = torch.nonzero(module._cached_at == module.step_count - 1).flatten()
+    ends = torch.unique(torch.cat([triples[:, 0], triples[:, 2]]))
+    assert len(recomputed) and torch.equal(recomputed, ends[: module.live])

@@ -88,6 +88,7 @@ class TopLayers(nn.Module):
         self.register_buffer("_cached", torch.zeros(0, self.out_dim), persistent=False)
         self.register_buffer("_cached_at", torch.zeros(0, dtype=torch.long), persistent=False)
         self._focus: torch.Tensor | None = None
+        self._calls = 0  # training calls (a step may make several: entity_matrix works in chunks)
 
     # -- the function ------------------------------------------------------------------------
     def forward(self, hidden: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
@@ -122,12 +123,16 @@ class TopLayers(nn.Module):
     # -- rows for TextRepresentation -----------------------------------------------------------
     @contextlib.contextmanager
     def focus(self, entities: torch.Tensor) -> Iterator[None]:
-        """Within this block, training calls recompute ``entities`` (the batch's heads and tails) with gradient."""
-        previous, self._focus = self._focus, entities.reshape(-1)
+        """One training step: within this block, training calls recompute at most ``live`` of ``entities``
+        (the batch's heads and tails) with gradient, however many chunks the rows come in."""
+        previous, self._focus = self._focus, self._cap(torch.unique(entities.reshape(-1)))
+        calls = self._calls
         try:
             yield
         finally:
             self._focus = previous
+            if self._calls != calls:
+                self.step_count += 1
 
     def encode_rows(self, hidden: torch.Tensor, mask: torch.Tensor, *, rows: torch.Tensor) -> torch.Tensor:
         """``(len(rows), D)`` outputs of entity ``rows`` of the full ``(n, T, d)`` / ``(n, T)`` inputs.
@@ -144,7 +149,9 @@ class TopLayers(nn.Module):
         with torch.no_grad():
             self._cached[live] = fresh.detach()
             self._cached_at[live] = self.step_count
-        self.step_count += 1
+        self._calls += 1
+        if self._focus is None:  # no step around this call: the call is the step
+            self.step_count += 1
         if not len(live):
             return out
         is_live = torch.isin(rows, live)
@@ -165,17 +172,19 @@ class TopLayers(nn.Module):
             self._cached_at[stale] = self.step_count
 
     def _live_rows(self, rows: torch.Tensor) -> torch.Tensor:
-        """Sorted unique rows recomputed with gradient: the focus among ``rows`` (else ``rows``), at most ``live``."""
+        """Sorted unique rows recomputed with gradient: the step's focus among ``rows``, else ``live`` of ``rows``."""
         candidates = torch.unique(rows)
         if self._focus is not None:
-            focus = torch.unique(self._focus.to(rows.device))
-            candidates = focus[torch.isin(focus, candidates)]
-        if len(candidates) > self.live:
-            # drawn from the step count: the same rows after a resume from a checkpoint
-            gen = torch.Generator().manual_seed(int(self.step_count))
-            pick = torch.randperm(len(candidates), generator=gen)[: self.live].to(candidates.device)
-            candidates = candidates[pick].sort().values
-        return candidates
+            return candidates[torch.isin(candidates, self._focus.to(rows.device))]
+        return self._cap(candidates)
+
+    def _cap(self, rows: torch.Tensor) -> torch.Tensor:
+        """At most ``live`` of the sorted ``rows``, drawn from the step count (the same after a resume)."""
+        if len(rows) <= self.live:
+            return rows
+        gen = torch.Generator().manual_seed(int(self.step_count))
+        pick = torch.randperm(len(rows), generator=gen)[: self.live].to(rows.device)
+        return rows[pick].sort().values
 
 
 @contextlib.contextmanager
