@@ -60,6 +60,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--defences", default="none", help="comma-separated: none, top-k, decay, top-k+decay")
     p.add_argument("--upload-top-k", type=int, default=1000)
     p.add_argument("--noise-decay", type=float, default=0.5)
+    p.add_argument("--skip-clear", action="store_true", help="run the DP settings only")
     p.add_argument("--out", default="benchmarks/results/federated_attack_hpo_small.json")
     args = p.parse_args(argv)
     defences = [d.strip() for d in args.defences.split(",") if d.strip()]
@@ -77,7 +78,7 @@ def main(argv: list[str] | None = None) -> int:
     from textkg.federated.attacks import CuriousHolder, audit_entities, server_entity_attack
     from textkg.federated.runner import FederatedConfig, federate
 
-    epsilons = [None] + [float(e) for e in args.target_epsilons.split(",") if e]
+    epsilons = [None] * (not args.skip_clear) + [float(e) for e in args.target_epsilons.split(",") if e]
     settings = [(e, d) for e in epsilons for d in defences if e is not None or "decay" not in d]
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
