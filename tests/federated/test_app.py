@@ -49,8 +49,13 @@ def _settings(federate_base, *flags):
         ((), fresh),
         ((), app.clientapp),
         (("--privacy", "full", "--target-epsilon", "2", "--reproducible-noise", "7"), fresh),
+        (
+            ("--privacy", "full", "--target-epsilon", "2", "--reproducible-noise", "7")
+            + ("--upload-top-k", "50", "--noise-decay", "0.5"),
+            fresh,
+        ),
     ],
-    ids=["fresh-processes", "one-process", "record-level-dp"],
+    ids=["fresh-processes", "one-process", "record-level-dp", "dp-top-k-decay"],
 )
 def test_the_apps_equal_the_in_process_runner(federate_base, tmp_path, flags, client):
     """Same settings, same seed: the deployment apps give the runner's global model bit for bit, its
