@@ -1,0 +1,116 @@
+"""The settings of a federation (``textkg federate``'s own flags), validated at construction."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+from textkg.errors import ConfigError
+from textkg.federated.client_dp import DEFAULT_CLIENT_DELTA
+from textkg.federated.partition import SCHEMES
+from textkg.federated.simulation import ENGINES
+
+#: Server aggregations by name.
+AGGREGATIONS = ("fedavg", "row")
+
+
+@dataclass(frozen=True)
+class FederatedConfig:
+    """How the federation runs.
+
+    Attributes:
+        partition: A scheme of :data:`textkg.federated.partition.SCHEMES`.
+        clients: K for ``random`` / ``relation`` (``None``: from the scheme).
+        rounds: Federated rounds R.
+        local_epochs: Epochs each holder trains per round E.
+        partition_file: The TSV of the ``column`` scheme.
+        aggregation: ``fedavg`` (default: Flower's FedAvg over whole tensors) or
+            ``row`` (:class:`textkg.federated.strategy.RowAwareFedAvg`: a table
+            row is averaged over the holders that changed it; no better on
+            ``hpo-small`` over 3 seeds, so not the default).
+        client_noise_multiplier: σ of client-level DP-FedAvg
+            (:mod:`textkg.federated.client_dp`); ``None``: no client-level DP
+            unless ``client_target_epsilon`` is set.
+        client_target_epsilon: Calibrate σ so that R rounds give this ε.
+        client_clip: C, the L2 bound of each holder's whole update.
+        client_delta: δ of the client-level guarantee.
+        engine: ``inprocess`` (default: every holder in this process, one after
+            another; ``checkpoint.pt`` and ``--resume``) or ``simulation``
+            (Flower's simulation engine: the deployment apps, holders in Ray
+            actors; needs ``textkg[simulation]``; no checkpoint). Same outputs.
+        upload_top_k: ``None`` (default): every holder uploads every trained
+            tensor. K: it uploads only the K structural-table rows that moved
+            most in the round, plus every other tensor whole, and the server
+            averages each row over the holders that uploaded it
+            (:mod:`textkg.federated.topk`; DP-Flames' selection). Under
+            record-level DP the choice is post-processing (no extra ε);
+            without DP nothing is claimed. Not with client-level DP.
+        noise_decay: ``None`` (default): a constant σ. γ in (0, 1]: under
+            record-level DP, each holder's σ is σ_0 · γ^r in round r = 0, 1, …
+            (:class:`privacy.schedule.GeometricNoiseSchedule`), with σ_0
+            calibrated so that the ledger of all rounds meets ``--target-epsilon``.
+    """
+
+    partition: str = "random"
+    clients: int | None = 3
+    rounds: int = 3
+    local_epochs: int = 1
+    partition_file: str | None = None
+    aggregation: str = "fedavg"
+    client_noise_multiplier: float | None = None
+    client_target_epsilon: float | None = None
+    client_clip: float = 1.0
+    client_delta: float = DEFAULT_CLIENT_DELTA
+    engine: str = "inprocess"
+    upload_top_k: int | None = None
+    noise_decay: float | None = None
+
+    @property
+    def client_dp(self) -> bool:
+        """Whether the server applies client-level DP-FedAvg."""
+        return self.client_noise_multiplier is not None or self.client_target_epsilon is not None
+
+    def __post_init__(self) -> None:
+        if self.client_noise_multiplier is not None and self.client_target_epsilon is not None:
+            raise ConfigError(
+                "give --client-noise-multiplier or --client-target-epsilon, not both", field="client_target_epsilon"
+            )
+        for name in ("client_noise_multiplier", "client_target_epsilon", "client_clip"):
+            value = getattr(self, name)
+            if value is not None and not (isinstance(value, (int, float)) and value > 0 and value < float("inf")):
+                raise ConfigError(f"must be a positive number, got {value!r}", field=name.replace("_", "-"))
+        if not 0 < self.client_delta < 1:
+            raise ConfigError(f"must be in (0, 1), got {self.client_delta!r}", field="client-delta")
+        if self.client_dp and self.aggregation != "fedavg":
+            raise ConfigError(
+                "client-level DP averages whole updates with equal weights (DP-FedAvg): use --aggregation fedavg",
+                field="aggregation",
+            )
+        if self.aggregation not in AGGREGATIONS:
+            raise ConfigError(
+                f"unknown aggregation {self.aggregation!r}; expected one of {', '.join(AGGREGATIONS)}",
+                field="aggregation",
+            )
+        if self.engine not in ENGINES:
+            raise ConfigError(f"unknown engine {self.engine!r}; expected one of {', '.join(ENGINES)}", field="engine")
+        if self.partition not in SCHEMES:
+            raise ConfigError(
+                f"unknown partition {self.partition!r}; expected one of {', '.join(SCHEMES)}", field="partition"
+            )
+        for name in ("rounds", "local_epochs", "upload_top_k"):
+            value = getattr(self, name)
+            if name == "upload_top_k" and value is None:
+                continue
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ConfigError(f"must be an integer >= 1, got {value!r}", field=name.replace("_", "-"))
+        if self.upload_top_k is not None and self.client_dp:
+            raise ConfigError(
+                "client-level DP clips and noises whole updates: --upload-top-k is not supported with it",
+                field="upload-top-k",
+            )
+        decay = self.noise_decay
+        if decay is not None and (isinstance(decay, bool) or not isinstance(decay, (int, float)) or not 0 < decay <= 1):
+            raise ConfigError(f"must be a number in (0, 1], got {decay!r}", field="noise-decay")
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)

@@ -1,0 +1,146 @@
+"""One data holder of a federation: its statements, its copy of the model, its trainer, ledger and upload."""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+from pathlib import Path
+
+import torch
+
+from textkg.errors import ConfigError
+from textkg.federated.client_dp import UNIT_WEIGHT_KEY
+
+
+def trained_state(model: torch.nn.Module) -> dict[str, torch.Tensor]:
+    """The parameters a round exchanges: every trained tensor (frozen text features stay home)."""
+    return {n: p.detach().clone() for n, p in model.named_parameters() if p.requires_grad}
+
+
+class DataHolder:
+    """One client: its statements, its copy of the model, its trainer and (under privacy) its ledger.
+
+    Args:
+        name: The holder's name.
+        prep: The prepared run (graph, public view, model to copy).
+        cfg: The run config; ``train.epochs`` must be R × E (the schedule and
+            the privacy plan span every round).
+        own: ``(n_k, 3)`` the holder's own training statements.
+        shared: ``(s, 3)`` public statements every holder trains on.
+        out_dir: Where the holder's trainer may write (nothing is written today).
+        upload_top_k: Upload only this many structural-table rows (``None``: every tensor whole).
+        noise_decay: ``(γ, E)``: under privacy, σ shrinks by γ every E local epochs (one round).
+    """
+
+    def __init__(
+        self,
+        name: str,
+        prep,
+        cfg,
+        own: torch.Tensor,
+        shared: torch.Tensor,
+        out_dir: Path,
+        *,
+        upload_top_k: int | None = None,
+        noise_decay: tuple[float, int] | None = None,
+    ) -> None:
+        from textkg.training.losses import make_loss
+        from textkg.training.pipeline import _trained_parameter_names
+        from textkg.training.private_training import PrivateTraining, select_confidential
+        from textkg.training.trainer import Trainer
+
+        self.name = name
+        self.own, self.shared = own, shared
+        self.model = copy.deepcopy(prep.model)
+        loss_fn = make_loss(cfg.train)
+        self.private = None
+        public = torch.cat([shared, own])
+        if cfg.privacy.mode != "none":
+            mask = select_confidential(own, prep.kg.relations, cfg.privacy, seed=cfg.train.seed)
+            public = torch.cat([shared, own[~mask]])
+            self.private = PrivateTraining(
+                cfg.privacy,
+                private_triples=own[mask],
+                batch_size=cfg.train.batch_size,
+                planned_epochs=cfg.train.epochs,
+                entity_pool=prep.split.train_entities,
+                loss_fn=loss_fn,
+                num_negatives=cfg.train.num_negatives,
+                trained_parameters=_trained_parameter_names(self.model),
+                noise_decay=noise_decay,
+            )
+        self.upload_top_k = upload_top_k
+        # the FedAvg weight: the holder's own statements. Every holder trains the shared ones, so counting
+        # them would give a holder of 13 statements (hpo's DECIPHER) the weight of one with 5,000.
+        self.num_examples = max(len(own), 1)
+        self.num_own = len(own)
+        self.trainer = Trainer(
+            self.model,
+            config=cfg,
+            public_triples=public,
+            entity_pool=prep.split.train_entities,
+            validate=lambda model: 0.0,
+            out_dir=out_dir,
+            private=self.private,
+            loss_fn=loss_fn,
+        )
+
+    def fit(self, arrays: dict[str, torch.Tensor], epochs: int) -> tuple[dict[str, torch.Tensor], dict]:
+        """Load the global parameters, train ``epochs`` epochs, return the new parameters and metrics."""
+        self.model.load_state_dict(arrays, strict=False)
+        losses = [x for x in self.trainer.train_epochs(epochs) if x is not None]
+        metrics: dict[str, int | float] = {"num-examples": self.num_examples, UNIT_WEIGHT_KEY: 1}
+        if losses:
+            metrics["public-loss"] = float(sum(losses) / len(losses))
+        if self.private is not None:
+            metrics["epsilon"] = float(self.private.epsilon())
+            metrics["private-steps"] = int(self.private.accountant.steps)
+        return self.upload(arrays, trained_state(self.model)), metrics
+
+    def upload(self, sent: dict[str, torch.Tensor], trained: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        """What leaves the holder: ``trained``, or its top-k rows (:func:`textkg.federated.topk.sparse_upload`).
+
+        Reads only what the server sent and the trained parameters (under DP, the holder's DP
+        output): the choice of rows is post-processing (Dwork & Roth 2014, Prop. 2.1).
+        """
+        if self.upload_top_k is None:
+            return trained
+        from textkg.federated.topk import sparse_upload
+
+        return sparse_upload(sent, trained, self.upload_top_k)
+
+    def state_dict(self) -> dict:
+        """What a resumed federation needs of this holder (PRIVATE: it holds the secret key of its noise)."""
+        return {
+            "name": self.name,
+            "optimizer": self.trainer.optimizer.state_dict(),
+            "generator": self.trainer.generator.get_state(),
+            "state": dataclasses.asdict(self.trainer.state),
+            "privacy": None if self.private is None else self.private.state_dict(),
+        }
+
+    def load_state_dict(self, state: dict) -> None:
+        from textkg.training.trainer import TrainState
+
+        if state["name"] != self.name:
+            raise ConfigError(f"checkpoint holder {state['name']!r} is not {self.name!r}", field="resume")
+        self.trainer.optimizer.load_state_dict(state["optimizer"])
+        self.trainer.generator.set_state(state["generator"])
+        self.trainer.state = TrainState(**state["state"])
+        if self.private is not None:
+            self.private.load_state_dict(state["privacy"])
+
+    def report(self) -> dict:
+        out = {
+            "name": self.name,
+            "num_statements": self.num_own,
+            "num_examples": self.num_examples,
+            "privacy": None if self.private is None else self.private.report(),
+        }
+        if self.trainer.state.stopped:
+            out["stopped"] = self.trainer.state.stopped
+        return out
+
+    def close(self) -> None:
+        if self.private is not None:
+            self.private.close()
