@@ -25,7 +25,7 @@ global model).
 With ``--defences none,top-k,decay,top-k+decay`` every setting runs once per
 defence (DP-Flames' defence, :mod:`textkg.federated.topk` and
 :class:`privacy.schedule.GeometricNoiseSchedule`): ``top-k`` uploads only
-``--upload-top-k K`` structural rows, ``decay`` lowers σ by ``--noise-decay γ``
+``--upload-top-k K`` structural rows (a comma-separated list runs each K), ``decay`` lowers σ by ``--noise-decay γ``
 every round (DP settings only; skipped in the clear). Each row names its
 ``defence``. The attack reads a top-k upload as the server does: rows not
 uploaded did not move.
@@ -58,7 +58,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--attacker", default=None, help="a holder that attacks --victim through the global model")
     p.add_argument("--victim", default=None)
     p.add_argument("--defences", default="none", help="comma-separated: none, top-k, decay, top-k+decay")
-    p.add_argument("--upload-top-k", type=int, default=1000)
+    p.add_argument("--upload-top-k", default="1000", help="K, or comma-separated Ks")
     p.add_argument("--noise-decay", type=float, default=0.5)
     p.add_argument("--skip-clear", action="store_true", help="run the DP settings only")
     p.add_argument("--out", default="benchmarks/results/federated_attack_hpo_small.json")
@@ -79,10 +79,17 @@ def main(argv: list[str] | None = None) -> int:
     from textkg.federated.runner import FederatedConfig, federate
 
     epsilons = [None] * (not args.skip_clear) + [float(e) for e in args.target_epsilons.split(",") if e]
-    settings = [(e, d) for e in epsilons for d in defences if e is not None or "decay" not in d]
+    ks = [int(k) for k in args.upload_top_k.split(",") if k.strip()]
+    settings = [
+        (e, d, k)
+        for e in epsilons
+        for d in defences
+        for k in (ks if "top-k" in d else [None])
+        if e is not None or "decay" not in d
+    ]
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
-        for eps, defence in settings:
+        for eps, defence, top_k in settings:
             argv_train = [
                 "train",
                 "--dataset",
@@ -108,13 +115,13 @@ def main(argv: list[str] | None = None) -> int:
                 rounds=args.rounds,
                 local_epochs=1,
                 aggregation="fedavg",
-                upload_top_k=args.upload_top_k if "top-k" in defence else None,
+                upload_top_k=top_k,
                 noise_decay=args.noise_decay if "decay" in defence else None,
             )
             counter: dict[str, int] = {}
             label = "none" if eps is None else f"record-level eps={eps:g}"
             if defence != "none":
-                label += f" + {defence}"
+                label += f" + {defence}" + (f" (K={top_k})" if len(ks) > 1 and top_k is not None else "")
             spy = None if args.attacker is None else CuriousHolder(args.attacker, args.victim, seed=args.seed)
 
             def observe(holder, sent, upload, label=label, counter=counter, spy=spy, defence=defence):
