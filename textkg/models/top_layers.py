@@ -66,9 +66,9 @@ class TopLayers(nn.Module):
         *,
         hidden_size: int,
         pooling: str = "mean+cls",
-        live: int = 128,
+        live: int = 32,
         refresh_every: int = 400,
-        lr_scale: float = 0.02,
+        lr_scale: float = 0.002,
     ) -> None:
         super().__init__()
         field = "model.text_module_kwargs"
