@@ -58,9 +58,9 @@ def _crash_then_resume(args, out, crash_at_round, monkeypatch, r=2):
     return json.loads((out / "metrics.json").read_text())
 
 
-def test_a_resumed_federation_equals_an_uninterrupted_one(federate_base, tmp_path, crash_at_round, monkeypatch):
-    """Non-private, 3 holders, 3 rounds: crash in round 2, resume; same global model and history."""
-    args = [*federate_base, "--partition", "random", "--clients", "3", *ROUNDS]
+def straight_and_resumed(args, tmp_path, crash_at_round, monkeypatch):
+    """``(straight, resumed)`` metrics of an uninterrupted run and one crashed in round 2 and resumed;
+    asserts that both end with the same ``best_model.pt``."""
 
     def both():
         assert main([*args, "--out", str(tmp_path / "straight")]) == 0
@@ -68,11 +68,19 @@ def test_a_resumed_federation_equals_an_uninterrupted_one(federate_base, tmp_pat
 
     resumed = one_thread(both)
     straight = json.loads((tmp_path / "straight" / "metrics.json").read_text())
+    a, b = (torch.load(tmp_path / d / "best_model.pt", weights_only=True) for d in ("straight", "resumed"))
+    assert all(torch.equal(a[k], b[k]) for k in a)
+    return straight, resumed
+
+
+def test_a_resumed_federation_equals_an_uninterrupted_one(federate_base, tmp_path, crash_at_round, monkeypatch):
+    """Non-private, 3 holders, 3 rounds: crash in round 2, resume; same global model and history."""
+    args = [*federate_base, "--partition", "random", "--clients", "3", *ROUNDS]
+
+    straight, resumed = straight_and_resumed(args, tmp_path, crash_at_round, monkeypatch)
     assert [r["round"] for r in resumed["rounds"]] == [0, 1, 2, 3]
     assert resumed["rounds"] == straight["rounds"]
     assert resumed["test"] == straight["test"]
-    a, b = (torch.load(tmp_path / d / "best_model.pt", weights_only=True) for d in ("straight", "resumed"))
-    assert all(torch.equal(a[k], b[k]) for k in a)
 
 
 def test_record_level_ledgers_and_noise_streams_survive_a_crash(federate_base, tmp_path, crash_at_round, monkeypatch):
@@ -85,17 +93,10 @@ def test_record_level_ledgers_and_noise_streams_survive_a_crash(federate_base, t
         *("--reproducible-noise", "7"),
     ]
 
-    def both():
-        assert main([*args, "--out", str(tmp_path / "straight")]) == 0
-        return _crash_then_resume(args, tmp_path / "resumed", crash_at_round, monkeypatch)
-
-    resumed = one_thread(both)
-    straight = json.loads((tmp_path / "straight" / "metrics.json").read_text())
+    straight, resumed = straight_and_resumed(args, tmp_path, crash_at_round, monkeypatch)
     for a, b in zip(straight["clients"], resumed["clients"], strict=True):
         assert a["privacy"]["steps"] == b["privacy"]["steps"] == b["privacy"]["planned_steps"]
         assert a["privacy"]["epsilon_if_secret"] == pytest.approx(b["privacy"]["epsilon_if_secret"], rel=1e-12)
-    a, b = (torch.load(tmp_path / d / "best_model.pt", weights_only=True) for d in ("straight", "resumed"))
-    assert all(torch.equal(a[k], b[k]) for k in a)
 
 
 def test_client_level_ledger_survives_a_crash(federate_base, tmp_path, crash_at_round, monkeypatch):
