@@ -4,6 +4,7 @@ Two families, one registry each (house style: one registry per family):
 
 * **frozen text encoders** (:func:`get_encoder`, :func:`list_encoders`):
   ``"bert"``, ``"sentence-transformers"``, ``"glove-bow"``, ``"flair"``,
+  ``"char-ngrams"`` (hashed character n-grams of the name: word forms, no weights),
   and ``"concat"`` (several of them side by side);
   each is a :class:`encoders.base.TextEncoder` with ``.encode(texts)``.
 * **trainable text modules** (:func:`get_trainable_encoder`,
@@ -33,6 +34,7 @@ _FROZEN: dict[str, str] = {
     "glove-bow": "encoders.glove:GloveBowEncoder",
     "flair": "encoders.flair_stack:FlairStackEncoder",
     "concat": "encoders.concat:ConcatEncoder",
+    "char-ngrams": "encoders.char_ngrams:CharNgramEncoder",
 }
 _TRAINABLE: dict[str, str] = {
     "dkrl": "encoders.dkrl:DKRLEncoder",

@@ -20,6 +20,7 @@ CONTRACT_PARAMS = {
     "bert": lambda request: {"max_tokens": 32},
     "sentence-transformers": lambda request: {},
     "glove-bow": lambda request: {},
+    "char-ngrams": lambda request: {"dim": 64},
     "concat": lambda request: {"parts": [{"name": "glove-bow"}, {"name": "bert", "max_tokens": 32}]},
     "flair": lambda request: dict(
         zip(("forward_model", "backward_model"), map(str, request.getfixturevalue("char_lms")), strict=True)

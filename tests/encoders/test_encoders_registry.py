@@ -8,7 +8,7 @@ from textkg.errors import ConfigError
 
 
 def test_lists():
-    assert list_encoders() == ["bert", "concat", "flair", "glove-bow", "sentence-transformers"]
+    assert list_encoders() == ["bert", "char-ngrams", "concat", "flair", "glove-bow", "sentence-transformers"]
     assert list_trainable_encoders() == ["dkrl", "lstm-ae"]
 
 
