@@ -11,6 +11,7 @@ import tempfile
 import pytest
 import torch
 from fed_threads import one_thread
+from test_resume import crash_at_round, straight_and_resumed  # noqa: F401 (a fixture)
 
 from textkg.cli.main import main
 
@@ -44,9 +45,12 @@ def test_simulation_engine_equals_the_in_process_engine(federate_base, tmp_path,
     assert not ray.is_initialized()
     assert set(glob.glob(os.path.join(tempfile.gettempdir(), "textkg-ray-*"))) == ray_dirs
 
-    assert sorted(p.name for p in sim.iterdir()) == sorted(
-        p.name for p in inproc.iterdir() if p.name != "checkpoint.pt"
-    )
+    # the holders' private states: in checkpoint.pt in process, in their own files on the simulation engine
+    assert sorted(p.name for p in sim.iterdir() if p.name != "clients") == sorted(p.name for p in inproc.iterdir())
+    assert sorted(p.name for p in (sim / "clients" / "client-0").iterdir()) == [
+        "holder-round-1.pt",
+        "holder-round-2.pt",
+    ]
     a, b = (torch.load(d / "best_model.pt", weights_only=True) for d in (inproc, sim))
     assert a.keys() == b.keys() and all(torch.equal(a[name], b[name]) for name in a)
     ma, mb = (json.loads((d / "metrics.json").read_text()) for d in (inproc, sim))
@@ -71,13 +75,41 @@ def test_simulation_without_ray_exits_2_naming_the_extra(federate_base, tmp_path
     assert not out.exists()
 
 
-def test_resume_and_unknown_engines_are_refused(federate_base, tmp_path, capsys):
-    """The simulation engine writes no checkpoint.pt, so --resume is refused with it (CLI and Python API);
-    an unknown engine names the known ones."""
-    assert main(["federate", "--resume", str(tmp_path), "--engine", "simulation"]) == 2
-    assert "only --engine inprocess writes" in capsys.readouterr().err
-    with pytest.raises(ConfigError, match="cannot be resumed"):
+@pytest.mark.slow
+def test_a_resumed_simulation_equals_an_uninterrupted_one(federate_base, tmp_path, crash_at_round, monkeypatch):  # noqa: F811
+    """Record-level DP on the simulation engine, 2 holders, 2 rounds: the server crashes in round 2, after
+    round 1's checkpoint.pt and holder files; ``--resume`` starts a new simulation (Flower's cannot
+    continue a run) whose holders restore their states from their files. Same global model, history and
+    test metrics as an uninterrupted simulation, and every ledger holds the steps of both rounds
+    (--reproducible-noise: the straight and the resumed run draw the same noise)."""
+    pytest.importorskip("ray")
+    args = [
+        *federate_base,
+        *("--partition", "random", "--clients", "2", "--rounds", "2", "--engine", "simulation"),
+        *("--privacy", "full", "--target-epsilon", "2", "--reproducible-noise", "7"),
+    ]
+
+    straight, resumed = straight_and_resumed(args, tmp_path, crash_at_round, monkeypatch)
+    assert [r["round"] for r in resumed["rounds"]] == [0, 1, 2]
+    assert resumed["rounds"] == straight["rounds"] and resumed["test"] == straight["test"]
+    for a, b in zip(straight["clients"], resumed["clients"], strict=True):
+        assert b["privacy"]["steps"] == b["privacy"]["planned_steps"] == a["privacy"]["steps"]
+        assert a["privacy"]["epsilon_if_secret"] == pytest.approx(b["privacy"]["epsilon_if_secret"], rel=1e-12)
+    assert resumed["privacy"] == straight["privacy"]
+
+
+def test_resume_errors_and_unknown_engines(federate_base, tmp_path, capsys):
+    """--resume of a simulation: nothing to resume, or another --engine than the run's, exit 2; an unknown
+    engine names the known ones."""
+    with pytest.raises(ConfigError, match="no checkpoint.pt"):
         federate(None, FederatedConfig(engine="simulation"), tmp_path, resume=True)
+    out = tmp_path / "inproc"
+    assert main([*federate_base, "--partition", "random", "--clients", "2", "--rounds", "1", "--out", str(out)]) == 0
+    (out / "metrics.json").unlink()
+    capsys.readouterr()
+    assert main(["federate", "--resume", str(out), "--engine", "simulation"]) == 2
+    err = capsys.readouterr().err
+    assert "ran on --engine inprocess" in err and "Traceback" not in err
     with pytest.raises(ConfigError, match="inprocess, simulation"):
         FederatedConfig(engine="ray")
     with pytest.raises(SystemExit):

@@ -85,7 +85,7 @@ def add_parsers(sub) -> None:
         default=None,
         choices=ENGINES,
         help="inprocess: every holder in this process (default); simulation: Flower's simulation engine, "
-        "holders in Ray actors (pip install 'textkg[simulation]'; no --resume)",
+        "holders in Ray actors (pip install 'textkg[simulation]')",
     )
 
     fa = sub.add_parser(
@@ -331,16 +331,18 @@ def federate(args) -> dict:
             "federated training runs on Flower, which is not installed: pip install 'textkg[federated]'",
             field="federate",
         ) from None
-    if args.resume and args.engine == "simulation":
-        raise ConfigError("--resume continues from checkpoint.pt, which only --engine inprocess writes", field="engine")
-    if args.engine == "simulation":
+    if args.resume:  # every setting comes from the run directory, the engine too
+        out = Path(args.resume)
+        cfg, fed = _federation_settings(out)
+        if args.engine is not None and args.engine != fed.engine:
+            raise ConfigError(
+                f"this federation ran on --engine {fed.engine}; resume it there (leave --engine out)", field="engine"
+            )
+    if (fed.engine if args.resume else args.engine) == "simulation":
         from textkg.federated.simulation import require_ray
 
         require_ray()
-    if args.resume:  # every setting comes from the run directory
-        out = Path(args.resume)
-        cfg, fed = _federation_settings(out)
-    else:
+    if not args.resume:
         fed = _federated_config(args)
         cfg = build_run_config(args)
         out = Path(args.out) if args.out else Path("runs") / f"federated-{Path(cfg.data.dataset).name}-{args.partition}"

@@ -32,7 +32,9 @@ What each process does:
   serves several rounds reuses its holder instead (:data:`_HOLDERS`).
 
 There is no ``checkpoint.pt`` and no ``--resume`` here: the holders' states
-live on their nodes, not on the server.
+live on their nodes, not on the server. On the simulation engine the server
+writes ``checkpoint.pt`` and every holder its own state file
+(:mod:`textkg.federated.checkpointing`), so ``--resume`` works there.
 
 The same two apps run on Flower's simulation engine, holders in Ray actors
 (``textkg federate --engine simulation``, :mod:`textkg.federated.simulation`).
@@ -55,6 +57,8 @@ from flwr.clientapp import ClientApp
 from flwr.serverapp import Grid, ServerApp
 
 from textkg.errors import ConfigError
+from textkg.federated.checkpointing import DONE_KEY, HOLDER_DIR_KEY, load_holder_state, save_holder_state
+from textkg.federated.client_dp import holder_entry
 from textkg.federated.grid import NUM_PARTITIONS, PARTITION_ID, REPORT_KEY
 from textkg.federated.runner import (
     DataHolder,
@@ -189,6 +193,8 @@ def serve(
     engine: str = ENGINE,
     prepared: Federation | None = None,
     echo: Callable[[str], None] | None = None,
+    checkpoint: bool = False,
+    saved: dict | None = None,
 ) -> dict:
     """Run the federation over ``grid`` (one node per holder) and write its outputs; returns the metrics.
 
@@ -200,19 +206,23 @@ def serve(
         engine: ``federated.json``'s ``engine``.
         prepared: ``prepare_federation(cfg, fed)``, if the caller has it already.
         echo: Where each round's progress line goes (default: Flower's logger, at INFO).
+        checkpoint: Write ``checkpoint.pt`` after every round, and have every holder keep its state in
+            ``out_dir/clients/<name>/`` (the ClientApp must see that directory: the simulation engine).
+        saved: A checkpoint to continue from (:func:`textkg.federated.checkpointing.load_checkpoint`).
     """
     from flwr.serverapp.strategy.strategy_utils import aggregate_metricrecords
 
     out_dir = Path(out_dir)
-    if out_dir.exists() and any(out_dir.iterdir()):
+    if saved is None and out_dir.exists() and any(out_dir.iterdir()):
         raise ConfigError(f"output directory {out_dir} is not empty; choose another 'out'", field="out")
     fedn = prepare_federation(cfg, fed) if prepared is None else prepared
     part = fedn.part
     k = part.num_clients
     settings = json.dumps(settings_dict(fedn.cfg, fed), sort_keys=True)
-    reports: dict[int, dict] = {}
-    aggregated = [0]  # rounds whose replies were all there
-    history: list[dict] = []
+    done = 0 if saved is None else int(saved["round"])
+    reports: dict[int, dict] = {} if saved is None else dict(saved["reports"])
+    aggregated = [0]  # rounds of this start whose replies were all there
+    history: list[dict] = [] if saved is None else list(saved["history"])
 
     def collect(replies: list[RecordDict], weighted_by_key: str) -> MetricRecord:
         """FedAvg's metrics aggregation, after checking that each holder replied once."""
@@ -243,38 +253,74 @@ def serve(
         return aggregate_metricrecords(replies, weighted_by_key)
 
     def evaluate_fn(server_round: int, arrays: ArrayRecord) -> MetricRecord:
+        if saved is not None and server_round == 0:  # the checkpoint's round, evaluated before the crash
+            return MetricRecord({"valid_mrr": float(history[-1]["valid_mrr"])})
         if server_round and aggregated[0] != server_round:
             raise RuntimeError(f"round {server_round} was not aggregated: a holder did not reply (see the SuperNodes)")
-        mrr = validation_mrr(fedn, arrays.to_torch_state_dict())
+        server_round += done
+        state = arrays.to_torch_state_dict()
+        mrr = validation_mrr(fedn, state)
         record: dict[str, Any] = {"round": server_round, "valid_mrr": mrr}
         if server_round and fedn.cfg.privacy.mode != "none":
             record["epsilon_max"] = max(float(r["epsilon"]) for r in reports.values())
         history.append(record)
         (log.info if echo is None else echo)(round_line(record, fed.rounds))
+        if checkpoint and server_round:
+            save_server_round(out_dir, fedn, server_round, state, history, reports, strategy)
         return MetricRecord({"valid_mrr": float(mrr)})
 
-    strategy = make_strategy(fed, k, train_metrics_aggr_fn=collect)
-    write_start_files(out_dir, fedn, engine=engine)
+    strategy = make_strategy(
+        fed, k, client_dp_state=None if saved is None else saved["client_dp"], train_metrics_aggr_fn=collect
+    )
+    if saved is None:
+        write_start_files(out_dir, fedn, engine=engine)
+    train_config: dict[str, Any] = {EPOCHS_KEY: fed.local_epochs, SETTINGS_KEY: settings}
+    if checkpoint:
+        train_config.update({HOLDER_DIR_KEY: str((out_dir / "clients").resolve()), DONE_KEY: done})
+    final = trained_state(fedn.prep.model) if saved is None else saved["arrays"]
     py_random = random.getstate()
     random.seed(fedn.cfg.train.seed)  # Flower orders the sampled nodes with `random`, as in-process
     try:
-        result = strategy.start(
-            grid=grid,
-            initial_arrays=ArrayRecord(trained_state(fedn.prep.model)),
-            num_rounds=fed.rounds,
-            timeout=round_timeout,
-            train_config=ConfigRecord({EPOCHS_KEY: fed.local_epochs, SETTINGS_KEY: settings}),
-            evaluate_fn=evaluate_fn,
-        )
+        if done < fed.rounds:
+            result = strategy.start(
+                grid=grid,
+                initial_arrays=ArrayRecord(final),
+                num_rounds=fed.rounds - done,
+                timeout=round_timeout,
+                train_config=ConfigRecord(train_config),
+                evaluate_fn=evaluate_fn,
+            )
+            final = result.arrays.to_torch_state_dict()
     finally:
         random.setstate(py_random)
     clients: list[dict[str, Any]] = [
-        {"name": name}
-        if fed.client_dp
-        else {key: value for key, value in reports[i].items() if key not in ("partition", "epsilon")}
-        for i, name in enumerate(part.clients)
+        holder_entry(
+            {key: value for key, value in reports[i].items() if key not in ("partition", "epsilon")},
+            client_dp=fed.client_dp,
+        )
+        for i in range(k)
     ]
-    return write_outputs(out_dir, fedn, result.arrays.to_torch_state_dict(), history, clients, strategy)
+    return write_outputs(out_dir, fedn, final, history, clients, strategy)
+
+
+def save_server_round(
+    out_dir: Path, fedn: Federation, server_round: int, arrays: dict, history: list, reports: dict, strategy
+) -> None:
+    """The server's PRIVATE ``checkpoint.pt`` after ``server_round``: no holder state (each keeps its own)."""
+    from textkg.federated.client_dp import client_dp_state
+    from textkg.training import checkpoint as ckpt
+
+    payload = {
+        "round": server_round,
+        "config": fedn.cfg.to_dict(),
+        "federated": fedn.fed.to_dict(),
+        "arrays": arrays,
+        "history": history,
+        "reports": reports,  # what each holder reported publicly in its last reply
+        "holders": None,  # in clients/<name>/holder-round-<r>.pt (textkg.federated.checkpointing)
+        "client_dp": client_dp_state(strategy) if fedn.fed.client_dp else None,
+    }
+    ckpt.atomic_torch_save(out_dir / ckpt.CHECKPOINT, payload)
 
 
 def _settings_path(value: str, grid: Grid) -> Path:
@@ -310,12 +356,17 @@ def _server_main(grid: Grid, context: Context) -> None:
 _HOLDERS: dict[tuple[int, int, int], tuple[int, str, DataHolder]] = {}
 
 
-def _holder(context: Context, settings: str) -> tuple[int, DataHolder]:
-    """``(rounds trained, holder)`` of this node: cached, or built and restored from ``context.state``."""
+def _holder(context: Context, settings: str, restore: tuple[Path, int] | None = None) -> tuple[int, DataHolder]:
+    """``(rounds trained, holder)`` of this node: cached, or built and restored from ``context.state``.
+
+    ``restore``: ``(holder_dir, r)``: a new node of a resumed simulation (empty ``context.state``) restores
+    its state after round ``r`` from its file (:mod:`textkg.federated.checkpointing`)."""
     k = int(context.node_config[PARTITION_ID])
     key = (context.run_id, context.node_id, k)
     saved = context.state.config_records.get(STATE_KEY)
     fits = 0 if saved is None else int(cast(int, saved["fits"]))
+    if saved is None and restore is not None:
+        fits = restore[1]
     if saved is not None and str(saved["settings"]) != settings:
         raise ConfigError("the server's settings changed between rounds", field="settings")
     cached = _HOLDERS.get(key)
@@ -332,9 +383,11 @@ def _holder(context: Context, settings: str) -> tuple[int, DataHolder]:
             field=NUM_PARTITIONS,
         )
     holder = fedn.holder(k, Path(tempfile.gettempdir()))  # the trainer writes nothing in train_epochs
-    if saved is not None:
-        state = torch.load(io.BytesIO(cast(bytes, saved["state"])), map_location="cpu", weights_only=False)
-        holder.load_state_dict(state)
+    blob = None if saved is None else cast(bytes, saved["state"])
+    if saved is None and restore is not None and fits:
+        blob = load_holder_state(restore[0], holder.name, fits)
+    if blob is not None:
+        holder.load_state_dict(torch.load(io.BytesIO(blob), map_location="cpu", weights_only=False))
     return fits, holder
 
 
@@ -345,7 +398,9 @@ clientapp = ClientApp()
 def _client_train(msg: Message, context: Context) -> Message:
     config = msg.content.config_records["config"]
     settings = str(config[SETTINGS_KEY])
-    fits, holder = _holder(context, settings)
+    holder_dir = Path(str(config[HOLDER_DIR_KEY])) if HOLDER_DIR_KEY in config else None
+    restore = None if holder_dir is None else (holder_dir, int(cast(int, config[DONE_KEY])))
+    fits, holder = _holder(context, settings, restore)
     arrays = msg.content.array_records["arrays"].to_torch_state_dict()
     try:
         new, metrics = holder.fit(arrays, int(cast(int, config[EPOCHS_KEY])))
@@ -354,6 +409,8 @@ def _client_train(msg: Message, context: Context) -> Message:
     buffer = io.BytesIO()
     torch.save(holder.state_dict(), buffer)  # PRIVATE (the noise key): it stays in this node's Context
     context.state[STATE_KEY] = ConfigRecord({"fits": fits + 1, "settings": settings, "state": buffer.getvalue()})
+    if holder_dir is not None:  # and in the holder's own file, for a resumed simulation
+        save_holder_state(holder_dir, holder.name, fits + 1, buffer.getvalue())
     k = int(context.node_config[PARTITION_ID])
     _HOLDERS[(context.run_id, context.node_id, k)] = (fits + 1, settings, holder)
     report = {"partition": k, "epsilon": metrics.get("epsilon"), **holder.report()}

@@ -29,6 +29,19 @@ server (the global model and everything computed from it). Public inputs: the
 number of holders ``K`` and their names, the shared statements, the entity
 vocabulary and texts, ``C``, ``σ``, ``R`` and δ. A holder's statement count is
 not released under client-level DP (it is about the holder's data).
+
+With record-level DP as well (``--privacy full|confidential`` and a
+client-level flag), both guarantees hold at once, each about its own unit.
+The holders' DP-SGD runs before the server's mechanism, which clips and
+noises whatever a holder uploads, so the client-level accounting is the same
+as without it; the server's clipping and noise are post-processing of each
+holder's DP output, so every holder's record-level ledger is the same as
+without client-level DP (Dwork & Roth 2014, Prop. 2.1; the rounds compose
+adaptively in the holder's ledger as they do without it). ``metrics.json``
+then reports each holder's record-level ledger (``clients[*].privacy``): it is
+a function of the holder's statement count (sample rate ``B / N_k``, steps,
+default δ), which becomes a public input of the client-level guarantee, and
+is labelled so (:func:`client_privacy_block`).
 """
 
 from __future__ import annotations
@@ -48,6 +61,22 @@ CLIENT_UNIT = "one data holder: everything it uploads, so every statement it hol
 UNIT_WEIGHT_KEY = "unit-weight"
 #: Default δ of the client-level guarantee.
 DEFAULT_CLIENT_DELTA = 1e-5
+#: A public input of the client-level guarantee when the holders run record-level DP too.
+RECORD_LEDGER_INPUT = (
+    "each holder's number of (private) statements: its record-level ledger, released in clients[*].privacy, "
+    "is a function of it (sample rate B/N_k, steps, delta)"
+)
+
+
+def holder_entry(report: dict, *, client_dp: bool) -> dict:
+    """A holder's entry in ``metrics.json``'s ``clients``: its whole report, or under client-level DP
+    its name and its record-level ledger (if it has one), nothing else about its data."""
+    if not client_dp:
+        return dict(report)
+    entry = {"name": report["name"]}
+    if report.get("privacy") is not None:
+        entry["privacy"] = report["privacy"]
+    return entry
 
 
 def client_noise_multiplier(*, target_epsilon: float, rounds: int, delta: float) -> float:
@@ -154,11 +183,15 @@ def client_dp_state(wrapped: Any) -> dict:
     }
 
 
-def client_privacy_block(wrapped: Any, *, rounds: int, randomness_secure: bool = True) -> dict:
+def client_privacy_block(
+    wrapped: Any, *, rounds: int, randomness_secure: bool = True, record_level: bool = False
+) -> dict:
     """The ``privacy`` block of a client-level DP federation, from the wrapper's ledger.
 
     ``epsilon`` is Flower's accountant's; ``epsilon_textkg`` recomputes it with
     textkg's own RDP accountant from σ and the number of releases alone.
+    ``record_level``: the holders also ran record-level DP, whose released
+    ledgers make their statement counts public inputs.
     """
     from privacy.accountant import RDPAccountant
     from privacy.events import SampledGaussianEvent
@@ -194,6 +227,7 @@ def client_privacy_block(wrapped: Any, *, rounds: int, randomness_secure: bool =
             "entity vocabulary, descriptions and relation texts",
             "C, sigma, rounds, delta",
             "validation and test statements",
-        ],
+        ]
+        + [RECORD_LEDGER_INPUT] * record_level,
         "randomness": "AES-128-CTR keyed from the OS, never written to a released file",
     }

@@ -122,6 +122,11 @@ class PartitionOrderGrid(Grid):
         self._random = random.Random(seed)
         self._num_nodes = 0
 
+    def skip(self, rounds: int, num_nodes: int) -> None:
+        """Draw the samples of ``rounds`` rounds already taken, every node in each (a resumed run)."""
+        for _ in range(rounds):
+            self._random.sample(range(num_nodes), num_nodes)
+
     def set_run(self, run: Run) -> None:
         self._grid.set_run(run)
 

@@ -51,7 +51,8 @@ import torch
 
 import textkg
 from textkg.errors import ConfigError
-from textkg.federated.client_dp import UNIT_WEIGHT_KEY
+from textkg.federated.checkpointing import check_resumable, load_checkpoint
+from textkg.federated.client_dp import UNIT_WEIGHT_KEY, holder_entry
 from textkg.federated.config import AGGREGATIONS, FederatedConfig
 from textkg.federated.grid import PARTITION_ID, InProcessGrid
 from textkg.federated.holder import DataHolder, trained_state
@@ -118,10 +119,11 @@ def check_settings(cfg, fed: FederatedConfig) -> None:
         )
     if cfg.train.negatives == "all" and cfg.privacy.mode != "none":
         raise ConfigError("1-vs-all under privacy is not supported by federate", field="train.negatives")
-    if fed.client_dp and cfg.privacy.mode != "none":
+    if cfg.privacy.mode == "none" and (cfg.privacy.target_epsilon or cfg.privacy.noise_multiplier) is not None:
         raise ConfigError(
-            "record-level (--privacy) and client-level DP together are not supported yet; choose one",
-            field="privacy.mode",
+            "--target-epsilon and --noise-multiplier set record-level DP, which is off: add --privacy "
+            "full|confidential, or use --client-target-epsilon / --client-noise-multiplier for client level",
+            field="privacy.target_epsilon",
         )
     if fed.noise_decay is not None and cfg.privacy.mode not in ("full", "confidential"):
         raise ConfigError(
@@ -238,7 +240,6 @@ def write_outputs(
     """``best_model.pt`` (the final global model) and ``metrics.json``; returns the metrics.
 
     ``clients``: each holder's report (names only under client-level DP), in partition order."""
-    from textkg.federated.client_dp import client_privacy_block
     from textkg.training import checkpoint as ckpt
     from textkg.training.pipeline import evaluate_split
 
@@ -270,7 +271,7 @@ def write_outputs(
         "rounds": history,
         "valid": history[-1]["valid_mrr"] if history else None,
         "test": evaluate_split(prep, cfg, "test").to_dict(),
-        "privacy": client_privacy_block(strategy, rounds=fed.rounds) if fed.client_dp else _privacy_block(clients),
+        "privacy": _privacy_block(clients, strategy if fed.client_dp else None, rounds=fed.rounds),
         "clients": clients,
     }
     ckpt.atomic_write_json(out_dir / "metrics.json", metrics)
@@ -323,20 +324,11 @@ def federate(
     if fed.engine == "simulation":
         from textkg.federated.simulation import simulate
 
-        if resume:
-            raise ConfigError(
-                "a federation on --engine simulation cannot be resumed: its holders' states live in Flower's "
-                "node contexts, and no checkpoint.pt is written; run it again, or use --engine inprocess",
-                field="engine",
-            )
         if on_upload is not None:
             raise ConfigError("on_upload sees the uploads in this process: use --engine inprocess", field="engine")
-        return simulate(cfg, fed, out_dir, progress=progress)
+        return simulate(cfg, fed, out_dir, progress=progress, resume=resume)
     if resume:
-        if not (out_dir / ckpt.CHECKPOINT).is_file():
-            raise ConfigError("cannot resume: no checkpoint.pt yet (no round has finished)", file=out_dir)
-        if (out_dir / "metrics.json").exists():
-            raise ConfigError("cannot resume: this federation has finished (metrics.json exists)", file=out_dir)
+        check_resumable(out_dir)
     elif out_dir.exists() and any(out_dir.iterdir()):
         raise ConfigError(
             f"output directory {out_dir} is not empty; pass --resume {out_dir} to continue it or choose another --out",
@@ -348,16 +340,7 @@ def federate(
     history: list[dict] = []
     saved = None
     if resume:
-        saved = ckpt.load(out_dir / ckpt.CHECKPOINT)
-        # a checkpoint from before a setting existed holds its default
-        fed_defaults = {"engine": "inprocess", "upload_top_k": None, "noise_decay": None}
-        for key, now, default in (("config", cfg.to_dict(), {}), ("federated", fed.to_dict(), fed_defaults)):
-            saved[key] = {**default, **saved[key]}
-            if saved[key] != now:
-                changed = sorted(k for k in set(now) | set(saved[key]) if now.get(k) != saved[key].get(k))
-                raise ConfigError(
-                    f"checkpoint was written with other settings ({', '.join(changed)})", file=out_dir, field=key
-                )
+        saved = load_checkpoint(out_dir, cfg, fed)
         for holder, state in zip(holders, saved["holders"], strict=True):
             holder.load_state_dict(state)
         history.extend(saved["history"])
@@ -421,7 +404,7 @@ def federate(
         flwr_logger.setLevel(level)
         for h in holders:
             h.close()
-    clients: list[dict[str, Any]] = [{"name": h.name} if fed.client_dp else h.report() for h in holders]
+    clients = [holder_entry(h.report(), client_dp=fed.client_dp) for h in holders]
     return write_outputs(out_dir, fedn, final, history, clients, strategy)
 
 
@@ -457,17 +440,27 @@ def _strategy_name(fed: FederatedConfig) -> str:
     return "FedAvg (flwr.serverapp.strategy)"
 
 
-def _privacy_block(clients: list[dict]) -> dict | None:
-    blocks = [c["privacy"] for c in clients]
-    if all(b is None for b in blocks):
-        return None
+def _privacy_block(clients: list[dict], client_dp_strategy=None, *, rounds: int) -> dict | None:
+    """``metrics.json``'s ``privacy``: the record-level block with client level's in ``client_level``
+    (both: each about its own unit), or client level's alone, or ``None``."""
+    from textkg.federated.client_dp import client_privacy_block
+
+    blocks: list[Any] = [c.get("privacy") for c in clients]
+    record = any(b is not None for b in blocks)
+    client_level = (
+        None
+        if client_dp_strategy is None
+        else client_privacy_block(client_dp_strategy, rounds=rounds, record_level=record)
+    )
+    if not record:
+        return client_level
     dp = all(b is not None and b.get("guarantee") == "dp" for b in blocks)
-    eps = [b.get("epsilon") for b in blocks]
+    eps = [b.get("epsilon") for b in blocks]  # one privacy config: every holder has a block
     return {
         "guarantee": "dp" if dp else "simulation",
         "unit": RECORD_UNIT,
         "epsilon": max(eps) if dp and all(e is not None for e in eps) else None,
         "delta": max(b["delta"] for b in blocks),
         "per_client": "each holder's (epsilon, delta) covers its own statements; see clients[*].privacy",
-        "client_level": None,
+        "client_level": client_level,
     }

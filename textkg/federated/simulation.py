@@ -25,9 +25,12 @@ bit for bit.
 
 Ray starts for the run and stops after it: ``num_cpus`` CPUs (default
 ``min(K, cores)``), one per actor, no dashboard, its logs off, a small object
-store, and a temporary directory that is removed afterwards. There is no
-``checkpoint.pt`` (the holders' states are not the server's), so no
-``--resume``.
+store, and a temporary directory that is removed afterwards.
+
+After every round the server writes ``checkpoint.pt`` and each holder its own
+state file; ``--resume`` starts a new simulation from them
+(:mod:`textkg.federated.checkpointing`: Flower's simulation engine cannot
+continue a run).
 """
 
 from __future__ import annotations
@@ -80,32 +83,40 @@ def backend_config(*, num_cpus: int, temp_dir: str) -> dict:
     }
 
 
-def simulate(cfg, fed, out_dir: Path, *, progress: bool = True, num_cpus: int | None = None) -> dict:
+def simulate(
+    cfg, fed, out_dir: Path, *, progress: bool = True, num_cpus: int | None = None, resume: bool = False
+) -> dict:
     """Run a federation on Flower's simulation engine and write its outputs; returns the metrics.
 
     The outputs are those of the in-process runner (``config.json``,
     ``federated.json`` with ``"engine": "flower-simulation"``, ``graph.json``,
-    ``best_model.pt``, ``metrics.json``), without ``checkpoint.pt``.
+    ``best_model.pt``, ``metrics.json``, the PRIVATE ``checkpoint.pt``), and
+    each holder's PRIVATE state files in ``clients/<name>/``.
 
     Args:
         cfg: ``textkg train``'s config (``train.epochs`` becomes R × E).
         fed: The federation settings.
-        out_dir: A new or empty directory.
+        out_dir: A new or empty directory; with ``resume``, a federation's directory to continue.
         progress: Print each round's line to stderr.
         num_cpus: CPUs Ray may use, one actor each (default: ``min(K, cores)``).
+        resume: Continue ``out_dir`` from its last finished round, with the same settings.
     """
     require_ray()
     from flwr.serverapp import ServerApp
     from flwr.simulation import run_simulation
 
     from textkg.federated.app import clientapp, serve
+    from textkg.federated.checkpointing import check_resumable, load_checkpoint
     from textkg.federated.grid import PartitionOrderGrid
     from textkg.federated.runner import prepare_federation
 
     out_dir = Path(out_dir)
-    if out_dir.exists() and any(out_dir.iterdir()):
+    if resume:
+        check_resumable(out_dir)
+    elif out_dir.exists() and any(out_dir.iterdir()):
         raise ConfigError(f"output directory {out_dir} is not empty; choose another --out", field="out")
     fedn = prepare_federation(cfg, fed)  # validates every input before Ray starts
+    saved = load_checkpoint(out_dir, fedn.cfg, fed) if resume else None
     k = fedn.part.num_clients
     cpus = num_cpus if num_cpus is not None else max(1, min(k, os.cpu_count() or 1))
     results: list[dict] = []
@@ -119,7 +130,11 @@ def simulate(cfg, fed, out_dir: Path, *, progress: bool = True, num_cpus: int | 
     @server.main()
     def _main(grid, context) -> None:
         ordered = PartitionOrderGrid(grid, seed=fedn.cfg.train.seed)
-        results.append(serve(ordered, fedn.cfg, fed, out_dir, engine=ENGINE, prepared=fedn, echo=echo))
+        ordered.skip(0 if saved is None else int(saved["round"]), k)  # the rounds taken before the checkpoint
+        metrics = serve(
+            ordered, fedn.cfg, fed, out_dir, engine=ENGINE, prepared=fedn, echo=echo, checkpoint=True, saved=saved
+        )
+        results.append(metrics)
 
     temp_dir = tempfile.mkdtemp(prefix="textkg-ray-")  # short: Ray's socket paths must fit 107 bytes
     flwr_logger = logging.getLogger("flwr")

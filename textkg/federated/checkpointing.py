@@ -1,0 +1,100 @@
+"""Per-round checkpoints of a federation, and ``--resume`` from them, on both engines that write them.
+
+After every round the server writes ``checkpoint.pt`` (PRIVATE, never
+released): the round, the settings, the global trained parameters, the
+history, and client-level DP's noise key and Flower ledger. Where the holders'
+own states go depends on the engine:
+
+* **in process** (:mod:`textkg.federated.runner`): every holder is in the
+  server's process, and ``checkpoint.pt`` holds their states too (optimizer,
+  sampler, epoch counter, privacy ledger and the secret key of its noise);
+* **Flower's simulation engine** (:mod:`textkg.federated.simulation`): a
+  holder's state lives in its node's ``Context``, in the engine's memory, and
+  ``flwr.simulation.run_simulation`` (flwr 1.42) cannot continue a run: every
+  call builds a fresh in-memory LinkState, registers new nodes with new random
+  ids and empty ``Context.state`` under a new random run id
+  (``vce_api._register_node_info_stores``), and only the server's ``Context``
+  can be passed in. So each holder also keeps its state in a file of its own,
+  ``clients/<name>/holder-round-<r>.pt`` (PRIVATE; the same bytes as its
+  ``Context.state``), written by the ClientApp before it replies. ``--resume``
+  starts a new simulation from ``checkpoint.pt``'s global parameters; in it
+  every holder restores its state of the checkpoint's round from its file, so
+  the rounds after it are those of an uninterrupted run. The server never
+  receives a holder's state (it would carry the holder's noise key).
+
+A holder writes round r + 1 only after the server has sent round r + 1, that
+is after ``checkpoint.pt`` of round r is written, so keeping a holder's last
+two rounds always keeps the one ``checkpoint.pt`` needs.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from textkg.errors import ConfigError
+
+#: Keys of the train message's ConfigRecord on the simulation engine: where the holders keep their
+#: states, and how many rounds the run had finished when this simulation started.
+HOLDER_DIR_KEY, DONE_KEY = "textkg-holder-dir", "textkg-rounds-done"
+#: A checkpoint from before a federation setting existed holds its default.
+FEDERATED_DEFAULTS = {"engine": "inprocess", "upload_top_k": None, "noise_decay": None}
+_HOLDER_FILE = re.compile(r"holder-round-(\d+)\.pt")
+
+
+def check_resumable(out_dir: Path) -> None:
+    """Raise :class:`ConfigError` unless ``out_dir`` has a round's checkpoint and no final metrics."""
+    from textkg.training.checkpoint import CHECKPOINT
+
+    if not (out_dir / CHECKPOINT).is_file():
+        raise ConfigError("cannot resume: no checkpoint.pt yet (no round has finished)", file=out_dir)
+    if (out_dir / "metrics.json").exists():
+        raise ConfigError("cannot resume: this federation has finished (metrics.json exists)", file=out_dir)
+
+
+def load_checkpoint(out_dir: Path, cfg, fed) -> dict:
+    """``checkpoint.pt`` of ``out_dir``, after checking it was written with these settings.
+
+    Args:
+        cfg: The run config as the federation runs it (``train.epochs`` = R × E).
+        fed: The federation settings.
+    """
+    from textkg.training import checkpoint as ckpt
+
+    saved = ckpt.load(out_dir / ckpt.CHECKPOINT)
+    for key, now, default in (("config", cfg.to_dict(), {}), ("federated", fed.to_dict(), FEDERATED_DEFAULTS)):
+        saved[key] = {**default, **saved[key]}
+        if saved[key] != now:
+            changed = sorted(k for k in set(now) | set(saved[key]) if now.get(k) != saved[key].get(k))
+            raise ConfigError(
+                f"checkpoint was written with other settings ({', '.join(changed)})", file=out_dir, field=key
+            )
+    return saved
+
+
+def holder_state_path(holder_dir: Path, name: str, rounds: int) -> Path:
+    """The file of holder ``name``'s state after ``rounds`` rounds (simulation engine; PRIVATE)."""
+    return Path(holder_dir) / name / f"holder-round-{rounds}.pt"
+
+
+def save_holder_state(holder_dir: Path, name: str, rounds: int, payload: bytes) -> None:
+    """Write a holder's state after ``rounds`` rounds (atomically) and drop its rounds before ``rounds - 1``."""
+    from textkg.training.checkpoint import atomic_write_bytes
+
+    path = holder_state_path(holder_dir, name, rounds)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write_bytes(path, payload)
+    for old in path.parent.iterdir():
+        match = _HOLDER_FILE.fullmatch(old.name)
+        if match and int(match.group(1)) < rounds - 1:
+            old.unlink(missing_ok=True)
+
+
+def load_holder_state(holder_dir: Path, name: str, rounds: int) -> bytes:
+    """The bytes :func:`save_holder_state` wrote for ``rounds``; :class:`ConfigError` if there are none."""
+    path = holder_state_path(holder_dir, name, rounds)
+    if not path.is_file():
+        raise ConfigError(
+            f"cannot resume: holder {name!r} has no state of round {rounds} (checkpoint.pt's round)", file=path
+        )
+    return path.read_bytes()
