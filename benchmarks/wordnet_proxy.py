@@ -60,9 +60,10 @@ Construction (WN18: Bordes et al. 2013; WN18RR: Dettmers et al. 2018):
   Symmetric relations keep both directions, as WN18RR does. Triples are
   deduplicated; self-loops (a lexical pointer between two words of one synset)
   are dropped.
-* entity set: synsets of the parts of speech in ``--pos`` (default nouns and
-  verbs: WN18RR has 86 ``_similar_to`` triples, so WN18 holds almost no
-  adjective clusters), ranked by degree (distinct triples touching them in the
+* entity set: synsets of the types in ``--pos`` (letters of n, v, a = adjective
+  head, s = satellite, r; default ``nv``: WN18RR has 86 ``_similar_to`` triples,
+  so WN18 holds almost no adjective clusters, and ``_similar_to`` is then empty
+  here), ranked by degree (distinct triples touching them in the
   11-relation graph of those synsets), highest first, ties broken by offset;
   the first ``--num-entities`` (WN18's 40,943) are kept with every triple
   between two kept synsets; synsets left without a triple are dropped.
@@ -76,7 +77,8 @@ Construction (WN18: Bordes et al. 2013; WN18RR: Dettmers et al. 2018):
   (BLP: 100 on every dataset, WN18RR included).
 
 Licence of the data this script reads (WordNet 3.0, Princeton University;
-the 3.3 folder of the sdist carries the same licence text): "Permission to
+the 3.3 folder has no LICENSE file, its data files' headers carry the same
+terms with the notice "WordNet 3.1 Copyright 2011"): "Permission to
 use, copy, modify and distribute this software and database and its
 documentation for any purpose and without fee or royalty is hereby granted,
 provided that you agree to comply with the following copyright notice and
