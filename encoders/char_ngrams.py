@@ -116,7 +116,7 @@ class CharNgramEncoder(TextEncoder):
 
     def grams(self, text: str) -> list[str]:
         """Every character n-gram of the padded, lower-cased words of the name, with repeats."""
-        out = []
+        out: list[str] = []
         for word in _WORD.findall(self.name_of(text).lower()):
             padded = f"<{word}>"
             for n in self.ns:

@@ -52,6 +52,12 @@ class ModelConfig:
         structural_buckets: ``0`` (one structural row per seen entity) or ``K``:
             the seen entities share ``K`` hashed rows (a smaller table, each row
             trained by more statements; measured under DP in docs/benchmarks.md).
+        irreflexive: relations that never link an entity to itself, so that every
+            score of ``(e, r, e)`` is the lowest possible (the query entity is never its
+            own answer): ``"auto"`` (default) takes every relation with training
+            statements and no self-loop among them (off under ``--privacy``: it would
+            read private statements), ``"none"``, or a list of relation names (a public
+            input; refused under ``--privacy``). See :mod:`textkg.training.irreflexive`.
     """
 
     interaction: str = "transe"
@@ -66,6 +72,7 @@ class ModelConfig:
     normalize_entities: bool = False
     structural_dropout: float = 0.0
     structural_buckets: int = 0
+    irreflexive: str | list = "auto"
 
     def __post_init__(self) -> None:
         for name in ("interaction_kwargs", "fusion_kwargs", "encoder_kwargs", "text_module_kwargs"):
@@ -104,13 +111,26 @@ class ModelConfig:
             raise ConfigError(f"must be a non-negative integer, got {buckets!r}", field="model.structural_buckets")
         if buckets and not fusion.uses_structure:
             raise ConfigError(f"fusion '{self.fusion}' has no structural table", field="model.structural_buckets")
+        irreflexive = self.irreflexive
+        if isinstance(irreflexive, (list, tuple)):
+            if any(not isinstance(r, str) or not r for r in irreflexive):
+                raise ConfigError(
+                    f"must be 'auto', 'none' or a list of relation names, got {irreflexive!r}",
+                    field="model.irreflexive",
+                )
+            object.__setattr__(self, "irreflexive", list(irreflexive))
+        elif irreflexive not in ("auto", "none"):
+            raise ConfigError(
+                f"must be 'auto', 'none' or a list of relation names, got {irreflexive!r}", field="model.irreflexive"
+            )
         object.__setattr__(self, "structural_dropout", float(dropout))
         object.__setattr__(self, "normalize_entities", bool(self.normalize_entities))
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready dict; ``ModelConfig.from_dict(c.to_dict()) == c``."""
         return {
-            f.name: (dict(v) if isinstance(v := getattr(self, f.name), dict) else v) for f in dataclasses.fields(self)
+            f.name: (dict(v) if isinstance(v := getattr(self, f.name), dict) else list(v) if isinstance(v, list) else v)
+            for f in dataclasses.fields(self)
         }
 
     @classmethod

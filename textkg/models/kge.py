@@ -52,6 +52,8 @@ class KGEModel(nn.Module):
 
     #: ``(n_seen,)`` sorted ids of the training entities (a buffer, registered in ``__init__``).
     seen_entities: torch.Tensor
+    #: ``(R,)`` bool: relations whose ``(e, r, e)`` scores lowest (:meth:`set_irreflexive`; a buffer).
+    irreflexive: torch.Tensor
 
     def __init__(
         self,
@@ -104,6 +106,9 @@ class KGEModel(nn.Module):
         self.text = text if fusion.uses_text else None
         self.relation_embeddings = nn.Parameter(torch.empty(num_relations, interaction.relation_dim(dim)))
         init_relation_table(interaction, self.relation_embeddings)
+        # relations whose (e, r, e) scores are the lowest possible (set_irreflexive); not saved
+        # with the weights: the pipeline derives it again from the config and the training graph
+        self.register_buffer("irreflexive", torch.zeros(num_relations, dtype=torch.bool), persistent=False)
         self._cache: tuple[tuple, torch.Tensor] | None = None
         self._force_cache = False
         #: set by ``train.optimizer: lazy-adam``: the entity table's gradient from :meth:`gather` is row-sparse
@@ -288,19 +293,43 @@ class KGEModel(nn.Module):
         cached = self._all_entities_cached()
         return cached[entities] if cached is not None else self.entity_matrix(entities)
 
+    def set_irreflexive(self, mask: torch.Tensor) -> None:
+        """Make ``(e, r, e)`` score lowest for every relation ``r`` where ``mask[r]`` (``(R,)`` bool)."""
+        mask = torch.as_tensor(mask, dtype=torch.bool)
+        if tuple(mask.shape) != (self.num_relations,):
+            raise ConfigError(
+                f"expected one flag per relation ({self.num_relations}), got {tuple(mask.shape)}",
+                field="model.irreflexive",
+            )
+        self.irreflexive.copy_(mask.to(self.irreflexive.device))
+
+    def _mask_self(
+        self, scores: torch.Tensor, queries: torch.Tensor, relations: torch.Tensor, candidates: torch.Tensor
+    ) -> torch.Tensor:
+        """``scores`` with ``(query, r, query)`` set to the lowest float where ``r`` is irreflexive.
+
+        The lowest *finite* float, not ``-inf``: a mixture such as ``0 · score`` stays a number.
+        """
+        if not bool(self.irreflexive.any()):
+            return scores
+        own = (candidates.unsqueeze(0) == queries.unsqueeze(1)) & self.irreflexive[relations].unsqueeze(1)
+        return scores.masked_fill(own, torch.finfo(scores.dtype).min)
+
     def score_tails(self, heads: torch.Tensor, relations: torch.Tensor, candidates: torch.Tensor) -> torch.Tensor:
         """``(b, c)`` scores of ``(heads[i], relations[i], candidates[j])`` from ids ``(b,), (b,), (c,)``."""
         heads, relations, candidates = self._here(heads), self._here(relations), self._here(candidates)
-        return self.interaction.score_tails(
+        scores = self.interaction.score_tails(
             self._vectors(heads), self.relation_embeddings[relations], self._vectors(candidates)
         )
+        return self._mask_self(scores, heads, relations, candidates)
 
     def score_heads(self, relations: torch.Tensor, tails: torch.Tensor, candidates: torch.Tensor) -> torch.Tensor:
         """``(b, c)`` scores of ``(candidates[j], relations[i], tails[i])`` from ids ``(b,), (b,), (c,)``."""
         relations, tails, candidates = self._here(relations), self._here(tails), self._here(candidates)
-        return self.interaction.score_heads(
+        scores = self.interaction.score_heads(
             self.relation_embeddings[relations], self._vectors(tails), self._vectors(candidates)
         )
+        return self._mask_self(scores, tails, relations, candidates)
 
     def train(self, mode: bool = True) -> KGEModel:
         self.clear_cache()

@@ -92,6 +92,15 @@ def one_vs_all_loss(
     h, t = pool_vectors[heads], pool_vectors[tails]
     tail_scores = model.interaction.score_tails(h, relations, pool_vectors) / temperature
     head_scores = model.interaction.score_heads(relations, t, pool_vectors) / temperature
+    irreflexive = getattr(model, "irreflexive", None)
+    if irreflexive is not None and bool(irreflexive.any()):  # the query is never its own answer (model.irreflexive)
+        if label_smoothing:  # smoothing would put weight on the masked logits
+            raise ConfigError("label smoothing needs model.irreflexive 'none'", field="model.irreflexive")
+        slots = torch.arange(len(entity_pool), device=heads.device).unsqueeze(0)
+        flagged = irreflexive[triples[:, 1]].unsqueeze(1)
+        lowest = torch.finfo(tail_scores.dtype).min
+        tail_scores = tail_scores.masked_fill(flagged & (slots == heads.unsqueeze(1)), lowest)
+        head_scores = head_scores.masked_fill(flagged & (slots == tails.unsqueeze(1)), lowest)
     return F.cross_entropy(tail_scores, tails, reduction="none", label_smoothing=label_smoothing) + F.cross_entropy(
         head_scores, heads, reduction="none", label_smoothing=label_smoothing
     )

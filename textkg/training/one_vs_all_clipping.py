@@ -508,6 +508,10 @@ def clipped_gradient_sum(
     Returns:
         :class:`ClippedSum` (no noise, no averaging: the caller's mechanism adds them).
     """
+    irreflexive = getattr(model, "irreflexive", None)
+    if irreflexive is not None and bool(irreflexive.any()):
+        # the norms below are of the unmasked loss: a masked loss would have other gradients
+        raise ConfigError("model.irreflexive must be 'none' for exact DP clipping", field="model.irreflexive")
     state = generator.get_state() if generator is not None else None
     sq = per_example_sq_norms(
         model,

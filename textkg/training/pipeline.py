@@ -33,6 +33,7 @@ from textkg.training import checkpoint as ckpt
 from textkg.training.audit_split import draw_audit_split
 from textkg.training.config import PRIVATE_STEP_MODES, RunConfig
 from textkg.training.features import AUTOENCODER_FILE, entity_texts, mmap_features, text_inputs
+from textkg.training.irreflexive import resolve_irreflexive
 from textkg.training.losses import make_loss
 from textkg.training.memory import check_memory, estimate_memory
 from textkg.training.private_training import PrivateTraining, public_only_report, select_confidential
@@ -106,6 +107,14 @@ def prepare(cfg: RunConfig, run_dir: Path | None = None, *, device: torch.device
         share_text_inputs=mmap_features(),  # keep memory-mapped features mapped (TEXTKG_MMAP_FEATURES=1)
         **features,
     ).to(device)
+    model.set_irreflexive(
+        resolve_irreflexive(
+            getattr(cfg.model, "irreflexive", "none"),
+            list(kg.relations),
+            split.train,
+            private=cfg.privacy.mode != "none",
+        )
+    )
     filter_index = FilterIndex.from_triples(split.filter_triples, kg.num_entities, kg.num_relations)
     if private_filter is not None:
         private_filter = FilterIndex.from_triples(private_filter, kg.num_entities, kg.num_relations)
@@ -382,6 +391,10 @@ def run(
             **cfg.model.to_dict(),
             "num_parameters": sum(p.numel() for p in prep.model.parameters() if p.requires_grad),
             **_fusion_weights(prep.model),
+            # the relations model.irreflexive resolved to (auto: no self-loop among their training statements)
+            "irreflexive_relations": [
+                r for r, flag in zip(prep.kg.relations, prep.model.irreflexive.tolist(), strict=True) if flag
+            ],
         },
         "train": {
             "epochs": state.epoch,
