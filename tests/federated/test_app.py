@@ -126,3 +126,13 @@ def test_federate_app_writes_the_example(federate_base, tmp_path, capsys):
     assert main(argv) == 2
     assert main([*argv[:-4], "--app", str(tmp_path / "b"), "--out", str(out), "--resume", str(out)]) == 2
     assert "cannot be resumed" in capsys.readouterr().err
+
+
+def test_the_server_does_not_read_the_holders_statements_for_irreflexive_relations(federate_base):
+    """``model.irreflexive: auto`` would read every training statement: a federation resolves it to none."""
+    from textkg.federated.runner import prepare_federation
+
+    cfg, fed = _settings(federate_base)
+    assert cfg.model.irreflexive == "auto"
+    fedn = prepare_federation(cfg, fed)
+    assert fedn.cfg.model.irreflexive == "none" and not bool(fedn.prep.model.irreflexive.any())

@@ -159,3 +159,18 @@ def test_a_run_reports_the_resolved_relations(tmp_path):
 def test_a_private_run_resolves_auto_to_nothing(tmp_path):
     metrics = _run(tmp_path, "--privacy", "full", "--noise-multiplier", "0.8", "--batch-size", "16")
     assert metrics["model"]["irreflexive_relations"] == [] and metrics["privacy"] is not None
+
+
+def test_the_neighbour_vote_standardises_without_the_ruled_out_query():
+    """A ruled-out score must not swamp the row's mean and std (it did: the combination fell to the vote)."""
+    from textkg.evaluation.neighbour_vote import standardise
+
+    scores = torch.tensor([[1.0, 2.0, 3.0, 4.0], [0.5, -1.0, 2.0, 7.0]])
+    masked = scores.clone()
+    masked[0, 1] = torch.finfo(torch.float32).min
+    z = standardise(masked)
+    rest = torch.tensor([1.0, 3.0, 4.0])
+    assert torch.allclose(z[0, [0, 2, 3]], (rest - rest.mean()) / rest.std())
+    assert float(z[0, 1]) == torch.finfo(torch.float32).min
+    assert torch.allclose(z[1], standardise(scores)[1], atol=1e-6)  # other rows: the same standardisation
+    assert torch.equal(standardise(scores), (scores - scores.mean(1, keepdim=True)) / scores.std(1, keepdim=True))

@@ -43,6 +43,8 @@ def _run(dataset: Path, out: Path, *flags: str) -> dict:
             str(dataset),
             "--split",
             "transductive",
+            "--description",
+            "short",  # entity2text.txt, where the fixture's unused entity has its row
             "--model",
             "transe",
             "--dim",

@@ -35,7 +35,8 @@ def _add_train_flags(p: argparse.ArgumentParser) -> None:
     # validated by the loader against its own table (importing it here would load torch on every call)
     p.add_argument(
         "--description",
-        help="description file of a BLP-format directory: short "
+        help="description file of a BLP-format directory: auto (default: long, else "
+        "first-sentence, else short, whichever the directory has), short "
         "(entity2text.txt), long (entity2textlong.txt), first-sentence "
         "(entity2text_firstsentence_StAR.txt)",
     )

@@ -42,6 +42,8 @@ DESCRIPTION_FILES = {
     "first-sentence": "entity2text_firstsentence_StAR.txt",
 }
 RELATION_FILE = "relation2text.txt"
+#: ``description="auto"``: the first of these files that the directory has (the richest text first)
+AUTO_DESCRIPTION_ORDER = ("long", "first-sentence", "short")
 
 
 class _TripleFile:
@@ -90,7 +92,8 @@ def load_blp_directory(
             (``entity2textlong.txt``) or ``"first-sentence"``
             (``entity2text_firstsentence_StAR.txt``, the StAR release's
             "Name -- first Wikipedia sentence" that BLP-style models need);
-            an error if the file is absent — no silent fallback.
+            an error if the file is absent — no silent fallback. ``"auto"``: the
+            richest of these files the directory has (:func:`resolve_description`).
         description_file: Read descriptions from this file instead (a name in
             ``directory`` or a path), e.g. ``entity2text_firstsentence_StAR.txt``.
         inductive_dir: Folder with ``ind-*.tsv`` (relative to ``directory`` or
@@ -157,6 +160,7 @@ def load_blp_directory(
         entity_lists,
         vocabulary,
         info={
+            "description": "file" if description_file is not None else resolve_description(directory, description),
             "vocabulary": vocabulary,
             "description_file": str(desc_path),
             "inductive_dir": None if ind_path is None else str(ind_path),
@@ -165,10 +169,29 @@ def load_blp_directory(
     )
 
 
+def resolve_description(directory: str | Path, description: str) -> str:
+    """``description``, or for ``"auto"`` the richest description file ``directory`` has.
+
+    ``auto`` takes ``long`` (``entity2textlong.txt``), else ``first-sentence`` (the StAR file),
+    else ``short`` (the names): a text-based model of new entities reads their descriptions,
+    and a directory of KG-BERT's release has all of them. The choice is a documented rule,
+    recorded in the graph's ``info["description"]``, not a fallback: a named file that is
+    absent is still an error.
+    """
+    if description != "auto":
+        return description
+    for option in AUTO_DESCRIPTION_ORDER:
+        if (Path(directory) / DESCRIPTION_FILES[option]).is_file():
+            return option
+    return "short"  # absent too: the loader's error names entity2text.txt
+
+
 def _description_path(directory: Path, description: str, description_file) -> Path:
+    description = resolve_description(directory, description)
     if description not in DESCRIPTION_FILES:
         raise ConfigError(
-            f"unknown description {description!r}; choose one of {sorted(DESCRIPTION_FILES)}", field="description"
+            f"unknown description {description!r}; choose one of {sorted([*DESCRIPTION_FILES, 'auto'])}",
+            field="description",
         )
     if description_file is not None:
         path = Path(description_file)

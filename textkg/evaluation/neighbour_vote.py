@@ -124,9 +124,22 @@ def _adjacency(rows: torch.Tensor, cols: torch.Tensor, num_rows: int, num_cols: 
 
 
 def standardise(scores: torch.Tensor) -> torch.Tensor:
-    """``(s − mean) / std`` of each row of ``(b, c)`` scores (the row's ranking is unchanged)."""
+    """``(s − mean) / std`` of each row of ``(b, c)`` scores (the row's ranking is unchanged).
+
+    A score at its dtype's lowest value is a candidate the model rules out (the query itself
+    under ``model.irreflexive``): it is left out of the row's mean and std and stays the lowest.
+    """
+    ruled_out = scores <= torch.finfo(scores.dtype).min if scores.is_floating_point() else None
     scores = scores.float()
-    return (scores - scores.mean(1, keepdim=True)) / scores.std(1, keepdim=True).clamp_min(1e-12)
+    if ruled_out is None or not bool(ruled_out.any()):
+        return (scores - scores.mean(1, keepdim=True)) / scores.std(1, keepdim=True).clamp_min(1e-12)
+    kept = (~ruled_out).float()
+    n = kept.sum(1, keepdim=True)
+    values = scores.masked_fill(ruled_out, 0.0)
+    mean = values.sum(1, keepdim=True) / n.clamp_min(1.0)
+    var = ((values - mean) ** 2 * kept).sum(1, keepdim=True) / (n - 1).clamp_min(1.0)
+    z = (values - mean) / var.sqrt().clamp_min(1e-12)
+    return z.masked_fill(ruled_out, torch.finfo(z.dtype).min)
 
 
 class VoteScorer:

@@ -36,9 +36,11 @@ class DataConfig:
         split: ``transductive`` (as given) or ``inductive`` (BLP protocol).
         split_seed: seed of a split built by textkg (ignored for given splits).
         inductive_dir: sub-directory holding ``ind-*.tsv`` files, if not the dataset dir.
-        description: ``short`` (entity2text), ``long`` (entity2textlong) or
-            ``first-sentence`` (entity2text_firstsentence_StAR.txt: name and
-            first Wikipedia sentence, the text BLP-style models need on
+        description: ``auto`` (default: the richest file a BLP-format directory has,
+            ``long``, else ``first-sentence``, else ``short``; registered datasets
+            have one text per entity), ``short`` (entity2text), ``long``
+            (entity2textlong) or ``first-sentence`` (entity2text_firstsentence_StAR.txt:
+            name and first Wikipedia sentence, the text BLP-style models need on
             FB15k-237). Flag ``--description`` or ``data.description``.
         public_entities: private runs: a file of entity ids, one per line, that get a
             structural row (the public vocabulary). ``None``: every entity of the
@@ -49,7 +51,7 @@ class DataConfig:
     split: str = "transductive"
     split_seed: int = 0
     inductive_dir: str | None = None
-    description: str = "short"
+    description: str = "auto"
     public_entities: str | None = None
 
     def __post_init__(self) -> None:

@@ -66,8 +66,10 @@ def load_graph_and_split(cfg: RunConfig):
     kwargs = {}
     if cfg.data.inductive_dir:
         kwargs["inductive_dir"] = cfg.data.inductive_dir
-    if cfg.data.description != "short":
-        kwargs["description"] = cfg.data.description
+    if cfg.data.description not in ("short", "auto") or (
+        cfg.data.description == "auto" and Path(cfg.data.dataset).is_dir()
+    ):
+        kwargs["description"] = cfg.data.description  # "auto" on a registered dataset: its one text
     if cfg.privacy.mode != "none" and Path(cfg.data.dataset).is_dir():
         kwargs["vocabulary"] = "texts"  # a public vocabulary, not one computed from private statements
     kg = load_dataset(cfg.data.dataset, **kwargs)
@@ -384,6 +386,8 @@ def run(
     metrics = {
         "textkg_version": textkg.__version__,
         "dataset": cfg.data.dataset,
+        # which description file a BLP-format directory was read with ("auto" resolved)
+        "descriptions": prep.kg.info.get("description_file"),
         "split": cfg.data.split,
         "device": describe_device(device),
         "model": {
