@@ -54,6 +54,8 @@ class KGEModel(nn.Module):
     seen_entities: torch.Tensor
     #: ``(R,)`` bool: relations whose ``(e, r, e)`` scores lowest (:meth:`set_irreflexive`; a buffer).
     irreflexive: torch.Tensor
+    #: ``irreflexive.any()``, kept on the host by :meth:`set_irreflexive`.
+    any_irreflexive: bool
 
     def __init__(
         self,
@@ -109,6 +111,7 @@ class KGEModel(nn.Module):
         # relations whose (e, r, e) scores are the lowest possible (set_irreflexive); not saved
         # with the weights: the pipeline derives it again from the config and the training graph
         self.register_buffer("irreflexive", torch.zeros(num_relations, dtype=torch.bool), persistent=False)
+        self.any_irreflexive = False
         self._cache: tuple[tuple, torch.Tensor] | None = None
         self._force_cache = False
         #: set by ``train.optimizer: lazy-adam``: the entity table's gradient from :meth:`gather` is row-sparse
@@ -302,6 +305,7 @@ class KGEModel(nn.Module):
                 field="model.irreflexive",
             )
         self.irreflexive.copy_(mask.to(self.irreflexive.device))
+        self.any_irreflexive = bool(mask.any())  # read on the host: no device sync per scoring call
 
     def _mask_self(
         self, scores: torch.Tensor, queries: torch.Tensor, relations: torch.Tensor, candidates: torch.Tensor
@@ -310,7 +314,7 @@ class KGEModel(nn.Module):
 
         The lowest *finite* float, not ``-inf``: a mixture such as ``0 · score`` stays a number.
         """
-        if not bool(self.irreflexive.any()):
+        if not self.any_irreflexive:
             return scores
         own = (candidates.unsqueeze(0) == queries.unsqueeze(1)) & self.irreflexive[relations].unsqueeze(1)
         return scores.masked_fill(own, torch.finfo(scores.dtype).min)

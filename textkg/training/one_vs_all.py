@@ -93,7 +93,8 @@ def one_vs_all_loss(
     tail_scores = model.interaction.score_tails(h, relations, pool_vectors) / temperature
     head_scores = model.interaction.score_heads(relations, t, pool_vectors) / temperature
     irreflexive = getattr(model, "irreflexive", None)
-    if irreflexive is not None and bool(irreflexive.any()):  # the query is never its own answer (model.irreflexive)
+    # the query is never its own answer (model.irreflexive)
+    if irreflexive is not None and getattr(model, "any_irreflexive", False):
         if label_smoothing:  # smoothing would put weight on the masked logits
             raise ConfigError("label smoothing needs model.irreflexive 'none'", field="model.irreflexive")
         slots = torch.arange(len(entity_pool), device=heads.device).unsqueeze(0)
