@@ -60,7 +60,7 @@ class Predictor:
         self.model.eval()
         self.kg = self.prepared.kg
         self._tokenizer = None  # loaded on first use (fine-tuned runs only)
-        self.vote_weight = _chosen_vote_weight(self.run_dir)
+        self.vote_weight, self.spread_weight = _chosen_vote_weights(self.run_dir)
         self._vote: NeighbourVote | None = None  # built on first use (runs whose evaluation chose the neighbour vote)
 
     def _encode(self, descriptions: list[str]) -> dict[str, torch.Tensor]:
@@ -132,8 +132,8 @@ class Predictor:
 
         Without ``relation``/``direction`` every relation and both directions
         are scored; all predictions are sorted by score. When the run's own
-        evaluation chose the neighbour vote (``test.neighbour_vote.weight > 0`` in
-        ``metrics.json``: the combination beat the model on validation) the scores
+        evaluation chose the neighbour vote or its spread (``test.neighbour_vote.weight`` or
+        ``spread_weight`` > 0 in ``metrics.json``: the combination beat the model on validation) the scores
         are that combination, unless ``vote=False``; ``scoring`` says which.
 
         Returns:
@@ -145,7 +145,8 @@ class Predictor:
         directions = [direction] if direction else ["tail", "head"]
         new, inputs = self._embed([description])
         weight = self.vote_weight if vote else 0.0
-        if weight:
+        spread_weight = self.spread_weight if vote else 0.0
+        if weight or spread_weight:
             from textkg.evaluation.neighbour_vote import standardise
             from textkg.training.pipeline import neighbour_vote_of
 
@@ -168,10 +169,13 @@ class Predictor:
                             return interaction.score_tails(new, r_vec, part)
                         return interaction.score_heads(r_vec, new, part)
 
-                    if weight:  # standardised model scores + weight x the neighbours' vote (one row: n floats)
+                    if weight or spread_weight:  # standardised model scores + the neighbours' vote and spread
                         row = standardise(score(0, len(ents))).cpu()
-                        votes = neighbours.votes_for_new(features, torch.tensor([r]), d)
-                        values, indices = (row + weight * votes).topk(min(top_k, len(ents)), dim=1)
+                        if weight:
+                            row = row + weight * neighbours.votes_for_new(features, torch.tensor([r]), d)
+                        if spread_weight:
+                            row = row + spread_weight * neighbours.spread_for_new(features, torch.tensor([r]), d)
+                        values, indices = row.topk(min(top_k, len(ents)), dim=1)
                     else:  # the scores of every entity are never held at once: per-chunk top-k, merged
                         values, indices = topk_in_chunks(score, len(ents), top_k, chunk=default_candidate_chunk(1))
                     preds += [
@@ -188,11 +192,13 @@ class Predictor:
         scoring = (
             {
                 "method": "model + neighbour vote: standardised model score + weight x the vote of the "
-                f"{neighbours.k} training entities with the nearest descriptions",
+                f"{neighbours.k} training entities with the nearest descriptions + spread_weight x that vote "
+                f"spread to each entity from its {neighbours.spread_k} nearest training entities",
                 "neighbour_vote_weight": weight,
+                "spread_weight": spread_weight,
             }
-            if weight
-            else {"method": "model", "neighbour_vote_weight": 0.0}
+            if weight or spread_weight
+            else {"method": "model", "neighbour_vote_weight": 0.0, "spread_weight": 0.0}
         )
         return {"entity": {"name": name, "description": description}, "scoring": scoring, "predictions": preds}
 
@@ -207,14 +213,19 @@ class Predictor:
             ) from None
 
 
-def _chosen_vote_weight(run_dir: Path) -> float:
-    """The neighbour-vote weight the run chose on validation (0: the model alone, or no vote)."""
+def _chosen_vote_weights(run_dir: Path) -> tuple[float, float]:
+    """The neighbour-vote and spread weights the run chose on validation (0: the model alone, or no vote;
+    a run from before the spread has no ``spread_weight``: 0)."""
     path = run_dir / "metrics.json"
     if not path.is_file():
-        return 0.0
+        return 0.0, 0.0
     block = (json.loads(path.read_text()).get("test") or {}).get("neighbour_vote") or {}
-    weight = block.get("weight")
-    return float(weight) if isinstance(weight, (int, float)) and weight > 0 else 0.0
+
+    def positive(key: str) -> float:
+        value = block.get(key)
+        return float(value) if isinstance(value, (int, float)) and value > 0 else 0.0
+
+    return positive("weight"), positive("spread_weight")
 
 
 def load_predictor(run_dir: str | Path, *, device: str | torch.device = "auto") -> Predictor:

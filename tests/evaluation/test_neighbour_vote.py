@@ -8,7 +8,15 @@ from pathlib import Path
 import pytest
 import torch
 
-from textkg.evaluation.neighbour_vote import DEFAULT_WEIGHTS, NeighbourVote, VoteScorer, choose_weight
+from textkg.evaluation.neighbour_vote import (
+    DEFAULT_SPREAD_WEIGHTS,
+    DEFAULT_WEIGHTS,
+    NeighbourVote,
+    VoteScorer,
+    choose_weight,
+    choose_weights,
+    weights_key,
+)
 
 N, R, D = 12, 3, 5
 
@@ -141,18 +149,21 @@ def test_an_inductive_run_reports_the_vote_and_the_combination(tmp_path, monkeyp
     from textkg.evaluation import neighbour_vote
 
     calls = []
-    real = neighbour_vote.choose_weight
+    real = neighbour_vote.choose_weights
 
     def spy(valid_mrr):
         calls.append("choose")
         return real(valid_mrr)
 
-    monkeypatch.setattr(neighbour_vote, "choose_weight", spy)
+    monkeypatch.setattr(neighbour_vote, "choose_weights", spy)
     block = _train(tmp_path)["test"]["neighbour_vote"]
     assert calls == ["choose"]
-    assert block["weight"] in DEFAULT_WEIGHTS
-    assert set(block["valid_mrr_by_weight"]) == {f"{w:g}" for w in DEFAULT_WEIGHTS}
-    assert block["valid_mrr_by_weight"][f"{block['weight']:g}"] == max(block["valid_mrr_by_weight"].values())
+    assert block["weight"] in DEFAULT_WEIGHTS and block["spread_weight"] in DEFAULT_SPREAD_WEIGHTS
+    assert set(block["valid_mrr_by_weight"]) == {
+        weights_key(w, m) for w in DEFAULT_WEIGHTS for m in DEFAULT_SPREAD_WEIGHTS
+    }
+    chosen = weights_key(block["weight"], block["spread_weight"])
+    assert block["valid_mrr_by_weight"][chosen] == max(block["valid_mrr_by_weight"].values())
     for name in ("vote_only", "combined"):
         assert 0 < block[name]["mrr"] <= 1 and block[name]["num_triples"] > 0
 
@@ -203,6 +214,7 @@ def test_predict_uses_the_vote_the_run_chose_and_its_neighbours_answers_come_fir
     metrics = _train(tmp_path)
     run = tmp_path / "run"
     metrics["test"]["neighbour_vote"]["weight"] = 1000.0  # as if validation had chosen it
+    metrics["test"]["neighbour_vote"]["spread_weight"] = 0.0
     (run / "metrics.json").write_text(json.dumps(metrics))
     predictor = load_predictor(run, device="cpu")
     kg, train = predictor.kg, predictor.prepared.split.train
@@ -213,7 +225,101 @@ def test_predict_uses_the_vote_the_run_chose_and_its_neighbours_answers_come_fir
     assert out["scoring"]["neighbour_vote_weight"] == 1000.0 and "vote" in out["scoring"]["method"]
     assert out["predictions"][0]["entity"] in tails
     plain = predictor.predict(description=description, relation=kg.relations[r], direction="tail", vote=False)
-    assert plain["scoring"] == {"method": "model", "neighbour_vote_weight": 0.0}
+    assert plain["scoring"] == {"method": "model", "neighbour_vote_weight": 0.0, "spread_weight": 0.0}
     metrics["test"]["neighbour_vote"]["weight"] = 0.0  # validation chose the model alone
     (run / "metrics.json").write_text(json.dumps(metrics))
     assert load_predictor(run, device="cpu").predict(description=description)["scoring"]["method"] == "model"
+
+
+def _spread_oracle(features, seen, graph, q, r, direction, k, spread_k, temperature):
+    """Brute force: the base votes (the vote for a new q, q's own r-answers for a seen one), then each
+    entity c receives the softmax-weighted base of its spread_k nearest seen entities (c left out)."""
+    x = torch.nn.functional.normalize(features, dim=1)
+    facts = {tuple(t) for t in graph.tolist()}
+    if q in seen.tolist():
+        base = torch.tensor([float(((q, r, c) if direction == "tail" else (c, r, q)) in facts) for c in range(N)])
+    else:
+        base = _oracle(features, seen, graph, q, r, direction, k, temperature)
+    out = torch.zeros(N)
+    for c in range(N):
+        sims = {int(s): float(x[c] @ x[s]) for s in seen if int(s) != c}
+        top = sorted(sims, key=lambda s: -sims[s])[:spread_k]
+        w = torch.softmax(torch.tensor([sims[s] for s in top]) / temperature, 0)
+        out[c] = sum(ws * base[s] for s, ws in zip(top, w.tolist(), strict=True))
+    return out
+
+
+@pytest.mark.parametrize("direction", ["tail", "head"])
+def test_the_spread_matches_a_brute_force_oracle(direction):
+    features, seen, graph, _ = _setup()
+    vote = NeighbourVote(features, graph, seen, num_relations=R, k=3, temperature=0.1, spread_k=2)
+    queries = torch.tensor([8, 9, 10, 11, 0, 5])
+    relations = torch.tensor([0, 1, 2, 0, 1, 2])
+    got = vote.spread(queries, relations, direction)
+    for i, (q, r) in enumerate(zip(queries.tolist(), relations.tolist(), strict=True)):
+        want = _spread_oracle(features, seen, graph, q, r, direction, 3, 2, 0.1)
+        torch.testing.assert_close(got[i], want, rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(vote.kernel(chunk=3).to_dense(), vote.kernel().to_dense())  # built once
+
+
+def test_the_spread_lifts_a_new_answer_described_like_a_neighbours_answer():
+    """New query q is described like seen s, and s -r-> t; new entity c is described like t.
+    The vote cannot name c (it was never a training answer); the spread ranks c first of the new entities."""
+    features, seen, graph, _ = _setup()
+    s, t, q, c, r = 2, 5, 9, 10, 1
+    features[q] = features[s] * 2.0
+    features[c] = features[t] * 3.0
+    graph = torch.cat([graph, torch.tensor([[s, r, t]])])
+    vote = NeighbourVote(features, graph, seen, num_relations=R, k=1, temperature=0.05, spread_k=1)
+    assert vote.votes(torch.tensor([q]), torch.tensor([r]), "tail")[0, c] == 0
+    spread = vote.spread(torch.tensor([q]), torch.tensor([r]), "tail")[0]
+    assert spread[c] > 0.99 and int(spread[8:].argmax()) + 8 == c
+
+
+def test_choose_weights_breaks_ties_toward_less_spread_then_less_vote():
+    assert choose_weights({(0.0, 0.0): 0.2, (1.0, 0.0): 0.3, (1.0, 2.0): 0.3, (4.0, 2.0): 0.3}) == (1.0, 0.0)
+    assert choose_weights({(0.0, 0.0): 0.2, (8.0, 1.0): 0.31, (1.0, 2.0): 0.3}) == (8.0, 1.0)
+    assert weights_key(8.0) == "8" and weights_key(8.0, 0.5) == "8,0.5"
+
+
+@pytest.mark.parametrize("exclude_query", [False, True])
+def test_one_pass_ranks_with_spread_equal_compute_ranks(exclude_query):
+    from textkg.evaluation import FilterIndex
+    from textkg.evaluation.neighbour_vote import rank_weights
+    from textkg.evaluation.ranking import compute_ranks
+
+    features, seen, graph, vote = _setup()
+    g = torch.Generator().manual_seed(6)
+    model = _Model(torch.randn(N, N, generator=g))
+    triples = torch.stack(
+        [torch.randint(0, N, (20,), generator=g), torch.randint(0, R, (20,), generator=g),
+         torch.randint(0, N, (20,), generator=g)], dim=1,
+    )  # fmt: skip
+    filt = FilterIndex.from_triples(torch.cat([graph, triples]), N, R)
+    cands = torch.arange(N)
+    got = rank_weights(model, vote, triples, filter_index=filt, candidates=cands, weights=(0.0, 2.0),
+                       spread_weights=(0.0, 4.0), batch_size=7, exclude_query=exclude_query)  # fmt: skip
+    assert set(got) == {"0", "2", "0,4", "2,4", "vote_only"}
+    for w, m in [(0.0, 0.0), (2.0, 0.0), (0.0, 4.0), (2.0, 4.0)]:
+        want = compute_ranks(VoteScorer(model, vote, w, m), triples, filter_index=filt, candidates=cands,
+                             num_entities=N, exclude_query=exclude_query)  # fmt: skip
+        torch.testing.assert_close(got[weights_key(w, m)][0], want.head_ranks)
+        torch.testing.assert_close(got[weights_key(w, m)][1], want.tail_ranks)
+
+
+def test_predict_adds_the_spread_the_run_chose(tmp_path):
+    from textkg.predict import load_predictor
+    from textkg.training.features import entity_texts
+
+    metrics = _train(tmp_path)
+    run = tmp_path / "run"
+    metrics["test"]["neighbour_vote"].update(weight=0.0, spread_weight=1000.0)
+    (run / "metrics.json").write_text(json.dumps(metrics))
+    predictor = load_predictor(run, device="cpu")
+    kg = predictor.kg
+    h, r, _ = predictor.prepared.split.train[0].tolist()
+    out = predictor.predict(description=entity_texts(kg)[h], relation=kg.relations[r], direction="tail", top_k=3)
+    assert out["scoring"]["spread_weight"] == 1000.0 and "spread" in out["scoring"]["method"]
+    features = predictor._vote_features([entity_texts(kg)[h]], predictor._embed([entity_texts(kg)[h]])[1])
+    want = int(predictor._vote.spread_for_new(features, torch.tensor([r]), "tail")[0].argmax())
+    assert out["predictions"][0]["entity"] == kg.entities[want]

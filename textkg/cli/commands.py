@@ -85,8 +85,9 @@ def train(args) -> dict | None:
         summary["new_entities"] = {
             "reading": f"test MRR {metrics['test']['mrr']:.3f} from the model alone; "
             f"{vote['combined']['mrr']:.3f} with the vote of each new entity's {vote['k']} nearest known "
-            f"entities by description (weight {vote['weight']:g}, chosen on validation; {gain:+.3f}); "
-            f"{vote['vote_only']['mrr']:.3f} from that vote alone",
+            f"entities by description{_spread_words(vote)} (weight {vote['weight']:g}"
+            f"{', spread ' + format(vote['spread_weight'], 'g') if vote.get('spread_weight') else ''}, chosen on "
+            f"validation; {gain:+.3f}); {vote['vote_only']['mrr']:.3f} from that vote alone",
             "model": metrics["test"]["mrr"],
             "combined": vote["combined"]["mrr"],
             "vote_only": vote["vote_only"]["mrr"],
@@ -98,6 +99,13 @@ def train(args) -> dict | None:
         "valid": metrics["valid"],
         "privacy": metrics["privacy"],
     }
+
+
+def _spread_words(vote: dict) -> str:
+    """How the vote reached new answers, when validation chose the spread."""
+    if not vote.get("spread_weight"):
+        return ""
+    return f", spread to candidates described like their answers ({vote.get('spread_k', '?')} nearest each)"
 
 
 def _without_nproc(argv: list[str]) -> list[str]:

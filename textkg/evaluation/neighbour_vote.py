@@ -23,6 +23,20 @@ Aggregation for Inductive Knowledge Graph Embedding", AAAI). Two uses:
   candidates was measured on FB15k-237 and validation chose 0, so it was
   dropped.)
 
+**The spread** (``spread``): the vote can only name entities seen in training,
+and about half of FB15k-237's inductive test answers are new entities. The
+spread passes each candidate the votes of the ``spread_k`` training entities
+whose descriptions are nearest to its own (softmax weights over cosines, the
+candidate itself left out):
+
+    spread(c) = Σ_s K(c, s) · base(s),   base = vote for a new query entity;
+                                          its own r-answers in training for a seen one
+
+("candidates described like the answers the query's neighbours have"), a second
+kNN step in the same space, as label propagation over a kNN graph (Zhou et al.
+2004, "Learning with Local and Global Consistency", NIPS). The combination is
+``z + λ · vote + μ · spread``, with ``(λ, μ)`` chosen together on validation.
+
 The vote reads only the statements it is given (the caller passes the public
 ones under privacy) and the public descriptions.
 """
@@ -36,6 +50,8 @@ import torch
 
 #: λ values tried on validation; 0 is the model alone.
 DEFAULT_WEIGHTS = (0.0, 1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0)
+#: μ values (the spread) tried on validation with every λ; 0 is no spread.
+DEFAULT_SPREAD_WEIGHTS = (0.0, 0.5, 1.0, 2.0, 4.0, 8.0)
 
 
 class NeighbourVote:
@@ -48,6 +64,7 @@ class NeighbourVote:
         num_relations: ``R``.
         k: Neighbours per query.
         temperature: ``τ`` of the softmax over cosines.
+        spread_k: Training entities whose votes each candidate receives in :meth:`spread`.
     """
 
     def __init__(
@@ -59,9 +76,10 @@ class NeighbourVote:
         num_relations: int,
         k: int = 32,
         temperature: float = 0.05,
+        spread_k: int = 16,
     ) -> None:
-        if k < 1 or not temperature > 0:
-            raise ValueError(f"need k >= 1 and temperature > 0, got {k}, {temperature}")
+        if k < 1 or spread_k < 1 or not temperature > 0:
+            raise ValueError(f"need k >= 1, spread_k >= 1 and temperature > 0, got {k}, {spread_k}, {temperature}")
         self.features = torch.nn.functional.normalize(features.float(), dim=1)
         n = self.features.shape[0]
         self.num_entities, self.num_relations = n, num_relations
@@ -69,6 +87,8 @@ class NeighbourVote:
         self.is_seen = torch.zeros(n, dtype=torch.bool)
         self.is_seen[self.seen] = True
         self.k = min(int(k), max(len(self.seen), 1))
+        self.spread_k = min(int(spread_k), max(len(self.seen) - 1, 1))
+        self._kernel: torch.Tensor | None = None
         self.temperature = float(temperature)
         self._voters = self.features[self.seen]
         graph = torch.as_tensor(graph, dtype=torch.long).reshape(-1, 3)
@@ -80,12 +100,14 @@ class NeighbourVote:
         """``(ids (b, k), weights (b, k))``: each query's nearest training entities (itself excluded)."""
         return self._nearest(self.features[queries], exclude=queries)
 
-    def _nearest(self, x: torch.Tensor, exclude: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
-        """The ``k`` nearest voters of unit rows ``x`` ``(b, D)``, and their softmax weights."""
+    def _nearest(
+        self, x: torch.Tensor, exclude: torch.Tensor | None = None, k: int | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """The ``k`` (default ``self.k``) nearest voters of unit rows ``x`` ``(b, D)``, and their softmax weights."""
         sims = x @ self._voters.T
         if exclude is not None:  # a seen query does not vote for itself
             sims[self.seen[None, :] == exclude[:, None]] = float("-inf")
-        vals, idx = sims.topk(self.k, dim=1)
+        vals, idx = sims.topk(self.k if k is None else k, dim=1)
         return self.seen[idx], torch.softmax(vals / self.temperature, dim=1)
 
     def votes(self, queries: torch.Tensor, relations: torch.Tensor, direction: str) -> torch.Tensor:
@@ -98,11 +120,44 @@ class NeighbourVote:
         x = torch.nn.functional.normalize(features.float(), dim=1)
         return self._votes(*self._nearest(x), relations, direction)
 
+    def spread(self, queries: torch.Tensor, relations: torch.Tensor, direction: str) -> torch.Tensor:
+        """``(b, n)``: each entity's share of the votes its ``spread_k`` nearest training entities get
+        (the vote for a new query entity; a seen one's own ``r``-answers in training)."""
+        gate = self.gate(queries)[:, None]
+        own = self._votes(queries[:, None], torch.ones(len(queries), 1), relations, direction)
+        return self._spread(self.votes(queries, relations, direction) * gate + own * (1.0 - gate))
+
+    def spread_for_new(self, features: torch.Tensor, relations: torch.Tensor, direction: str) -> torch.Tensor:
+        """:meth:`spread` for entities outside the graph, from their ``(b, D)`` description features."""
+        return self._spread(self.votes_for_new(features, relations, direction))
+
+    def _spread(self, base: torch.Tensor) -> torch.Tensor:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", UserWarning)
+            return torch.sparse.mm(self.kernel(), base.T).T
+
+    def kernel(self, chunk: int = 2048) -> torch.Tensor:
+        """Sparse ``(n, n)``: row ``c`` holds the softmax weights (``τ``) of ``c``'s ``spread_k``
+        nearest training entities by description, ``c`` itself left out. Built once, in chunks of rows."""
+        if self._kernel is None:
+            n, ids, weights = self.num_entities, [], []
+            for lo in range(0, n, chunk):
+                rows = torch.arange(lo, min(lo + chunk, n))
+                ids_c, w_c = self._nearest(self.features[rows], exclude=rows, k=self.spread_k)
+                ids.append(ids_c)
+                weights.append(w_c)
+            cols = torch.cat(ids)
+            index = torch.stack([torch.arange(n).repeat_interleave(cols.shape[1]), cols.flatten()])
+            self._kernel = torch.sparse_coo_tensor(
+                index, torch.cat(weights).flatten().nan_to_num(0.0), (n, n), check_invariants=False
+            ).coalesce()
+        return self._kernel
+
     def _votes(self, ids: torch.Tensor, w: torch.Tensor, relations: torch.Tensor, direction: str) -> torch.Tensor:
-        b = len(ids)
+        b, k = ids.shape
         rows = (ids * self.num_relations + relations[:, None]).flatten()
         pick = torch.sparse_coo_tensor(
-            torch.stack([torch.arange(b).repeat_interleave(self.k), rows]),
+            torch.stack([torch.arange(b).repeat_interleave(k), rows]),
             w.flatten(),
             (b, self.num_entities * self.num_relations),
             check_invariants=False,
@@ -144,7 +199,7 @@ def standardise(scores: torch.Tensor) -> torch.Tensor:
 
 class VoteScorer:
     """A :class:`textkg.evaluation.ranking.Scorer`: standardised model scores + ``weight · vote``
-    (the vote for new query entities only).
+    (the vote for new query entities only) + ``spread_weight · spread``.
 
     ``model=None`` ranks by the vote alone (the baseline).
     """
@@ -153,8 +208,8 @@ class VoteScorer:
     #: must not split the candidates into chunks (:func:`textkg.evaluation.compute_ranks`).
     whole_row_scores = True
 
-    def __init__(self, model, vote: NeighbourVote, weight: float) -> None:
-        self.model, self.vote, self.weight = model, vote, float(weight)
+    def __init__(self, model, vote: NeighbourVote, weight: float, spread_weight: float = 0.0) -> None:
+        self.model, self.vote, self.weight, self.spread_weight = model, vote, float(weight), float(spread_weight)
 
     def _combine(self, model_scores: Callable[[], torch.Tensor], queries, relations, candidates, direction):
         gate = self.vote.gate(queries)[:, None]
@@ -163,6 +218,8 @@ class VoteScorer:
         z = standardise(model_scores())
         if self.weight:  # the vote is computed on the CPU; the model's scores may be on its device
             z = z + (self.weight * self.vote.votes(queries, relations, direction)[:, candidates] * gate).to(z.device)
+        if self.spread_weight:
+            z = z + (self.spread_weight * self.vote.spread(queries, relations, direction)[:, candidates]).to(z.device)
         return z
 
     def score_tails(self, heads: torch.Tensor, relations: torch.Tensor, candidates: torch.Tensor) -> torch.Tensor:
@@ -181,6 +238,18 @@ def choose_weight(valid_mrr: Mapping[float, float]) -> float:
     return float(max(valid_mrr, key=lambda w: (valid_mrr[w], -w)))
 
 
+def choose_weights(valid_mrr: Mapping[tuple[float, float], float]) -> tuple[float, float]:
+    """The ``(vote weight, spread weight)`` with the best validation MRR; ties go to the smaller
+    spread weight, then the smaller vote weight (the model alone wins a tie)."""
+    best = max(valid_mrr, key=lambda ws: (valid_mrr[ws], -ws[1], -ws[0]))
+    return float(best[0]), float(best[1])
+
+
+def weights_key(weight: float, spread_weight: float = 0.0) -> str:
+    """The key of a combination in :func:`rank_weights` and ``metrics.json``: ``"λ"``, or ``"λ,μ"`` with a spread."""
+    return f"{weight:g}" if not spread_weight else f"{weight:g},{spread_weight:g}"
+
+
 def rank_weights(
     model,
     vote: NeighbourVote,
@@ -189,21 +258,24 @@ def rank_weights(
     filter_index,
     candidates: torch.Tensor,
     weights: Sequence[float],
+    spread_weights: Sequence[float] = (0.0,),
     batch_size: int = 256,
     exclude_query: bool = False,
 ) -> dict[str, tuple[torch.Tensor, torch.Tensor]]:
-    """Filtered realistic ``(head_ranks, tail_ranks)`` of every weight's combination and of the vote alone.
+    """Filtered realistic ``(head_ranks, tail_ranks)`` of every weight pair's combination and of the vote alone.
 
     The same ranks :func:`textkg.evaluation.compute_ranks` gives :class:`VoteScorer` (a test checks
-    it), in one pass: the model and the vote are scored once per batch and every weight is ranked
-    from them. Keys: ``f"{w:g}"`` per weight and ``"vote_only"``.
+    it), in one pass: the model, the vote and the spread are scored once per batch and every pair
+    ``(λ, μ)`` of ``weights × spread_weights`` is ranked from them. Keys: :func:`weights_key` per pair
+    and ``"vote_only"``.
     """
     from textkg.evaluation.ranking import filtered_positions, realistic_ranks
 
     n = len(triples)
     column = torch.full((vote.num_entities,), -1, dtype=torch.long)
     column[candidates] = torch.arange(len(candidates))
-    keys = [f"{w:g}" for w in weights] + ["vote_only"]
+    pairs = [(w, m) for m in spread_weights for w in weights]
+    keys = [weights_key(w, m) for w, m in pairs] + ["vote_only"]
     out = {k: (torch.empty(n, dtype=torch.float64), torch.empty(n, dtype=torch.float64)) for k in keys}
     with torch.no_grad():
         for d, direction in enumerate(("head", "tail")):
@@ -218,8 +290,12 @@ def rank_weights(
                 s = model.score_tails(h, r, candidates) if direction == "tail" else model.score_heads(r, t, candidates)
                 z = standardise(s)
                 v = (vote.votes(query, r, direction)[:, candidates] * vote.gate(query)[:, None]).to(z.device)
+                spread = vote.spread(query, r, direction)[:, candidates].to(z.device) if any(spread_weights) else None
                 sl = slice(start, start + len(h))
-                for w, key in zip(weights, keys, strict=False):
-                    out[key][d][sl] = realistic_ranks(z + w * v if w else z, targets, rows, cols)
+                for (w, m), key in zip(pairs, keys, strict=False):
+                    combined = z + w * v if w else z
+                    if m and spread is not None:
+                        combined = combined + m * spread
+                    out[key][d][sl] = realistic_ranks(combined, targets, rows, cols)
                 out["vote_only"][d][sl] = realistic_ranks(v, targets, rows, cols)
     return out

@@ -567,7 +567,13 @@ def _neighbour_vote(prep: Prepared, cfg: RunConfig) -> dict | None:
     validation subset ranks every weight; one over the test split ranks the model, the vote and
     the chosen combination."""
     from textkg.evaluation.metrics import RankingMetrics
-    from textkg.evaluation.neighbour_vote import DEFAULT_WEIGHTS, choose_weight, rank_weights
+    from textkg.evaluation.neighbour_vote import (
+        DEFAULT_SPREAD_WEIGHTS,
+        DEFAULT_WEIGHTS,
+        choose_weights,
+        rank_weights,
+        weights_key,
+    )
     from textkg.evaluation.placement import placement_queries
 
     if cfg.data.split != "inductive" or not len(prep.split.valid) or getattr(prep.model, "text", None) is None:
@@ -581,7 +587,7 @@ def _neighbour_vote(prep: Prepared, cfg: RunConfig) -> dict | None:
     vote = neighbour_vote_of(prep)
     prep.model.eval()
 
-    def ranks(which: str, triples: torch.Tensor, weights) -> dict:
+    def ranks(which: str, triples: torch.Tensor, weights, spread_weights) -> dict:
         return rank_weights(
             prep.model,
             vote,
@@ -589,16 +595,23 @@ def _neighbour_vote(prep: Prepared, cfg: RunConfig) -> dict | None:
             filter_index=prep.filter_index,
             candidates=candidate_entities(prep.kg, prep.split, which, cfg.train.candidates),
             weights=weights,
+            spread_weights=spread_weights,
             batch_size=max(1, min(cfg.train.eval_batch_size, 256)),
             exclude_query=cfg.train.exclude_query,
         )
 
     max_valid = cfg.train.valid_max_triples
-    valid = ranks("valid", _subset(prep.split.valid, max_valid, cfg.train.seed), DEFAULT_WEIGHTS)
-    by_weight = {w: float(torch.cat(valid[f"{w:g}"]).reciprocal().mean()) for w in DEFAULT_WEIGHTS}
-    weight = choose_weight(by_weight)
+    valid = ranks(
+        "valid", _subset(prep.split.valid, max_valid, cfg.train.seed), DEFAULT_WEIGHTS, DEFAULT_SPREAD_WEIGHTS
+    )
+    by_weights = {
+        (w, m): float(torch.cat(valid[weights_key(w, m)]).reciprocal().mean())
+        for m in DEFAULT_SPREAD_WEIGHTS
+        for w in DEFAULT_WEIGHTS
+    }
+    weight, spread_weight = choose_weights(by_weights)
     test_triples = prep.split.test
-    test = ranks("test", test_triples, [weight])
+    test = ranks("test", test_triples, [weight], [spread_weight])
     masks = _subset_masks(test_triples, prep.split.train_entities, prep.kg)
 
     def block(key: str) -> dict:
@@ -614,14 +627,18 @@ def _neighbour_vote(prep: Prepared, cfg: RunConfig) -> dict | None:
 
     return {
         "method": "the k nearest training entities by description vote for their own answers (new query "
-        "entities only); combined = standardised model score + weight x vote",
+        "entities only); the spread passes each candidate the votes of its spread_k nearest training "
+        "entities by description (a seen query's own answers stand in for its vote); "
+        "combined = standardised model score + weight x vote + spread_weight x spread",
         "k": vote.k,
+        "spread_k": vote.spread_k,
         "temperature": vote.temperature,
         "weight": weight,
+        "spread_weight": spread_weight,
         "chosen_on": f"validation MRR on {max_valid or 'all'} validation statements (the model-selection subset)",
-        "valid_mrr_by_weight": {f"{w:g}": m for w, m in by_weight.items()},
+        "valid_mrr_by_weight": {weights_key(w, m): v for (w, m), v in by_weights.items()},
         "vote_only": block("vote_only"),
-        "combined": block(f"{weight:g}"),
+        "combined": block(weights_key(weight, spread_weight)),
     }
 
 
