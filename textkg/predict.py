@@ -104,8 +104,15 @@ class Predictor:
             if not d or not d.strip():
                 raise ConfigError("empty description", field=f"description[{i}]")
         inputs = self._encode(descriptions)
+        neighbours = None
+        if self.model.any_unseen_neighbours and "text_features" in inputs:  # model.unseen_structure: neighbours
+            from textkg.training.unseen_structure import nearest_seen, pooled_features
+
+            existing = pooled_features(self.model)
+            assert existing is not None  # the map is only set for models with pooled features
+            neighbours = nearest_seen(existing, self.prepared.split.train_entities, inputs["text_features"].cpu())
         with torch.no_grad():
-            return self.model.embed_new_entities(**inputs), inputs
+            return self.model.embed_new_entities(structural_neighbours=neighbours, **inputs), inputs
 
     def _vote_features(self, descriptions: list[str], inputs: dict[str, torch.Tensor]) -> torch.Tensor:
         """``(n, D)`` the new descriptions in the vote's feature space

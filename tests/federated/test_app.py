@@ -136,3 +136,5 @@ def test_the_server_does_not_read_the_holders_statements_for_irreflexive_relatio
     assert cfg.model.irreflexive == "auto"
     fedn = prepare_federation(cfg, fed)
     assert fedn.cfg.model.irreflexive == "none" and not bool(fedn.prep.model.irreflexive.any())
+    # each party sees other entities: the unseen row, not a map built from one party's entity set
+    assert fedn.cfg.model.unseen_structure == "row" and not fedn.prep.model.any_unseen_neighbours

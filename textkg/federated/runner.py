@@ -141,6 +141,8 @@ def prepare_federation(cfg, fed: FederatedConfig) -> Federation:
     cfg = dataclasses.replace(cfg, train=dataclasses.replace(cfg.train, epochs=fed.rounds * fed.local_epochs))
     if cfg.model.irreflexive == "auto":  # "auto" reads every statement; the server never reads the holders'
         cfg = dataclasses.replace(cfg, model=dataclasses.replace(cfg.model, irreflexive="none"))
+    if cfg.model.unseen_structure != "row":  # each holder sees other entities: every party keeps the unseen row
+        cfg = dataclasses.replace(cfg, model=dataclasses.replace(cfg.model, unseen_structure="row"))
     prep = prepare(cfg, device=torch.device("cpu"))  # validates every input before anything is written
     if fed.upload_top_k is not None:
         from textkg.federated.topk import STRUCTURAL_TABLE

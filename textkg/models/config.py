@@ -58,6 +58,11 @@ class ModelConfig:
             statements and no self-loop among them (off under ``--privacy``: it would
             read private statements), ``"none"``, or a list of relation names (a public
             input; refused under ``--privacy``). See :mod:`textkg.training.irreflexive`.
+        unseen_structure: the structural part of an entity not seen in training, when
+            ranking: ``"neighbours"`` (default) the softmax-weighted mean of the structural
+            rows of its 16 nearest training entities by description (pooled text features
+            only; public inputs), or ``"row"``, the learned unseen row. Training is the same
+            either way. See :mod:`textkg.training.unseen_structure`.
     """
 
     interaction: str = "transe"
@@ -73,6 +78,7 @@ class ModelConfig:
     structural_dropout: float = 0.0
     structural_buckets: int = 0
     irreflexive: str | list = "auto"
+    unseen_structure: str = "neighbours"
 
     def __post_init__(self) -> None:
         for name in ("interaction_kwargs", "fusion_kwargs", "encoder_kwargs", "text_module_kwargs"):
@@ -122,6 +128,10 @@ class ModelConfig:
         elif irreflexive not in ("auto", "none"):
             raise ConfigError(
                 f"must be 'auto', 'none' or a list of relation names, got {irreflexive!r}", field="model.irreflexive"
+            )
+        if self.unseen_structure not in ("neighbours", "row"):
+            raise ConfigError(
+                f"must be 'neighbours' or 'row', got {self.unseen_structure!r}", field="model.unseen_structure"
             )
         object.__setattr__(self, "structural_dropout", float(dropout))
         object.__setattr__(self, "normalize_entities", bool(self.normalize_entities))

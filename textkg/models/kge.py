@@ -56,6 +56,11 @@ class KGEModel(nn.Module):
     irreflexive: torch.Tensor
     #: ``irreflexive.any()``, kept on the host by :meth:`set_irreflexive`.
     any_irreflexive: bool
+    #: buffers of :meth:`set_unseen_neighbours`, and whether any entity is mapped (host-side)
+    unseen_neighbour_rows: torch.Tensor
+    unseen_neighbour_weights: torch.Tensor
+    has_unseen_neighbours: torch.Tensor
+    any_unseen_neighbours: bool
 
     def __init__(
         self,
@@ -112,6 +117,11 @@ class KGEModel(nn.Module):
         # with the weights: the pipeline derives it again from the config and the training graph
         self.register_buffer("irreflexive", torch.zeros(num_relations, dtype=torch.bool), persistent=False)
         self.any_irreflexive = False
+        # unseen entities' structural part from seen neighbours' rows (set_unseen_neighbours); not saved
+        self.register_buffer("unseen_neighbour_rows", torch.zeros(0, 0, dtype=torch.long), persistent=False)
+        self.register_buffer("unseen_neighbour_weights", torch.zeros(0, 0), persistent=False)
+        self.register_buffer("has_unseen_neighbours", torch.zeros(0, dtype=torch.bool), persistent=False)
+        self.any_unseen_neighbours = False
         self._cache: tuple[tuple, torch.Tensor] | None = None
         self._force_cache = False
         #: set by ``train.optimizer: lazy-adam``: the entity table's gradient from :meth:`gather` is row-sparse
@@ -227,8 +237,52 @@ class KGEModel(nn.Module):
         if self.structural is not None:
             rows = self.structural.rows(entities, generator=generator, training=self.training)
             structural = self.structural.weight[rows]
+            if self.any_unseen_neighbours:
+                structural = self._neighbour_structure(entities, structural)
         text = self.text(entities) if self.text is not None else None
         return self._finish(self.fusion(structural, text))
+
+    def set_unseen_neighbours(self, entities: torch.Tensor, neighbours: torch.Tensor, weights: torch.Tensor) -> None:
+        """Give each of ``entities`` (``(u,)``, not seen in training) the structural part
+        ``Σ_j weights[i, j] · row(neighbours[i, j])``: the mean of seen entities' rows
+        (``neighbours (u, k)``, seen ids; ``weights (u, k)``, rows summing to 1) instead of the
+        unseen row, in every ranking by ids and in :meth:`entity_matrix`. Triples scored by
+        :meth:`forward` (training) keep the unseen row. ``u = 0`` turns it off."""
+        if self.structural is None:
+            raise ConfigError("the model has no structural table", field="model.unseen_structure")
+        entities, neighbours = torch.as_tensor(entities).long(), torch.as_tensor(neighbours).long()
+        if bool(self.is_seen(self._here(entities)).any()) or not bool(self.is_seen(self._here(neighbours)).all()):
+            raise ConfigError(
+                "the entities must be unseen in training and their neighbours seen", field="model.unseen_structure"
+            )
+        n, k = self.num_entities, neighbours.shape[1] if neighbours.ndim == 2 else 0
+        dev = self.relation_embeddings.device
+        rows = torch.zeros(n, k, dtype=torch.long)
+        w = torch.zeros(n, k)
+        mapped = torch.zeros(n, dtype=torch.bool)
+        rows[entities] = self.structural.struct_index.cpu()[neighbours]
+        w[entities] = torch.as_tensor(weights).float()
+        mapped[entities] = True
+        self.unseen_neighbour_rows, self.unseen_neighbour_weights = rows.to(dev), w.to(dev)
+        self.has_unseen_neighbours = mapped.to(dev)
+        self.any_unseen_neighbours = bool(len(entities)) and k > 0
+        self.clear_cache()
+
+    def _neighbour_structure(self, entities: torch.Tensor, structural: torch.Tensor) -> torch.Tensor:
+        """``structural`` with the rows of mapped unseen entities replaced by their neighbours' mean."""
+        at = self.has_unseen_neighbours[entities].nonzero().squeeze(1)
+        if not len(at):
+            return structural
+        ids = entities[at]
+        table = self.structural.weight  # type: ignore[union-attr]
+        mix = (self.unseen_neighbour_weights[ids].unsqueeze(-1) * table[self.unseen_neighbour_rows[ids]]).sum(1)
+        return structural.index_put((at,), mix)
+
+    def neighbour_structure_of_new(self, neighbours: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
+        """``(b, d)`` structural parts of new entities from their ``(b, k)`` seen neighbours and weights."""
+        table = self.structural.weight  # type: ignore[union-attr]
+        rows = self.structural.struct_index[self._here(neighbours)]  # type: ignore[union-attr]
+        return (self._here(weights).float().unsqueeze(-1) * table[rows]).sum(1)
 
     def entity_matrix(
         self, entities: torch.Tensor | None = None, *, batch_size: int = 4096, generator: torch.Generator | None = None
@@ -340,7 +394,9 @@ class KGEModel(nn.Module):
         return super().train(mode)
 
     # -- zero-shot: brand-new entities -------------------------------------------------------
-    def embed_new_entities(self, **text_inputs: torch.Tensor) -> torch.Tensor:
+    def embed_new_entities(
+        self, *, structural_neighbours: tuple[torch.Tensor, torch.Tensor] | None = None, **text_inputs: torch.Tensor
+    ) -> torch.Tensor:
         """Vectors ``(n, d)`` of entities outside the graph, from their text alone.
 
         Args:
@@ -349,7 +405,9 @@ class KGEModel(nn.Module):
                 ``token_features=(n, L, d_tok), token_mask=(n, L)``, or
                 ``input_ids=…, attention_mask=…``.
 
-        The structural part (if any) is the learned unseen row.
+        The structural part (if any) is the learned unseen row, or with ``structural_neighbours``
+        (``(ids (n, k), weights (n, k))`` of seen entities; ``model.unseen_structure: neighbours``)
+        the weighted mean of their rows.
 
         Raises:
             ConfigError: The model has no text part, or the inputs are not the
@@ -366,7 +424,9 @@ class KGEModel(nn.Module):
             )
         x = self.text.encode(*(self._here(text_inputs[k]) for k in self.text.keys))
         structural = None
-        if self.structural is not None:
+        if self.structural is not None and structural_neighbours is not None:
+            structural = self.neighbour_structure_of_new(*structural_neighbours)
+        elif self.structural is not None:
             structural = self.structural.weight[self.structural.unseen_row].expand(x.shape[0], -1)
         return self._finish(self.fusion(structural, x))
 

@@ -38,6 +38,7 @@ from textkg.training.losses import make_loss
 from textkg.training.memory import check_memory, estimate_memory
 from textkg.training.private_training import PrivateTraining, public_only_report, select_confidential
 from textkg.training.trainer import Trainer
+from textkg.training.unseen_structure import apply_unseen_structure
 
 if TYPE_CHECKING:  # encoders.lstm_ae is imported only by lstm-ae runs
     from encoders.lstm_ae import LSTMAutoencoder
@@ -117,6 +118,7 @@ def prepare(cfg: RunConfig, run_dir: Path | None = None, *, device: torch.device
             private=cfg.privacy.mode != "none",
         )
     )
+    apply_unseen_structure(model, cfg.model.unseen_structure, split.train_entities)
     filter_index = FilterIndex.from_triples(split.filter_triples, kg.num_entities, kg.num_relations)
     if private_filter is not None:
         private_filter = FilterIndex.from_triples(private_filter, kg.num_entities, kg.num_relations)
@@ -399,6 +401,8 @@ def run(
             "irreflexive_relations": [
                 r for r, flag in zip(prep.kg.relations, prep.model.irreflexive.tolist(), strict=True) if flag
             ],
+            # what model.unseen_structure resolved to ("row" without a structural table or pooled features)
+            "unseen_structure_applied": "neighbours" if prep.model.any_unseen_neighbours else "row",
         },
         "train": {
             "epochs": state.epoch,
