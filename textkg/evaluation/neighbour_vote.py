@@ -48,6 +48,8 @@ from collections.abc import Callable, Mapping, Sequence
 
 import torch
 
+from textkg.training.unseen_structure import nearest
+
 #: λ values tried on validation; 0 is the model alone.
 DEFAULT_WEIGHTS = (0.0, 1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0)
 #: μ values (the spread) tried on validation with every λ; 0 is no spread.
@@ -103,12 +105,9 @@ class NeighbourVote:
     def _nearest(
         self, x: torch.Tensor, exclude: torch.Tensor | None = None, k: int | None = None
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        """The ``k`` (default ``self.k``) nearest voters of unit rows ``x`` ``(b, D)``, and their softmax weights."""
-        sims = x @ self._voters.T
-        if exclude is not None:  # a seen query does not vote for itself
-            sims[self.seen[None, :] == exclude[:, None]] = float("-inf")
-        vals, idx = sims.topk(self.k if k is None else k, dim=1)
-        return self.seen[idx], torch.softmax(vals / self.temperature, dim=1)
+        """The ``k`` (default ``self.k``) nearest voters of unit rows ``x`` ``(b, D)``, and their softmax weights
+        (a seen query does not vote for itself: ``exclude``)."""
+        return nearest(x, self._voters, self.seen, self.k if k is None else k, self.temperature, exclude)
 
     def votes(self, queries: torch.Tensor, relations: torch.Tensor, direction: str) -> torch.Tensor:
         """``(b, n)`` votes for every entity as the ``direction`` ("tail" or "head") answer."""
@@ -120,12 +119,17 @@ class NeighbourVote:
         x = torch.nn.functional.normalize(features.float(), dim=1)
         return self._votes(*self._nearest(x), relations, direction)
 
-    def spread(self, queries: torch.Tensor, relations: torch.Tensor, direction: str) -> torch.Tensor:
+    def spread(
+        self, queries: torch.Tensor, relations: torch.Tensor, direction: str, votes: torch.Tensor | None = None
+    ) -> torch.Tensor:
         """``(b, n)``: each entity's share of the votes its ``spread_k`` nearest training entities get
-        (the vote for a new query entity; a seen one's own ``r``-answers in training)."""
+        (the vote for a new query entity; a seen one's own ``r``-answers in training). ``votes``:
+        :meth:`votes` of the same queries, if the caller has them already."""
         gate = self.gate(queries)[:, None]
         own = self._votes(queries[:, None], torch.ones(len(queries), 1), relations, direction)
-        return self._spread(self.votes(queries, relations, direction) * gate + own * (1.0 - gate))
+        if votes is None:
+            votes = self.votes(queries, relations, direction)
+        return self._spread(votes * gate + own * (1.0 - gate))
 
     def spread_for_new(self, features: torch.Tensor, relations: torch.Tensor, direction: str) -> torch.Tensor:
         """:meth:`spread` for entities outside the graph, from their ``(b, D)`` description features."""
@@ -216,10 +220,14 @@ class VoteScorer:
         if self.model is None:
             return self.vote.votes(queries, relations, direction)[:, candidates] * gate
         z = standardise(model_scores())
-        if self.weight:  # the vote is computed on the CPU; the model's scores may be on its device
-            z = z + (self.weight * self.vote.votes(queries, relations, direction)[:, candidates] * gate).to(z.device)
+        if not (self.weight or self.spread_weight):
+            return z
+        votes = self.vote.votes(queries, relations, direction)  # on the CPU; the model's scores may be elsewhere
+        if self.weight:
+            z = z + (self.weight * votes[:, candidates] * gate).to(z.device)
         if self.spread_weight:
-            z = z + (self.spread_weight * self.vote.spread(queries, relations, direction)[:, candidates]).to(z.device)
+            spread = self.vote.spread(queries, relations, direction, votes=votes)
+            z = z + (self.spread_weight * spread[:, candidates]).to(z.device)
         return z
 
     def score_tails(self, heads: torch.Tensor, relations: torch.Tensor, candidates: torch.Tensor) -> torch.Tensor:
@@ -289,8 +297,13 @@ def rank_weights(
                     raise ValueError("a target entity is not among the candidates")
                 s = model.score_tails(h, r, candidates) if direction == "tail" else model.score_heads(r, t, candidates)
                 z = standardise(s)
-                v = (vote.votes(query, r, direction)[:, candidates] * vote.gate(query)[:, None]).to(z.device)
-                spread = vote.spread(query, r, direction)[:, candidates].to(z.device) if any(spread_weights) else None
+                votes = vote.votes(query, r, direction)
+                v = (votes[:, candidates] * vote.gate(query)[:, None]).to(z.device)
+                spread = (
+                    vote.spread(query, r, direction, votes=votes)[:, candidates].to(z.device)
+                    if any(spread_weights)
+                    else None
+                )
                 sl = slice(start, start + len(h))
                 for (w, m), key in zip(pairs, keys, strict=False):
                     combined = z + w * v if w else z

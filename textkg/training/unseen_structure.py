@@ -27,6 +27,24 @@ import torch
 K, TEMPERATURE = 16, 0.05
 
 
+def nearest(
+    unit_queries: torch.Tensor,
+    unit_voters: torch.Tensor,
+    seen: torch.Tensor,
+    k: int,
+    temperature: float,
+    exclude: torch.Tensor | None = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(ids (q, k), weights (q, k))``: for unit rows ``unit_queries``, the ``k`` rows of ``unit_voters``
+    (the unit features of entities ``seen``) with the highest cosine, as entity ids, and the softmax
+    of those cosines at ``temperature``. ``exclude`` ``(q,)``: an entity each query may not pick (itself)."""
+    sims = unit_queries @ unit_voters.T
+    if exclude is not None:
+        sims[seen[None, :] == exclude[:, None]] = float("-inf")
+    vals, idx = sims.topk(k, dim=1)
+    return seen[idx], torch.softmax(vals / temperature, dim=1)
+
+
 def nearest_seen(
     features: torch.Tensor,
     seen: torch.Tensor,
@@ -36,21 +54,18 @@ def nearest_seen(
     temperature: float = TEMPERATURE,
     chunk: int = 2048,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """``(ids (q, k), weights (q, k))``: the ``k`` seen entities whose ``features`` rows are
-    nearest (cosine) to each row of ``queries`` (``(q, D)`` features), with softmax weights."""
+    """:func:`nearest` from raw ``features`` ``(n, D)`` and ``queries`` ``(q, D)``, in chunks of queries."""
     unit = torch.nn.functional.normalize(features.float(), dim=1)
     seen = torch.as_tensor(seen, dtype=torch.long)
     voters = unit[seen]
     k = min(k, len(seen))
-    ids, weights = [], []
-    for lo in range(0, len(queries), chunk):
-        x = torch.nn.functional.normalize(queries[lo : lo + chunk].float(), dim=1)
-        vals, idx = (x @ voters.T).topk(k, dim=1)
-        ids.append(seen[idx])
-        weights.append(torch.softmax(vals / temperature, dim=1))
-    if not ids:
+    parts = [
+        nearest(torch.nn.functional.normalize(queries[lo : lo + chunk].float(), dim=1), voters, seen, k, temperature)
+        for lo in range(0, len(queries), chunk)
+    ]
+    if not parts:
         return torch.zeros(0, k, dtype=torch.long), torch.zeros(0, k)
-    return torch.cat(ids), torch.cat(weights)
+    return torch.cat([p[0] for p in parts]), torch.cat([p[1] for p in parts])
 
 
 def pooled_features(model) -> torch.Tensor | None:
