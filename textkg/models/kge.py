@@ -237,7 +237,7 @@ class KGEModel(nn.Module):
         if self.structural is not None:
             rows = self.structural.rows(entities, generator=generator, training=self.training)
             structural = self.structural.weight[rows]
-            if self.any_unseen_neighbours:
+            if self.any_unseen_neighbours and not self.training:  # training reads seen entities only
                 structural = self._neighbour_structure(entities, structural)
         text = self.text(entities) if self.text is not None else None
         return self._finish(self.fusion(structural, text))
@@ -246,8 +246,9 @@ class KGEModel(nn.Module):
         """Give each of ``entities`` (``(u,)``, not seen in training) the structural part
         ``Σ_j weights[i, j] · row(neighbours[i, j])``: the mean of seen entities' rows
         (``neighbours (u, k)``, seen ids; ``weights (u, k)``, rows summing to 1) instead of the
-        unseen row, in every ranking by ids and in :meth:`entity_matrix`. Triples scored by
-        :meth:`forward` (training) keep the unseen row. ``u = 0`` turns it off."""
+        unseen row, in every ranking by ids and in :meth:`entity_matrix`, in eval mode. Training
+        (train mode, and triples scored by :meth:`forward`) keeps the unseen row, so a training step
+        pays nothing for the map. ``u = 0`` turns it off."""
         if self.structural is None:
             raise ConfigError("the model has no structural table", field="model.unseen_structure")
         entities, neighbours = torch.as_tensor(entities).long(), torch.as_tensor(neighbours).long()
