@@ -49,14 +49,17 @@ class Predictor:
         cfg_path = self.run_dir / "config.json"
         if not cfg_path.is_file():
             raise ConfigError("not a textkg run directory (no config.json)", file=self.run_dir)
-        if not (self.run_dir / ckpt.BEST_MODEL).is_file():
-            raise ConfigError("run has no best_model.pt (training did not finish an epoch)", file=self.run_dir)
+        if ckpt.weights_file(self.run_dir) is None:
+            raise ConfigError(
+                "run has no best_model.pt or best_model.safetensors (training did not finish an epoch)",
+                file=self.run_dir,
+            )
         stored = json.loads(cfg_path.read_text())
         check_run_version(stored, cfg_path)
         self.config = RunConfig.from_dict(stored, source=str(cfg_path))
         self.prepared = prepare(self.config, self.run_dir, device=self.device)
         self.model = self.prepared.model
-        self.model.load_state_dict(ckpt.load(self.run_dir / ckpt.BEST_MODEL))
+        self.model.load_state_dict(ckpt.load_weights(self.run_dir))
         self.model.eval()
         self.kg = self.prepared.kg
         self._tokenizer = None  # loaded on first use (fine-tuned runs only)

@@ -24,14 +24,19 @@ from pathlib import Path
 
 import textkg
 from textkg.errors import ConfigError
+from textkg.training import checkpoint as ckpt
 from textkg.training.checkpoint import atomic_write_bytes, atomic_write_json
 
-#: copied as they are, when present (``lstm_ae.pt`` only for LSTM-autoencoder runs)
-COPIED = ("best_model.pt", "graph.json", "lstm_ae.pt")
+#: copied as they are, when present (``lstm_ae.pt`` only for LSTM-autoencoder runs; it is read with
+#: ``weights_only=True``)
+COPIED = ("graph.json", "lstm_ae.pt")
+#: the weights, converted from ``best_model.pt``: safetensors holds tensors only, so opening a bundle
+#: someone else made can never run their code (a pickle can)
+WEIGHTS = ckpt.BEST_MODEL_SAFETENSORS
 #: written by the release itself
 WRITTEN = ("config.json", "metrics.json", "privacy.json", "MODEL_CARD.md", "RELEASE.json")
 #: everything a bundle may contain
-WHITELIST = COPIED + WRITTEN
+WHITELIST = (WEIGHTS, *COPIED, *WRITTEN)
 #: fields of the privacy block that ε is recomputed from
 LEDGER_FIELDS = ("orders", "ledger", "delta", "epsilon")
 
@@ -85,7 +90,7 @@ def _check(run_dir: Path, out: Path, allow_simulation: bool) -> tuple[dict, dict
         raise ConfigError("not a textkg run directory (no config.json)", file=run_dir)
     if not (run_dir / "metrics.json").is_file():
         raise ConfigError("the run has not finished (no metrics.json); finish or resume it first", file=run_dir)
-    if not (run_dir / "best_model.pt").is_file():
+    if not (run_dir / ckpt.BEST_MODEL).is_file():
         raise ConfigError("the run has no best_model.pt", file=run_dir)
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         raise ConfigError("the release directory exists and is not empty; choose another --out", file=out, field="out")
@@ -158,8 +163,8 @@ def model_card(metrics: dict, config: dict, label: str) -> str:
             "## Privacy guarantee",
             "",
             f"(0, 0)-differential privacy with respect to {privacy['adjacency']}: the "
-            f"{privacy['num_private_triples']} confidential training statements were left out and never "
-            "read (training on the unrestricted statements only).",
+            "confidential training statements were left out and never read (training on the "
+            "unrestricted statements only).",
             "",
         ]
     elif label == "dp":
@@ -168,7 +173,8 @@ def model_card(metrics: dict, config: dict, label: str) -> str:
             "",
             f"({privacy['epsilon']:.4g}, {privacy['delta']:.3g})-differential privacy with respect to "
             f"{privacy.get('adjacency', 'adding or removing one private statement')}.",
-            f"DP-SGD: Poisson sampling at q = {privacy['sample_rate']:.4g}, {privacy['steps']} steps, "
+            f"DP-SGD: Poisson sampling at q = {privacy['sample_rate']:.4g} (from "
+            f"{privacy.get('private_size_source')}, a public input), {privacy['steps']} steps, "
             f"per-example clipping of the whole gradient at C = {privacy['max_grad_norm']:g}, Gaussian "
             f"noise σ = {privacy['noise_multiplier']:.4g} on every entry of every trained parameter; "
             f"RDP accounting converted with Canonne–Kamath–Steinke 2020"
@@ -204,6 +210,21 @@ def model_card(metrics: dict, config: dict, label: str) -> str:
     return "\n".join(lines)
 
 
+def without_timings(obj):
+    """``obj`` without wall-clock fields (``seconds``, ``*_seconds``), all the way down.
+
+    A private step's time grows with its realised Poisson batch, whose size is
+    Binomial(N, q): the run's wall times are a noisy readout of the private count N
+    (and, over many runs, of who was in it). They are not covered by the mechanism,
+    so a bundle carries none (docs/privacy.md, "What a release holds").
+    """
+    if isinstance(obj, dict):
+        return {k: without_timings(v) for k, v in obj.items() if not (k == "seconds" or str(k).endswith("_seconds"))}
+    if isinstance(obj, list):
+        return [without_timings(v) for v in obj]
+    return obj
+
+
 def _sha256(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
@@ -222,9 +243,11 @@ def release(run_dir: str | Path, out: str | Path, *, allow_simulation: bool = Fa
     stamp = {} if warning is None else {"label": warning}
     out.mkdir(parents=True, exist_ok=True)
     try:
+        ckpt.save_safetensors(out / WEIGHTS, ckpt.load(run_dir / ckpt.BEST_MODEL))
         for name in COPIED:
             if (run_dir / name).is_file():
                 shutil.copyfile(run_dir / name, out / name)
+        metrics = without_timings(metrics)
         public_config = _public_config(config)
         if warning is not None:
             public_config["release_label"] = warning

@@ -90,6 +90,8 @@ def point_config(base: RunConfig, point: SweepPoint) -> RunConfig:
     privacy = dataclasses.replace(
         base.privacy, mode=point.mode, noise_multiplier=point.noise_multiplier, target_epsilon=point.target_epsilon
     )
+    if point.mode not in ("full", "confidential"):  # no sampling, so no declared size or delta
+        privacy = dataclasses.replace(privacy, private_size=None, sample_rate=None, delta=None)
     return dataclasses.replace(base, privacy=privacy)
 
 

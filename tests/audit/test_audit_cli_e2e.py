@@ -79,6 +79,8 @@ def test_sweep_with_audit(tmp_path, capsys):
                 "none,full",
                 "--noise-multipliers",
                 "2",
+                "--private-size",  # a public size of the private set (docs/privacy.md)
+                "16000",
                 "--audit-candidates",
                 "200",
                 "--audit",

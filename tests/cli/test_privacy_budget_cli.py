@@ -22,6 +22,8 @@ BASE = [
     "32",
     "--privacy",
     "full",
+    "--private-size",
+    "200",
     "--no-progress",
 ]
 

@@ -129,7 +129,7 @@ def test_noise_is_secret_not_numpys_global_generator(federate_base, tmp_path):
     "extra, field",
     [
         (["--client-target-epsilon", "4", "--aggregation", "row"], "aggregation"),
-        (["--client-target-epsilon", "4", "--target-epsilon", "4"], "privacy.target_epsilon"),  # no --privacy
+        (["--client-target-epsilon", "4", "--target-epsilon", "4"], "privacy.mode"),  # no --privacy
         (
             ["--client-target-epsilon", "4", "--privacy", "full", "--target-epsilon", "4", "--upload-top-k", "5"],
             "upload-top-k",

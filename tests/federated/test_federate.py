@@ -85,6 +85,8 @@ def test_record_level_dp_ledgers_compose_over_rounds(federate_base, tmp_path):
                     "2",
                     "--privacy",
                     "full",
+                    "--private-size",
+                    "6000",
                     "--target-epsilon",
                     "2",
                     "--out",
@@ -100,7 +102,7 @@ def test_record_level_dp_ledgers_compose_over_rounds(federate_base, tmp_path):
     for client in metrics["clients"]:
         block = client["privacy"]
         assert block["guarantee"] == "dp" and block["planned_steps"] == block["steps"]
-        per_epoch = plan_epoch(num_public=0, num_private=client["num_statements"], batch_size=1024).private_steps
+        per_epoch = plan_epoch(num_public=0, num_private=6000, batch_size=1024).private_steps  # the declared size
         assert block["steps"] == 4 * per_epoch  # 2 rounds x 2 local epochs
         assert block["epsilon"] <= 2.0 + 1e-9
         assert recompute_epsilon(block) == pytest.approx(block["epsilon"], rel=1e-6)
@@ -163,6 +165,8 @@ def test_release_refuses_a_federated_run_clearly(federate_base, tmp_path, capsys
                 "1",
                 "--privacy",
                 "full",
+                "--private-size",
+                "6000",
                 "--target-epsilon",
                 "2",
                 "--out",

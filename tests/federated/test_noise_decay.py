@@ -12,7 +12,7 @@ from textkg.cli.main import main
 
 pytest.importorskip("flwr")
 
-DECAY = ["--privacy", "full", "--target-epsilon", "2", "--noise-decay", "0.5"]
+DECAY = ["--privacy", "full", "--private-size", "6000", "--target-epsilon", "2", "--noise-decay", "0.5"]
 
 
 def test_each_round_runs_at_its_sigma_and_the_ledger_meets_the_target(federate_base, tmp_path):
@@ -22,7 +22,7 @@ def test_each_round_runs_at_its_sigma_and_the_ledger_meets_the_target(federate_b
 
     base = [*federate_base, "--partition", "random", "--clients", "2", "--rounds", "3", "--local-epochs", "2"]
     assert main([*base, *DECAY, "--out", str(tmp_path / "decay")]) == 0
-    assert main([*base, *DECAY[:4], "--out", str(tmp_path / "constant")]) == 0
+    assert main([*base, *DECAY[:6], "--out", str(tmp_path / "constant")]) == 0
     decay, constant = (json.loads((tmp_path / d / "metrics.json").read_text()) for d in ("decay", "constant"))
     for client, flat in zip(decay["clients"], constant["clients"], strict=True):
         block = client["privacy"]

@@ -14,7 +14,7 @@ from textkg.federated import client_dp
 from textkg.federated.runner import RECORD_UNIT
 
 FLAGS = ("--partition", "random", "--clients", "2", "--rounds", "2")
-RECORD = ("--privacy", "full", "--target-epsilon", "2")
+RECORD = ("--privacy", "full", "--private-size", "6000", "--target-epsilon", "2")
 CLIENT = ("--client-noise-multiplier", "2")
 
 

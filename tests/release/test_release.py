@@ -52,7 +52,8 @@ def _train(out: Path, *flags: str) -> Path:
 
 @pytest.fixture(scope="module")
 def dp_run(tmp_path_factory):
-    return _train(tmp_path_factory.mktemp("runs") / "dp", "--privacy", "full", "--noise-multiplier", "1.0")
+    flags = ("--privacy", "full", "--private-size", "256", "--noise-multiplier", "1.0")
+    return _train(tmp_path_factory.mktemp("runs") / "dp", *flags)
 
 
 def test_a_dp_bundle_holds_the_whitelist_and_nothing_secret(dp_run, tmp_path):

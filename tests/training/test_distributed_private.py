@@ -18,7 +18,7 @@ import pytest
 import torch
 from test_distributed import BASE, _compare, _env, _torchrun
 
-PRIVATE = ("--privacy", "full", "--noise-multiplier", "0.8", "--batch-size", "16")
+PRIVATE = ("--privacy", "full", "--private-size", "200", "--noise-multiplier", "0.8", "--batch-size", "16")
 
 STEP_SCRIPT = """
 import sys, torch, torch.distributed as dist

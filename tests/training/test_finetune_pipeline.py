@@ -231,6 +231,8 @@ def test_cli_dp_run_fine_tunes_under_dp_sgd(tmp_path):
         "confidential",
         "--confidential-fraction",
         "0.1",
+        "--private-size",
+        "1000",
         "--noise-multiplier",
         "1.0",
         "--out",

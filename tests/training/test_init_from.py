@@ -36,7 +36,8 @@ def public_run(tmp_path_factory) -> Path:
 
 
 def test_confidential_run_starts_from_the_public_only_model(public_run, tmp_path):
-    cfg = _cfg("--privacy", "confidential", *CONF, "--noise-multiplier", "1", "--init-from", str(public_run))
+    flags = ("--privacy", "confidential", *CONF, "--private-size", "64", "--noise-multiplier", "1")
+    cfg = _cfg(*flags, "--init-from", str(public_run))
     prep = prepare(cfg)
     record = initialise_from(prep, cfg, public_run)
     start = torch.load(public_run / "best_model.pt", weights_only=False)

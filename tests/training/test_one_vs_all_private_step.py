@@ -169,6 +169,8 @@ def test_a_private_one_vs_all_run_is_dp_and_trains(tmp_path, monkeypatch):
             "0",
             "--privacy",
             "full",
+            "--private-size",
+            "1000",
             "--noise-multiplier",
             "1.0",
             "--negatives",

@@ -58,6 +58,8 @@ TRAIN_ARGS = [
     "3",
     "--privacy",
     "full",
+    "--private-size",
+    "200",
     "--noise-multiplier",
     "1.1",
     "--max-grad-norm",

@@ -46,6 +46,8 @@ FLAG_FIELDS = {
     "noise_multiplier": ("privacy", "noise_multiplier"),
     "target_epsilon": ("privacy", "target_epsilon"),
     "delta": ("privacy", "delta"),
+    "private_size": ("privacy", "private_size"),
+    "sample_rate": ("privacy", "sample_rate"),
     "max_grad_norm": ("privacy", "max_grad_norm"),
     "confidential_relations": ("privacy", "confidential_relations"),
     "confidential_fraction": ("privacy", "confidential_fraction"),

@@ -121,7 +121,18 @@ def _add_train_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--mechanism", choices=["dp-sgd", "simulation"])
     p.add_argument("--noise-multiplier", type=float)
     p.add_argument("--target-epsilon", type=float)
-    p.add_argument("--delta", type=float)
+    p.add_argument("--delta", type=float, help="delta of the guarantee (default 1/(10 N), N = --private-size)")
+    p.add_argument(
+        "--private-size",
+        type=int,
+        metavar="N",
+        help="a PUBLIC size of the private set (an estimate or a round bound you may publish): q = B/N, "
+        "round(N/B) steps per epoch. The exact count is private; without this or --sample-rate the run "
+        "is labelled simulation (docs/privacy.md)",
+    )
+    p.add_argument(
+        "--sample-rate", type=float, metavar="Q", help="a PUBLIC Poisson sampling rate q (instead of --private-size)"
+    )
     p.add_argument("--max-grad-norm", type=float)
     p.add_argument("--confidential-relations", help="comma-separated relation ids")
     p.add_argument("--confidential-fraction", type=float)

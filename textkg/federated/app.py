@@ -387,7 +387,7 @@ def _holder(context: Context, settings: str, restore: tuple[Path, int] | None = 
     if saved is None and restore is not None and fits:
         blob = load_holder_state(restore[0], holder.name, fits)
     if blob is not None:
-        holder.load_state_dict(torch.load(io.BytesIO(blob), map_location="cpu", weights_only=False))
+        holder.load_state_dict(torch.load(io.BytesIO(blob), map_location="cpu", weights_only=True))
     return fits, holder
 
 

@@ -68,6 +68,7 @@ class DataHolder:
                 num_negatives=cfg.train.num_negatives,
                 trained_parameters=_trained_parameter_names(self.model),
                 noise_decay=noise_decay,
+                extra_reasons=tuple(prep.split.extra.get("not_dp_because", ())),
             )
         self.upload_top_k = upload_top_k
         # the FedAvg weight: the holder's own statements. Every holder trains the shared ones, so counting

@@ -20,6 +20,8 @@ from typing import Any
 
 import torch
 
+from textkg.errors import ConfigError
+
 CHECKPOINT = "checkpoint.pt"
 BEST_MODEL = "best_model.pt"
 
@@ -71,4 +73,59 @@ def atomic_torch_save(path: Path, obj: Any) -> None:
 
 
 def load(path: Path) -> dict:
-    return torch.load(path, map_location="cpu", weights_only=False)
+    """Read a ``.pt`` file of tensors (a checkpoint, ``best_model.pt``) WITHOUT running code.
+
+    ``torch.load(weights_only=True)`` unpickles only tensors, containers and primitives; a
+    pickle that names any other callable (``os.system`` in a crafted ``best_model.pt``) is
+    refused before it is called. Runs and release bundles are made to be shared, so a file
+    that needs more is an error naming the file (exit 2), never a fallback to full unpickling.
+    """
+    import pickle
+
+    try:
+        return torch.load(path, map_location="cpu", weights_only=True)
+    except (pickle.UnpicklingError, RuntimeError, EOFError, AttributeError, ValueError, TypeError) as exc:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise ConfigError(
+            f"refusing to load this file: it is not a plain tensor file that loads without running code "
+            f"({first[:200]})",
+            file=path,
+        ) from None
+
+
+#: a released bundle's weights (https://github.com/huggingface/safetensors: tensors only, no code)
+BEST_MODEL_SAFETENSORS = "best_model.safetensors"
+
+
+def weights_file(run_dir: Path) -> Path | None:
+    """The weights of a run or bundle: ``best_model.safetensors`` (bundles) or ``best_model.pt``."""
+    for name in (BEST_MODEL_SAFETENSORS, BEST_MODEL):
+        if (Path(run_dir) / name).is_file():
+            return Path(run_dir) / name
+    return None
+
+
+def load_weights(run_dir: Path) -> dict:
+    """The model's state dict from :func:`weights_file`, read without running code."""
+    path = weights_file(run_dir)
+    if path is None:
+        raise ConfigError(
+            f"no {BEST_MODEL} or {BEST_MODEL_SAFETENSORS} (training did not finish an epoch)", file=run_dir
+        )
+    if path.suffix == ".safetensors":
+        from safetensors import SafetensorError
+        from safetensors.torch import load_file
+
+        try:
+            return load_file(str(path), device="cpu")
+        except (SafetensorError, OSError, ValueError) as exc:
+            raise ConfigError(f"not a readable safetensors file ({exc})", file=path) from None
+    return load(path)
+
+
+def save_safetensors(path: Path, state: dict) -> None:
+    """Write a state dict of tensors as safetensors, atomically (contiguous, unshared copies)."""
+    from safetensors.torch import save
+
+    tensors = {k: v.detach().cpu().contiguous().clone() for k, v in state.items()}
+    atomic_write_bytes(path, save(tensors))

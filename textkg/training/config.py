@@ -213,7 +213,16 @@ class PrivacyConfig:
         noise_multiplier: σ. If ``None``, calibrated to ``target_epsilon``.
         target_epsilon: budget ε; with σ given, training stops before the
             step that would exceed it.
-        delta: δ of the (ε, δ) guarantee; ``None`` = 1/(10·N_private).
+        delta: δ of the (ε, δ) guarantee; ``None`` = 1/(10·N̄), N̄ the declared public size.
+        private_size: N̄, a PUBLIC size of the private set that the user declares (an
+            estimate or a round bound; it need not be exact). It sets the sampling rate
+            q = B/N̄, the steps per epoch round(N̄/B), the default δ and the sum's normaliser
+            q·N̄ = B. Under add/remove adjacency the exact number of private statements is
+            private, so nothing released may depend on it; the guarantee holds whatever the
+            true size (only the realised batch size, never released, follows it). Give this
+            or ``sample_rate``; with neither, q uses the exact count and the run is labelled
+            ``simulation``.
+        sample_rate: q, a PUBLIC Poisson sampling rate (instead of ``private_size``; N̄ = B/q).
         max_grad_norm: clipping bound C of each example's whole gradient.
         confidential_relations: relations whose statements are confidential.
         confidential_fraction: alternatively a seeded random fraction of
@@ -242,9 +251,36 @@ class PrivacyConfig:
     orders: str | None = None
     reproducible_noise: int | None = None
     accountant: str = "rdp"
+    private_size: int | None = None
+    sample_rate: float | None = None
 
     def __post_init__(self) -> None:
         _check_choice("mode", self.mode, PRIVACY_MODES, prefix="privacy")
+        if self.private_size is not None and self.private_size < 1:
+            raise ConfigError(f"must be >= 1, got {self.private_size}", field="privacy.private_size")
+        if self.sample_rate is not None and not 0 < self.sample_rate <= 1:
+            raise ConfigError(f"must be in (0, 1], got {self.sample_rate}", field="privacy.sample_rate")
+        if self.private_size is not None and self.sample_rate is not None:
+            raise ConfigError(
+                "give --private-size or --sample-rate, not both (each sets q)", field="privacy.sample_rate"
+            )
+        if self.mode == "none":
+            given = [
+                name
+                for name, value in (
+                    ("--noise-multiplier", self.noise_multiplier),
+                    ("--target-epsilon", self.target_epsilon),
+                )
+                if value is not None
+            ]
+            if given:
+                # a user who gave a budget believes the model is private: never train it silently without DP
+                raise ConfigError(
+                    f"{', '.join(given)} without --privacy would train a model that is NOT private; add "
+                    "--privacy full (every training statement private) or --privacy confidential, or drop "
+                    + ("it" if len(given) == 1 else "them"),
+                    field="privacy.mode",
+                )
         _check_choice("accountant", self.accountant, PRIVACY_ACCOUNTANTS, prefix="privacy")
         _check_choice("mechanism", self.mechanism, PRIVACY_MECHANISMS, prefix="privacy")
         if self.mode == "none":

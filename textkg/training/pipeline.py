@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 import torch
 
 import textkg
-from textkg.data import KnowledgeGraph, Split, candidate_entities, load_dataset, make_split
+from textkg.data import KnowledgeGraph, Split, candidate_entities, load_dataset
 from textkg.data.graph import unique_triples
 from textkg.data.vocabulary import public_training_entities
 from textkg.devices import describe_device, resolve_device
@@ -36,6 +36,7 @@ from textkg.training.features import AUTOENCODER_FILE, entity_texts, mmap_featur
 from textkg.training.irreflexive import resolve_irreflexive
 from textkg.training.losses import make_loss
 from textkg.training.memory import check_memory, estimate_memory
+from textkg.training.private_split import split_for_privacy
 from textkg.training.private_training import PrivateTraining, public_only_report, select_confidential
 from textkg.training.trainer import Trainer
 from textkg.training.unseen_structure import apply_unseen_structure
@@ -74,7 +75,9 @@ def load_graph_and_split(cfg: RunConfig):
     if cfg.privacy.mode != "none" and Path(cfg.data.dataset).is_dir():
         kwargs["vocabulary"] = "texts"  # a public vocabulary, not one computed from private statements
     kg = load_dataset(cfg.data.dataset, **kwargs)
-    split = make_split(kg, cfg.data.split, seed=cfg.data.split_seed)
+    split, reasons = split_for_privacy(kg, cfg)
+    if reasons:  # carried to the privacy block's not_dp_because
+        split = dataclasses.replace(split, extra={**split.extra, "not_dp_because": list(reasons)})
     return kg, split
 
 
@@ -290,6 +293,7 @@ def build_trainer(
             num_negatives=cfg.train.num_negatives,
             trained_parameters=_trained_parameter_names(prep.model),
             one_vs_all_temperature=(cfg.train.temperature if cfg.train.negatives == "all" else None),
+            extra_reasons=tuple(prep.split.extra.get("not_dp_because", ())),
         )
 
     def validate(model) -> float:
@@ -508,7 +512,7 @@ def _privacy_block(prep: Prepared, cfg: RunConfig, private: PrivateTraining | No
         return private.report()
     if cfg.privacy.mode == "public-only":
         assert prep.private_mask is not None
-        return public_only_report(cfg.privacy, num_left_out=int(prep.private_mask.sum()))
+        return public_only_report(cfg.privacy)
     return None
 
 
@@ -711,7 +715,7 @@ def evaluate_run(
     if exclude_query is not None:  # an evaluation protocol choice, not a training one
         cfg = dataclasses.replace(cfg, train=dataclasses.replace(cfg.train, exclude_query=exclude_query))
     prep = prepare(cfg, run_dir, device=device)
-    state = ckpt.load(run_dir / ckpt.BEST_MODEL)
+    state = ckpt.load_weights(run_dir)
     prep.model.load_state_dict(state)
     return {
         "device": describe_device(device),

@@ -42,7 +42,9 @@ PUBLIC_INPUTS = [
     "entity of the public training partition, or of --public-entities)",
     "validation and test statements (model selection and reported metrics are filtered with public statements only)",
     "unrestricted (non-confidential) training statements, in confidential mode",
-    "the number of private statements N (it sets q = B/N and the default delta = 1/(10 N))",
+    "the declared size of the private set N̄ (--private-size) or the sampling rate q (--sample-rate): "
+    "q = B/N̄, round(N̄/B) steps per epoch, the default delta = 1/(10 N̄) and the sum's normaliser B; the exact "
+    "number of private statements is private (add/remove adjacency) and nothing released depends on it",
     "which relations are confidential, or the confidential fraction",
     "the configuration, including --seed (model initialisation and public-step randomness)",
     "the code",
@@ -109,7 +111,34 @@ def statement_uniforms(triples: torch.Tensor, *, seed: int) -> torch.Tensor:
     return torch.from_numpy((x >> np.uint64(11)).astype(np.float64) * 2.0**-53)
 
 
-def public_only_report(cfg: PrivacyConfig, *, num_left_out: int) -> dict:
+#: why a run without a declared public size is not ``dp`` (docs/privacy.md, "Public inputs")
+UNDECLARED_SIZE = (
+    "q = B/N, the steps per epoch and the default delta use the exact number of private statements N, which "
+    "is private under add/remove adjacency (the release would reveal it); declare a public size with "
+    "--private-size or a sampling rate with --sample-rate"
+)
+
+
+def public_sampling(cfg: PrivacyConfig, *, batch_size: int, num_private: int) -> tuple[float, float, str | None]:
+    """``(N̄, q, source)``: the public size, the Poisson rate and where they come from.
+
+    Under add/remove adjacency (the unit of docs/privacy.md) two neighbouring datasets
+    differ in their number of private statements, so DP-SGD's guarantee holds only if
+    q, the step count and the normaliser of the noisy sum are public constants
+    (Abadi et al. 2016, arXiv:1607.00133v2, Theorem 1, takes q as given; Ponomareva et
+    al. 2023, arXiv:2303.00654v3, Sec. 5.3.2, on the dataset size). They come from
+    ``--sample-rate`` (N̄ = B/q) or ``--private-size`` N̄ (q = B/N̄). With neither, the
+    exact count N stands in and ``source`` is ``None``: the run is labelled
+    ``simulation``.
+    """
+    if cfg.sample_rate is not None:
+        return batch_size / cfg.sample_rate, float(cfg.sample_rate), "--sample-rate"
+    if cfg.private_size is not None:
+        return float(cfg.private_size), min(1.0, batch_size / cfg.private_size), "--private-size"
+    return float(num_private), min(1.0, batch_size / num_private), None
+
+
+def public_only_report(cfg: PrivacyConfig) -> dict:
     """The ``privacy`` block of a ``public-only`` run: ε = 0 for the confidential statements.
 
     The run never reads a confidential statement: it trains on the unrestricted
@@ -140,14 +169,16 @@ def public_only_report(cfg: PrivacyConfig, *, num_left_out: int) -> dict:
         "sample_rate": None,
         "steps": 0,
         "planned_steps": 0,
-        "num_private_triples": num_left_out,
+        "num_private_triples": None,  # private under add/remove adjacency: never released
+        "private_size": None,
+        "private_size_source": None,
         "sampling": None,
         "clipping": None,
         "randomness": None,
         "covered_parameters": [],
         "public_inputs": PUBLIC_INPUTS,
         "mode": "public-only",
-        "note": f"the {num_left_out} confidential training statements were left out and never read",
+        "note": "the confidential training statements were left out and never read",
     }
 
 
@@ -186,6 +217,7 @@ class PrivateTraining:
         randomness: SecretRandomness | None = None,
         one_vs_all_temperature: float | None = None,
         noise_decay: tuple[float, int] | None = None,
+        extra_reasons: tuple[str, ...] = (),
     ) -> None:
         self.cfg = cfg
         # the secret source of the Poisson samples, the noise and the per-example randomness;
@@ -199,9 +231,14 @@ class PrivateTraining:
         self.randomness = randomness
         self._prefetcher: NoisePrefetcher | None = None
         self.private_triples = private_triples
+        #: the exact count: private under add/remove adjacency. It drives the Poisson draw over the rows
+        #: (whose realised size is never released) and nothing else of a declared-size run.
         self.num_private = len(private_triples)
-        self.sample_rate = min(1.0, batch_size / self.num_private)
-        self.steps_per_epoch = max(1, round(self.num_private / batch_size))
+        self.public_size, self.sample_rate, self.size_source = public_sampling(
+            cfg, batch_size=batch_size, num_private=self.num_private
+        )
+        # every count below is a function of public inputs (the declared size, B, the epochs)
+        self.steps_per_epoch = max(1, round(self.public_size / batch_size))
         self.planned_steps = planned_epochs * self.steps_per_epoch
         self.schedule = None
         if noise_decay is not None:
@@ -209,8 +246,8 @@ class PrivateTraining:
                 raise ConfigError("a decaying noise schedule is accounted with RDP only", field="privacy.accountant")
             decay, epochs_per_stage = noise_decay
             self.schedule = GeometricNoiseSchedule(decay=decay, stage_steps=epochs_per_stage * self.steps_per_epoch)
-        self.delta = cfg.delta if cfg.delta is not None else 1.0 / (10 * self.num_private)
-        if self.delta >= 1.0 / self.num_private:
+        self.delta = cfg.delta if cfg.delta is not None else 1.0 / (10 * self.public_size)
+        if self.delta >= 1.0 / self.num_private:  # a warning to the data owner on stderr, never released
             warnings.warn(
                 f"delta={self.delta:g} is not below 1/N = {1 / self.num_private:g}: the guarantee is weak", stacklevel=2
             )
@@ -258,6 +295,8 @@ class PrivateTraining:
                 "only --target-epsilon to calibrate sigma",
                 field="privacy.target_epsilon",
             )
+        #: further reasons the run is not ``dp`` (e.g. a split drawn from private statements)
+        self.extra_reasons: list[str] = list(extra_reasons)
         self.entity_pool = entity_pool
         self.loss_fn = loss_fn
         self.num_negatives = num_negatives
@@ -328,7 +367,9 @@ class PrivateTraining:
             mechanism = DPSGDStep(
                 noise_multiplier=self.step_noise_multiplier(t),
                 max_grad_norm=self.cfg.max_grad_norm,
-                expected_batch_size=self.sample_rate * self.num_private,
+                # the sum's normaliser q·N̄ is public: dividing by q·N (Opacus's default) would scale
+                # the released update by a function of the private count
+                expected_batch_size=self.sample_rate * self.public_size,
                 accountant=self.accountant,
                 sample_rate=self.sample_rate,
                 generator=None,
@@ -424,6 +465,9 @@ class PrivateTraining:
             )
         if not self.randomness.secure:
             reasons.append("noise and sampling reproducible from the public seed (--reproducible-noise)")
+        if self.size_source is None:
+            reasons.append(UNDECLARED_SIZE)
+        reasons.extend(self.extra_reasons)
         return ("dp" if not reasons else "simulation"), reasons
 
     def report(self) -> dict:
@@ -478,7 +522,10 @@ class PrivateTraining:
             "sample_rate": self.sample_rate,
             "steps": self.accountant.steps,
             "planned_steps": self.planned_steps,
-            "num_private_triples": self.num_private,
+            # the exact count only where the run is labelled simulation for using it
+            "num_private_triples": self.num_private if self.size_source is None else None,
+            "private_size": self.public_size,
+            "private_size_source": self.size_source or "the exact count (simulation)",
             "sampling": "poisson" if dp else "fixed-size batches drawn uniformly with replacement",
             "clipping": "per-example, whole gradient" if dp else "batch-level (not DP)",
             "randomness": self.randomness.describe(),

@@ -22,7 +22,7 @@ from textkg.training.config import RunConfig
 from textkg.training.negatives import corrupt
 from textkg.training.one_vs_all import one_vs_all_loss, pool_positions, sample_pool
 from textkg.training.optim import build_optimizer
-from textkg.training.schedule import interleave, plan_epoch, public_batches
+from textkg.training.schedule import EpochPlan, interleave, plan_epoch, public_batches
 
 
 @dataclass
@@ -82,9 +82,11 @@ class Trainer:
         self.generator = torch.Generator().manual_seed(tc.seed)
         self.plan = plan_epoch(
             num_public=len(public_triples),
-            num_private=0 if private is None else private.num_private,
+            num_private=0,
             batch_size=tc.batch_size,
         )
+        if private is not None:  # round(N̄/B) steps, from the public size: never from the private count
+            self.plan = EpochPlan(public_steps=self.plan.public_steps, private_steps=private.steps_per_epoch)
         self.state = TrainState()
         self._base_lrs = [group["lr"] for group in self.optimizer.param_groups]
         self._pool_positions = pool_positions(entity_pool, model.num_entities) if tc.negatives == "all" else None
