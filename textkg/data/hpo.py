@@ -36,6 +36,7 @@ import torch
 
 from textkg.data.graph import KnowledgeGraph
 from textkg.data.io import read_text
+from textkg.data.ontology import term_description
 from textkg.errors import DataError
 
 HPO_FILES = ("hp.obo", "phenotype.hpoa", "genes_to_phenotype.txt")
@@ -108,20 +109,6 @@ def _quoted(value: str) -> str:
     match = _DEF.match(value.strip())
     text = match.group(1) if match else value
     return re.sub(r"\\(.)", r"\1", text).strip()
-
-
-def term_description(term: _Term, names: dict[str, str]) -> str:
-    """The text a phenotype term is encoded from (see the module docstring)."""
-    if term.definition:
-        return f"{term.name}: {term.definition}"
-    parts = [term.name]
-    synonyms = [s for s in dict.fromkeys(term.synonyms) if s and s != term.name]
-    if synonyms:
-        parts.append("Synonyms: " + "; ".join(synonyms))
-    parents = [names[p] for p in term.parents if p in names]
-    if parents:
-        parts.append("A kind of: " + "; ".join(parents))
-    return ". ".join(parts) + ("." if len(parts) > 1 else "")
 
 
 def _rows(path: Path, columns: tuple[str, ...]):
