@@ -70,6 +70,17 @@ def add_parsers(sub) -> None:
     src.add_argument("--obo", help="OBO file; its [Term] stanzas not in the graph are placed")
     pl_.add_argument("--out", required=True, help="output TSV (term, rank, parent, parent_name, score, evidence, note)")
     pl_.add_argument("--top-k", type=int, default=5, help="suggested parents per term (default 5)")
+    pl_.add_argument(
+        "--min-score", type=float, help="keep only suggestions scoring at least this (the method's own score scale)"
+    )
+    pl_.add_argument(
+        "--method",
+        default="auto",
+        help="auto (default: the method the run chose on its validation terms; parent-of-nearest for a "
+        "transductive run), model, description-nn, parent-of-nearest or combined",
+    )
+    pl_.add_argument("--robot-template", help="also write the suggestions as a ROBOT template (TSV)")
+    pl_.add_argument("--obo-fragment", help="also write them as OBO [Term] stanzas with is_a lines and their evidence")
     _add_device_flag(pl_, "where the model and encoder run (not the run's train.device)")
 
     fe = sub.add_parser(
@@ -267,9 +278,19 @@ def place(args) -> dict:
     from textkg.place import place_command
 
     summary = place_command(
-        args.run_dir, terms_tsv=args.terms, obo=args.obo, out=args.out, top_k=args.top_k, device=args.device or "auto"
+        args.run_dir,
+        terms_tsv=args.terms,
+        obo=args.obo,
+        out=args.out,
+        top_k=args.top_k,
+        device=args.device or "auto",
+        min_score=args.min_score,
+        method=args.method,
+        robot_template=args.robot_template,
+        obo_fragment=args.obo_fragment,
     )
-    print(f"wrote {args.out}", file=sys.stderr)
+    written = [args.out, args.robot_template, args.obo_fragment]
+    print(f"wrote {', '.join(w for w in written if w)}", file=sys.stderr)
     return summary
 
 
