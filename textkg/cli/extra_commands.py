@@ -83,6 +83,14 @@ def add_parsers(sub) -> None:
     pl_.add_argument("--obo-fragment", help="also write them as OBO [Term] stanzas with is_a lines and their evidence")
     _add_device_flag(pl_, "where the model and encoder run (not the run's train.device)")
 
+    ex = sub.add_parser(
+        "export",
+        help="a run's entity and relation vectors and vocabulary, for PyKEEN and numpy (.npy, id<TAB>label .tsv.gz)",
+    )
+    ex.add_argument("run_dir")
+    ex.add_argument("--out", required=True, help="new or empty folder")
+    _add_device_flag(ex, "where the model computes the vectors")
+
     fe = sub.add_parser(
         "federate",
         help="federated training across data holders on Flower (FedAvg); record-level DP with train's --privacy flags",
@@ -294,6 +302,14 @@ def place(args) -> dict:
     return summary
 
 
+def export(args) -> dict:
+    from textkg.export import export_run
+
+    summary = export_run(args.run_dir, args.out, device=args.device or "auto")
+    print(f"wrote {args.out}", file=sys.stderr)
+    return summary
+
+
 def _federation_settings(run_dir: Path):
     """``(RunConfig, FederatedConfig)`` of a started federation, from its config.json and federated.json."""
     import dataclasses
@@ -487,6 +503,7 @@ HANDLERS: dict = {
     **_PRIVACY_HANDLERS,
     ("release", None): release,
     ("place", None): place,
+    ("export", None): export,
     ("audit", None): audit,
     ("sweep", None): sweep,
     ("plot", None): plot,
