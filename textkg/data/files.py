@@ -4,24 +4,25 @@ A dataset string names a file by a format prefix (``obo:``, ``owl:``,
 ``rdf:``) or by its suffix (``.obo``; ``.owl``; ``.ttl``, ``.nt``, ``.rdf``,
 ``.xml``, ``.n3``, ``.jsonld``), optionally followed by entity types given by
 root terms: ``hp.obo#types=phenotype=HP:0000118,disease=MONDO:0000001``
-(:func:`textkg.data.ontology.build_graph`). The string is stored in a run's
-``config.json``, so the run reloads the same graph.
+(:func:`textkg.data.ontology.build_graph`). ``pykeen:PATH#descriptions=FILE``
+reads PyKEEN's triple files (:mod:`textkg.data.pykeen`). The string is stored in
+a run's ``config.json``, so the run reloads the same graph.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 from textkg.data.graph import KnowledgeGraph
 from textkg.data.ontology import Ontology, build_graph, parse_type_roots, read_obo
 from textkg.data.rdf import RDF_FORMATS, read_rdf
-from textkg.errors import ConfigError
+from textkg.errors import ConfigError, DataError
 
-#: Marks the entity types after a file name.
-TYPES_MARK = "#types="
+#: Separates a file name from its options (``PATH#types=...``).
+OPTION_MARK = "#"
 
 
 @dataclass(frozen=True)
@@ -31,13 +32,15 @@ class FileFormat:
     Attributes:
         name: The prefix that selects it (``obo:PATH``).
         suffixes: File suffixes that select it without a prefix.
-        read: Reads a file into an :class:`~textkg.data.ontology.Ontology`.
+        load: Builds the graph from a path and the options given after it.
+        options: The option names it takes (``PATH#NAME=VALUE``).
         summary: One line for listings and docs.
     """
 
     name: str
     suffixes: tuple[str, ...]
-    read: Callable[[Path], Ontology]
+    load: Callable[[Path, Mapping[str, str]], KnowledgeGraph]
+    options: tuple[str, ...]
     summary: str
 
 
@@ -56,33 +59,43 @@ def list_file_formats() -> tuple[str, ...]:
 
 @dataclass(frozen=True)
 class FileSource:
-    """A parsed dataset string: the format, the file and the optional type roots."""
+    """A parsed dataset string: the format, the file and its options."""
 
     format: FileFormat
     path: Path
-    type_roots: dict[str, str] | None
+    options: dict[str, str]
 
 
 def file_source(spec: str) -> FileSource | None:
     """The file a dataset string names, or ``None`` when it names no file format.
 
     Raises:
-        DataError: a malformed ``#types=`` part.
+        DataError: an option the format does not take, or one given twice.
     """
-    body, mark, roots = spec.partition(TYPES_MARK)
+    body, *parts = spec.split(OPTION_MARK)
     match = re.match(r"^([a-z]+):(.+)$", body)
     if match and match.group(1) in _FORMATS:
         fmt, path = _FORMATS[match.group(1)], Path(match.group(2))
     else:
         path = Path(body)
-        fmt = next((f for f in _FORMATS.values() if path.suffix.lower() in f.suffixes), None)  # type: ignore[assignment]
-        if fmt is None:
+        found = [f for f in _FORMATS.values() if path.suffix.lower() in f.suffixes]
+        if not found:
             return None
-    return FileSource(fmt, path, parse_type_roots(roots, source=str(path)) if mark else None)
+        fmt = found[0]
+    options: dict[str, str] = {}
+    for part in parts:
+        key, sep, value = part.partition("=")
+        if not sep or key not in fmt.options:
+            takes = ", ".join(f"#{o}=..." for o in fmt.options) or "none"
+            raise DataError(f"unknown option {part!r} for an {fmt.name} file (it takes {takes})", field="dataset")
+        if key in options:
+            raise DataError(f"option {key!r} is given twice", field="dataset")
+        options[key] = value
+    return FileSource(fmt, path, options)
 
 
 def load_file_dataset(source: FileSource, **kwargs) -> KnowledgeGraph:
-    """The graph of an ontology or RDF file (see :mod:`textkg.data.ontology` for what it holds).
+    """The graph of a dataset file (see :mod:`textkg.data.ontology` for what an ontology's holds).
 
     Raises:
         ConfigError: an option other than ``description="short"`` (a file has one text per entity).
@@ -94,16 +107,40 @@ def load_file_dataset(source: FileSource, **kwargs) -> KnowledgeGraph:
                 f"an {source.format.name} file does not take {option}={value!r} (it has one text per entity)",
                 field=option,
             )
-    return build_graph(source.format.read(source.path), name=str(source.path), type_roots=source.type_roots)
+    return source.format.load(source.path, source.options)
 
 
-register_file_format(FileFormat("obo", (".obo",), read_obo, "OBO 1.4 ontology (fastobo)"))
-register_file_format(FileFormat("owl", (".owl",), read_rdf, "OWL ontology in RDF/XML (rdflib)"))
+def _ontology_loader(read: Callable[[Path], Ontology]) -> Callable[[Path, Mapping[str, str]], KnowledgeGraph]:
+    def load(path: Path, options: Mapping[str, str]) -> KnowledgeGraph:
+        roots = parse_type_roots(options["types"], source=str(path)) if "types" in options else None
+        return build_graph(read(path), name=str(path), type_roots=roots)
+
+    return load
+
+
+def _pykeen_loader(path: Path, options: Mapping[str, str]) -> KnowledgeGraph:
+    from textkg.data.pykeen import load_pykeen_path
+
+    return load_pykeen_path(path, descriptions=options.get("descriptions"))
+
+
+register_file_format(FileFormat("obo", (".obo",), _ontology_loader(read_obo), ("types",), "OBO 1.4 ontology (fastobo)"))
+register_file_format(FileFormat("owl", (".owl",), _ontology_loader(read_rdf), ("types",), "OWL in RDF/XML (rdflib)"))
 register_file_format(
     FileFormat(
         "rdf",
         tuple(s for s in RDF_FORMATS if s != ".owl"),
-        read_rdf,
+        _ontology_loader(read_rdf),
+        ("types",),
         "RDF: Turtle, N-Triples, RDF/XML, N3, JSON-LD (rdflib); an OWL ontology in any of them",
+    )
+)
+register_file_format(
+    FileFormat(
+        "pykeen",
+        (),
+        _pykeen_loader,
+        ("descriptions",),
+        "PyKEEN triples on disk: a folder with train.txt, valid.txt, test.txt, or one head TAB relation TAB tail file",
     )
 )
