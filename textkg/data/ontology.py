@@ -32,10 +32,10 @@ from __future__ import annotations
 
 import re
 from collections import Counter, defaultdict
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 import torch
 
@@ -214,7 +214,7 @@ def read_obo(path: str | Path) -> Ontology:
         line = exc.lineno if exc.lineno is not None else None
         shown = f": {exc.text.strip()!r}" if exc.text else ""
         raise DataError(f"malformed OBO ({exc.msg}){shown}", file=path, line=line) from None
-    except (ValueError, RuntimeError) as exc:  # fastobo's semantic errors (e.g. a bad header clause)
+    except Exception as exc:  # fastobo's other errors are about the file too (e.g. a bad header value)
         raise DataError(f"malformed OBO: {exc}", file=path) from None
     typedefs = {str(f.id): f for f in doc if type(f).__name__ == "TypedefFrame"}
     relation_ids = {tid: _typedef_id(frame) for tid, frame in typedefs.items()}
@@ -234,25 +234,24 @@ def read_obo(path: str | Path) -> Ontology:
     )
 
 
+#: what each fastobo clause type adds to a term: ``(term, clause, relation ids)``
+_CLAUSES: dict[str, Callable[[OntologyTerm, Any, Mapping[str, str]], None]] = {
+    "NameClause": lambda t, c, _: setattr(t, "name", _one_line(c.name)),
+    "DefClause": lambda t, c, _: setattr(t, "definition", _one_line(c.definition)),
+    "SynonymClause": lambda t, c, _: t.synonyms.append(_one_line(c.synonym.desc)),
+    "AltIdClause": lambda t, c, _: t.alt_ids.append(str(c.alt_id)),
+    "IsAClause": lambda t, c, _: t.parents.append(str(c.term)),
+    "RelationshipClause": lambda t, c, r: t.relationships.append((r.get(str(c.typedef), str(c.typedef)), str(c.term))),
+    "IsObsoleteClause": lambda t, c, _: setattr(t, "obsolete", bool(c.obsolete)),
+}
+
+
 def _obo_term(frame, relation_ids: Mapping[str, str]) -> OntologyTerm:
     term = OntologyTerm(str(frame.id))
     for clause in frame:
-        kind = type(clause).__name__
-        if kind == "NameClause":
-            term.name = _one_line(clause.name)
-        elif kind == "DefClause":
-            term.definition = _one_line(clause.definition)
-        elif kind == "SynonymClause":
-            term.synonyms.append(_one_line(clause.synonym.desc))
-        elif kind == "AltIdClause":
-            term.alt_ids.append(str(clause.alt_id))
-        elif kind == "IsAClause":
-            term.parents.append(str(clause.term))
-        elif kind == "RelationshipClause":
-            rel = str(clause.typedef)
-            term.relationships.append((relation_ids.get(rel, rel), str(clause.term)))
-        elif kind == "IsObsoleteClause":
-            term.obsolete = bool(clause.obsolete)
+        add = _CLAUSES.get(type(clause).__name__)
+        if add is not None:
+            add(term, clause, relation_ids)
     return term
 
 
