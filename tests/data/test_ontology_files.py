@@ -138,3 +138,21 @@ def test_graph_is_deterministic():
     a, b = load_dataset(f"{FIXTURE}.ttl"), load_dataset(f"{FIXTURE}.ttl")
     assert a.entity_descriptions == b.entity_descriptions
     assert torch.equal(a.triples["all"], b.triples["all"])
+
+
+def test_hp_obo_as_a_file_matches_the_hpo_terms(hpo_small):
+    """``--dataset hp.obo`` gives hpo's phenotype terms, texts and is_a statements (annotations left out)."""
+    from textkg.data import hpo
+
+    kg = load_dataset(str(hpo.source_paths()["hp.obo"]))
+    assert kg.relations == ("is_a",) and kg.info["obsolete_skipped"] > 0
+    text = dict(zip(kg.entities, kg.entity_descriptions, strict=True))
+    terms = [i for i, t in enumerate(hpo_small.entity_types) if t == "phenotype"]
+    assert all(text[hpo_small.entities[i]] == hpo_small.entity_descriptions[i] for i in terms)
+    keep = {hpo_small.entities[i] for i in terms}
+
+    def is_a(g, rel):
+        return {(g.entities[h], g.entities[t]) for h, r, t in g.triples["all"].tolist() if r == rel}
+
+    small = is_a(hpo_small, hpo_small.relations.index("is_a"))
+    assert small == {(h, t) for h, t in is_a(kg, 0) if h in keep and t in keep}
