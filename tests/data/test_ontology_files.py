@@ -156,3 +156,12 @@ def test_hp_obo_as_a_file_matches_the_hpo_terms(hpo_small):
 
     small = is_a(hpo_small, hpo_small.relations.index("is_a"))
     assert small == {(h, t) for h, t in is_a(kg, 0) if h in keep and t in keep}
+
+
+def test_train_on_a_bad_file_exits_2_and_writes_no_run(tmp_path, capsys):
+    bad = tmp_path / "bad.ttl"
+    bad.write_text(BAD["Turtle line"][1], encoding="utf-8")
+    out = tmp_path / "run"
+    assert main(["train", "--dataset", str(bad), "--epochs", "1", "--no-progress", "--out", str(out)]) == 2
+    assert capsys.readouterr().err.startswith(f"error: {bad}:3: unparsable Turtle")
+    assert not out.exists()
