@@ -165,3 +165,17 @@ def test_train_on_a_bad_file_exits_2_and_writes_no_run(tmp_path, capsys):
     assert main(["train", "--dataset", str(bad), "--epochs", "1", "--no-progress", "--out", str(out)]) == 2
     assert capsys.readouterr().err.startswith(f"error: {bad}:3: unparsable Turtle")
     assert not out.exists()
+
+
+def test_a_file_graph_is_cached_until_the_file_changes(tmp_path):
+    path = tmp_path / "fx.obo"
+    path.write_text(Path(f"{FIXTURE}.obo").read_text(encoding="utf-8"), encoding="utf-8")
+    cache_dir = tmp_path / "cache"
+    first = load_dataset(str(path), cache_dir=cache_dir)
+    (cached,) = (cache_dir / "datasets").glob("file-fx.obo-*.pt")
+    again = load_dataset(str(path), cache_dir=cache_dir)
+    assert _graph(again) == _graph(first) and dict(again.info) == dict(first.info)
+    path.write_text(path.read_text(encoding="utf-8") + "\n[Term]\nid: FX:0000300\nname: extra\n", encoding="utf-8")
+    changed = load_dataset(str(path), cache_dir=cache_dir)
+    assert changed.num_entities == first.num_entities + 1
+    assert len(list((cache_dir / "datasets").glob("file-fx.obo-*.pt"))) == 2 and cached.is_file()

@@ -16,6 +16,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from textkg.data import cache
 from textkg.data.graph import KnowledgeGraph
 from textkg.data.ontology import Ontology, build_graph, parse_type_roots, read_obo
 from textkg.data.rdf import RDF_FORMATS, read_rdf
@@ -35,6 +36,10 @@ class FileFormat:
         load: Builds the graph from a path and the options given after it.
         options: The option names it takes (``PATH#NAME=VALUE``).
         summary: One line for listings and docs.
+        cached: Whether built graphs are cached on disk (keyed by the file's size and
+            modification time, the options and the reader libraries' versions), as
+            registered datasets are: parsing a large ontology takes seconds, loading it
+            from the cache a fraction of that.
     """
 
     name: str
@@ -42,6 +47,7 @@ class FileFormat:
     load: Callable[[Path, Mapping[str, str]], KnowledgeGraph]
     options: tuple[str, ...]
     summary: str
+    cached: bool = False
 
 
 _FORMATS: dict[str, FileFormat] = {}
@@ -94,8 +100,11 @@ def file_source(spec: str) -> FileSource | None:
     return FileSource(fmt, path, options)
 
 
-def load_file_dataset(source: FileSource, **kwargs) -> KnowledgeGraph:
+def load_file_dataset(source: FileSource, *, cache_dir: str | Path | None = None, **kwargs) -> KnowledgeGraph:
     """The graph of a dataset file (see :mod:`textkg.data.ontology` for what an ontology's holds).
+
+    ``cache_dir``: where formats with ``cached=True`` keep built graphs (default
+    ``$TEXTKG_CACHE_DIR`` or ``~/.cache/textkg``).
 
     Raises:
         ConfigError: an option other than ``description="short"`` (a file has one text per entity).
@@ -107,7 +116,34 @@ def load_file_dataset(source: FileSource, **kwargs) -> KnowledgeGraph:
                 f"an {source.format.name} file does not take {option}={value!r} (it has one text per entity)",
                 field=option,
             )
-    return source.format.load(source.path, source.options)
+    if not (source.format.cached and source.path.is_file()):
+        return source.format.load(source.path, source.options)
+    root = Path(cache_dir) if cache_dir is not None else cache.default_cache_dir()
+    key = cache.cache_key(
+        f"file-{source.format.name}",
+        {"file": source.path.resolve()},
+        given=str(source.path),
+        options=dict(sorted(source.options.items())),
+        readers=_reader_versions(),
+    )
+    path = root / "datasets" / f"file-{re.sub(r'[^A-Za-z0-9._-]', '_', source.path.name)}-{key}.pt"
+    kg = cache.load_graph(path)
+    if kg is None:
+        kg = source.format.load(source.path, source.options)
+        cache.save_graph(kg, path)
+    return kg
+
+
+def _reader_versions() -> dict[str, str]:
+    from importlib.metadata import PackageNotFoundError, version
+
+    versions = {}
+    for package in ("fastobo", "rdflib"):
+        try:
+            versions[package] = version(package)
+        except PackageNotFoundError:
+            versions[package] = "absent"
+    return versions
 
 
 def _ontology_loader(read: Callable[[Path], Ontology]) -> Callable[[Path, Mapping[str, str]], KnowledgeGraph]:
@@ -124,8 +160,12 @@ def _pykeen_loader(path: Path, options: Mapping[str, str]) -> KnowledgeGraph:
     return load_pykeen_path(path, descriptions=options.get("descriptions"))
 
 
-register_file_format(FileFormat("obo", (".obo",), _ontology_loader(read_obo), ("types",), "OBO 1.4 ontology (fastobo)"))
-register_file_format(FileFormat("owl", (".owl",), _ontology_loader(read_rdf), ("types",), "OWL in RDF/XML (rdflib)"))
+register_file_format(
+    FileFormat("obo", (".obo",), _ontology_loader(read_obo), ("types",), "OBO 1.4 ontology (fastobo)", cached=True)
+)
+register_file_format(
+    FileFormat("owl", (".owl",), _ontology_loader(read_rdf), ("types",), "OWL in RDF/XML (rdflib)", cached=True)
+)
 register_file_format(
     FileFormat(
         "rdf",
@@ -133,6 +173,7 @@ register_file_format(
         _ontology_loader(read_rdf),
         ("types",),
         "RDF: Turtle, N-Triples, RDF/XML, N3, JSON-LD (rdflib); an OWL ontology in any of them",
+        cached=True,
     )
 )
 register_file_format(

@@ -97,7 +97,7 @@ def load_dataset(name_or_dir: str | Path, *, cache_dir: str | Path | None = None
         return load_blp_directory(key, **kwargs)
     source = file_source(key)
     if source is not None:
-        return load_file_dataset(source, **kwargs)
+        return load_file_dataset(source, cache_dir=cache_dir, **kwargs)
     get_spec(key)  # raises, naming the registered datasets
     raise AssertionError("unreachable")
 
