@@ -73,3 +73,15 @@ def test_pykeen_files_on_disk(tmp_path, capsys):
     (folder / "test.txt").unlink()
     with pytest.raises(DataError, match="test.txt"):
         load_dataset(f"pykeen:{folder}")
+
+
+def test_registered_factory_loads_by_name_and_never_stale(tmp_path, monkeypatch):
+    from textkg.data import registry
+    from textkg.data.pykeen import register_triples_factory
+
+    monkeypatch.setattr(registry, "_REGISTRY", dict(registry._REGISTRY))  # registered for this test only
+
+    first = register_triples_factory("pykeen-test", Factory(ROWS))
+    assert _labels(load_dataset("pykeen-test", cache_dir=tmp_path)) == _labels(first)
+    register_triples_factory("pykeen-test", Factory(ROWS[:2]))  # other triples, same name
+    assert _labels(load_dataset("pykeen-test", cache_dir=tmp_path)) == set(ROWS[:2])
