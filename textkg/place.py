@@ -6,26 +6,29 @@ the placement method the run chose on its *validation* terms
 (``metrics.json`` → ``test.placement_selection.chosen``): the trained model,
 a description baseline or the combined scorer with the weights tuned there
 (:mod:`textkg.evaluation.placement_ensemble`). So ``place`` suggests exactly
-what the run's placement table measured.
+what the run's placement table measured. A transductive run (trained on a whole
+release) held out no terms to choose on: it uses :data:`UNTUNED_METHOD`, and its
+summary says so; ``--method`` overrides either choice.
 
-Inputs: an OBO file (``[Term]`` stanzas; ids of the training graph and obsolete
-terms are skipped; a term's own ``is_a`` lines are never read for scoring, only
-reported in the ``listed`` column so a curator can check), or a TSV of
-``id <TAB> name [<TAB> definition]``. A term is encoded as the training terms
-were (``"name: definition"``; without a definition, its name and synonyms, and
-the note column says so).
+Inputs: an OBO file (``[Term]`` stanzas, read by
+:func:`textkg.data.ontology.read_obo`; ids of the training graph and obsolete
+terms are skipped; a file without a ``[Term]`` stanza is an error; a term's own
+``is_a`` lines are never read for scoring, only reported in the ``listed``
+column so a curator can check), or a TSV of ``id <TAB> name [<TAB> definition]``.
+A term is encoded as the training terms were (``"name: definition"``; without a
+definition, its name and synonyms, and the note column says so).
 
-Output: a TSV, one row per (term, suggestion), ``top_k`` suggestions per term,
-with the parent's name, the score of the chosen method, and as evidence the
-existing terms whose descriptions are nearest to the new one. Written to a
-temporary file and renamed, so a failed run leaves nothing half-written.
+Output: a TSV, one row per (term, suggestion), ``top_k`` suggestions per term
+(those scoring at least ``min_score``, when given), with the parent's name, the
+score of the chosen method, and as evidence the existing terms whose
+descriptions are nearest to the new one; optionally a ROBOT template and an OBO
+fragment of the same suggestions (:mod:`textkg.place_outputs`). Written to
+temporary files and renamed, so a failed run leaves nothing half-written.
 """
 
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -79,12 +82,14 @@ def read_terms_tsv(path: str | Path) -> list[NewTerm]:
 
 
 def read_terms_obo(path: str | Path) -> list[NewTerm]:
-    """Non-obsolete ``[Term]`` stanzas of an OBO file (:func:`textkg.data.hpo.parse_obo`)."""
-    from textkg.data.hpo import parse_obo
+    """Non-obsolete ``[Term]`` stanzas of an OBO file, read as a dataset's are
+    (:func:`textkg.data.ontology.read_obo`: a malformed stanza, a term id given twice
+    or a file without any ``[Term]`` stanza, such as a TSV passed by mistake, is a
+    :class:`DataError` naming the file and, where it can, the line)."""
+    from textkg.data.ontology import read_obo
 
-    _read(path)  # clear errors for a missing or non-UTF-8 file
     terms = []
-    for t in parse_obo(Path(path)).values():
+    for t in read_obo(Path(path)).terms.values():
         if t.obsolete:
             continue
         if not t.name:
@@ -115,16 +120,26 @@ def _unique(terms: list[NewTerm], path: str | Path) -> list[NewTerm]:
     return terms
 
 
+#: placement methods ``place`` can use, and the one it uses when the run chose none
+METHODS = ("model", "description-nn", "parent-of-nearest", "combined")
+#: the strongest method that needs no tuning on held-out terms (hpo: 0.457 to 0.538 test MRR
+#: against 0.278 to 0.359 for the model alone; docs/benchmarks.md)
+UNTUNED_METHOD = "parent-of-nearest"
+
+
 class Placer:
     """A trained run loaded to place new terms under its existing ones.
 
     Args:
         run_dir: A finished ``textkg train`` run on an ontology with an ``is_a``
-            relation and an inductive split (its metrics carry ``test.placement``).
+            relation: an inductive run (its metrics carry ``test.placement`` and the
+            method chosen on its validation terms) or a transductive one (trained on a
+            whole release; it held out no terms, so :data:`UNTUNED_METHOD` is used).
         device: where the model and encoder run (as for :class:`textkg.predict.Predictor`).
+        method: ``"auto"`` (the run's choice, as above) or one of :data:`METHODS`.
     """
 
-    def __init__(self, run_dir: str | Path, *, device: str | torch.device = "auto") -> None:
+    def __init__(self, run_dir: str | Path, *, device: str | torch.device = "auto", method: str = "auto") -> None:
         from textkg.evaluation.placement import DEFAULT_PARENT_RELATION
         from textkg.predict import Predictor
 
@@ -134,21 +149,41 @@ class Placer:
             raise ConfigError("the run has not finished (no metrics.json)", file=self.run_dir)
         metrics = json.loads(metrics_path.read_text())
         self.selection = (metrics.get("test") or {}).get("placement_selection")
-        if not (metrics.get("test") or {}).get("placement"):
+        self.held_out_terms = bool((metrics.get("test") or {}).get("placement"))
+        if not self.held_out_terms and _run_split(self.run_dir) != "transductive":
             raise ConfigError(
                 "this run has no placement evaluation: place needs a run on an ontology with an "
-                f"{DEFAULT_PARENT_RELATION!r} relation and an inductive split (e.g. textkg train --dataset hpo)",
+                f"{DEFAULT_PARENT_RELATION!r} relation (e.g. textkg train --dataset hpo, or --dataset FILE.obo)",
                 file=metrics_path,
                 field="test.placement",
             )
+        self.asked = method != "auto"
+        self.method = self._method(method)
         self.predictor = Predictor(self.run_dir, device=device)
         prep, kg = self.predictor.prepared, self.predictor.kg
+        if DEFAULT_PARENT_RELATION not in kg.relations:
+            raise ConfigError(
+                f"the run's graph has no {DEFAULT_PARENT_RELATION!r} relation to place terms with "
+                f"(its relations: {', '.join(kg.relations)})",
+                file=self.run_dir,
+                field="dataset",
+            )
         self.relation = kg.relations.index(DEFAULT_PARENT_RELATION)
         # the hierarchy a vote reads: what the run's placement read (public training statements under privacy)
         train = prep.split.train if prep.private_mask is None else prep.split.train[~prep.private_mask]
         self.parent_edges = train[train[:, 1] == self.relation][:, [0, 2]]
         self.candidates = self._candidates()
-        self.method = self.selection["chosen"] if self.selection else "model"
+
+    def _method(self, method: str) -> str:
+        if method == "auto":
+            if self.selection:
+                return self.selection["chosen"]
+            return "model" if self.held_out_terms else UNTUNED_METHOD
+        if method not in METHODS:
+            raise ConfigError(f"unknown method {method!r}; choose auto or one of {', '.join(METHODS)}", field="method")
+        if method == "combined" and not self.selection:
+            raise ConfigError("this run tuned no combination (it needs held-out terms)", field="method")
+        return method
 
     def training_ids(self) -> set[str]:
         """Ids of the training graph's entities: the terms that need no placing. Held-out
@@ -182,7 +217,7 @@ class Placer:
             new = cached_encode(get_encoder("bert"), texts, cache_dir=default_cache_dir())
         return existing.float(), new.float()
 
-    def _scorer(self, new_emb: torch.Tensor, features: torch.Tensor):
+    def _scorer(self, new_emb: torch.Tensor | None, features: torch.Tensor):
         """The chosen method's ``score(terms, candidates)`` over ids where new term ``i`` is ``N + i``."""
         from textkg.evaluation.placement import cosine_scorer, parent_of_nearest_scorer
         from textkg.evaluation.placement_ensemble import VoteConfig, combined_scorer, neighbour_vote_scorer
@@ -194,6 +229,7 @@ class Placer:
             rel = model.relation_matrix()[self.relation : self.relation + 1]
 
         def model_score(terms: torch.Tensor, candidates: torch.Tensor) -> torch.Tensor:
+            assert new_emb is not None
             with torch.no_grad():
                 return (
                     model.interaction.score_tails(new_emb[terms - n], rel.expand(len(terms), -1), ents[candidates])
@@ -214,8 +250,17 @@ class Placer:
             components["vote"] = neighbour_vote_scorer(features, self.parent_edges, vote=VoteConfig(**combo["vote"]))
         return combined_scorer(components, combo["weights"])
 
-    def place(self, terms: list[NewTerm], *, top_k: int = 5, evidence: int = 3, batch_size: int = 64) -> list[dict]:
-        """Rows of :data:`COLUMNS` (``top_k`` per term, best first); terms already in the graph are left out."""
+    def place(
+        self,
+        terms: list[NewTerm],
+        *,
+        top_k: int = 5,
+        evidence: int = 3,
+        batch_size: int = 64,
+        min_score: float | None = None,
+    ) -> list[dict]:
+        """Rows of :data:`COLUMNS` (``top_k`` per term, best first, those scoring at least
+        ``min_score`` when given); terms already in the graph are left out."""
         if top_k < 1:
             raise ConfigError("must be >= 1", field="top_k")
         if evidence < 0:
@@ -226,7 +271,7 @@ class Placer:
         if not terms:
             return []
         texts = [t.description for t in terms]
-        new_emb = self.predictor.embed(texts)
+        new_emb = self.predictor.embed(texts) if self.method in ("model", "combined") else None
         existing, new = self._description_features(texts)
         features = torch.cat([existing, new])
         score = self._scorer(new_emb, features)
@@ -254,6 +299,8 @@ class Placer:
                     zip(top.values[b].tolist(), top.indices[b].tolist(), strict=True), start=1
                 ):
                     parent = int(cands[col])
+                    if min_score is not None and value < min_score:
+                        break
                     rows.append(
                         {
                             "term": term.id,
@@ -275,45 +322,55 @@ class Placer:
 
 def write_tsv(rows: list[dict], out: str | Path) -> None:
     """Write ``rows`` as a TSV with a header, atomically (a temporary file in the same folder, then renamed)."""
-    out = Path(out)
-    if out.is_dir():
-        raise ConfigError("is a directory; give a file name", file=out, field="out")
-    if not out.parent.is_dir():
-        raise ConfigError("the output's folder does not exist", file=out.parent, field="out")
+    from textkg.place_outputs import check_output_path, render_tsv, write_all
 
-    def clean(value) -> str:
-        return str(value).replace("\t", " ").replace("\n", " ")
-
-    fd, tmp = tempfile.mkstemp(dir=out.parent, prefix=f".{out.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write("\t".join(COLUMNS) + "\n")
-            for row in rows:
-                fh.write("\t".join(clean(row[c]) for c in COLUMNS) + "\n")
-        os.replace(tmp, out)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    write_all({check_output_path(out, "out"): render_tsv(rows, COLUMNS)})
 
 
 def place_command(
-    run_dir: str, *, terms_tsv: str | None, obo: str | None, out: str, top_k: int = 5, device: str = "auto"
+    run_dir: str,
+    *,
+    terms_tsv: str | None,
+    obo: str | None,
+    out: str,
+    top_k: int = 5,
+    device: str = "auto",
+    min_score: float | None = None,
+    method: str = "auto",
+    robot_template: str | None = None,
+    obo_fragment: str | None = None,
 ) -> dict:
-    """What ``textkg place`` does; returns a JSON summary (the TSV is at ``out``)."""
+    """What ``textkg place`` does; returns a JSON summary (the TSV is at ``out``, and the ROBOT
+    template and OBO fragment where asked: :mod:`textkg.place_outputs`)."""
     from textkg.devices import resolve_device
+    from textkg.place_outputs import check_output_path, render_obo, render_robot, render_tsv, write_all
 
     if (terms_tsv is None) == (obo is None):
         raise ConfigError("give exactly one of --terms FILE.tsv or --obo FILE.obo", field="terms")
+    outputs = {"out": out, "robot_template": robot_template, "obo_fragment": obo_fragment}
+    paths = {k: check_output_path(v, k) for k, v in outputs.items() if v is not None}
+    if len(set(paths.values())) < len(paths):
+        raise ConfigError("two outputs name the same file", field="out")
     resolved = resolve_device(device, field="device")  # before the terms are read or the run is loaded
+    source = terms_tsv if terms_tsv is not None else obo
     terms = read_terms_tsv(terms_tsv) if terms_tsv is not None else read_terms_obo(obo)  # type: ignore[arg-type]
-    placer = Placer(run_dir, device=resolved)
+    if not terms:
+        raise DataError("no (non-obsolete) terms to place", file=source)
+    placer = Placer(run_dir, device=resolved, method=method)
     known = placer.training_ids()
-    rows = placer.place(terms, top_k=top_k)
-    write_tsv(rows, out)
+    rows = placer.place(terms, top_k=top_k, min_score=min_score)
     new = [t for t in terms if t.id not in known]
+    texts = {paths["out"]: render_tsv(rows, COLUMNS)}
+    if "robot_template" in paths:
+        texts[paths["robot_template"]] = render_robot(rows, {t.id: t.definition for t in new})
+    if "obo_fragment" in paths:
+        remark = f"textkg place suggestions from {run_dir} ({placer.method}); review before merging"
+        texts[paths["obo_fragment"]] = render_obo(rows, new, remark=remark)
+    write_all(texts)
     listed = [r for r in rows if r["listed"]]
     summary = {
         "out": str(out),
+        **{k: str(v) for k, v in paths.items() if k != "out"},
         "method": placer.method,
         "method_reading": _method_reading(placer),
         "terms_read": len(terms),
@@ -321,18 +378,38 @@ def place_command(
         "terms_in_training_graph": len(terms) - len(new),
         "terms_without_definition": sum(1 for t in new if not t.definition),
         "top_k": top_k,
+        "min_score": min_score,
+        "suggestions": len(rows),
+        "terms_without_a_suggestion": len({t.id for t in new} - {r["term"] for r in rows}),
         "candidates": int(len(placer.candidates)),
     }
     if listed:  # the file lists parents: how often the first suggestion is one of them
         firsts = [r for r in listed if r["rank"] == 1]
-        summary["first_suggestion_is_a_listed_parent"] = sum(r["listed"] == "yes" for r in firsts) / len(firsts)
+        if firsts:
+            summary["first_suggestion_is_a_listed_parent"] = sum(r["listed"] == "yes" for r in firsts) / len(firsts)
     return summary
+
+
+def _run_split(run_dir: Path) -> str | None:
+    """The split kind in a run's ``config.json`` (``None`` when it cannot be read)."""
+    try:
+        return json.loads((run_dir / "config.json").read_text())["data"]["split"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
 
 
 def _method_reading(placer: Placer) -> str:
     selection = placer.selection
+    if placer.asked:
+        chose = f" (the run chose {selection['chosen']} on its validation terms)" if selection else ""
+        return f"{placer.method}: as asked{chose}"
+    if not placer.held_out_terms:
+        return (
+            f"{placer.method}: this run held out no terms to choose a method on (a transductive run); "
+            f"{UNTUNED_METHOD} is the strongest method that needs no such choice"
+        )
     if not selection:
-        return "the trained model (this run tuned no combination)"
+        return f"{placer.method}: the trained model (this run tuned no combination)"
     valid = selection["valid"].get(placer.method, {})
     return (
         f"{placer.method}: the best of {', '.join(selection['valid'])} on this run's validation terms "

@@ -137,7 +137,9 @@ def test_bad_input_exits_2_and_writes_nothing(toy_run, tmp_path, capsys):
 def test_duplicate_ids_and_runs_without_placement(tmp_path):
     dup = tmp_path / "dup.obo"
     dup.write_text("[Term]\nid: A\nname: a\n\n[Term]\nid: A\nname: b\n", encoding="utf-8")
-    assert [t.name for t in read_terms_obo(dup)] == ["b"]  # parse_obo keeps the last stanza of an id
+    with pytest.raises(DataError, match="defined twice") as err:
+        read_terms_obo(dup)
+    assert err.value.line == 6
     tsv = tmp_path / "dup.tsv"
     tsv.write_text("A\ta\nA\tb\n", encoding="utf-8")
     with pytest.raises(DataError, match="appears twice"):

