@@ -224,23 +224,34 @@ def evaluate_k_shot(
     from textkg.models.known_links import PRIOR_WEIGHTS
 
     priors = tuple(PRIOR_WEIGHTS if priors is None else priors)
-    kwargs = {"filter_index": filter_index, "num_entities": num_entities, "batch_size": batch_size}
-    kwargs["exclude_query"] = exclude_query
+
+    def ranks_of(draw: KShotDraw, which: Sequence[float], candidates: torch.Tensor) -> dict[float, torch.Tensor]:
+        return k_shot_ranks(
+            model,
+            draw,
+            which,
+            filter_index=filter_index,
+            candidates=candidates,
+            num_entities=num_entities,
+            batch_size=batch_size,
+            exclude_query=exclude_query,
+        )
+
     model.eval()
     by_prior: dict[float, list[float]] = {c: [] for c in priors}
     for k in (k for k in ks if k > 0):
         draw = draw_k_shot(valid, seen, k, num_entities=num_entities, seed=seed)
         if not draw.num_queries:
             continue
-        for c, ranks in k_shot_ranks(model, draw, priors, candidates=valid_candidates, **kwargs).items():
-            by_prior[c].append(float(ranks.double().reciprocal().mean()))
+        for c, valid_ranks in ranks_of(draw, priors, valid_candidates).items():
+            by_prior[c].append(float(valid_ranks.double().reciprocal().mean()))
     valid_mrr = {c: sum(v) / len(v) for c, v in by_prior.items() if v}
     chosen = choose_prior(valid_mrr) if valid_mrr else math.inf
     blocks = {}
     for k in ks:
         draw = draw_k_shot(test, seen, k, num_entities=num_entities, seed=seed)
-        ranks = k_shot_ranks(model, draw, sorted({chosen, 0.0, math.inf}), candidates=test_candidates, **kwargs)
-        blocks[str(k)] = k_shot_block(draw, ranks, chosen, seed=seed)
+        test_ranks = ranks_of(draw, sorted({chosen, 0.0, math.inf}), test_candidates)
+        blocks[str(k)] = k_shot_block(draw, test_ranks, chosen, seed=seed)
     return {
         "k_shot": blocks,
         "k_shot_selection": {
