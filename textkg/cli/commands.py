@@ -128,7 +128,14 @@ def _headline(m: dict) -> dict:
 def evaluate(args) -> dict:
     from textkg.training.pipeline import evaluate_run
 
-    return evaluate_run(Path(args.run_dir), exclude_query=args.exclude_query, device=args.device or "auto")
+    k_shot = None
+    if getattr(args, "k_shot", None):
+        from textkg.evaluation.k_shot import parse_ks
+
+        k_shot = parse_ks(args.k_shot, field="--k-shot")
+    return evaluate_run(
+        Path(args.run_dir), exclude_query=args.exclude_query, device=args.device or "auto", k_shot=k_shot
+    )
 
 
 def predict(args) -> dict:

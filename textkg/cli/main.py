@@ -180,6 +180,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="remove each query's own entity from its ranking (default: as the run was trained)",
     )
     _add_device_flag(ev, "where the model is evaluated (not the run's train.device)")
+    ev.add_argument(
+        "--k-shot",
+        metavar="KS",
+        help="also rank new entities' statements with k of them known, e.g. 0,1,3,5,10 (docs/k_shot.md)",
+    )
 
     pr = sub.add_parser("predict", help="zero-shot links for a brand-new entity")
     pr.add_argument("run_dir")
