@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
+import torch
 
 from textkg.cli.main import main
 
@@ -43,3 +44,50 @@ def test_evaluate_k_shot(ind_run, capsys):
 def test_evaluate_bad_k_shot_exits_2(ind_run, capsys):
     assert main(["evaluate", str(ind_run), "--k-shot", "1,x"]) == 2
     assert "--k-shot" in capsys.readouterr().err
+
+
+def _links(tmp_path, text: str) -> Path:
+    path = tmp_path / "links.tsv"
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def test_predict_with_known_links(ind_run, tmp_path, capsys):
+    links = _links(tmp_path, "# relation\tentity\tdirection\n/r/likes\t/e/33\ttail\n\n/geo/near_by\t/e/22\thead\n")
+    argv = ["predict", str(ind_run), "--text", "a new person", "--relation", "/r/likes", "--direction", "tail"]
+    assert main([*argv, "--top-k", "5", "--known-links", str(links), "--device", "cpu"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["scoring"]["known_links"]["count"] == 2
+    assert len(out["predictions"]) == 5 and "/e/33" not in {p["entity"] for p in out["predictions"]}
+    assert main([*argv, "--top-k", "5", "--device", "cpu"]) == 0
+    assert "known_links" not in json.loads(capsys.readouterr().out)["scoring"]
+
+
+def test_known_links_move_the_new_vector_to_the_erav_estimate(ind_run, monkeypatch):
+    from textkg.predict import Predictor
+
+    predictor = Predictor(ind_run, device="cpu")
+    monkeypatch.setattr(Predictor, "known_links_prior", 0.0)  # the links alone (ERAvg)
+    new = predictor.embed(["a new person"])
+    r, o = predictor.kg.relations.index("/r/likes"), predictor.kg.entities.index("/e/33")
+    moved = predictor._with_known_links(new, torch.tensor([[r, o, 0]]))  # (new, likes, /e/33)
+    expected = predictor.model.entity_matrix()[o] - predictor.model.relation_matrix()[r]
+    torch.testing.assert_close(moved[0], expected.detach())
+
+
+@pytest.mark.parametrize(
+    "content, line, field",
+    [
+        ("/r/likes\t/e/33\ttail\n/r/hates\t/e/33\ttail\n", 2, "relation"),
+        ("/r/likes\t/e/nobody\ttail\n", 1, "entity"),
+        ("# header\n/r/likes\t/e/33\tsideways\n", 2, "direction"),
+        ("/r/likes\t/e/33\n", 1, None),
+    ],
+)
+def test_bad_known_links_exit_2_naming_file_line_field(ind_run, tmp_path, capsys, content, line, field):
+    links = _links(tmp_path, content)
+    argv = ["predict", str(ind_run), "--text", "someone", "--known-links", str(links), "--device", "cpu"]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert f"{links}:{line}" in err
+    assert (f"field '{field}'" in err) if field else ("field" not in err)

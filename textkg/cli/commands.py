@@ -141,6 +141,9 @@ def evaluate(args) -> dict:
 def predict(args) -> dict:
     from textkg.predict import load_predictor
 
+    known_links = getattr(args, "known_links", None)
+    if known_links and args.batch:
+        raise ConfigError("--known-links describes one new entity; give it with --description, not --batch")
     predictor = load_predictor(args.run_dir, device=args.device or "auto")
     if args.batch:
         entities = _read_batch_file(args.batch)
@@ -166,6 +169,7 @@ def predict(args) -> dict:
         direction=args.direction,
         top_k=args.top_k,
         vote=not args.no_vote,
+        **({"known_links": known_links} if known_links else {}),
     )
 
 

@@ -28,10 +28,11 @@ from dataclasses import dataclass
 
 import torch
 
+from textkg.data.known_links import NEW_IS_HEAD, NEW_IS_TAIL
 from textkg.errors import ConfigError
 from textkg.evaluation.filtering import FilterIndex
 from textkg.evaluation.ranking import compute_ranks
-from textkg.models.known_links import NEW_IS_HEAD, NEW_IS_TAIL, with_known_links
+from textkg.models.known_links import with_known_links
 
 #: the numbers of known links of the benchmark (Kochsiek & Gemulla 2023)
 DEFAULT_KS = (0, 1, 3, 5, 10)

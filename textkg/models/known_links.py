@@ -30,8 +30,8 @@ import math
 import torch
 import torch.nn.functional as F
 
-#: role of the new entity in a known link: head of ``(new, r, other)`` or tail of ``(other, r, new)``
-NEW_IS_HEAD, NEW_IS_TAIL = 0, 1
+from textkg.data.known_links import NEW_IS_HEAD
+
 #: prior weights ``c`` (mix ``α = k / (k + c)``) tried on validation; ``0`` = ERAvg alone, ``inf`` = no links
 PRIOR_WEIGHTS = (0.0, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0, math.inf)
 #: the prior weight of a run that chose none (runs from before k-shot evaluation)
