@@ -233,31 +233,31 @@ class Predictor:
             links = read_known_links(known_links, entities=self.kg.entities, relations=self.kg.relations)
         else:
             links = torch.as_tensor(known_links, dtype=torch.long).reshape(-1, 3)
-        prior = self.known_links_prior
+        method = self.known_links_method
         return links, {
             "count": len(links),
-            "prior_weight": "inf" if prior == float("inf") else prior,
-            "method": "the description's vector moved towards the mean of the links' relation-aware estimates "
-            "with weight k/(k + prior_weight) (docs/k_shot.md)",
+            "method": method.key,
+            "reading": "the description's vector moved by the known links as the run chose on validation "
+            "(none: not at all; mix:c / fold-in:c, docs/k_shot.md)",
         }
 
     @property
-    def known_links_prior(self) -> float:
-        """The prior weight of :mod:`textkg.models.known_links` the run chose on validation
-        (``metrics.json`` → ``test.k_shot_selection``), else the default."""
-        from textkg.models.known_links import DEFAULT_PRIOR
+    def known_links_method(self):
+        """The :class:`textkg.models.known_links.LinkMethod` the run chose on validation
+        (``metrics.json`` → ``test.k_shot_selection.chosen``), else the default."""
+        from textkg.models.known_links import LinkMethod
 
         path = self.run_dir / "metrics.json"
         test = (json.loads(path.read_text()).get("test") or {}) if path.is_file() else {}
-        chosen = (test.get("k_shot_selection") or {}).get("prior_weight")
-        return float(chosen) if chosen is not None else DEFAULT_PRIOR
+        chosen = (test.get("k_shot_selection") or {}).get("chosen")
+        return LinkMethod.from_key(chosen) if chosen else LinkMethod()
 
     def _with_known_links(self, new: torch.Tensor, links: torch.Tensor) -> torch.Tensor:
         """``new (1, d)`` moved by ``links (m, 3)`` (:func:`textkg.models.known_links.embed_with_known_links`)."""
         from textkg.models.known_links import embed_with_known_links
 
         rows = torch.cat([torch.zeros(len(links), 1, dtype=torch.long), links], dim=1)
-        return embed_with_known_links(self.model, new, rows, prior=self.known_links_prior)
+        return embed_with_known_links(self.model, new, rows, method=self.known_links_method)
 
     def _drop_known(self, preds: list[dict], links: torch.Tensor, top_k: int) -> list[dict]:
         """``preds`` without the known links, at most ``top_k`` per (relation, direction)."""

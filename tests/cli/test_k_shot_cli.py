@@ -30,7 +30,7 @@ def test_inductive_run_reports_k_shot(ind_run):
         assert {"mrr", "hits@1", "hits@3", "hits@10", "num_queries", "too_few_statements", "seed"} <= set(block)
         assert (block["baselines"]["eravg_no_text"] is None) == (k == "0")
     assert test["k_shot"]["0"]["too_few_statements"] == 0
-    assert test["k_shot_selection"]["prior_weight"] in test["k_shot_selection"]["valid_mrr_by_prior_weight"]
+    assert test["k_shot_selection"]["chosen"] in test["k_shot_selection"]["valid_mrr"]
 
 
 def test_evaluate_k_shot(ind_run, capsys):
@@ -57,17 +57,18 @@ def test_predict_with_known_links(ind_run, tmp_path, capsys):
     argv = ["predict", str(ind_run), "--text", "a new person", "--relation", "/r/likes", "--direction", "tail"]
     assert main([*argv, "--top-k", "5", "--known-links", str(links), "--device", "cpu"]) == 0
     out = json.loads(capsys.readouterr().out)
-    assert out["scoring"]["known_links"]["count"] == 2
+    assert out["scoring"]["known_links"]["count"] == 2 and out["scoring"]["known_links"]["method"]
     assert len(out["predictions"]) == 5 and "/e/33" not in {p["entity"] for p in out["predictions"]}
     assert main([*argv, "--top-k", "5", "--device", "cpu"]) == 0
     assert "known_links" not in json.loads(capsys.readouterr().out)["scoring"]
 
 
 def test_known_links_move_the_new_vector_to_the_erav_estimate(ind_run, monkeypatch):
+    from textkg.models.known_links import LinkMethod
     from textkg.predict import Predictor
 
     predictor = Predictor(ind_run, device="cpu")
-    monkeypatch.setattr(Predictor, "known_links_prior", 0.0)  # the links alone (ERAvg)
+    monkeypatch.setattr(Predictor, "known_links_method", LinkMethod("mix", 0.0))  # the links alone (ERAvg)
     new = predictor.embed(["a new person"])
     r, o = predictor.kg.relations.index("/r/likes"), predictor.kg.entities.index("/e/33")
     moved = predictor._with_known_links(new, torch.tensor([[r, o, 0]]))  # (new, likes, /e/33)

@@ -4,17 +4,17 @@ revealed link determines the answer (TransE with planted vectors)."""
 from __future__ import annotations
 
 import json
-import math
 
 import pytest
 import torch
 
+from textkg.data.known_links import NEW_IS_HEAD
 from textkg.errors import ConfigError
 from textkg.evaluation import FilterIndex
-from textkg.evaluation.k_shot import draw_k_shot, evaluate_k_shot, k_shot_ranks, parse_ks
+from textkg.evaluation.k_shot import ERAVG, draw_k_shot, evaluate_k_shot, k_shot_ranks, parse_ks
 from textkg.models import build_model
 from textkg.models.config import ModelConfig
-from textkg.models.known_links import NEW_IS_HEAD, with_known_links
+from textkg.models.known_links import NO_LINKS, LinkMethod, with_known_links
 
 # ---------------------------------------------------------------- the draw
 
@@ -119,10 +119,10 @@ def test_oracle_the_revealed_link_determines_the_answer():
     d1 = draw_k_shot(TEST, torch.arange(10), 1, num_entities=NUM_E, seed=0)
     assert d1.num_entities == 1 and d1.too_few_statements == 1 and d1.num_queries == 1
     ranks = k_shot_ranks(
-        model, d1, [0.0, math.inf], filter_index=index, candidates=torch.arange(NUM_E), num_entities=NUM_E
+        model, d1, [ERAVG, NO_LINKS], filter_index=index, candidates=torch.arange(NUM_E), num_entities=NUM_E
     )
-    assert ranks[0.0].tolist() == [1.0]  # ERAvg: x + r_other is exactly the other answer
-    assert ranks[math.inf].item() > 3  # without the link: the unseen row, far from it
+    assert ranks["mix:0"].tolist() == [1.0]  # ERAvg: x + r_other is exactly the other answer
+    assert ranks["none"].item() > 3  # without the link: the unseen row, far from it
     d0 = draw_k_shot(TEST, torch.arange(10), 0, num_entities=NUM_E, seed=0)
     assert d0.num_queries == 3 and not len(d0.links)
 
@@ -131,7 +131,7 @@ def test_known_links_leave_the_model_unchanged():
     model = _planted_transe()
     before = {k: v.clone() for k, v in model.state_dict().items()}
     links = torch.tensor([[10, 0, 1, NEW_IS_HEAD]])
-    scorer = with_known_links(model, links, prior=0.0)
+    scorer = with_known_links(model, links, method=ERAVG)
     torch.testing.assert_close(scorer.matrix[10], torch.full((DIM,), 5.0))
     assert all(torch.equal(before[k], v) for k, v in model.state_dict().items())
 
@@ -154,7 +154,8 @@ def test_evaluate_k_shot_chooses_on_validation_and_reports_strict_json():
     )
     json.dumps(out, allow_nan=False)
     assert set(out["k_shot"]) == {"0", "1", "3"}
-    assert out["k_shot_selection"]["prior_weight"] == "0"  # the links are exact: links alone win
+    chosen = out["k_shot_selection"]["chosen"]
+    assert chosen.startswith("mix:") and out["k_shot_selection"]["valid_mrr"][chosen] == 1.0  # exact links win
     one = out["k_shot"]["1"]
     assert one["mrr"] == 1.0 and one["baselines"]["eravg_no_text"]["mrr"] == 1.0
     assert one["baselines"]["no_links"]["mrr"] < 0.5
@@ -162,3 +163,27 @@ def test_evaluate_k_shot_chooses_on_validation_and_reports_strict_json():
     three = out["k_shot"]["3"]
     assert three["num_queries"] == 0 and three["mrr"] is None and three["too_few_statements"] == 2
     assert out["k_shot"]["0"]["baselines"]["eravg_no_text"] is None
+
+
+def test_fold_in_raises_the_known_links_scores_and_a_larger_prior_pulls_less():
+    model = _planted_transe()
+    links = torch.tensor([[10, 0, 1, NEW_IS_HEAD], [10, 1, 2, NEW_IS_HEAD]])
+    e, r = model.entity_matrix().detach(), model.relation_matrix().detach()
+
+    def known_score(m):
+        v = m.matrix[10]
+        return float(model.interaction.score(v, r[0], e[1]) + model.interaction.score(v, r[1], e[2]))
+
+    before = known_score(with_known_links(model, links, method=NO_LINKS))
+    free = known_score(with_known_links(model, links, method=LinkMethod("fold-in", 0.0)))
+    held = known_score(with_known_links(model, links, method=LinkMethod("fold-in", 10.0)))
+    assert before < held < free
+    again = with_known_links(model, links, method=LinkMethod("fold-in", 0.0)).matrix
+    torch.testing.assert_close(again, with_known_links(model, links, method=LinkMethod("fold-in", 0.0)).matrix)
+
+
+def test_method_keys_round_trip():
+    for key in ("none", "mix:0", "mix:0.5", "fold-in:0.1"):
+        assert LinkMethod.from_key(key).key == key
+    with pytest.raises(ConfigError):
+        LinkMethod.from_key("average:1")

@@ -15,14 +15,14 @@ training entities):
   stay in the filter: they are true).
 * entities with ``k`` or fewer statements are counted (``too_few_statements``), not ranked.
 
-:func:`k_shot_metrics` ranks the queries for each prior weight of
-:mod:`textkg.models.known_links` at once (``inf``: the links unused, the zero-shot model; ``0``:
-ERAvg, the links alone); :func:`choose_prior` picks one on validation.
+:func:`evaluate_k_shot` ranks the queries for each way of using the links of
+:mod:`textkg.models.known_links` (a method and a prior weight; ``none``: the links unused, the
+zero-shot model; ``mix:0``: ERAvg, the links alone), chooses one on validation and reports it
+on test beside those two baselines.
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -32,7 +32,7 @@ from textkg.data.known_links import NEW_IS_HEAD, NEW_IS_TAIL
 from textkg.errors import ConfigError
 from textkg.evaluation.filtering import FilterIndex
 from textkg.evaluation.ranking import compute_ranks
-from textkg.models.known_links import with_known_links
+from textkg.models.known_links import NO_LINKS, PRIOR_WEIGHTS, LinkMethod, with_known_links
 
 #: the numbers of known links of the benchmark (Kochsiek & Gemulla 2023)
 DEFAULT_KS = (0, 1, 3, 5, 10)
@@ -140,26 +140,27 @@ def summarise(ranks: torch.Tensor) -> dict:
 def k_shot_ranks(
     model,
     draw: KShotDraw,
-    priors: Sequence[float],
+    methods: Sequence[LinkMethod],
     *,
     filter_index: FilterIndex,
     candidates: torch.Tensor,
     num_entities: int,
     batch_size: int = 256,
     exclude_query: bool = False,
-) -> dict[float, torch.Tensor]:
-    """``{prior: (num_queries,) ranks}`` of ``draw``'s counted queries with the known links mixed in at
-    each prior weight (one ranking for all of them when ``k = 0``: no links, the model alone)."""
-    out: dict[float, torch.Tensor] = {}
-    for prior in priors:
-        if not len(draw.links) and out:  # no links: every prior is the model alone
-            out[prior] = next(iter(out.values()))
+    seed: int = 0,
+) -> dict[str, torch.Tensor]:
+    """``{method key: (num_queries,) ranks}`` of ``draw``'s counted queries with the known links used by
+    each of ``methods`` (one ranking for all of them when ``k = 0``: no links, the model alone)."""
+    out: dict[str, torch.Tensor] = {}
+    for method in methods:
+        if not len(draw.links) and out:  # no links: every method is the model alone
+            out[method.key] = next(iter(out.values()))
             continue
         if not len(draw.queries):
-            out[prior] = torch.empty(0, dtype=torch.float64)
+            out[method.key] = torch.empty(0, dtype=torch.float64)
             continue
         result = compute_ranks(
-            with_known_links(model, draw.links, prior=prior),
+            with_known_links(model, draw.links, method=method, seed=seed),
             draw.queries,
             filter_index=filter_index,
             candidates=candidates,
@@ -168,24 +169,31 @@ def k_shot_ranks(
             exclude_query=exclude_query,
         )
         assert result.head_ranks is not None and result.tail_ranks is not None
-        out[prior] = torch.cat([result.head_ranks[draw.head], result.tail_ranks[draw.tail]])
+        out[method.key] = torch.cat([result.head_ranks[draw.head], result.tail_ranks[draw.tail]])
     return out
 
 
-def choose_prior(valid_mrr: dict[float, float]) -> float:
-    """The prior weight with the best validation MRR (averaged over ``k ≥ 1``); ties go to the larger
-    prior (closer to the zero-shot model)."""
-    return max(valid_mrr, key=lambda c: (valid_mrr[c], c))
+def candidate_methods() -> list[LinkMethod]:
+    """What validation chooses from: no links first, then each method from its largest prior down (ties go
+    to the earlier one: the model alone, then the weaker pull)."""
+    out = [NO_LINKS]
+    for name, priors in PRIOR_WEIGHTS.items():
+        out += [LinkMethod(name, c) for c in sorted(priors, reverse=True)]
+    return out
 
 
-def prior_key(prior: float) -> str:
-    """JSON key of a prior weight (``"inf"`` for infinity)."""
-    return "inf" if math.isinf(prior) else f"{prior:g}"
+#: the ``eravg_no_text`` baseline: the links' mean alone, the entity's own text unused
+ERAVG = LinkMethod("mix", 0.0)
 
 
-def k_shot_block(draw: KShotDraw, ranks: dict[float, torch.Tensor], chosen: float, *, seed: int) -> dict:
+def choose(valid_mrr: dict[str, float]) -> str:
+    """The key with the best validation MRR; ties go to the first (dicts keep order)."""
+    best = max(valid_mrr.values())
+    return next(k for k, v in valid_mrr.items() if v == best)
+
+
+def k_shot_block(draw: KShotDraw, ranks: dict[str, torch.Tensor], chosen: str, *, seed: int) -> dict:
     """One ``test.k_shot[k]`` entry: the chosen method, and the baselines on the same queries."""
-    no_links = summarise(ranks[math.inf])
     return {
         **summarise(ranks[chosen]),
         "num_queries": draw.num_queries,
@@ -193,8 +201,8 @@ def k_shot_block(draw: KShotDraw, ranks: dict[float, torch.Tensor], chosen: floa
         "too_few_statements": draw.too_few_statements,
         "seed": seed,
         "baselines": {
-            "no_links": no_links,
-            "eravg_no_text": summarise(ranks[0.0]) if draw.k else None,
+            "no_links": summarise(ranks[NO_LINKS.key]),
+            "eravg_no_text": summarise(ranks[ERAVG.key]) if draw.k else None,
         },
     }
 
@@ -211,22 +219,19 @@ def evaluate_k_shot(
     num_entities: int,
     ks: Sequence[int] = DEFAULT_KS,
     seed: int = 0,
-    priors: Sequence[float] | None = None,
+    methods: Sequence[LinkMethod] | None = None,
     batch_size: int = 256,
     exclude_query: bool = False,
 ) -> dict:
     """``{"k_shot": {"0": {...}, "1": {...}, ...}, "k_shot_selection": {...}}`` for ``metrics.json``.
 
-    The prior weight of :mod:`textkg.models.known_links` is chosen on ``valid`` (mean MRR over the
-    ``ks`` above 0, the same protocol and seed) from ``priors`` (default
-    :data:`~textkg.models.known_links.PRIOR_WEIGHTS`); the test statements are then ranked once per
-    ``k`` for the chosen prior and the two baselines (``no_links`` and ``eravg_no_text``).
+    The way of using the links (:func:`candidate_methods`, or ``methods``) is chosen on ``valid``
+    (mean MRR over the ``ks`` above 0, the same protocol and seed); the test statements are then
+    ranked once per ``k`` for the chosen one and the two baselines (``no_links``, ``eravg_no_text``).
     """
-    from textkg.models.known_links import PRIOR_WEIGHTS
+    methods = list(candidate_methods() if methods is None else methods)
 
-    priors = tuple(PRIOR_WEIGHTS if priors is None else priors)
-
-    def ranks_of(draw: KShotDraw, which: Sequence[float], candidates: torch.Tensor) -> dict[float, torch.Tensor]:
+    def ranks_of(draw: KShotDraw, which: Sequence[LinkMethod], candidates: torch.Tensor) -> dict[str, torch.Tensor]:
         return k_shot_ranks(
             model,
             draw,
@@ -236,32 +241,34 @@ def evaluate_k_shot(
             num_entities=num_entities,
             batch_size=batch_size,
             exclude_query=exclude_query,
+            seed=seed,
         )
 
     model.eval()
-    by_prior: dict[float, list[float]] = {c: [] for c in priors}
+    by_method: dict[str, list[float]] = {m.key: [] for m in methods}
     for k in (k for k in ks if k > 0):
         draw = draw_k_shot(valid, seen, k, num_entities=num_entities, seed=seed)
         if not draw.num_queries:
             continue
-        for c, valid_ranks in ranks_of(draw, priors, valid_candidates).items():
-            by_prior[c].append(float(valid_ranks.double().reciprocal().mean()))
-    valid_mrr = {c: sum(v) / len(v) for c, v in by_prior.items() if v}
-    chosen = choose_prior(valid_mrr) if valid_mrr else math.inf
+        for key, valid_ranks in ranks_of(draw, methods, valid_candidates).items():
+            by_method[key].append(float(valid_ranks.double().reciprocal().mean()))
+    valid_mrr = {key: sum(v) / len(v) for key, v in by_method.items() if v}
+    chosen = choose(valid_mrr) if valid_mrr else NO_LINKS.key
     blocks = {}
     for k in ks:
         draw = draw_k_shot(test, seen, k, num_entities=num_entities, seed=seed)
-        test_ranks = ranks_of(draw, sorted({chosen, 0.0, math.inf}), test_candidates)
+        test_ranks = ranks_of(draw, [NO_LINKS, ERAVG, LinkMethod.from_key(chosen)], test_candidates)
         blocks[str(k)] = k_shot_block(draw, test_ranks, chosen, seed=seed)
     return {
         "k_shot": blocks,
         "k_shot_selection": {
             "protocol": PROTOCOL,
             "seed": seed,
-            "method": "zero-shot vector + k/(k+c) x (mean of the known links' relation-aware estimates - it); "
-            "c = inf: no links, c = 0: ERAvg without text",
-            "prior_weight": prior_key(chosen),
+            "methods": "none: the zero-shot vector; mix:c: it + k/(k+c) x (mean of the known links' relation-aware "
+            "estimates - it), mix:0 = ERAvg without text; fold-in:c: Adam steps on the new vector only, softmax "
+            "loss of the known links + c x squared distance to the zero-shot vector (docs/k_shot.md)",
+            "chosen": chosen,
             "chosen_on": "validation MRR averaged over k >= 1 (same protocol and seed)",
-            "valid_mrr_by_prior_weight": {prior_key(c): v for c, v in valid_mrr.items()},
+            "valid_mrr": valid_mrr,
         },
     }

@@ -10,14 +10,23 @@ entity's known links is the relation-aware neighbour average of ERAvg (Albooyeh 
 arXiv:2004.13230v2), used as the k-shot baseline by Kochsiek & Gemulla 2023 ("A Benchmark for
 Semi-Inductive Link Prediction in Knowledge Graphs", Findings of EMNLP, arXiv:2310.11917v1).
 
-The model's own zero-shot vector of the entity (its description, with its description
-neighbours' structure under ``model.unseen_structure: neighbours``) is the prior; the links'
-mean moves it with weight ``α = k / (k + c)`` for ``k`` known links, so one or two links move
-it a little and many links move it far. ``c = 0`` is ERAvg alone (the entity's own text
-unused); ``c = ∞`` ignores the links (the zero-shot model). ``c`` is chosen on validation
-(:mod:`textkg.evaluation.k_shot`). The mix is taken on the fused entity vectors (then
-normalised, for models that normalise entities); for the ``weighted`` and ``gate`` fusions it
-is the same as mixing the structural part, since both fusions are linear in it.
+The model's own zero-shot vector of the entity ``v0`` (its description, with its description
+neighbours' structure under ``model.unseen_structure: neighbours``) is the prior. Two methods
+(:data:`METHODS`) move it, each with one prior weight ``c`` (``c = ∞``: the links unused):
+
+* ``mix``: ``v0 + α (mean of the links' estimates − v0)``, ``α = k / (k + c)`` for ``k`` known
+  links, so one link moves it a little and many links far. ``c = 0`` is ERAvg alone (the
+  entity's own text unused): the ``eravg_no_text`` baseline.
+* ``fold-in``: a few Adam steps on the new entity's vector only (every weight of the model
+  frozen; Hamaguchi et al. 2017 and Kochsiek & Gemulla 2023 call it fold-in), minimising
+  ``Σ_links −log softmax(score)[other] + c ‖v − v0‖²`` over the link's other entity and
+  :data:`FOLD_IN_NEGATIVES` sampled entities: the maximum a-posteriori vector under a Gaussian
+  prior at ``v0``, so more links pull further.
+
+The method and ``c`` are chosen on validation (:mod:`textkg.evaluation.k_shot`). Both work on the
+fused entity vectors (then normalised, for models that normalise entities); for the
+``weighted`` and ``gate`` fusions that is the same as moving the structural part, since both
+fusions are linear in it.
 
 Nothing is trained and the model is not changed: the known links are the user's own input at
 inference time.
@@ -26,16 +35,53 @@ inference time.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
 
 from textkg.data.known_links import NEW_IS_HEAD
+from textkg.errors import ConfigError
 
-#: prior weights ``c`` (mix ``α = k / (k + c)``) tried on validation; ``0`` = ERAvg alone, ``inf`` = no links
-PRIOR_WEIGHTS = (0.0, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0, math.inf)
-#: the prior weight of a run that chose none (runs from before k-shot evaluation)
-DEFAULT_PRIOR = 1.0
+#: prior weights ``c`` tried on validation per method (``inf``, the links unused, is shared by both)
+PRIOR_WEIGHTS = {
+    "mix": (0.0, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0),
+    "fold-in": (0.0, 0.1, 0.3, 1.0, 3.0, 10.0),
+}
+#: what a run that chose nothing uses (runs from before k-shot evaluation)
+DEFAULT_METHOD, DEFAULT_PRIOR = "fold-in", 1.0
+#: fold-in: Adam steps, learning rate, sampled negative entities per step, softmax temperature
+FOLD_IN_STEPS, FOLD_IN_LR, FOLD_IN_NEGATIVES, FOLD_IN_TEMPERATURE = 50, 0.05, 512, 1.0
+
+
+@dataclass(frozen=True)
+class LinkMethod:
+    """How known links move a new entity's vector: ``name`` in :data:`METHODS` and its prior weight."""
+
+    name: str = DEFAULT_METHOD
+    prior: float = DEFAULT_PRIOR
+
+    @property
+    def key(self) -> str:
+        """``"fold-in:0.1"``, ``"mix:0"``; ``"none"`` for an infinite prior (the links unused)."""
+        return "none" if math.isinf(self.prior) else f"{self.name}:{self.prior:g}"
+
+    @classmethod
+    def from_key(cls, key: str) -> LinkMethod:
+        """The inverse of :attr:`key`."""
+        if key == "none":
+            return cls(DEFAULT_METHOD, math.inf)
+        name, _, prior = str(key).partition(":")
+        if name not in METHODS:
+            raise ConfigError(f"unknown known-links method {name!r}; choose one of {sorted(METHODS)}", field="method")
+        try:
+            return cls(name, float(prior))
+        except ValueError:
+            raise ConfigError(f"bad prior weight in {key!r}", field="method") from None
+
+
+#: no links used (the zero-shot model)
+NO_LINKS = LinkMethod(DEFAULT_METHOD, math.inf)
 
 
 def link_estimates(model, relations: torch.Tensor, others: torch.Tensor, roles: torch.Tensor) -> torch.Tensor:
@@ -45,38 +91,87 @@ def link_estimates(model, relations: torch.Tensor, others: torch.Tensor, roles: 
         model: a :class:`textkg.models.KGEModel`.
         relations: ``(m,)`` relation ids.
         others: ``(m, d)`` vectors of the links' other entities.
-        roles: ``(m,)`` :data:`NEW_IS_HEAD` or :data:`NEW_IS_TAIL`.
+        roles: ``(m,)`` :data:`~textkg.data.known_links.NEW_IS_HEAD` or ``NEW_IS_TAIL``.
     """
     inter = model.interaction
-    r = model.relation_matrix()[relations.to(others.device)]
+    r = model.relation_matrix().detach()[relations.to(others.device)]
     as_head = inter.head_from(r, others)  # (new, r, other): the head that points at other
     as_tail = inter.tail_from(others, r)  # (other, r, new)
     return torch.where((roles.to(others.device) == NEW_IS_HEAD).unsqueeze(1), as_head, as_tail)
 
 
-def mix_with_links(
+def _finish(model, v: torch.Tensor) -> torch.Tensor:
+    return F.normalize(v, p=2.0, dim=-1) if model.normalize_entities else v
+
+
+def mix(model, base, owners, relations, others, roles, matrix, prior, generator) -> torch.Tensor:
+    """``mix``: ``base + k / (k + prior) · (mean estimate − base)`` per new entity (module docstring)."""
+    u = base.shape[0]
+    counts = torch.bincount(owners, minlength=u).to(base.dtype)
+    estimates = link_estimates(model, relations, matrix[others], roles).to(base.dtype)
+    mean = torch.zeros_like(base).index_add_(0, owners, estimates) / counts.clamp(min=1).unsqueeze(1)
+    alpha = (counts / (counts + prior)).nan_to_num(0.0).unsqueeze(1)  # 0 links and prior 0: keep base
+    return _finish(model, (1 - alpha) * base + alpha * mean)
+
+
+def fold_in(model, base, owners, relations, others, roles, matrix, prior, generator) -> torch.Tensor:
+    """``fold-in``: :data:`FOLD_IN_STEPS` Adam steps on the new vectors only (module docstring)."""
+    r = model.relation_matrix().detach()[relations]
+    head = (roles == NEW_IS_HEAD).unsqueeze(1)
+    inter = model.interaction
+    v = base.detach().clone().requires_grad_(True)
+    opt = torch.optim.Adam([v], lr=FOLD_IN_LR)
+    n = matrix.shape[0]
+    with torch.enable_grad():
+        for _ in range(FOLD_IN_STEPS):
+            negatives = matrix[torch.randint(0, n, (min(FOLD_IN_NEGATIVES, n),), generator=generator).to(matrix.device)]
+            q = v[owners]
+            own = matrix[others]
+            # (m, 1 + negatives): each link's own answer (column 0), then the shared sampled entities
+            positive = torch.where(head.squeeze(1), inter.score(q, r, own), inter.score(own, r, q))
+            sampled = torch.where(head, inter.score_tails(q, r, negatives), inter.score_heads(r, q, negatives))
+            scores = torch.cat([positive.unsqueeze(1), sampled], dim=1)
+            target = torch.zeros(len(others), dtype=torch.long, device=v.device)
+            loss = F.cross_entropy(scores / FOLD_IN_TEMPERATURE, target, reduction="sum")
+            loss = loss + prior * ((v - base) ** 2).sum()
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+    return _finish(model, v.detach())
+
+
+#: the methods by name: ``f(model, base (u, d), owners (m,), relations (m,), others (m,) ids into matrix,
+#: roles (m,), matrix (N, d), prior, generator) -> (u, d)``
+METHODS = {"mix": mix, "fold-in": fold_in}
+
+
+def move_by_links(
     model,
     base: torch.Tensor,
-    owners: torch.Tensor,
-    estimates: torch.Tensor,
+    links: torch.Tensor,
+    matrix: torch.Tensor,
     *,
-    prior: float = DEFAULT_PRIOR,
+    method: LinkMethod = LinkMethod(),
+    seed: int = 0,
 ) -> torch.Tensor:
-    """``(u, d)``: each of ``u`` new entities' zero-shot vector ``base`` moved towards the mean of its
-    known links' ``estimates`` ``(m, d)`` (``owners (m,)`` in ``[0, u)``) with weight ``k / (k + prior)``.
-    An entity without links keeps its ``base`` row."""
-    if prior < 0 or math.isnan(prior):
-        raise ValueError(f"prior must be >= 0, got {prior}")
-    u = base.shape[0]
-    owners = owners.to(base.device)
-    counts = torch.bincount(owners, minlength=u).to(base.dtype)
-    if math.isinf(prior) or not len(owners):
+    """``(u, d)``: the ``u`` new entities' zero-shot vectors ``base`` moved by their known links.
+
+    Args:
+        model: a :class:`textkg.models.KGEModel` (not changed).
+        base: ``(u, d)`` zero-shot vectors.
+        links: ``(m, 4)`` long ``(row of base, relation, other, role)``; ``other`` indexes ``matrix``.
+        matrix: ``(N, d)`` the model's entity vectors (the links' other entities, fold-in's negatives).
+        method: which :data:`METHODS` entry and prior weight.
+        seed: fold-in's negative sampling.
+    """
+    if method.prior < 0 or math.isnan(method.prior):
+        raise ConfigError(f"the prior weight must be >= 0, got {method.prior}", field="method")
+    if not len(links) or math.isinf(method.prior):
         return base
-    sums = torch.zeros_like(base).index_add_(0, owners, estimates.to(base.dtype))
-    mean = sums / counts.clamp(min=1).unsqueeze(1)
-    alpha = (counts / (counts + prior)).nan_to_num(0.0).unsqueeze(1)  # 0 links and prior 0: keep base
-    mixed = (1 - alpha) * base + alpha * mean
-    return F.normalize(mixed, p=2.0, dim=-1) if model.normalize_entities else mixed
+    links = links.to(base.device)
+    generator = torch.Generator().manual_seed(seed)
+    fn = METHODS[method.name]
+    return fn(model, base, links[:, 0], links[:, 1], links[:, 2], links[:, 3], matrix, method.prior, generator)
 
 
 class KnownLinksScorer:
@@ -106,36 +201,36 @@ class KnownLinksScorer:
         return m._mask_self(scores, tails, relations, candidates)
 
 
-def with_known_links(model, links: torch.Tensor, *, prior: float = DEFAULT_PRIOR) -> KnownLinksScorer:
+def with_known_links(
+    model, links: torch.Tensor, *, method: LinkMethod = LinkMethod(), seed: int = 0
+) -> KnownLinksScorer:
     """A scorer in which each entity named in ``links`` uses its known links.
 
     Args:
-        model: a :class:`textkg.models.KGEModel` in eval mode.
+        model: a :class:`textkg.models.KGEModel` in eval mode (not changed).
         links: ``(m, 4)`` long ``(entity, relation, other, role)``: ``entity`` (not seen in training)
-            has the known link ``(entity, relation, other)`` (role :data:`NEW_IS_HEAD`) or
-            ``(other, relation, entity)`` (:data:`NEW_IS_TAIL`). Every other vector, the links'
+            has the known link ``(entity, relation, other)`` (role ``NEW_IS_HEAD``) or
+            ``(other, relation, entity)`` (``NEW_IS_TAIL``). Every other vector, the links'
             other entities included, is the model's own.
-        prior: ``c`` of the mix (:func:`mix_with_links`).
+        method: how the links move the vectors (:class:`LinkMethod`).
+        seed: fold-in's negative sampling.
     """
     with torch.no_grad():
-        matrix = model.entity_matrix().clone()
-        if len(links) and not math.isinf(prior):
-            links = links.to(matrix.device)
-            entities, owners = torch.unique(links[:, 0], return_inverse=True)
-            estimates = link_estimates(model, links[:, 1], matrix[links[:, 2]], links[:, 3])
-            matrix[entities] = mix_with_links(model, matrix[entities], owners, estimates, prior=prior)
+        matrix = model.entity_matrix().detach().clone()
+    if len(links) and not math.isinf(method.prior):
+        links = links.to(matrix.device)
+        entities, rows = torch.unique(links[:, 0], return_inverse=True)
+        local = torch.cat([rows.unsqueeze(1), links[:, 1:]], dim=1)
+        frozen = matrix.clone()  # the other entities' vectors: the model's own, not the moved ones
+        matrix[entities] = move_by_links(model, frozen[entities], local, frozen, method=method, seed=seed)
     return KnownLinksScorer(model, matrix)
 
 
 def embed_with_known_links(
-    model, new: torch.Tensor, links: torch.Tensor, *, prior: float = DEFAULT_PRIOR
+    model, new: torch.Tensor, links: torch.Tensor, *, method: LinkMethod = LinkMethod(), seed: int = 0
 ) -> torch.Tensor:
     """``(n, d)``: brand-new entities' vectors ``new`` (from :meth:`KGEModel.embed_new_entities`) moved by
     their known links ``(m, 4)`` ``(row of new, relation, other entity id, role)``."""
-    if not len(links) or math.isinf(prior):
-        return new
     with torch.no_grad():
-        links = links.to(new.device)
-        others = model.entity_matrix(links[:, 2])
-        estimates = link_estimates(model, links[:, 1], others, links[:, 3])
-        return mix_with_links(model, new, links[:, 0], estimates, prior=prior)
+        matrix = model.entity_matrix().detach()
+    return move_by_links(model, new.detach(), links, matrix, method=method, seed=seed)
