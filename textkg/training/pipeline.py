@@ -429,6 +429,9 @@ def run(
     k_shot = k_shot_report(prep, cfg)  # inductive splits only: test.k_shot, test.k_shot_selection
     if k_shot is not None:
         metrics["test"].update(k_shot)
+    placed = _placement_known_links(prep, cfg)  # ontologies: placement with the terms' annotations
+    if placed is not None:
+        metrics["test"]["placement_known_links"] = placed
     if cfg.privacy.mode != "none":
         metrics["evaluation_filter"] = PUBLIC_FILTER_NOTE
         if prep.private_filter_index is not None:  # transductive: the standard protocol needs private statements
@@ -674,6 +677,15 @@ def k_shot_report(prep: Prepared, cfg: RunConfig, ks: tuple[int, ...] | None = N
             batch_size=max(1, min(cfg.train.eval_batch_size, 256)),
             exclude_query=cfg.train.exclude_query,
         )
+
+
+def _placement_known_links(prep: Prepared, cfg: RunConfig) -> dict | None:
+    """:func:`textkg.evaluation.placement_links.placement_with_known_links` of the run's model."""
+    from textkg.evaluation.placement_links import placement_with_known_links
+
+    statements = None if prep.private_mask is None else prep.split.train[~prep.private_mask]  # public ones only
+    with torch.no_grad():
+        return placement_with_known_links(prep.model, prep.kg, prep.split, statements=statements)
 
 
 def neighbour_vote_of(prep: Prepared):
