@@ -70,6 +70,12 @@ def add_parsers(sub) -> None:
     src.add_argument("--obo", help="OBO file; its [Term] stanzas not in the graph are placed")
     pl_.add_argument("--out", required=True, help="output TSV (term, rank, parent, parent_name, score, evidence, note)")
     pl_.add_argument("--top-k", type=int, default=5, help="suggested parents per term (default 5)")
+    pl_.add_argument(
+        "--annotations",
+        metavar="FILE",
+        help="phenotype.hpoa-shaped file of the new terms' annotations (database_id, qualifier, hpo_id): "
+        "training terms sharing a new term's diseases vote for its parents (docs/k_shot.md)",
+    )
     _add_device_flag(pl_, "where the model and encoder run (not the run's train.device)")
 
     fe = sub.add_parser(
@@ -267,7 +273,13 @@ def place(args) -> dict:
     from textkg.place import place_command
 
     summary = place_command(
-        args.run_dir, terms_tsv=args.terms, obo=args.obo, out=args.out, top_k=args.top_k, device=args.device or "auto"
+        args.run_dir,
+        terms_tsv=args.terms,
+        obo=args.obo,
+        out=args.out,
+        top_k=args.top_k,
+        device=args.device or "auto",
+        **({"annotations": args.annotations} if getattr(args, "annotations", None) else {}),
     )
     print(f"wrote {args.out}", file=sys.stderr)
     return summary

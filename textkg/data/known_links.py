@@ -87,3 +87,57 @@ def read_known_links(path: str | Path, *, entities: Sequence[str], relations: Se
         except DataError as exc:
             raise DataError(exc.message, file=path, line=line, field=exc.field) from None
     return torch.cat(links) if links else torch.zeros(0, 3, dtype=torch.long)
+
+
+#: columns an annotation file must have (the ``phenotype.hpoa`` header names)
+HPOA_COLUMNS = ("database_id", "qualifier", "hpo_id")
+
+
+def read_annotations(path: str | Path, *, entities: Sequence[str]) -> tuple[dict[str, list[int]], int]:
+    """``({term id: [entity ids annotated to it]}, rows naming an entity outside the graph)`` from a
+    ``phenotype.hpoa``-shaped file: ``#`` comment lines, then a tab-separated header with at least
+    ``database_id``, ``qualifier`` and ``hpo_id`` (an ``aspect`` column, if any, keeps ``P`` rows only),
+    then one annotation per line; ``NOT`` annotations are skipped. A disease that the run's graph does
+    not hold cannot be used and is counted, not an error (an hpoa release names thousands)."""
+    try:
+        text = Path(path).read_bytes().decode("utf-8")
+    except FileNotFoundError:
+        raise DataError("file not found", file=path) from None
+    except UnicodeDecodeError as exc:
+        raise DataError(
+            "not valid UTF-8", file=path, line=Path(path).read_bytes()[: exc.start].count(b"\n") + 1
+        ) from None
+    entity_id = {e: i for i, e in enumerate(entities)}
+    header: dict[str, int] | None = None
+    out: dict[str, list[int]] = {}
+    unknown = 0
+    for line, raw in enumerate(text.splitlines(), start=1):
+        if not raw.strip() or raw.startswith("#"):
+            continue
+        parts = raw.rstrip("\r").split("\t")
+        if header is None:
+            header = {name.strip(): k for k, name in enumerate(parts)}
+            missing = [c for c in HPOA_COLUMNS if c not in header]
+            if missing:
+                raise DataError(
+                    f"the header lacks column(s) {', '.join(missing)} (a phenotype.hpoa header names them)",
+                    file=path,
+                    line=line,
+                    field=missing[0],
+                )
+            continue
+        if len(parts) != len(header):
+            raise DataError(f"expected {len(header)} tab-separated columns, got {len(parts)}", file=path, line=line)
+        row = {c: parts[k].strip() for c, k in header.items()}
+        if row["qualifier"] == "NOT" or row.get("aspect", "P") != "P":
+            continue
+        if not row["hpo_id"]:
+            raise DataError("empty term id", file=path, line=line, field="hpo_id")
+        entity = entity_id.get(row["database_id"])
+        if entity is None:
+            unknown += 1
+            continue
+        ids = out.setdefault(row["hpo_id"], [])
+        if entity not in ids:
+            ids.append(entity)
+    return out, unknown
