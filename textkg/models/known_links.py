@@ -51,7 +51,7 @@ PRIOR_WEIGHTS = {
 #: what a run that chose nothing uses (runs from before k-shot evaluation)
 DEFAULT_METHOD, DEFAULT_PRIOR = "fold-in", 1.0
 #: fold-in: Adam steps, learning rate, sampled negative entities per step, softmax temperature
-FOLD_IN_STEPS, FOLD_IN_LR, FOLD_IN_NEGATIVES, FOLD_IN_TEMPERATURE = 50, 0.05, 512, 1.0
+FOLD_IN_STEPS, FOLD_IN_LR, FOLD_IN_NEGATIVES, FOLD_IN_TEMPERATURE = 50, 0.05, 128, 1.0
 
 
 @dataclass(frozen=True)
