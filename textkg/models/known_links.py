@@ -125,7 +125,7 @@ def fold_in(model, base, owners, relations, others, roles, matrix, prior, genera
     with torch.enable_grad():
         for _ in range(FOLD_IN_STEPS):
             negatives = matrix[torch.randint(0, n, (min(FOLD_IN_NEGATIVES, n),), generator=generator).to(matrix.device)]
-            q = v[owners]
+            q = _finish(model, v)[owners]  # as the model scores it (unit length for models that normalise)
             own = matrix[others]
             # (m, 1 + negatives): each link's own answer (column 0), then the shared sampled entities
             positive = torch.where(head.squeeze(1), inter.score(q, r, own), inter.score(own, r, q))
