@@ -97,8 +97,8 @@ def measure(run_dir: Path, *, ks: tuple[int, ...], timing_entities: int) -> dict
     placed = _placement_known_links(prep, cfg)
     if placed is not None:
         row["placement_known_links"] = placed
-    chosen = LinkMethod.from_key(report["k_shot_selection"]["chosen"])
-    timed = chosen if chosen.key != "none" else LinkMethod()
+    chosen = LinkMethod.from_key(report["k_shot_selection"]["chosen"], temperature=cfg.train.temperature)
+    timed = chosen if chosen.key != "none" else LinkMethod(temperature=cfg.train.temperature)
     row["timing"] = inference_seconds(prep.model, prep.split.train_entities, timed, entities=timing_entities, links=10)
     row["machine"] = machine_info()
     return row

@@ -250,7 +250,8 @@ class Predictor:
         path = self.run_dir / "metrics.json"
         test = (json.loads(path.read_text()).get("test") or {}) if path.is_file() else {}
         chosen = (test.get("k_shot_selection") or {}).get("chosen")
-        return LinkMethod.from_key(chosen) if chosen else LinkMethod()
+        temperature = self.config.train.temperature  # fold-in's softmax, as the run's evaluation used it
+        return LinkMethod.from_key(chosen or LinkMethod().key, temperature=temperature)
 
     def _with_known_links(self, new: torch.Tensor, links: torch.Tensor) -> torch.Tensor:
         """``new (1, d)`` moved by ``links (m, 3)`` (:func:`textkg.models.known_links.embed_with_known_links`)."""

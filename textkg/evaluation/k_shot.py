@@ -173,12 +173,12 @@ def k_shot_ranks(
     return out
 
 
-def candidate_methods() -> list[LinkMethod]:
+def candidate_methods(*, temperature: float = 1.0) -> list[LinkMethod]:
     """What validation chooses from: no links first, then each method from its largest prior down (ties go
-    to the earlier one: the model alone, then the weaker pull)."""
+    to the earlier one: the model alone, then the weaker pull); fold-in at softmax ``temperature``."""
     out = [NO_LINKS]
     for name, priors in PRIOR_WEIGHTS.items():
-        out += [LinkMethod(name, c) for c in sorted(priors, reverse=True)]
+        out += [LinkMethod(name, c, temperature) for c in sorted(priors, reverse=True)]
     return out
 
 
@@ -222,14 +222,16 @@ def evaluate_k_shot(
     methods: Sequence[LinkMethod] | None = None,
     batch_size: int = 256,
     exclude_query: bool = False,
+    temperature: float = 1.0,
 ) -> dict:
     """``{"k_shot": {"0": {...}, "1": {...}, ...}, "k_shot_selection": {...}}`` for ``metrics.json``.
 
     The way of using the links (:func:`candidate_methods`, or ``methods``) is chosen on ``valid``
     (mean MRR over the ``ks`` above 0, the same protocol and seed); the test statements are then
     ranked once per ``k`` for the chosen one and the two baselines (``no_links``, ``eravg_no_text``).
+    ``temperature``: fold-in's softmax temperature (the run's ``train.temperature``).
     """
-    methods = list(candidate_methods() if methods is None else methods)
+    methods = list(candidate_methods(temperature=temperature) if methods is None else methods)
 
     def ranks_of(draw: KShotDraw, which: Sequence[LinkMethod], candidates: torch.Tensor) -> dict[str, torch.Tensor]:
         return k_shot_ranks(
@@ -257,7 +259,9 @@ def evaluate_k_shot(
     blocks = {}
     for k in ks:
         draw = draw_k_shot(test, seen, k, num_entities=num_entities, seed=seed)
-        test_ranks = ranks_of(draw, [NO_LINKS, ERAVG, LinkMethod.from_key(chosen)], test_candidates)
+        test_ranks = ranks_of(
+            draw, [NO_LINKS, ERAVG, LinkMethod.from_key(chosen, temperature=temperature)], test_candidates
+        )
         blocks[str(k)] = k_shot_block(draw, test_ranks, chosen, seed=seed)
     return {
         "k_shot": blocks,
@@ -268,6 +272,7 @@ def evaluate_k_shot(
             "estimates - it), mix:0 = ERAvg without text; fold-in:c: Adam steps on the new vector only, softmax "
             "loss of the known links + c x squared distance to the zero-shot vector (docs/k_shot.md)",
             "chosen": chosen,
+            "fold_in_temperature": temperature,
             "chosen_on": "validation MRR averaged over k >= 1 (same protocol and seed)",
             "valid_mrr": valid_mrr,
         },

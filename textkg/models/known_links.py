@@ -19,9 +19,9 @@ neighbours' structure under ``model.unseen_structure: neighbours``) is the prior
   entity's own text unused): the ``eravg_no_text`` baseline.
 * ``fold-in``: a few Adam steps on the new entity's vector only (every weight of the model
   frozen; Hamaguchi et al. 2017 and Kochsiek & Gemulla 2023 call it fold-in), minimising
-  ``Σ_links −log softmax(score)[other] + c ‖v − v0‖²`` over the link's other entity and
-  :data:`FOLD_IN_NEGATIVES` sampled entities: the maximum a-posteriori vector under a Gaussian
-  prior at ``v0``, so more links pull further.
+  ``Σ_links −log softmax(score / τ)[other] + c ‖v − v0‖²`` over the link's other entity and
+  :data:`FOLD_IN_NEGATIVES` sampled entities, ``τ`` the run's ``train.temperature``: the maximum
+  a-posteriori vector under a Gaussian prior at ``v0``, so more links pull further.
 
 The method and ``c`` are chosen on validation (:mod:`textkg.evaluation.k_shot`). Both work on the
 fused entity vectors (then normalised, for models that normalise entities); for the
@@ -50,16 +50,19 @@ PRIOR_WEIGHTS = {
 }
 #: what a run that chose nothing uses (runs from before k-shot evaluation)
 DEFAULT_METHOD, DEFAULT_PRIOR = "fold-in", 1.0
-#: fold-in: Adam steps, learning rate, sampled negative entities per step, softmax temperature
-FOLD_IN_STEPS, FOLD_IN_LR, FOLD_IN_NEGATIVES, FOLD_IN_TEMPERATURE = 50, 0.05, 128, 1.0
+#: fold-in: Adam steps, learning rate, sampled negative entities per step (the softmax temperature is the
+#: run's ``train.temperature``: the scale its scores were trained at)
+FOLD_IN_STEPS, FOLD_IN_LR, FOLD_IN_NEGATIVES = 50, 0.05, 128
 
 
 @dataclass(frozen=True)
 class LinkMethod:
-    """How known links move a new entity's vector: ``name`` in :data:`METHODS` and its prior weight."""
+    """How known links move a new entity's vector: ``name`` in :data:`METHODS`, its prior weight, and
+    fold-in's softmax temperature (the run's ``train.temperature``; not part of :attr:`key`)."""
 
     name: str = DEFAULT_METHOD
     prior: float = DEFAULT_PRIOR
+    temperature: float = 1.0
 
     @property
     def key(self) -> str:
@@ -67,15 +70,15 @@ class LinkMethod:
         return "none" if math.isinf(self.prior) else f"{self.name}:{self.prior:g}"
 
     @classmethod
-    def from_key(cls, key: str) -> LinkMethod:
+    def from_key(cls, key: str, *, temperature: float = 1.0) -> LinkMethod:
         """The inverse of :attr:`key`."""
         if key == "none":
-            return cls(DEFAULT_METHOD, math.inf)
+            return cls(DEFAULT_METHOD, math.inf, temperature)
         name, _, prior = str(key).partition(":")
         if name not in METHODS:
             raise ConfigError(f"unknown known-links method {name!r}; choose one of {sorted(METHODS)}", field="method")
         try:
-            return cls(name, float(prior))
+            return cls(name, float(prior), temperature)
         except ValueError:
             raise ConfigError(f"bad prior weight in {key!r}", field="method") from None
 
@@ -104,17 +107,17 @@ def _finish(model, v: torch.Tensor) -> torch.Tensor:
     return F.normalize(v, p=2.0, dim=-1) if model.normalize_entities else v
 
 
-def mix(model, base, owners, relations, others, roles, matrix, prior, generator) -> torch.Tensor:
+def mix(model, base, owners, relations, others, roles, matrix, method, generator) -> torch.Tensor:
     """``mix``: ``base + k / (k + prior) · (mean estimate − base)`` per new entity (module docstring)."""
     u = base.shape[0]
     counts = torch.bincount(owners, minlength=u).to(base.dtype)
     estimates = link_estimates(model, relations, matrix[others], roles).to(base.dtype)
     mean = torch.zeros_like(base).index_add_(0, owners, estimates) / counts.clamp(min=1).unsqueeze(1)
-    alpha = (counts / (counts + prior)).nan_to_num(0.0).unsqueeze(1)  # 0 links and prior 0: keep base
+    alpha = (counts / (counts + method.prior)).nan_to_num(0.0).unsqueeze(1)  # 0 links and prior 0: keep base
     return _finish(model, (1 - alpha) * base + alpha * mean)
 
 
-def fold_in(model, base, owners, relations, others, roles, matrix, prior, generator) -> torch.Tensor:
+def fold_in(model, base, owners, relations, others, roles, matrix, method, generator) -> torch.Tensor:
     """``fold-in``: :data:`FOLD_IN_STEPS` Adam steps on the new vectors only (module docstring)."""
     r = model.relation_matrix().detach()[relations]
     head = (roles == NEW_IS_HEAD).unsqueeze(1)
@@ -132,8 +135,8 @@ def fold_in(model, base, owners, relations, others, roles, matrix, prior, genera
             sampled = torch.where(head, inter.score_tails(q, r, negatives), inter.score_heads(r, q, negatives))
             scores = torch.cat([positive.unsqueeze(1), sampled], dim=1)
             target = torch.zeros(len(others), dtype=torch.long, device=v.device)
-            loss = F.cross_entropy(scores / FOLD_IN_TEMPERATURE, target, reduction="sum")
-            loss = loss + prior * ((v - base) ** 2).sum()
+            loss = F.cross_entropy(scores / method.temperature, target, reduction="sum")
+            loss = loss + method.prior * ((v - base) ** 2).sum()
             opt.zero_grad()
             loss.backward()
             opt.step()
@@ -141,7 +144,7 @@ def fold_in(model, base, owners, relations, others, roles, matrix, prior, genera
 
 
 #: the methods by name: ``f(model, base (u, d), owners (m,), relations (m,), others (m,) ids into matrix,
-#: roles (m,), matrix (N, d), prior, generator) -> (u, d)``
+#: roles (m,), matrix (N, d), method (LinkMethod), generator) -> (u, d)``
 METHODS = {"mix": mix, "fold-in": fold_in}
 
 
@@ -171,7 +174,7 @@ def move_by_links(
     links = links.to(base.device)
     generator = torch.Generator().manual_seed(seed)
     fn = METHODS[method.name]
-    return fn(model, base, links[:, 0], links[:, 1], links[:, 2], links[:, 3], matrix, method.prior, generator)
+    return fn(model, base, links[:, 0], links[:, 1], links[:, 2], links[:, 3], matrix, method, generator)
 
 
 class KnownLinksScorer:

@@ -676,6 +676,7 @@ def k_shot_report(prep: Prepared, cfg: RunConfig, ks: tuple[int, ...] | None = N
             seed=cfg.train.seed,
             batch_size=max(1, min(cfg.train.eval_batch_size, 256)),
             exclude_query=cfg.train.exclude_query,
+            temperature=cfg.train.temperature,  # fold-in's softmax at the scale the scores were trained at
         )
 
 
