@@ -187,3 +187,15 @@ def test_method_keys_round_trip():
         assert LinkMethod.from_key(key).key == key
     with pytest.raises(ConfigError):
         LinkMethod.from_key("average:1")
+
+
+def test_fold_in_priors_together_equal_one_at_a_time():
+    from textkg.models.known_links import with_known_links_many
+
+    model = _planted_transe()
+    links = torch.tensor([[10, 0, 1, NEW_IS_HEAD], [10, 1, 2, NEW_IS_HEAD], [11, 0, 3, NEW_IS_HEAD]])
+    methods = [NO_LINKS, ERAVG, LinkMethod("fold-in", 0.0), LinkMethod("fold-in", 3.0)]
+    together = with_known_links_many(model, links, methods, seed=4)
+    for method in methods:
+        alone = with_known_links(model, links, method=method, seed=4).matrix
+        torch.testing.assert_close(together[method.key].matrix, alone, rtol=1e-5, atol=1e-5)

@@ -32,7 +32,7 @@ from textkg.data.known_links import NEW_IS_HEAD, NEW_IS_TAIL
 from textkg.errors import ConfigError
 from textkg.evaluation.filtering import FilterIndex
 from textkg.evaluation.ranking import compute_ranks
-from textkg.models.known_links import NO_LINKS, PRIOR_WEIGHTS, LinkMethod, with_known_links
+from textkg.models.known_links import NO_LINKS, PRIOR_WEIGHTS, LinkMethod, with_known_links_many
 
 #: the numbers of known links of the benchmark (Kochsiek & Gemulla 2023)
 DEFAULT_KS = (0, 1, 3, 5, 10)
@@ -148,19 +148,21 @@ def k_shot_ranks(
     batch_size: int = 256,
     exclude_query: bool = False,
     seed: int = 0,
+    matrix: torch.Tensor | None = None,
 ) -> dict[str, torch.Tensor]:
     """``{method key: (num_queries,) ranks}`` of ``draw``'s counted queries with the known links used by
-    each of ``methods`` (one ranking for all of them when ``k = 0``: no links, the model alone)."""
+    each of ``methods`` (one ranking for all of them when ``k = 0``: no links, the model alone).
+    ``matrix``: the model's entity matrix, computed once here when not given."""
     out: dict[str, torch.Tensor] = {}
+    if not len(draw.queries):
+        return {method.key: torch.empty(0, dtype=torch.float64) for method in methods}
+    scorers = with_known_links_many(model, draw.links, methods, seed=seed, matrix=matrix)
     for method in methods:
         if not len(draw.links) and out:  # no links: every method is the model alone
             out[method.key] = next(iter(out.values()))
             continue
-        if not len(draw.queries):
-            out[method.key] = torch.empty(0, dtype=torch.float64)
-            continue
         result = compute_ranks(
-            with_known_links(model, draw.links, method=method, seed=seed),
+            scorers[method.key],
             draw.queries,
             filter_index=filter_index,
             candidates=candidates,
@@ -232,6 +234,9 @@ def evaluate_k_shot(
     ``temperature``: fold-in's softmax temperature (the run's ``train.temperature``).
     """
     methods = list(candidate_methods(temperature=temperature) if methods is None else methods)
+    model.eval()
+    with torch.no_grad():
+        matrix = model.entity_matrix()
 
     def ranks_of(draw: KShotDraw, which: Sequence[LinkMethod], candidates: torch.Tensor) -> dict[str, torch.Tensor]:
         return k_shot_ranks(
@@ -244,9 +249,9 @@ def evaluate_k_shot(
             batch_size=batch_size,
             exclude_query=exclude_query,
             seed=seed,
+            matrix=matrix,
         )
 
-    model.eval()
     by_method: dict[str, list[float]] = {m.key: [] for m in methods}
     for k in (k for k in ks if k > 0):
         draw = draw_k_shot(valid, seen, k, num_entities=num_entities, seed=seed)

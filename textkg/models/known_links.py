@@ -119,24 +119,42 @@ def mix(model, base, owners, relations, others, roles, matrix, method, generator
 
 def fold_in(model, base, owners, relations, others, roles, matrix, method, generator) -> torch.Tensor:
     """``fold-in``: :data:`FOLD_IN_STEPS` Adam steps on the new vectors only (module docstring)."""
+    priors = torch.tensor([method.prior], dtype=base.dtype, device=base.device)
+    return fold_in_priors(model, base, owners, relations, others, roles, matrix, priors, method.temperature, generator)[
+        0
+    ]
+
+
+def fold_in_priors(
+    model, base, owners, relations, others, roles, matrix, priors: torch.Tensor, temperature: float, generator
+) -> torch.Tensor:
+    """``(P, u, d)``: :func:`fold_in` at each of ``priors (P,)`` in one optimisation. The runs are
+    independent (Adam is elementwise and the loss a sum over them) and share their sampled entities, so
+    each slice is what :func:`fold_in` gives at that prior with the same generator."""
     r = model.relation_matrix().detach()[relations]
-    head = (roles == NEW_IS_HEAD).unsqueeze(1)
+    head = roles == NEW_IS_HEAD
     inter = model.interaction
-    v = base.detach().clone().requires_grad_(True)
+    p, m = len(priors), len(others)
+    start = base.detach().unsqueeze(0).expand(p, -1, -1)
+    v = start.clone().requires_grad_(True)
     opt = torch.optim.Adam([v], lr=FOLD_IN_LR)
     n = matrix.shape[0]
+    own = matrix[others].unsqueeze(0).expand(p, -1, -1).reshape(p * m, -1)
+    r, head = r.repeat(p, 1), head.repeat(p)
+    target = torch.zeros(p * m, dtype=torch.long, device=base.device)
     with torch.enable_grad():
         for _ in range(FOLD_IN_STEPS):
             negatives = matrix[torch.randint(0, n, (min(FOLD_IN_NEGATIVES, n),), generator=generator).to(matrix.device)]
-            q = _finish(model, v)[owners]  # as the model scores it (unit length for models that normalise)
-            own = matrix[others]
-            # (m, 1 + negatives): each link's own answer (column 0), then the shared sampled entities
-            positive = torch.where(head.squeeze(1), inter.score(q, r, own), inter.score(own, r, q))
-            sampled = torch.where(head, inter.score_tails(q, r, negatives), inter.score_heads(r, q, negatives))
+            # as the model scores it (unit length for models that normalise), one row per (run, link)
+            q = _finish(model, v)[:, owners].reshape(p * m, -1)
+            # (P m, 1 + negatives): each link's own answer (column 0), then the shared sampled entities
+            positive = torch.where(head, inter.score(q, r, own), inter.score(own, r, q))
+            sampled = torch.where(
+                head.unsqueeze(1), inter.score_tails(q, r, negatives), inter.score_heads(r, q, negatives)
+            )
             scores = torch.cat([positive.unsqueeze(1), sampled], dim=1)
-            target = torch.zeros(len(others), dtype=torch.long, device=v.device)
-            loss = F.cross_entropy(scores / method.temperature, target, reduction="sum")
-            loss = loss + method.prior * ((v - base) ** 2).sum()
+            loss = F.cross_entropy(scores / temperature, target, reduction="sum")
+            loss = loss + (priors.view(p, 1, 1) * (v - start) ** 2).sum()
             opt.zero_grad()
             loss.backward()
             opt.step()
@@ -205,7 +223,12 @@ class KnownLinksScorer:
 
 
 def with_known_links(
-    model, links: torch.Tensor, *, method: LinkMethod = LinkMethod(), seed: int = 0
+    model,
+    links: torch.Tensor,
+    *,
+    method: LinkMethod = LinkMethod(),
+    seed: int = 0,
+    matrix: torch.Tensor | None = None,
 ) -> KnownLinksScorer:
     """A scorer in which each entity named in ``links`` uses its known links.
 
@@ -217,9 +240,10 @@ def with_known_links(
             other entities included, is the model's own.
         method: how the links move the vectors (:class:`LinkMethod`).
         seed: fold-in's negative sampling.
+        matrix: the model's ``(N, d)`` entity matrix when the caller has it (not changed).
     """
     with torch.no_grad():
-        matrix = model.entity_matrix().detach().clone()
+        matrix = (model.entity_matrix() if matrix is None else matrix).detach().clone()
     if len(links) and not math.isinf(method.prior):
         links = links.to(matrix.device)
         entities, rows = torch.unique(links[:, 0], return_inverse=True)
@@ -227,6 +251,44 @@ def with_known_links(
         frozen = matrix.clone()  # the other entities' vectors: the model's own, not the moved ones
         matrix[entities] = move_by_links(model, frozen[entities], local, frozen, method=method, seed=seed)
     return KnownLinksScorer(model, matrix)
+
+
+def with_known_links_many(
+    model, links: torch.Tensor, methods, *, seed: int = 0, matrix: torch.Tensor | None = None
+) -> dict[str, KnownLinksScorer]:
+    """``{method key: scorer}``: :func:`with_known_links` for each of ``methods``, the fold-in ones of one
+    temperature optimised together (:func:`fold_in_priors`: the same vectors, one loop)."""
+    with torch.no_grad():
+        matrix = (model.entity_matrix() if matrix is None else matrix).detach()
+    out: dict[str, KnownLinksScorer] = {}
+    folded = [m for m in methods if m.name == "fold-in" and not math.isinf(m.prior)]
+    if len(links) and folded:
+        links = links.to(matrix.device)
+        entities, rows = torch.unique(links[:, 0], return_inverse=True)
+        for temperature in sorted({m.temperature for m in folded}):
+            group = [m for m in folded if m.temperature == temperature]
+            priors = torch.tensor([m.prior for m in group], dtype=matrix.dtype, device=matrix.device)
+            generator = torch.Generator().manual_seed(seed)
+            moved = fold_in_priors(
+                model,
+                matrix[entities],
+                rows,
+                links[:, 1],
+                links[:, 2],
+                links[:, 3],
+                matrix,
+                priors,
+                temperature,
+                generator,
+            )
+            for method, vectors in zip(group, moved, strict=True):
+                full = matrix.clone()
+                full[entities] = vectors
+                out[method.key] = KnownLinksScorer(model, full)
+    for method in methods:
+        if method.key not in out:
+            out[method.key] = with_known_links(model, links, method=method, seed=seed, matrix=matrix)
+    return out
 
 
 def embed_with_known_links(
