@@ -661,6 +661,11 @@ def k_shot_report(prep: Prepared, cfg: RunConfig, ks: tuple[int, ...] | None = N
 
     if cfg.data.split != "inductive":
         return None
+    inter = prep.model.interaction
+    try:  # an interaction registered by a user may lack the links' estimates (Interaction.tail_from)
+        inter.tail_from(prep.model.relation_embeddings.new_zeros(1, prep.model.dim), prep.model.relation_embeddings[:1])
+    except NotImplementedError as exc:
+        return {"k_shot_skipped": str(exc)}
     prep.model.eval()
     with torch.no_grad():
         return evaluate_k_shot(
