@@ -13,7 +13,11 @@ links chosen on validation, beside the baselines ``no_links`` (the zero-shot mod
 ``eravg_no_text`` (the links alone), on the same queries; the placement of new ontology terms with
 and without their annotations (``hpo``); and the time to move 1,000 new entities' vectors by 10
 known links each with the chosen method, on one thread. With ``--data`` it first trains a run
-there (``textkg train``, saved at ``--run-dir``). Rows are merged into ``--out`` by run name.
+there (``textkg train``, saved at ``--run-dir``); with ``--quick`` only the training itself runs
+(``pipeline.prepare`` and the trainer: no end-of-run evaluation, which on FB15k-237 takes longer
+than a short training). ``--max-entities N`` ranks the statements of a seeded sample of ``N``
+held-out entities per split only (a cheaper estimate on a large graph). Rows are merged into
+``--out`` by run name.
 """
 
 from __future__ import annotations
@@ -72,7 +76,17 @@ def inference_seconds(model, seen: torch.Tensor, method, *, entities: int, links
     }
 
 
-def measure(run_dir: Path, *, ks: tuple[int, ...], timing_entities: int) -> dict:
+def sample_entities(triples: torch.Tensor, seen: torch.Tensor, n: int, seed: int) -> torch.Tensor:
+    """The statements of ``triples`` touching a seeded sample of ``n`` of its held-out entities."""
+    held = torch.unique(triples[:, [0, 2]])
+    held = held[~torch.isin(held, seen)]
+    keep = held[torch.randperm(len(held), generator=torch.Generator().manual_seed(seed))[:n]]
+    return triples[torch.isin(triples[:, 0], keep) | torch.isin(triples[:, 2], keep)]
+
+
+def measure(run_dir: Path, *, ks: tuple[int, ...], timing_entities: int, max_entities: int = 0) -> dict:
+    import dataclasses
+
     from textkg.models.known_links import LinkMethod
     from textkg.training import checkpoint as ckpt
     from textkg.training.config import RunConfig
@@ -82,6 +96,13 @@ def measure(run_dir: Path, *, ks: tuple[int, ...], timing_entities: int) -> dict
     prep = prepare(cfg, run_dir, device=torch.device("cpu"))
     prep.model.load_state_dict(ckpt.load(run_dir / ckpt.BEST_MODEL))
     prep.model.eval()
+    if max_entities:
+        seen, seed = prep.split.train_entities, cfg.train.seed
+        prep.split = dataclasses.replace(
+            prep.split,
+            valid=sample_entities(prep.split.valid, seen, max_entities, seed),
+            test=sample_entities(prep.split.test, seen, max_entities, seed),
+        )
     start = time.perf_counter()
     report = k_shot_report(prep, cfg, ks)
     if report is None:
@@ -90,7 +111,8 @@ def measure(run_dir: Path, *, ks: tuple[int, ...], timing_entities: int) -> dict
         "run": run_dir.name,
         "dataset": cfg.data.dataset,
         "model": cfg.model_name,
-        "epochs": json.loads((run_dir / "metrics.json").read_text())["train"]["epochs"],
+        "epochs": _epochs(run_dir),
+        "max_entities": max_entities or None,
         **report,
         "evaluation_seconds": time.perf_counter() - start,
     }
@@ -102,6 +124,41 @@ def measure(run_dir: Path, *, ks: tuple[int, ...], timing_entities: int) -> dict
     row["timing"] = inference_seconds(prep.model, prep.split.train_entities, timed, entities=timing_entities, links=10)
     row["machine"] = machine_info()
     return row
+
+
+def _epochs(run_dir: Path):
+    path = run_dir / "metrics.json"
+    return json.loads(path.read_text())["train"]["epochs"] if path.is_file() else "see config.json (--quick)"
+
+
+def train_quick(args) -> Path:
+    """Train as ``textkg train`` does (the preset's settings), without the end-of-run evaluation."""
+    import dataclasses
+
+    import textkg
+    from textkg.models.presets import get_preset, preset_train_defaults
+    from textkg.training import checkpoint as ckpt
+    from textkg.training.config import DataConfig, RunConfig, TrainConfig
+    from textkg.training.pipeline import build_trainer, graph_record, prepare
+
+    model = get_preset(args.model)
+    if args.dim:
+        model = dataclasses.replace(model, dim=args.dim)
+    settings = {**preset_train_defaults(args.model), "epochs": args.epochs, "seed": args.seed}
+    if args.max_minutes:
+        settings["max_minutes"] = args.max_minutes
+    data = DataConfig(dataset=args.data, split="inductive", inductive_dir=args.inductive_dir)
+    cfg = RunConfig(data=data, model=model, train=TrainConfig(**settings), model_name=args.model)
+    out = Path(args.run_dir)
+    out.mkdir(parents=True, exist_ok=False)
+    prep = prepare(cfg, device=torch.device("cpu"))
+    trainer, _, _ = build_trainer(prep, cfg, out)
+    ckpt.atomic_write_json(out / "config.json", {"textkg_version": textkg.__version__, **cfg.to_dict()})
+    ckpt.atomic_write_json(out / "graph.json", graph_record(prep.kg, prep.split))
+    start = time.perf_counter()
+    trainer.fit(progress=False)
+    print(f"trained in {time.perf_counter() - start:.0f} s", flush=True)
+    return out
 
 
 def train(args) -> Path:
@@ -136,6 +193,8 @@ def main(argv: list[str] | None = None) -> dict:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--ks", default="0,1,3,5,10")
     p.add_argument("--timing-entities", type=int, default=1000)
+    p.add_argument("--quick", action="store_true", help="--data: train only (no end-of-run evaluation)")
+    p.add_argument("--max-entities", type=int, default=0, help="rank a sample of N held-out entities per split")
     p.add_argument("--out", default="benchmarks/results/k_shot.json")
     args = p.parse_args(argv)
     torch.set_num_threads(1)
@@ -143,13 +202,13 @@ def main(argv: list[str] | None = None) -> dict:
     if args.data:
         if not args.run_dir:
             raise SystemExit("--data needs --run-dir")
-        runs.append(train(args))
+        runs.append(train_quick(args) if args.quick else train(args))
     if not runs:
         raise SystemExit("give run directories and/or --data")
     out = Path(args.out)
     rows = json.loads(out.read_text()) if out.is_file() else {}
     for run in runs:
-        row = measure(run, ks=parse_ks(args.ks), timing_entities=args.timing_entities)
+        row = measure(run, ks=parse_ks(args.ks), timing_entities=args.timing_entities, max_entities=args.max_entities)
         rows[row["run"]] = row
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(json.dumps(rows, indent=1, allow_nan=False) + "\n")
