@@ -27,3 +27,13 @@ def test_the_benchmark_trains_from_a_data_path_and_reports_every_k(tmp_path):
     metrics = json.loads((tmp_path / "run" / "metrics.json").read_text())["test"]
     assert row["k_shot_selection"]["chosen"] == metrics["k_shot_selection"]["chosen"]
     assert row["k_shot"]["1"]["mrr"] == metrics["k_shot"]["1"]["mrr"]  # what the run itself reported
+
+
+def test_quick_training_and_a_sample_of_entities(tmp_path):
+    out = tmp_path / "k_shot.json"
+    argv = ["--data", str(FIXTURE), "--run-dir", str(tmp_path / "run"), "--quick", "--epochs", "1", "--dim", "8"]
+    rows = _module().main([*argv, "--ks", "0,1", "--max-entities", "3", "--timing-entities", "5", "--out", str(out)])
+    row = rows["run"]
+    assert not (tmp_path / "run" / "metrics.json").exists()  # --quick: no end-of-run evaluation
+    assert row["max_entities"] == 3 and row["epochs"] == "see config.json (--quick)"
+    assert 3 <= row["k_shot"]["0"]["num_entities"] < 11  # the sample's statements, and their other new ends

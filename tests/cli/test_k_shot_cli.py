@@ -92,3 +92,13 @@ def test_bad_known_links_exit_2_naming_file_line_field(ind_run, tmp_path, capsys
     err = capsys.readouterr().err
     assert f"{links}:{line}" in err
     assert (f"field '{field}'" in err) if field else ("field" not in err)
+
+
+def test_evaluate_k_shot_on_a_transductive_run_exits_2(tmp_path, capsys):
+    out = tmp_path / "trun"
+    argv = ["train", "--dataset", str(FIXTURE.parent / "tiny_blp"), "--split", "transductive", "--model", "transe"]
+    assert main([*argv, "--dim", "8", "--epochs", "1", "--no-progress", "--out", str(out)]) == 0
+    assert "k_shot" not in json.loads((out / "metrics.json").read_text())["test"]
+    capsys.readouterr()
+    assert main(["evaluate", str(out), "--k-shot", "0,1", "--device", "cpu"]) == 2
+    assert "inductive" in capsys.readouterr().err
