@@ -12,6 +12,9 @@ interaction offers
   ``score_heads(r (b, dr), t (b, d), candidates (c, d)) -> (b, c)``:
   vectorised scoring of every candidate for evaluation.
 * ``relation_dim(entity_dim)``: width of a relation vector.
+* ``tail_from(h, r)`` / ``head_from(r, t) -> (..., d)``: the vector a query points at (``h + r``,
+  ``t − r`` for TransE), with which a new entity's known links estimate its vector
+  (:mod:`textkg.models.known_links`).
 
 Registry (house style: one registry per family)::
 
