@@ -351,6 +351,10 @@ def place_command(
         raise ConfigError("give exactly one of --terms FILE.tsv or --obo FILE.obo", field="terms")
     resolved = resolve_device(device, field="device")  # before the terms are read or the run is loaded
     terms = read_terms_tsv(terms_tsv) if terms_tsv is not None else read_terms_obo(obo)  # type: ignore[arg-type]
+    if annotations is not None:  # the file's own errors before the run is loaded
+        from textkg.data.known_links import read_annotations
+
+        read_annotations(annotations, entities=())
     placer = Placer(run_dir, device=resolved)
     known = placer.training_ids()
     annotated, unknown = ({}, 0) if annotations is None else _read_annotations(annotations, placer)
