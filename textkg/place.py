@@ -258,9 +258,13 @@ class Placer:
         evidence: int = 3,
         batch_size: int = 64,
         min_score: float | None = None,
+        annotations: dict[str, list[int]] | None = None,
     ) -> list[dict]:
         """Rows of :data:`COLUMNS` (``top_k`` per term, best first, those scoring at least
-        ``min_score`` when given); terms already in the graph are left out."""
+        ``min_score`` when given); terms already in the graph are left out.
+
+        ``annotations``: ``{term id: entity ids}`` known links of the new terms (their diseases); their
+        vote is added to the chosen method's standardised scores (:meth:`annotation_weight`)."""
         if top_k < 1:
             raise ConfigError("must be >= 1", field="top_k")
         if evidence < 0:
@@ -283,6 +287,8 @@ class Placer:
             ids = torch.arange(n + start, n + start + len(batch))
             with torch.no_grad():
                 s = score(ids, cands)
+                if annotations:
+                    s = self._with_annotations(s, batch, annotations, cands)
                 sim = unit[ids] @ unit[cands].T
             top = s.topk(min(top_k, len(cands)), dim=1)
             near = sim.topk(min(evidence, len(cands)), dim=1) if evidence else None
@@ -319,6 +325,31 @@ class Placer:
                     )
         return rows
 
+    @property
+    def annotation_weight(self) -> float:
+        """The vote's weight the run chose on its validation terms (``test.placement_known_links.weight``),
+        else 1 (:mod:`textkg.evaluation.placement_links`)."""
+        metrics = json.loads((self.run_dir / "metrics.json").read_text())
+        block = (metrics.get("test") or {}).get("placement_known_links") or {}
+        return float(block.get("weight", 1.0))
+
+    def _with_annotations(
+        self, scores: torch.Tensor, batch: list[NewTerm], annotations: dict[str, list[int]], cands: torch.Tensor
+    ) -> torch.Tensor:
+        """``(b, c)`` standardised ``scores`` + weight x the vote of the batch's annotations."""
+        from textkg.evaluation.placement_links import AnnotationVote, standardise_rows
+
+        if not hasattr(self, "_vote"):
+            train = self.predictor.prepared.split
+            prep = self.predictor.prepared
+            statements = train.train if prep.private_mask is None else train.train[~prep.private_mask]
+            self._vote = AnnotationVote(statements, self.relation, self.predictor.kg.num_entities)
+        pairs = [(i, e) for i, t in enumerate(batch) for e in annotations.get(t.id, [])]
+        rows = torch.tensor([p[0] for p in pairs], dtype=torch.long)
+        others = torch.tensor([p[1] for p in pairs], dtype=torch.long)
+        vote = self._vote(self._vote.bags(rows, others, len(batch)))[:, cands]
+        return standardise_rows(scores.float().cpu()) + self.annotation_weight * vote
+
 
 def write_tsv(rows: list[dict], out: str | Path) -> None:
     """Write ``rows`` as a TSV with a header, atomically (a temporary file in the same folder, then renamed)."""
@@ -339,6 +370,7 @@ def place_command(
     method: str = "auto",
     robot_template: str | None = None,
     obo_fragment: str | None = None,
+    annotations: str | None = None,
 ) -> dict:
     """What ``textkg place`` does; returns a JSON summary (the TSV is at ``out``, and the ROBOT
     template and OBO fragment where asked: :mod:`textkg.place_outputs`)."""
@@ -356,9 +388,14 @@ def place_command(
     terms = read_terms_tsv(terms_tsv) if terms_tsv is not None else read_terms_obo(obo)  # type: ignore[arg-type]
     if not terms:
         raise DataError("no (non-obsolete) terms to place", file=source)
+    if annotations is not None:  # the file's own errors before the run is loaded
+        from textkg.data.known_links import read_annotations
+
+        read_annotations(annotations, entities=())
     placer = Placer(run_dir, device=resolved, method=method)
     known = placer.training_ids()
-    rows = placer.place(terms, top_k=top_k, min_score=min_score)
+    annotated, unknown = ({}, 0) if annotations is None else _read_annotations(annotations, placer)
+    rows = placer.place(terms, top_k=top_k, min_score=min_score, annotations=annotated)
     new = [t for t in terms if t.id not in known]
     texts = {paths["out"]: render_tsv(rows, COLUMNS)}
     if "robot_template" in paths:
@@ -368,7 +405,7 @@ def place_command(
         texts[paths["obo_fragment"]] = render_obo(rows, new, remark=remark)
     write_all(texts)
     listed = [r for r in rows if r["listed"]]
-    summary = {
+    summary: dict[str, object] = {
         "out": str(out),
         **{k: str(v) for k, v in paths.items() if k != "out"},
         "method": placer.method,
@@ -383,6 +420,13 @@ def place_command(
         "terms_without_a_suggestion": len({t.id for t in new} - {r["term"] for r in rows}),
         "candidates": int(len(placer.candidates)),
     }
+    if annotations is not None:  # textkg place --annotations (docs/k_shot.md)
+        summary["annotations"] = {
+            "terms_with_annotations": sum(1 for t in new if annotated.get(t.id)),
+            "annotations_used": sum(len(annotated.get(t.id, [])) for t in new),
+            "rows_naming_an_entity_outside_the_graph": unknown,
+            "vote_weight": placer.annotation_weight,
+        }
     if listed:  # the file lists parents: how often the first suggestion is one of them
         firsts = [r for r in listed if r["rank"] == 1]
         if firsts:
@@ -396,6 +440,12 @@ def _run_split(run_dir: Path) -> str | None:
         return json.loads((run_dir / "config.json").read_text())["data"]["split"]
     except (OSError, ValueError, KeyError, TypeError):
         return None
+
+
+def _read_annotations(path: str, placer: Placer) -> tuple[dict[str, list[int]], int]:
+    from textkg.data.known_links import read_annotations
+
+    return read_annotations(path, entities=placer.predictor.kg.entities)
 
 
 def _method_reading(placer: Placer) -> str:

@@ -137,8 +137,14 @@ class Predictor:
         direction: str | None = None,
         top_k: int = 10,
         vote: bool = True,
+        known_links: torch.Tensor | str | Path | None = None,
     ) -> dict:
         """Top-``k`` links of one new entity for each (relation, direction) asked.
+
+        ``known_links``: links the user already knows, a TSV file (:mod:`textkg.data.known_links`)
+        or ``(m, 3)`` ``(relation id, entity id, role)``; the new entity's vector moves towards
+        where they put it (:mod:`textkg.models.known_links`, with the weight the run chose on
+        validation), and the known links themselves are not proposed again.
 
         Without ``relation``/``direction`` every relation and both directions
         are scored; all predictions are sorted by score. When the run's own
@@ -154,6 +160,10 @@ class Predictor:
         relations = self._relations(relation)
         directions = [direction] if direction else ["tail", "head"]
         new, inputs = self._embed([description])
+        links, links_report = self._known_links(known_links)
+        if links is not None:
+            new = self._with_known_links(new, links)
+            top_k += len(links)  # room for the known links, dropped below
         weight = self.vote_weight if vote else 0.0
         spread_weight = self.spread_weight if vote else 0.0
         if weight or spread_weight:
@@ -199,6 +209,8 @@ class Predictor:
                         for s, i in zip(values[0].tolist(), indices[0].tolist(), strict=True)
                     ]
         preds.sort(key=lambda p: -p["score"])
+        if links is not None:
+            preds = self._drop_known(preds, links, top_k - len(links))
         scoring = (
             {
                 "method": "model + neighbour vote: standardised model score + weight x the vote of the "
@@ -210,7 +222,62 @@ class Predictor:
             if weight or spread_weight
             else {"method": "model", "neighbour_vote_weight": 0.0, "spread_weight": 0.0}
         )
+        if links_report is not None:
+            scoring["known_links"] = links_report
         return {"entity": {"name": name, "description": description}, "scoring": scoring, "predictions": preds}
+
+    def _known_links(self, known_links: torch.Tensor | str | Path | None) -> tuple[torch.Tensor | None, dict | None]:
+        """``(links (m, 3) or None, what the output says about them)``."""
+        if known_links is None:
+            return None, None
+        from textkg.data.known_links import read_known_links
+
+        if isinstance(known_links, (str, Path)):
+            links = read_known_links(known_links, entities=self.kg.entities, relations=self.kg.relations)
+        else:
+            links = torch.as_tensor(known_links, dtype=torch.long).reshape(-1, 3)
+        method = self.known_links_method
+        return links, {
+            "count": len(links),
+            "method": method.key,
+            "reading": "the description's vector moved by the known links as the run chose on validation "
+            "(none: not at all; mix:c / fold-in:c, docs/k_shot.md)",
+        }
+
+    @property
+    def known_links_method(self):
+        """The :class:`textkg.models.known_links.LinkMethod` the run chose on validation
+        (``metrics.json`` → ``test.k_shot_selection.chosen``), else the default."""
+        from textkg.models.known_links import LinkMethod
+
+        path = self.run_dir / "metrics.json"
+        test = (json.loads(path.read_text()).get("test") or {}) if path.is_file() else {}
+        chosen = (test.get("k_shot_selection") or {}).get("chosen")
+        temperature = self.config.train.temperature  # fold-in's softmax, as the run's evaluation used it
+        return LinkMethod.from_key(chosen or LinkMethod().key, temperature=temperature)
+
+    def _with_known_links(self, new: torch.Tensor, links: torch.Tensor) -> torch.Tensor:
+        """``new (1, d)`` moved by ``links (m, 3)`` (:func:`textkg.models.known_links.embed_with_known_links`)."""
+        from textkg.models.known_links import embed_with_known_links
+
+        rows = torch.cat([torch.zeros(len(links), 1, dtype=torch.long), links], dim=1)
+        return embed_with_known_links(self.model, new, rows, method=self.known_links_method)
+
+    def _drop_known(self, preds: list[dict], links: torch.Tensor, top_k: int) -> list[dict]:
+        """``preds`` without the known links, at most ``top_k`` per (relation, direction)."""
+        from textkg.data.known_links import DIRECTIONS
+
+        role_word = {role: word for word, role in DIRECTIONS.items()}
+        known = {(self.kg.relations[r], role_word[d], self.kg.entities[e]) for r, e, d in links.tolist()}
+        kept: list[dict] = []
+        count: dict[tuple[str, str], int] = {}
+        for p in preds:
+            key = (p["relation"], p["direction"])
+            if (p["relation"], p["direction"], p["entity"]) in known or count.get(key, 0) >= top_k:
+                continue
+            count[key] = count.get(key, 0) + 1
+            kept.append(p)
+        return kept
 
     def _relations(self, relation: str | None) -> list[int]:
         if relation is None:

@@ -65,6 +65,8 @@ class InteractionCase:
     name: str = ""
     kwargs: dict = {}
     dim: int = 8
+    #: whether tail_from / head_from score best among candidates of their norm (not with type terms)
+    estimate_is_best: bool = True
 
     def make(self):
         return get_interaction(self.name, **self.kwargs)
@@ -111,6 +113,23 @@ class InteractionCase:
         h, r, cands = h.float(), r.float(), cands.float()
         expected = inter.score(h[:, None], r[:, None], cands[None])
         torch.testing.assert_close(inter.score_tails(h, r, cands), expected, rtol=1e-4, atol=1e-4)
+
+    def test_tail_and_head_estimates_score_best(self):
+        # tail_from / head_from: the vector the query points at beats every candidate of its norm
+        inter, h, r, t = self.vectors(4)
+        if not self.estimate_is_best:
+            return
+        pairs = (
+            (inter.tail_from(h, r), lambda c: inter.score_tails(h, r, c)),
+            (inter.head_from(r, t), lambda c: inter.score_heads(r, t, c)),
+        )
+        for estimate, scores in pairs:
+            assert estimate.shape == h.shape
+            g = torch.Generator().manual_seed(5)
+            for i in range(4):
+                others = torch.randn(20, self.dim, generator=g, dtype=torch.float64)
+                others = others / others.norm(dim=1, keepdim=True) * estimate[i].norm()
+                assert int(scores(torch.cat([estimate[i : i + 1], others]))[i].argmax()) == 0
 
     def test_no_candidates(self):
         inter, h, r, t = self.vectors(3)

@@ -33,10 +33,12 @@ class TestTransEL2(InteractionCase):
 
 class TestTypedTransEL1(InteractionCase):
     name, kwargs = "transe-typed", {"p": 1}
+    estimate_is_best = False  # the type terms favour other tails
 
 
 class TestTypedTransEL2(InteractionCase):
     name, kwargs = "transe-typed", {"p": 2}
+    estimate_is_best = False  # the type terms favour other tails
 
 
 class TestDistMult(InteractionCase):
@@ -197,3 +199,11 @@ def test_candidate_scoring_property(name, b, c, seed):
     cands = torch.randn(c, 6, generator=g, dtype=torch.float64)
     torch.testing.assert_close(inter.score_tails(h, r, cands), inter.score(h[:, None], r[:, None], cands[None]))
     torch.testing.assert_close(inter.score_heads(r, h, cands), inter.score(cands[None], r[:, None], h[:, None]))
+
+
+def test_typed_transe_estimates_are_the_translation():
+    inter = get_interaction("transe-typed", p=1)
+    h, t = torch.randn(3, 4), torch.randn(3, 4)
+    r = torch.randn(3, 12)
+    torch.testing.assert_close(inter.tail_from(h, r), h + r[:, :4])
+    torch.testing.assert_close(inter.head_from(r, t), t - r[:, :4])

@@ -128,12 +128,22 @@ def _headline(m: dict) -> dict:
 def evaluate(args) -> dict:
     from textkg.training.pipeline import evaluate_run
 
-    return evaluate_run(Path(args.run_dir), exclude_query=args.exclude_query, device=args.device or "auto")
+    k_shot = None
+    if getattr(args, "k_shot", None):
+        from textkg.evaluation.k_shot import parse_ks
+
+        k_shot = parse_ks(args.k_shot, field="--k-shot")
+    return evaluate_run(
+        Path(args.run_dir), exclude_query=args.exclude_query, device=args.device or "auto", k_shot=k_shot
+    )
 
 
 def predict(args) -> dict:
     from textkg.predict import load_predictor
 
+    known_links = getattr(args, "known_links", None)
+    if known_links and args.batch:
+        raise ConfigError("--known-links describes one new entity; give it with --description, not --batch")
     predictor = load_predictor(args.run_dir, device=args.device or "auto")
     if args.batch:
         entities = _read_batch_file(args.batch)
@@ -159,6 +169,7 @@ def predict(args) -> dict:
         direction=args.direction,
         top_k=args.top_k,
         vote=not args.no_vote,
+        **({"known_links": known_links} if known_links else {}),
     )
 
 

@@ -1,7 +1,7 @@
 """The curator's and interoperability commands: ``place`` and ``export``.
 
 * ``textkg place RUN --terms FILE.tsv | --obo NEW.obo --out OUT.tsv [--top-k K] [--min-score S]
-  [--method M] [--robot-template R.tsv] [--obo-fragment F.obo]`` (:mod:`textkg.place`)
+  [--method M] [--robot-template R.tsv] [--obo-fragment F.obo] [--annotations FILE.hpoa]`` (:mod:`textkg.place`)
 * ``textkg export RUN --out DIR`` (:mod:`textkg.export`)
 """
 
@@ -35,6 +35,12 @@ def add_parsers(sub) -> None:
     )
     pl_.add_argument("--robot-template", help="also write the suggestions as a ROBOT template (TSV)")
     pl_.add_argument("--obo-fragment", help="also write them as OBO [Term] stanzas with is_a lines and their evidence")
+    pl_.add_argument(
+        "--annotations",
+        metavar="FILE",
+        help="phenotype.hpoa-shaped file of the new terms' annotations (database_id, qualifier, hpo_id): "
+        "training terms sharing a new term's diseases vote for its parents (docs/k_shot.md)",
+    )
     _add_device_flag(pl_, "where the model and encoder run (not the run's train.device)")
 
     ex = sub.add_parser(
@@ -60,6 +66,7 @@ def place(args) -> dict:
         method=args.method,
         robot_template=args.robot_template,
         obo_fragment=args.obo_fragment,
+        annotations=getattr(args, "annotations", None),
     )
     written = [args.out, args.robot_template, args.obo_fragment]
     print(f"wrote {', '.join(w for w in written if w)}", file=sys.stderr)

@@ -197,10 +197,15 @@ def build_parser() -> argparse.ArgumentParser:
         help="remove each query's own entity from its ranking (default: as the run was trained)",
     )
     _add_device_flag(ev, "where the model is evaluated (not the run's train.device)")
+    ev.add_argument(
+        "--k-shot",
+        metavar="KS",
+        help="also rank new entities' statements with k of them known, e.g. 0,1,3,5,10 (docs/k_shot.md)",
+    )
 
     pr = sub.add_parser("predict", help="zero-shot links for a brand-new entity")
     pr.add_argument("run_dir")
-    pr.add_argument("--description", help="the new entity's description")
+    pr.add_argument("--description", "--text", help="the new entity's description")
     pr.add_argument("--name", help="the new entity's name")
     pr.add_argument("--relation", help="only this relation (default: all)")
     pr.add_argument(
@@ -215,6 +220,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="score with the model alone, even where the run's evaluation chose the neighbour vote",
     )
     pr.add_argument("--batch", metavar="FILE", help="TSV of new entities: name<TAB>description per line")
+    pr.add_argument(
+        "--known-links",
+        metavar="FILE",
+        help="TSV of links the new entity already has: relation<TAB>entity id<TAB>direction (tail: "
+        "(new, relation, entity); head: (entity, relation, new)); used without retraining (docs/k_shot.md)",
+    )
     _add_device_flag(pr, "where the model and encoder run (not the run's train.device)")
 
     models = sub.add_parser("models", help="model presets").add_subparsers(dest="models_command")

@@ -12,6 +12,9 @@ interaction offers
   ``score_heads(r (b, dr), t (b, d), candidates (c, d)) -> (b, c)``:
   vectorised scoring of every candidate for evaluation.
 * ``relation_dim(entity_dim)``: width of a relation vector.
+* ``tail_from(h, r)`` / ``head_from(r, t) -> (..., d)``: the vector a query points at (``h + r``,
+  ``t − r`` for TransE), with which a new entity's known links estimate its vector
+  (:mod:`textkg.models.known_links`).
 
 Registry (house style: one registry per family)::
 
@@ -73,6 +76,22 @@ class Interaction:
         """``(b, c)`` scores of ``(candidates[j], r[i], t[i])``."""
         return self.score(candidates[None, :, :], r[:, None, :], t[:, None, :])
 
+    def tail_from(self, h: torch.Tensor, r: torch.Tensor) -> torch.Tensor:
+        """``(..., d)``: the tail vector that ``(h, r, ·)`` points at, from ``h (..., d)``, ``r (..., dr)``.
+
+        For a distance interaction, the tail that scores best (``h + r`` for TransE); for a
+        bilinear one, the query vector whose dot product with a tail is its score (``h ∘ r`` for
+        DistMult). A new entity's vector estimated from a known link ``(other, r, new)`` is this
+        (the relation-aware neighbour estimate of ERAvg, Albooyeh et al. 2020, "Out-of-Sample
+        Representation Learning for Knowledge Graphs", Findings of EMNLP, arXiv:2004.13230v2).
+        """
+        raise NotImplementedError(f"{type(self).__name__} has no tail estimate")
+
+    def head_from(self, r: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
+        """``(..., d)``: the head vector that ``(·, r, t)`` points at (``t − r`` for TransE);
+        see :meth:`tail_from`."""
+        raise NotImplementedError(f"{type(self).__name__} has no head estimate")
+
     def __repr__(self) -> str:
         args = ", ".join(f"{k}={v!r}" for k, v in self.config.items())
         return f"{type(self).__name__}({args})"
@@ -128,6 +147,12 @@ class TransE(Interaction):
         # ‖c + r − t‖ = ‖c − (t − r)‖
         return -torch.cdist(t - r, candidates, p=self.p)
 
+    def tail_from(self, h, r):
+        return h + r
+
+    def head_from(self, r, t):
+        return t - r
+
 
 class TypedTransE(TransE):
     """TransE plus relation-specific soft type terms: ``−‖h + r − t‖_p + ⟨a_r, h⟩ + ⟨b_r, t⟩``.
@@ -172,6 +197,13 @@ class TypedTransE(TransE):
         r, a, b = self._parts(r)
         return super().score_heads(r, t, candidates) + a @ candidates.transpose(0, 1) + (b * t).sum(-1, keepdim=True)
 
+    def tail_from(self, h, r):
+        """The translation's answer ``h + r`` (the type terms do not move it)."""
+        return h + self._parts(r)[0]
+
+    def head_from(self, r, t):
+        return t - self._parts(r)[0]
+
 
 class DistMult(Interaction):
     """Bilinear diagonal: ``score = ⟨h, r, t⟩ = Σ_k h_k r_k t_k``.
@@ -192,6 +224,12 @@ class DistMult(Interaction):
 
     def score_heads(self, r, t, candidates):
         return (r * t) @ candidates.T
+
+    def tail_from(self, h, r):
+        return h * r
+
+    def head_from(self, r, t):
+        return r * t
 
 
 class ComplEx(Interaction):
@@ -227,6 +265,16 @@ class ComplEx(Interaction):
         tr, ti = _split(t)
         query = torch.cat([rr * tr + ri * ti, rr * ti - ri * tr], dim=-1)  # r ∘ conj(t), conjugated
         return query @ candidates.T
+
+    def tail_from(self, h, r):
+        hr, hi = _split(h)
+        rr, ri = _split(r)
+        return torch.cat([hr * rr - hi * ri, hr * ri + hi * rr], dim=-1)  # h ∘ r
+
+    def head_from(self, r, t):
+        rr, ri = _split(r)
+        tr, ti = _split(t)
+        return torch.cat([rr * tr + ri * ti, rr * ti - ri * tr], dim=-1)  # conj(r ∘ conj(t))
 
 
 class RotatE(Interaction):
@@ -290,6 +338,12 @@ class RotatE(Interaction):
         # |h ∘ r − t| = |h − t ∘ conj(r)| because |r_k| = 1.
         qr, qi = self._rotate(t, r, sign=-1.0)
         return -self._distance_to_candidates(qr, qi, candidates)
+
+    def tail_from(self, h, r):
+        return torch.cat(self._rotate(h, r), dim=-1)  # h ∘ r
+
+    def head_from(self, r, t):
+        return torch.cat(self._rotate(t, r, sign=-1.0), dim=-1)  # t ∘ conj(r)
 
 
 _REGISTRY: dict[str, type[Interaction]] = {}

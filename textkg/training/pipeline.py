@@ -430,6 +430,12 @@ def run(
     vote = _neighbour_vote(prep, cfg)  # inductive splits with descriptions only
     if vote is not None:
         metrics["test"]["neighbour_vote"] = vote
+    k_shot = k_shot_report(prep, cfg)  # inductive splits only: test.k_shot, test.k_shot_selection
+    if k_shot is not None:
+        metrics["test"].update(k_shot)
+    placed = _placement_known_links(prep, cfg)  # ontologies: placement with the terms' annotations
+    if placed is not None:
+        metrics["test"]["placement_known_links"] = placed
     if cfg.privacy.mode != "none":
         metrics["evaluation_filter"] = PUBLIC_FILTER_NOTE
         if prep.private_filter_index is not None:  # transductive: the standard protocol needs private statements
@@ -650,6 +656,48 @@ def _neighbour_vote(prep: Prepared, cfg: RunConfig) -> dict | None:
     }
 
 
+def k_shot_report(prep: Prepared, cfg: RunConfig, ks: tuple[int, ...] | None = None) -> dict | None:
+    """``{"k_shot": {"0": ..., "1": ...}, "k_shot_selection": ...}``: new entities with ``ks`` known links
+    (:mod:`textkg.evaluation.k_shot`), the mix of the links chosen on the model-selection validation
+    subset; ``None`` unless the split is inductive. The known links are valid and test statements
+    (public inputs, as a user's own links are at inference); no training statement is read."""
+    from textkg.evaluation.k_shot import DEFAULT_KS, evaluate_k_shot
+
+    if cfg.data.split != "inductive":
+        return None
+    inter = prep.model.interaction
+    try:  # an interaction registered by a user may lack the links' estimates (Interaction.tail_from)
+        inter.tail_from(prep.model.relation_embeddings.new_zeros(1, prep.model.dim), prep.model.relation_embeddings[:1])
+    except NotImplementedError as exc:
+        return {"k_shot_skipped": str(exc)}
+    prep.model.eval()
+    with torch.no_grad():
+        return evaluate_k_shot(
+            prep.model,
+            valid=_subset(prep.split.valid, cfg.train.valid_max_triples, cfg.train.seed),
+            test=prep.split.test,
+            seen=prep.split.train_entities,
+            filter_index=prep.filter_index,
+            valid_candidates=candidate_entities(prep.kg, prep.split, "valid", cfg.train.candidates),
+            test_candidates=candidate_entities(prep.kg, prep.split, "test", cfg.train.candidates),
+            num_entities=prep.kg.num_entities,
+            ks=DEFAULT_KS if ks is None else ks,
+            seed=cfg.train.seed,
+            batch_size=max(1, min(cfg.train.eval_batch_size, 256)),
+            exclude_query=cfg.train.exclude_query,
+            temperature=cfg.train.temperature,  # fold-in's softmax at the scale the scores were trained at
+        )
+
+
+def _placement_known_links(prep: Prepared, cfg: RunConfig) -> dict | None:
+    """:func:`textkg.evaluation.placement_links.placement_with_known_links` of the run's model."""
+    from textkg.evaluation.placement_links import placement_with_known_links
+
+    statements = None if prep.private_mask is None else prep.split.train[~prep.private_mask]  # public ones only
+    with torch.no_grad():
+        return placement_with_known_links(prep.model, prep.kg, prep.split, statements=statements)
+
+
 def neighbour_vote_of(prep: Prepared):
     """The run's :class:`~textkg.evaluation.neighbour_vote.NeighbourVote`: frozen description
     features, and the training statements it may read (the public ones under privacy)."""
@@ -692,11 +740,18 @@ def _fusion_weights(model) -> dict:
 
 
 def evaluate_run(
-    run_dir: Path, *, progress: bool = True, exclude_query: bool | None = None, device: str | torch.device = "auto"
+    run_dir: Path,
+    *,
+    progress: bool = True,
+    exclude_query: bool | None = None,
+    device: str | torch.device = "auto",
+    k_shot: tuple[int, ...] | None = None,
 ) -> dict:
     """Re-evaluate a finished run's best model on its validation and test splits.
 
     ``exclude_query``: override the run's ``train.exclude_query`` protocol.
+    ``k_shot``: also the k-shot protocol at these numbers of known links (:func:`k_shot_report`;
+    inductive runs only).
     ``device``: where to evaluate (a name as for ``--device``, or a :class:`torch.device`);
     not the run's ``train.device``, which may name a device this machine lacks.
     """
@@ -717,9 +772,15 @@ def evaluate_run(
     prep = prepare(cfg, run_dir, device=device)
     state = ckpt.load_weights(run_dir)
     prep.model.load_state_dict(state)
-    return {
+    out = {
         "device": describe_device(device),
         "exclude_query": cfg.train.exclude_query,
         "valid": _flat(evaluate_split(prep, cfg, "valid", progress=progress)) if len(prep.split.valid) else None,
         "test": evaluate_split(prep, cfg, "test", progress=progress).to_dict(),
     }
+    if k_shot is not None:
+        report = k_shot_report(prep, cfg, k_shot)
+        if report is None:
+            raise ConfigError("--k-shot needs a run on an inductive split (new entities)", field="k_shot")
+        out["test"].update(report)
+    return out
