@@ -15,23 +15,23 @@ among the 1 + k scores. Methods:
 - ``autograd``: non-private; mean loss, ``backward``, SGD update.
 - ``rowsparse``: ours with the OLD, insecure noise — gather the rows each
   example reads, per-example grads from ONE batched backward through the
-  gathered copies (:func:`privacy.per_example_input_grads`; the model has no
+  gathered copies (:func:`textkg.privacy.per_example_input_grads`; the model has no
   dense parameters, as in :class:`textkg.training.private_step.PrivateStep`
   for structural models), clip each example's whole (coalesced) gradient,
   float32 Gaussian noise on EVERY row of both tables from a seeded
   ``torch.Generator`` (mt19937, replayable from the seed) drawn on the main
   thread straight into the averaged gradient, the clipped rows added with
-  ``index_add`` (:class:`privacy.DPSGDStep` without ``noise``), SGD update.
+  ``index_add`` (:class:`textkg.privacy.DPSGDStep` without ``noise``), SGD update.
 - ``rowsparse-secret``: the same step with the noise real training uses
   (:class:`textkg.training.private_training.PrivateTrainer`): a
-  :class:`privacy.randomness.SecretRandomness` keyed from the OS, float64 unit
+  :class:`textkg.privacy.randomness.SecretRandomness` keyed from the OS, float64 unit
   normals from AES-128-CTR drawn ahead of the step by a
-  :class:`privacy.randomness.NoisePrefetcher` (background threads; numpy
+  :class:`textkg.privacy.randomness.NoisePrefetcher` (background threads; numpy
   releases the GIL, so a draw uses the second core while the step computes
   on the first), passed as ``DPSGDStep(..., noise=prefetcher.get(t))``, which
   sums in float64 and rounds once to float32.
 - ``rowsparse-vmap``: the same with per-example grads from ``vmap(grad)``
-  (:func:`privacy.per_example_grads`, the path for models with dense
+  (:func:`textkg.privacy.per_example_grads`, the path for models with dense
   parameters); not in the default ``--methods``.
 - ``opacus``: Opacus ``GradSampleModule`` over ``nn.Embedding`` (dense
   per-example grads ``(B, V, d)``) + ``DPOptimizer`` (clip, noise, step).
@@ -148,13 +148,13 @@ def make_step(method: str, b: int, k: int, generator):
         return step
 
     if method in ("rowsparse", "rowsparse-secret", "rowsparse-vmap"):
-        from privacy import DPSGDStep, RDPAccountant, as_row_grads, per_example_grads, per_example_input_grads
+        from textkg.privacy import DPSGDStep, RDPAccountant, as_row_grads, per_example_grads, per_example_input_grads
 
         accountant = RDPAccountant()
         sizes = {n: t.shape[0] for n, t in tables.items()}
         prefetcher = None
         if method == "rowsparse-secret":  # as PrivateTrainer.step: secret key, noise of t+1 drawn during step t
-            from privacy.randomness import NoisePrefetcher, SecretRandomness
+            from textkg.privacy.randomness import NoisePrefetcher, SecretRandomness
 
             prefetcher = NoisePrefetcher(SecretRandomness(), {n: tuple(t.shape) for n, t in tables.items()})
         mech = DPSGDStep(
@@ -253,13 +253,13 @@ def noise_worker(draws: int, threads: int) -> dict:
 
     ``secret``: :meth:`SecretRandomness.normal` (AES-128-CTR + numpy's float64
     ziggurat), what :class:`NoisePrefetcher` runs on its thread. ``torch``:
-    :func:`privacy.noise.gaussian_noise` in float32 from a ``torch.Generator``
+    :func:`textkg.privacy.noise.gaussian_noise` in float32 from a ``torch.Generator``
     (mt19937), what the old path runs on the main thread.
     """
     import torch
 
-    from privacy.noise import gaussian_noise
-    from privacy.randomness import SecretRandomness
+    from textkg.privacy.noise import gaussian_noise
+    from textkg.privacy.randomness import SecretRandomness
 
     torch.set_num_threads(threads)
     shapes = {"entity": (NUM_ENTITIES, DIM), "relation": (NUM_RELATIONS, DIM)}
@@ -326,7 +326,7 @@ def _ratios(results: list[dict]) -> list[dict]:
 
 def _time_accounting(steps: int = 100_000, repeats: int = 5) -> dict:
     """Wall time of ε for ``steps`` composed SGM steps (q = 512/272,115, σ = 1)."""
-    from privacy import RDPAccountant, SampledGaussianEvent
+    from textkg.privacy import RDPAccountant, SampledGaussianEvent
 
     times, eps = [], None
     for _ in range(repeats):

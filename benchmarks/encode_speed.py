@@ -10,7 +10,7 @@ Every measurement runs in its own subprocess (so peak RSS is its own) with
 ``--threads`` torch threads and a fresh cache directory per encoder:
 
 * ``cold`` (one process): build the encoder (``load_seconds``) and encode every
-  text through :func:`encoders.cached_encode` with an empty cache
+  text through :func:`textkg.encoders.cached_encode` with an empty cache
   (``encode_seconds``); ``cold_seconds`` = load + encode. The same call is then
   repeated in that process (``cached_read_seconds``: rows read back from disk,
   encoder already in memory).
@@ -98,14 +98,14 @@ def _start_worker(threads: int) -> tuple[dict, float]:
     import torch
 
     torch.set_num_threads(threads)
-    import encoders  # noqa: F401
+    import textkg.encoders as encoders  # noqa: F401
 
     return {"torch_threads": torch.get_num_threads(), "torch": torch.__version__}, time.perf_counter() - start
 
 
 def worker_charlm(direction: str, texts: list[str], args: argparse.Namespace) -> dict:
     info, import_s = _start_worker(args.threads)
-    from encoders.charlm import read_char_lm_metrics, train_char_lm
+    from textkg.encoders.charlm import read_char_lm_metrics, train_char_lm
 
     out_dir = args._workdir / f"charlm-{direction}"
     path = train_char_lm(
@@ -147,7 +147,7 @@ def worker_encode(name: str, phase: str, texts: list[str], args: argparse.Namesp
     import numpy as np
     import torch
 
-    from encoders import cached_encode, get_encoder
+    from textkg.encoders import cached_encode, get_encoder
 
     kwargs = dict(KWARGS.get(name, {}), **json.loads(args._kwargs or "{}"))
     cache = args._workdir / "cache"

@@ -24,7 +24,7 @@ global model).
 
 With ``--defences none,top-k,decay,top-k+decay`` every setting runs once per
 defence (DP-Flames' defence, :mod:`textkg.federated.topk` and
-:class:`privacy.schedule.GeometricNoiseSchedule`): ``top-k`` uploads only
+:class:`textkg.privacy.schedule.GeometricNoiseSchedule`): ``top-k`` uploads only
 ``--upload-top-k K`` structural rows (a comma-separated list runs each K), ``decay`` lowers σ by ``--noise-decay γ``
 every round (DP settings only; skipped in the clear). Each row names its
 ``defence``. The attack reads a top-k upload as the server does: rows not

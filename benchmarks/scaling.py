@@ -94,7 +94,7 @@ def glove_words() -> list[str]:
     """The fixed description vocabulary: alphabetic words of GloVe's ranks ``WORDS``."""
     from gensim.models import KeyedVectors
 
-    from encoders.glove import glove_kv_path
+    from textkg.encoders.glove import glove_kv_path
 
     index = KeyedVectors.load(str(glove_kv_path()), mmap="r").key_to_index
     keys = sorted(index, key=index.__getitem__)  # by frequency rank
@@ -205,8 +205,8 @@ def encode_worker(args) -> dict:
     import torch
 
     torch.set_num_threads(args.threads)
-    from encoders import cached_encode, get_encoder
     from textkg.data import load_dataset
+    from textkg.encoders import cached_encode, get_encoder
     from textkg.training.features import entity_texts
 
     rss0 = _vm("VmRSS")

@@ -22,8 +22,8 @@ import time
 
 import torch
 
-from encoders import get_encoder, list_encoders
 from textkg.data import load_dataset
+from textkg.encoders import get_encoder, list_encoders
 
 print("registered encoders:", list_encoders())
 kg = load_dataset("hpo-small")

@@ -14,11 +14,11 @@ from pathlib import Path
 import pytest
 import torch
 
-from encoders.cache import cache_identity
-from privacy.noise import add_noise, gaussian_noise
 from textkg.cli.main import main
 from textkg.devices import DEVICE_CHOICES, check_device_name, describe_device, resolve_device
+from textkg.encoders.cache import cache_identity
 from textkg.errors import ConfigError
+from textkg.privacy.noise import add_noise, gaussian_noise
 from textkg.training.config import RunConfig, TrainConfig
 
 FIXTURE = Path(__file__).resolve().parent / "fixtures" / "tiny_blp"

@@ -1,7 +1,7 @@
 """textkg: privacy-preserving, text-augmented, inductive knowledge-graph embeddings.
 
-Data flows one way: :mod:`textkg.data` → :mod:`encoders` → :mod:`textkg.models`
-→ :mod:`textkg.training` (+ :mod:`privacy`) → :mod:`textkg.evaluation` → report.
+Data flows one way: :mod:`textkg.data` → :mod:`textkg.encoders` → :mod:`textkg.models`
+→ :mod:`textkg.training` (+ :mod:`textkg.privacy`) → :mod:`textkg.evaluation` → report.
 """
 
 from __future__ import annotations

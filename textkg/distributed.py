@@ -56,9 +56,9 @@ from pathlib import Path
 import torch
 import torch.distributed as dist
 
-from privacy.randomness import SecretRandomness
 from textkg.errors import ConfigError
 from textkg.evaluation.ranking import QueryShard
+from textkg.privacy.randomness import SecretRandomness
 from textkg.training.negatives import corrupt
 from textkg.training.one_vs_all import one_vs_all_loss, sample_pool
 from textkg.training.private_step import Shard

@@ -211,7 +211,7 @@ class Placer:
         if text is not None and getattr(text, "module", None) is None and hasattr(text, "text_text_features"):
             new = self.predictor._encode(texts)["text_features"]
         else:
-            from encoders import cached_encode, get_encoder
+            from textkg.encoders import cached_encode, get_encoder
             from textkg.training.features import default_cache_dir
 
             new = cached_encode(get_encoder("bert"), texts, cache_dir=default_cache_dir())

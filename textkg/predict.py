@@ -124,7 +124,7 @@ class Predictor:
         text = self.model.text
         if "text_features" in inputs and getattr(text, "module", None) is None:
             return inputs["text_features"].float().cpu()
-        from encoders import get_encoder
+        from textkg.encoders import get_encoder
 
         return get_encoder("bert").encode(descriptions).float()
 

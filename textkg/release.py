@@ -57,7 +57,7 @@ def recompute_epsilon(privacy: dict) -> float:
     if not missing and not privacy["ledger"]:  # no private step was taken (public-only runs)
         return 0.0
     if not missing and privacy.get("accountant") == "pld":  # dp-accounting's PLD, as the run computed it
-        from privacy.pld import pld_epsilon
+        from textkg.privacy.pld import pld_epsilon
 
         return pld_epsilon(
             [(e["sample_rate"], e["noise_multiplier"], e["steps"]) for e in privacy["ledger"]], delta=privacy["delta"]

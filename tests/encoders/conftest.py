@@ -17,7 +17,7 @@ TINY_CORPUS = [
 @pytest.fixture(scope="session")
 def char_lms(tmp_path_factory):
     """(forward_path, backward_path) of two tiny character LMs (seconds to train)."""
-    from encoders.charlm import train_char_lm
+    from textkg.encoders.charlm import train_char_lm
 
     root = tmp_path_factory.mktemp("charlm")
     texts = TINY_CORPUS * 3

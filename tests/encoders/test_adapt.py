@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from encoders.adapt import adapt_encoder, training_pairs
 from textkg.cli.config_loading import build_run_config
 from textkg.cli.main import build_parser, main
 from textkg.data import load_dataset, make_split
+from textkg.encoders.adapt import adapt_encoder, training_pairs
 from textkg.errors import ConfigError
 
 
@@ -71,7 +71,7 @@ def test_adapt_trains_caches_and_feeds_train(hpo_small, tmp_path, monkeypatch):
     cfg = build_run_config(build_parser().parse_args(args))
     parts = cfg.model.encoder_kwargs["parts"]
     assert [p.get("model_name_or_path") for p in parts] == [str(folder), str(folder), None]
-    from encoders import get_encoder
+    from textkg.encoders import get_encoder
 
     enc = get_encoder("bert", model_name_or_path=str(folder), pooling="mean")
     assert enc.encode(["Renal cyst"]).shape == (1, 384)

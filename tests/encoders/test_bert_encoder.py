@@ -3,7 +3,7 @@ import os
 import pytest
 import torch
 
-from encoders import get_encoder
+from textkg.encoders import get_encoder
 from textkg.errors import ConfigError
 
 

@@ -8,8 +8,8 @@ import sys
 import pytest
 import torch
 
-from encoders import cached_encode, get_encoder
-from encoders.char_ngrams import CharNgramEncoder
+from textkg.encoders import cached_encode, get_encoder
+from textkg.encoders.char_ngrams import CharNgramEncoder
 from textkg.errors import ConfigError
 
 
@@ -31,7 +31,7 @@ def test_grams_are_fasttext_subwords_of_padded_words():
 def test_oracle_counts_with_signs():
     """The row is the normalised sum of ±1 at each gram's bucket, computed here by hand."""
     enc = CharNgramEncoder(dim=16, ns=[3])
-    from encoders.char_ngrams import _bucket
+    from textkg.encoders.char_ngrams import _bucket
 
     expected = torch.zeros(16)
     grams = enc.grams("abab")
@@ -54,7 +54,7 @@ def test_shared_word_forms_have_a_high_cosine():
 def test_buckets_do_not_depend_on_the_process():
     """BLAKE2b, not Python's salted hash(): another interpreter gives the same row."""
     code = (
-        "from encoders.char_ngrams import CharNgramEncoder;"
+        "from textkg.encoders.char_ngrams import CharNgramEncoder;"
         "print(CharNgramEncoder(dim=32).encode(['Canis familiaris'])[0].tolist())"
     )
     other = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout

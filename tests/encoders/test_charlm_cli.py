@@ -8,8 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from encoders.charlm import read_char_lm_metrics
 from textkg.cli.main import main
+from textkg.encoders.charlm import read_char_lm_metrics
 
 TINY = Path(__file__).resolve().parents[1] / "fixtures" / "tiny_blp"
 

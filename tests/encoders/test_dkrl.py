@@ -1,8 +1,8 @@
 import pytest
 import torch
 
-from encoders import get_trainable_encoder
-from encoders.dkrl import DKRLEncoder
+from textkg.encoders import get_trainable_encoder
+from textkg.encoders.dkrl import DKRLEncoder
 
 
 @pytest.fixture

@@ -5,8 +5,8 @@ import numpy as np
 import pytest
 import torch
 
-from encoders import cached_encode, cached_encode_tokens, get_encoder
-from encoders.base import TextEncoder
+from textkg.encoders import cached_encode, cached_encode_tokens, get_encoder
+from textkg.encoders.base import TextEncoder
 from textkg.errors import DataError
 
 

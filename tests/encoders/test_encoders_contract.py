@@ -11,8 +11,8 @@ import warnings
 import pytest
 import torch
 
-from encoders import cached_encode, get_encoder, list_encoders
-from encoders.glove import OOVWarning
+from textkg.encoders import cached_encode, get_encoder, list_encoders
+from textkg.encoders.glove import OOVWarning
 from textkg.errors import DataError
 
 # name -> function(request) -> constructor kwargs

@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 import torch
 
-from encoders import cached_encode
-from encoders import registry as encoder_registry
-from encoders.base import TextEncoder
+from textkg.encoders import cached_encode
+from textkg.encoders import registry as encoder_registry
+from textkg.encoders.base import TextEncoder
 from textkg.errors import DataError
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "tiny_blp_ind"

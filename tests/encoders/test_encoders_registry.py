@@ -1,9 +1,9 @@
 import pytest
 import torch
 
-from encoders import get_encoder, get_trainable_encoder, list_encoders, list_trainable_encoders
-from encoders.dkrl import DKRLEncoder
-from encoders.glove import GloveBowEncoder
+from textkg.encoders import get_encoder, get_trainable_encoder, list_encoders, list_trainable_encoders
+from textkg.encoders.dkrl import DKRLEncoder
+from textkg.encoders.glove import GloveBowEncoder
 from textkg.errors import ConfigError
 
 

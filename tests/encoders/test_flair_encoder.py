@@ -2,8 +2,8 @@ import json
 
 import pytest
 
-from encoders import get_encoder
-from encoders.charlm import read_char_lm_metrics, train_char_lm
+from textkg.encoders import get_encoder
+from textkg.encoders.charlm import read_char_lm_metrics, train_char_lm
 from textkg.errors import ConfigError, DataError
 
 

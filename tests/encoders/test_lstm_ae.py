@@ -1,8 +1,8 @@
 import pytest
 import torch
 
-from encoders import get_encoder
-from encoders.lstm_ae import LSTMAutoencoder, pretrain_autoencoder
+from textkg.encoders import get_encoder
+from textkg.encoders.lstm_ae import LSTMAutoencoder, pretrain_autoencoder
 from textkg.errors import DataError
 
 

@@ -10,12 +10,12 @@ import torch
 
 pytest.importorskip("flwr")
 
-from privacy.accountant import RDPAccountant
-from privacy.events import SampledGaussianEvent
-from privacy.randomness import SecretRandomness
-from privacy.rdp import DEFAULT_ORDERS
 from textkg.cli.main import main
 from textkg.federated import client_dp
+from textkg.privacy.accountant import RDPAccountant
+from textkg.privacy.events import SampledGaussianEvent
+from textkg.privacy.randomness import SecretRandomness
+from textkg.privacy.rdp import DEFAULT_ORDERS
 
 
 def test_one_round_is_the_clipped_equal_weight_mean_plus_sigma_c_over_k_noise(

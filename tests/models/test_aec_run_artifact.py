@@ -12,8 +12,8 @@ import pytest
 import torch
 
 import textkg
-from encoders.lstm_ae import LSTMAutoencoder
 from textkg.cli.main import main
+from textkg.encoders.lstm_ae import LSTMAutoencoder
 from textkg.models.presets import get_preset
 from textkg.training.config import DataConfig, RunConfig, TrainConfig
 from textkg.training.features import AUTOENCODER_FILE

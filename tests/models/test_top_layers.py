@@ -14,8 +14,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from encoders.bert import BertEncoder
-from encoders.lower_layers import BertLowerLayers
+from textkg.encoders.bert import BertEncoder
+from textkg.encoders.lower_layers import BertLowerLayers
 from textkg.errors import ConfigError
 from textkg.models import ModelConfig, TextRepresentation, TopLayers
 from textkg.training.top_layers_features import lower_layer_states, top_layers_module, top_layers_settings

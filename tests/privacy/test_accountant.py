@@ -13,9 +13,9 @@ from dp_accounting.rdp import rdp_privacy_accountant as dpa
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from privacy.accountant import RDPAccountant, get_accountant, registered_accountants
-from privacy.events import SampledGaussianEvent
 from textkg.errors import ConfigError, PrivacyError
+from textkg.privacy.accountant import RDPAccountant, get_accountant, registered_accountants
+from textkg.privacy.events import SampledGaussianEvent
 
 DELTA = 1e-5
 SMALL_GRID = [1.5, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 128, 256]
@@ -164,7 +164,7 @@ def test_epsilon_decreases_with_noise(q, sigma, factor, steps):
 
 
 def test_edge_of_grid_warning_through_accountant():
-    from privacy.conversion import PrivacyWarning
+    from textkg.privacy.conversion import PrivacyWarning
 
     acc = RDPAccountant(orders="2-8")
     acc.step(SampledGaussianEvent(sample_rate=0.01, noise_multiplier=10.0, steps=10))
@@ -179,8 +179,8 @@ def test_pld_epsilon_matches_dp_accounting_and_is_below_rdp():
     import dp_accounting
     from dp_accounting.pld import pld_privacy_accountant
 
-    from privacy.accountant import epsilon_of
-    from privacy.pld import pld_epsilon
+    from textkg.privacy.accountant import epsilon_of
+    from textkg.privacy.pld import pld_epsilon
 
     ledger = [(0.0138, 1.416, 300), (0.0138, 1.416, 65)]
     eps = pld_epsilon(ledger, delta=5.4e-6)
@@ -197,7 +197,7 @@ def test_pld_epsilon_matches_dp_accounting_and_is_below_rdp():
 
 
 def test_pld_calibration_never_overshoots_and_max_steps_is_the_last_allowed():
-    from privacy.pld import pld_calibrate_noise_multiplier, pld_epsilon, pld_max_steps
+    from textkg.privacy.pld import pld_calibrate_noise_multiplier, pld_epsilon, pld_max_steps
 
     q, steps, delta, target = 0.02, 200, 1e-5, 1.5
     sigma = pld_calibrate_noise_multiplier(target_epsilon=target, delta=delta, sample_rate=q, steps=steps)

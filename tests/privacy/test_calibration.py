@@ -8,10 +8,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from privacy.accountant import RDPAccountant
-from privacy.calibration import calibrate_noise_multiplier
-from privacy.events import SampledGaussianEvent
 from textkg.errors import PrivacyError
+from textkg.privacy.accountant import RDPAccountant
+from textkg.privacy.calibration import calibrate_noise_multiplier
+from textkg.privacy.events import SampledGaussianEvent
 
 GRID = [1.5, 2, 3, 4, 6, 8, 12, 16, 24, 32, 64, 128, 256]
 

@@ -10,8 +10,8 @@ import pytest
 from dp_accounting.rdp import rdp_privacy_accountant as dpa
 from opacus.accountants.analysis import rdp as opacus_rdp
 
-from privacy.conversion import PrivacyWarning, rdp_to_epsilon
-from privacy.rdp import DEFAULT_ORDERS, compute_rdp
+from textkg.privacy.conversion import PrivacyWarning, rdp_to_epsilon
+from textkg.privacy.rdp import DEFAULT_ORDERS, compute_rdp
 
 
 @pytest.mark.parametrize(
@@ -47,7 +47,7 @@ def test_zero_rdp_is_zero_epsilon():
     assert eps == 0.0 and math.isnan(alpha)
 
 
-@pytest.mark.filterwarnings("ignore::privacy.conversion.PrivacyWarning")
+@pytest.mark.filterwarnings("ignore::textkg.privacy.conversion.PrivacyWarning")
 def test_negative_epsilon_clipped_and_negative_rdp_raised_to_zero():
     # a huge δ-friendly order makes the formula negative: ε clipped at 0
     eps, _ = rdp_to_epsilon(orders=[2.0, 1e6], rdp=[1e-9, 1e-9], delta=0.5)

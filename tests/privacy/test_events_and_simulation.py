@@ -7,8 +7,8 @@ import dataclasses
 import pytest
 import torch
 
-from privacy import simulation
-from privacy.events import SampledGaussianEvent
+from textkg.privacy import simulation
+from textkg.privacy.events import SampledGaussianEvent
 
 
 def test_event_is_frozen_and_normalised():

@@ -13,9 +13,9 @@ import torch
 from privacy_tiny_model import make_tiny, oracle_grads, plan, triple_loss
 from scipy import stats
 
-import privacy.dp_sgd as dp_sgd
-from privacy.clipping import aggregate_clipped, clip_coefficients, coalesce_rows, per_example_norms
-from privacy.dp_sgd import DPSGDStep, as_row_grads, per_example_grads, per_example_input_grads
+import textkg.privacy.dp_sgd as dp_sgd
+from textkg.privacy.clipping import aggregate_clipped, clip_coefficients, coalesce_rows, per_example_norms
+from textkg.privacy.dp_sgd import DPSGDStep, as_row_grads, per_example_grads, per_example_input_grads
 
 SIZES = {"entity": 12, "relation": 3}
 

@@ -9,11 +9,11 @@ import torch
 from privacy_tiny_model import V_ENT, V_REL, make_tiny, oracle_grads, plan, triple_loss
 from scipy import stats
 
-from privacy.accountant import RDPAccountant
-from privacy.clipping import aggregate_clipped, clip_coefficients, coalesce_rows, per_example_norms
-from privacy.dp_sgd import DPSGDStep, as_row_grads, per_example_grads
-from privacy.events import SampledGaussianEvent
-from privacy.noise import add_noise
+from textkg.privacy.accountant import RDPAccountant
+from textkg.privacy.clipping import aggregate_clipped, clip_coefficients, coalesce_rows, per_example_norms
+from textkg.privacy.dp_sgd import DPSGDStep, as_row_grads, per_example_grads
+from textkg.privacy.events import SampledGaussianEvent
+from textkg.privacy.noise import add_noise
 
 SIZES = {"entity": V_ENT, "relation": V_REL}
 

@@ -10,12 +10,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from privacy.accountant import RDPAccountant
-from privacy.calibration import calibrate_noise_multiplier
-from privacy.conversion import rdp_to_epsilon
-from privacy.events import SampledGaussianEvent
-from privacy.rdp import DEFAULT_ORDERS, compute_rdp
-from privacy.schedule import GeometricNoiseSchedule
+from textkg.privacy.accountant import RDPAccountant
+from textkg.privacy.calibration import calibrate_noise_multiplier
+from textkg.privacy.conversion import rdp_to_epsilon
+from textkg.privacy.events import SampledGaussianEvent
+from textkg.privacy.rdp import DEFAULT_ORDERS, compute_rdp
+from textkg.privacy.schedule import GeometricNoiseSchedule
 
 
 def _ledger_epsilon(schedule, sigma0, q, steps, delta):

@@ -1,4 +1,4 @@
-"""Secret randomness (privacy/randomness.py): a real cipher, separate streams, exact replay."""
+"""Secret randomness (textkg/privacy/randomness.py): a real cipher, separate streams, exact replay."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import pytest
 import torch
 from scipy import stats
 
-from privacy.dp_sgd import DPSGDStep
-from privacy.randomness import KEY_BYTES, NoisePrefetcher, SecretRandomness
+from textkg.privacy.dp_sgd import DPSGDStep
+from textkg.privacy.randomness import KEY_BYTES, NoisePrefetcher, SecretRandomness
 
 
 def test_torch_generator_seeds_keep_only_32_bits():

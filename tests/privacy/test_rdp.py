@@ -13,10 +13,10 @@ from dp_accounting.rdp import rdp_privacy_accountant as dpa
 from opacus.accountants import RDPAccountant as OpacusRDPAccountant
 from opacus.accountants.analysis import rdp as opacus_rdp
 
-from privacy.accountant import RDPAccountant
-from privacy.events import SampledGaussianEvent
-from privacy.rdp import DEFAULT_ORDERS, compute_rdp, log_a, parse_orders, rdp_sampled_gaussian_order
 from textkg.errors import ConfigError
+from textkg.privacy.accountant import RDPAccountant
+from textkg.privacy.events import SampledGaussianEvent
+from textkg.privacy.rdp import DEFAULT_ORDERS, compute_rdp, log_a, parse_orders, rdp_sampled_gaussian_order
 
 GRID = [(q, s) for q in (1e-4, 0.004, 0.04, 0.3, 0.7) for s in (0.6, 1.0, 1.5, 4.0)]
 INT_ORDERS = [2, 3, 5, 8, 16, 32, 63, 128, 256]

@@ -7,7 +7,7 @@ import math
 import pytest
 import torch
 
-from privacy.sampling import PoissonBatches, poisson_sample
+from textkg.privacy.sampling import PoissonBatches, poisson_sample
 
 
 def test_batch_sizes_are_binomial():

@@ -53,7 +53,7 @@ def _finetune_cfg(**kwargs) -> ModelConfig:
 def _pretrained_probe() -> torch.Tensor:
     from transformers import AutoModel
 
-    from encoders.bert import default_minilm_path
+    from textkg.encoders.bert import default_minilm_path
 
     return AutoModel.from_pretrained(default_minilm_path()).state_dict()[PROBE.removeprefix("text.module.model.")]
 
@@ -75,7 +75,7 @@ def test_bad_finetune_settings_name_the_field(model, field):
 
 
 def test_defaults_are_the_frozen_bert_encoders():
-    from encoders.bert import default_minilm_path
+    from textkg.encoders.bert import default_minilm_path
 
     assert finetune_settings(_finetune_cfg()) == {
         "model_name_or_path": default_minilm_path(),
@@ -85,7 +85,7 @@ def test_defaults_are_the_frozen_bert_encoders():
 
 
 def test_token_ids_are_the_frozen_encoders_tokenisation():
-    from encoders import get_encoder
+    from textkg.encoders import get_encoder
 
     texts = ["Ada Lovelace", "Łódź", "word " * 100]
     cfg = _finetune_cfg(encoder_kwargs={"pooling": "cls", "max_tokens": 16})

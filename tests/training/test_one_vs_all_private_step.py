@@ -18,11 +18,11 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from test_one_vs_all_clipping import POOL, POSITIONS, TEMPERATURE, make_model, make_triples, oracle
 
-from privacy.dp_sgd import DPSGDStep
 from textkg.cli.config_loading import build_run_config
 from textkg.cli.main import build_parser
 from textkg.errors import ConfigError
 from textkg.models import get_preset
+from textkg.privacy.dp_sgd import DPSGDStep
 from textkg.training.config import DataConfig, PrivacyConfig, RunConfig, TrainConfig
 from textkg.training.pipeline import run
 from textkg.training.private_step import OneVsAllPrivateStep, noise_shapes

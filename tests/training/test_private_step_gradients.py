@@ -12,10 +12,10 @@ from __future__ import annotations
 import pytest
 import torch
 
-from privacy.dp_sgd import DPSGDStep
-from privacy.sampling import poisson_sample
 from textkg.models import build_model
 from textkg.models.config import ModelConfig
+from textkg.privacy.dp_sgd import DPSGDStep
+from textkg.privacy.sampling import poisson_sample
 from textkg.training.losses import margin_ranking, softplus_loss
 from textkg.training.negatives import corrupt
 from textkg.training.private_step import PrivateStep

@@ -47,7 +47,7 @@ def _train(out: Path, tmp: Path, *, epochs: int) -> Path:
 def _pretrained_probe() -> torch.Tensor:
     from transformers import AutoModel
 
-    from encoders.bert import default_minilm_path
+    from textkg.encoders.bert import default_minilm_path
 
     state = AutoModel.from_pretrained(default_minilm_path()).state_dict()
     return state["encoder.layer.5.attention.self.query.weight"]

@@ -205,14 +205,14 @@ def models_list(args) -> dict:
 
 
 def encoders_list(args) -> dict:
-    from encoders import list_encoders
+    from textkg.encoders import list_encoders
 
     return {"encoders": list(list_encoders())}
 
 
 def charlm_train(args) -> dict:
-    from encoders.charlm import read_char_lm_metrics, train_char_lm
     from textkg.data import load_dataset
+    from textkg.encoders.charlm import read_char_lm_metrics, train_char_lm
 
     kg = load_dataset(args.dataset, **({"description": args.description} if args.description else {}))
     result = train_char_lm(
@@ -228,9 +228,9 @@ def charlm_train(args) -> dict:
 
 
 def adapt_encoder(args) -> dict:
-    """``textkg encoders adapt``: see :mod:`encoders.adapt`."""
-    from encoders.adapt import adapt_encoder as adapt
+    """``textkg encoders adapt``: see :mod:`textkg.encoders.adapt`."""
     from textkg.data import load_dataset, make_split
+    from textkg.encoders.adapt import adapt_encoder as adapt
     from textkg.training.features import default_cache_dir
 
     kg = load_dataset(args.dataset)
@@ -252,9 +252,9 @@ def adapt_encoder(args) -> dict:
 def pretrain_aec(args) -> dict:
     """Pre-train an LSTM autoencoder; a ``torchcoder-aec`` run reads it with
     ``model.text_module_kwargs.path`` (and then trains no autoencoder of its own)."""
-    from encoders import get_encoder
-    from encoders.lstm_ae import pretrain_autoencoder
     from textkg.data import load_dataset
+    from textkg.encoders import get_encoder
+    from textkg.encoders.lstm_ae import pretrain_autoencoder
     from textkg.training.features import AUTOENCODER_FILE
 
     kg = load_dataset(args.dataset)

@@ -8,7 +8,7 @@
   prints ``{"noise_multiplier": σ, "epsilon": ε(σ)}``, the smallest σ (bisection)
   whose ε does not exceed E.
 
-Both are thin wrappers over :mod:`privacy`; invalid numbers are user errors
+Both are thin wrappers over :mod:`textkg.privacy`; invalid numbers are user errors
 (exit 2, no traceback).
 """
 
@@ -48,9 +48,9 @@ def _check(args) -> None:
 
 
 def account(args) -> dict:
-    from privacy.accountant import RDPAccountant
-    from privacy.conversion import PrivacyWarning
-    from privacy.events import SampledGaussianEvent
+    from textkg.privacy.accountant import RDPAccountant
+    from textkg.privacy.conversion import PrivacyWarning
+    from textkg.privacy.events import SampledGaussianEvent
 
     _check(args)
     if not args.noise_multiplier > 0:
@@ -80,8 +80,8 @@ def account(args) -> dict:
 
 
 def calibrate(args) -> dict:
-    from privacy.accountant import epsilon_of
-    from privacy.calibration import calibrate_noise_multiplier
+    from textkg.privacy.accountant import epsilon_of
+    from textkg.privacy.calibration import calibrate_noise_multiplier
 
     _check(args)
     if not args.target_epsilon > 0 or math.isinf(args.target_epsilon):

@@ -18,7 +18,7 @@ What is used from Flower (``flwr`` 1.42): the strategy wrapper
 ``RdpAccountant`` (dp-accounting underneath). What is replaced: only the noise
 source. Flower draws its noise with ``numpy.random.normal`` on the global
 Mersenne Twister, which anyone who learns its state can regenerate; here the
-noise comes from :class:`privacy.randomness.SecretRandomness` (AES-128-CTR,
+noise comes from :class:`textkg.privacy.randomness.SecretRandomness` (AES-128-CTR,
 a key from the OS that is never written to a released file), one stream per
 round, as textkg's record-level noise does (docs/privacy.md).
 
@@ -50,10 +50,10 @@ from typing import Any
 
 import numpy as np
 
-from privacy.calibration import calibrate_noise_multiplier
-from privacy.randomness import SecretRandomness
-from privacy.rdp import DEFAULT_ORDERS
 from textkg.errors import ConfigError
+from textkg.privacy.calibration import calibrate_noise_multiplier
+from textkg.privacy.randomness import SecretRandomness
+from textkg.privacy.rdp import DEFAULT_ORDERS
 
 #: What a client-level guarantee is about.
 CLIENT_UNIT = "one data holder: everything it uploads, so every statement it holds (client level)"
@@ -193,8 +193,8 @@ def client_privacy_block(
     ``record_level``: the holders also ran record-level DP, whose released
     ledgers make their statement counts public inputs.
     """
-    from privacy.accountant import RDPAccountant
-    from privacy.events import SampledGaussianEvent
+    from textkg.privacy.accountant import RDPAccountant
+    from textkg.privacy.events import SampledGaussianEvent
 
     spent = wrapped.privacy_spent()
     ours = RDPAccountant(orders=DEFAULT_ORDERS)

@@ -47,7 +47,7 @@ class FederatedConfig:
             without DP nothing is claimed. Not with client-level DP.
         noise_decay: ``None`` (default): a constant σ. γ in (0, 1]: under
             record-level DP, each holder's σ is σ_0 · γ^r in round r = 0, 1, …
-            (:class:`privacy.schedule.GeometricNoiseSchedule`), with σ_0
+            (:class:`textkg.privacy.schedule.GeometricNoiseSchedule`), with σ_0
             calibrated so that the ledger of all rounds meets ``--target-epsilon``.
     """
 

@@ -1,7 +1,7 @@
 """``build_model``: a :class:`ModelConfig` + precomputed public features → :class:`KGEModel`.
 
 The training pipeline runs the encoders (data → encoders → models); this
-module only receives their outputs. It imports :mod:`encoders` only to build
+module only receives their outputs. It imports :mod:`textkg.encoders` only to build
 a trainable ``dkrl`` module by name.
 """
 
@@ -171,7 +171,7 @@ def _named_token_module(config: ModelConfig, token_dim: int) -> nn.Module:
             f"{config.text_module!r}; lstm-ae codes are passed as text_features",
             field="model.text_module",
         )
-    from encoders.registry import get_trainable_encoder
+    from textkg.encoders.registry import get_trainable_encoder
 
     return get_trainable_encoder("dkrl", token_dim=token_dim, out_dim=config.dim, **config.text_module_kwargs)
 

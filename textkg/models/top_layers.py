@@ -2,7 +2,7 @@
 
 BLP (Daza, Cochez & Groth 2021, arXiv:2010.03496) fine-tunes the whole encoder end to end;
 on a CPU that is far too slow. Here the lower ``L - k`` layers are frozen and their token
-states cached once (:class:`encoders.lower_layers.BertLowerLayers`); only the top ``k``
+states cached once (:class:`textkg.encoders.lower_layers.BertLowerLayers`); only the top ``k``
 layers (initialised from the pretrained weights) and the pooling run at training time.
 
 The cost that remains is the 1-vs-all loss: it scores every candidate, and each

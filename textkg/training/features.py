@@ -84,7 +84,7 @@ def text_inputs(
     if module == "finetune":
         ids = finetune_token_ids(model_cfg, texts)  # validates the settings before loading weights
         return {**ids, "text_module": finetune_module(model_cfg)}
-    from encoders import cached_encode, get_encoder
+    from textkg.encoders import cached_encode, get_encoder
 
     cache_dir = Path(cache_dir) if cache_dir is not None else default_cache_dir()
     if module == "top-layers":
@@ -122,7 +122,7 @@ def lstm_autoencoder(model_cfg, tokens: torch.Tensor, mask: torch.Tensor, *, see
     Raises:
         ConfigError: Unreadable file, or token size mismatch (the file is named).
     """
-    from encoders.lstm_ae import load_autoencoder, pretrain_autoencoder
+    from textkg.encoders.lstm_ae import load_autoencoder, pretrain_autoencoder
 
     kwargs = dict(getattr(model_cfg, "text_module_kwargs", None) or {})
     path = kwargs.pop("path", None)
@@ -146,7 +146,7 @@ def lstm_autoencoder(model_cfg, tokens: torch.Tensor, mask: torch.Tensor, *, see
 
 def _token_features(encoder, texts, cache_dir):
     try:
-        from encoders.cache import cached_encode_tokens
+        from textkg.encoders.cache import cached_encode_tokens
     except ImportError:  # pragma: no cover - cache for tokens is optional
         cached_encode_tokens = None
     if cached_encode_tokens is not None:
@@ -169,7 +169,7 @@ def finetune_settings(model_cfg) -> dict:
         ConfigError: The encoder is not in :data:`FINETUNE_ENCODERS`, or an
             ``encoder_kwargs`` key or value is invalid (the field is named).
     """
-    from encoders.bert import POOLINGS, BertEncoder, default_minilm_path
+    from textkg.encoders.bert import POOLINGS, BertEncoder, default_minilm_path
 
     if model_cfg.encoder not in FINETUNE_ENCODERS:
         raise ConfigError(
@@ -205,7 +205,7 @@ def finetune_tokenizer(model_cfg):
     """The ``finetune`` transformer's own tokenizer (offline from a local folder or the HF cache)."""
     from transformers import AutoTokenizer
 
-    from encoders.bert import load_pretrained
+    from textkg.encoders.bert import load_pretrained
 
     return load_pretrained(AutoTokenizer, finetune_settings(model_cfg)["model_name_or_path"], "tokenizer")
 
@@ -225,7 +225,7 @@ def finetune_token_ids(model_cfg, texts: list[str], *, tokenizer=None) -> dict[s
     Returns:
         ``{"input_ids": (n, L), "attention_mask": (n, L)}`` long tensors, ``L <= max_tokens``.
     """
-    from encoders.base import validate_texts
+    from textkg.encoders.base import validate_texts
 
     texts = validate_texts(texts)
     settings = finetune_settings(model_cfg)
@@ -244,7 +244,7 @@ def finetune_module(model_cfg):
     """
     from transformers import AutoModel
 
-    from encoders.bert import load_pretrained
+    from textkg.encoders.bert import load_pretrained
     from textkg.models import PooledTransformer
 
     settings = finetune_settings(model_cfg)

@@ -20,7 +20,7 @@ rows × width × bytes:
   (expected B × rows read × d), per-example gradients of the dense
   parameters (``vmap(grad)``: three B × dense copies), and the noise: one float64 copy of every
   noised parameter per step held (the current step and the two that
-  :class:`privacy.randomness.NoisePrefetcher` draws ahead) plus the float32
+  :class:`textkg.privacy.randomness.NoisePrefetcher` draws ahead) plus the float32
   noised gradient.
 
 It is an estimate of the peak, not a bound: the allocator, Python objects,

@@ -78,10 +78,10 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
-from privacy.clipping import clip_coefficients
 from textkg.errors import ConfigError
 from textkg.models.interactions import TransE
 from textkg.models.kge import KGEModel
+from textkg.privacy.clipping import clip_coefficients
 from textkg.training.one_vs_all import on_model_device, one_vs_all_loss
 
 #: elements of the largest per-chunk temporary (~16 MB of float32)

@@ -42,7 +42,7 @@ from textkg.training.trainer import Trainer
 from textkg.training.unseen_structure import apply_unseen_structure
 
 if TYPE_CHECKING:  # encoders.lstm_ae is imported only by lstm-ae runs
-    from encoders.lstm_ae import LSTMAutoencoder
+    from textkg.encoders.lstm_ae import LSTMAutoencoder
 
 
 @dataclass
@@ -100,7 +100,7 @@ def prepare(cfg: RunConfig, run_dir: Path | None = None, *, device: torch.device
     saved = Path(run_dir) / AUTOENCODER_FILE if run_dir is not None else None
     autoencoder = None
     if saved is not None and saved.is_file():
-        from encoders.lstm_ae import load_autoencoder
+        from textkg.encoders.lstm_ae import load_autoencoder
 
         autoencoder = load_autoencoder(saved)
     features = text_inputs(cfg.model, entity_texts(kg), seed=cfg.train.seed, autoencoder=autoencoder, device=device)
@@ -715,7 +715,7 @@ def _description_features(prep: Prepared) -> torch.Tensor:
     text = getattr(prep.model, "text", None)
     if text is not None and getattr(text, "module", None) is None and hasattr(text, "text_text_features"):
         return text.text_text_features.cpu()  # the votes and baselines read them on the CPU
-    from encoders import cached_encode, get_encoder
+    from textkg.encoders import cached_encode, get_encoder
     from textkg.training.features import default_cache_dir
 
     return cached_encode(get_encoder("bert"), entity_texts(prep.kg), cache_dir=default_cache_dir()).float()

@@ -10,7 +10,7 @@ per-example tables:
 
 - a model with no trainable dense parameter (e.g. structural TransE): ONE
   ordinary batched backward of ``Σ_b L_b`` through the gathered ``(B, …, d)``
-  copies (:func:`privacy.per_example_input_grads`); example b's loss reads
+  copies (:func:`textkg.privacy.per_example_input_grads`); example b's loss reads
   only its own copy, so the gradient w.r.t. copy b is exactly ∂L_b/∂rows_b;
 - otherwise ``torch.func.vmap(grad(...))`` over the dense parameters and the
   gathered rows together (one vmapped forward/backward, consistent
@@ -18,7 +18,7 @@ per-example tables:
 
 The mechanism half (clip the whole per-example gradient, add N(0, σ²C²) to
 every entry of every trained parameter, divide by the expected batch size,
-emit one ``SampledGaussianEvent``) lives in :mod:`privacy` and knows nothing
+emit one ``SampledGaussianEvent``) lives in :mod:`textkg.privacy` and knows nothing
 about graphs.
 """
 
@@ -31,9 +31,9 @@ import torch
 from torch import nn
 from torch.func import functional_call, grad, vmap
 
-from privacy.dp_sgd import DPSGDStep, per_example_input_grads
-from privacy.sampling import poisson_sample
 from textkg.models import KGEModel
+from textkg.privacy.dp_sgd import DPSGDStep, per_example_input_grads
+from textkg.privacy.sampling import poisson_sample
 from textkg.training.negatives import corrupt
 
 
@@ -90,7 +90,7 @@ class PrivateStep:
         entity_pool: ``(P,)`` entities negatives are drawn from.
         loss_fn: per-example loss over ``(1 + K,)`` scores.
         num_negatives: K.
-        mechanism: the :class:`privacy.dp_sgd.DPSGDStep` (clip, noise, account).
+        mechanism: the :class:`textkg.privacy.dp_sgd.DPSGDStep` (clip, noise, account).
         sample_rate: q.
         generator: randomness for corruption and dropout (per-example; must not
             depend on the data).
@@ -98,7 +98,7 @@ class PrivateStep:
             ``None`` to draw both from ``generator`` (tests only: not secret).
         step: the private step's index (selects the secret streams).
         noise: optional pre-drawn unit noise of this step (``{name: float64 tensor}``,
-            e.g. from :class:`privacy.randomness.NoisePrefetcher`); drawn from
+            e.g. from :class:`textkg.privacy.randomness.NoisePrefetcher`); drawn from
             ``randomness`` when ``None``.
         shard: this process's :class:`Shard` of a data-parallel step, or ``None`` (one process).
     """
@@ -259,7 +259,7 @@ class OneVsAllPrivateStep:
     the exactly clipped sum ``Σ_b min(1, C/‖g_b‖) g_b`` from
     :func:`textkg.training.one_vs_all_clipping.clipped_gradient_sum` (no
     per-example gradients), and noises it with
-    :meth:`privacy.dp_sgd.DPSGDStep.noise_clipped_sum`: N(0, σ²C²) on every
+    :meth:`textkg.privacy.dp_sgd.DPSGDStep.noise_clipped_sum`: N(0, σ²C²) on every
     entry of every trained parameter (the keys of :func:`noise_shapes`), then
     divided by the expected batch size. The structural-dropout mask of the
     pool comes from ``generator`` (the step's secret per-step stream), shared

@@ -1,7 +1,7 @@
 """KG-side scheduling of the privacy mechanism: what is private, at what rate,
 under which budget, and what the run may honestly claim.
 
-Mechanism and accounting come from :mod:`privacy`; this module decides which
+Mechanism and accounting come from :mod:`textkg.privacy`; this module decides which
 statements are private (``full``: all training statements; ``confidential``:
 the DPKGE setting of Han et al. 2022) and produces the ``privacy`` block of
 ``metrics.json``.
@@ -14,15 +14,15 @@ import warnings
 
 import torch
 
-from privacy.accountant import RDPAccountant
-from privacy.calibration import calibrate_noise_multiplier
-from privacy.dp_sgd import DPSGDStep
-from privacy.events import SampledGaussianEvent
-from privacy.pld import pld_calibrate_noise_multiplier, pld_epsilon, pld_max_steps
-from privacy.randomness import NoisePrefetcher, SecretRandomness
-from privacy.rdp import DEFAULT_ORDERS, parse_orders
-from privacy.schedule import GeometricNoiseSchedule
 from textkg.errors import ConfigError, PrivacyError
+from textkg.privacy.accountant import RDPAccountant
+from textkg.privacy.calibration import calibrate_noise_multiplier
+from textkg.privacy.dp_sgd import DPSGDStep
+from textkg.privacy.events import SampledGaussianEvent
+from textkg.privacy.pld import pld_calibrate_noise_multiplier, pld_epsilon, pld_max_steps
+from textkg.privacy.randomness import NoisePrefetcher, SecretRandomness
+from textkg.privacy.rdp import DEFAULT_ORDERS, parse_orders
+from textkg.privacy.schedule import GeometricNoiseSchedule
 from textkg.training.config import PrivacyConfig
 from textkg.training.one_vs_all import pool_positions
 from textkg.training.one_vs_all_clipping import feature_gram
@@ -198,7 +198,7 @@ class PrivateTraining:
             per-example clipping without per-example gradients).
         noise_decay: ``None`` for a constant σ; else ``(γ, E)``: step ``t`` runs at
             σ_t = σ_0 · γ^⌊t / (E · steps_per_epoch)⌋ (σ shrinks every E epochs, one federated
-            round; :class:`privacy.schedule.GeometricNoiseSchedule`). The schedule depends on
+            round; :class:`textkg.privacy.schedule.GeometricNoiseSchedule`). The schedule depends on
             public inputs only; the ledger records each step's σ_t, and a calibrated σ_0 makes
             the ledger of the planned steps meet ``target_epsilon``. RDP accounting only.
     """
@@ -416,7 +416,7 @@ class PrivateTraining:
 
     def _simulation_step(self, model, generator) -> None:
         """The seed paper's batch-level clipping: NOT DP, reported as ``simulation``."""
-        from privacy.simulation import clip_and_noise_batch_gradient
+        from textkg.privacy.simulation import clip_and_noise_batch_gradient
         from textkg.training.negatives import corrupt
 
         n = self.num_private

@@ -1,8 +1,8 @@
 """Inputs of a ``text_module: top-layers`` model: cached lower-layer states + the trainable top layers.
 
 The descriptions go through the frozen lower ``L - k`` layers of the ``bert`` encoder's
-transformer once (:class:`encoders.lower_layers.BertLowerLayers`); their token states are
-cached on disk by :func:`encoders.cache.cached_encode_tokens` (float16, keyed by the
+transformer once (:class:`textkg.encoders.lower_layers.BertLowerLayers`); their token states are
+cached on disk by :func:`textkg.encoders.cache.cached_encode_tokens` (float16, keyed by the
 encoder identity, which names ``k``, ``max_tokens`` and the weights, and by the text hash).
 The top ``k`` layers come back as a trainable :class:`textkg.models.TopLayers`, initialised
 from the same pretrained weights. Training entities and brand-new ones (``textkg predict``,
@@ -65,8 +65,8 @@ def _check_keys(given: dict, allowed: tuple[str, ...], field: str, hint: str) ->
 
 
 def lower_layer_encoder(model_cfg):
-    """The frozen lower layers as an encoder (:class:`encoders.lower_layers.BertLowerLayers`)."""
-    from encoders.lower_layers import BertLowerLayers
+    """The frozen lower layers as an encoder (:class:`textkg.encoders.lower_layers.BertLowerLayers`)."""
+    from textkg.encoders.lower_layers import BertLowerLayers
 
     s = top_layers_settings(model_cfg)
     try:
@@ -81,7 +81,7 @@ def lower_layer_states(
     model_cfg, texts: list[str], *, cache_dir: Path | None = None, encoder=None
 ) -> dict[str, torch.Tensor]:
     """``{"token_features": (n, T, d), "token_mask": (n, T)}``: the cached lower-layer states of ``texts``."""
-    from encoders.cache import cached_encode_tokens
+    from textkg.encoders.cache import cached_encode_tokens
 
     encoder = encoder if encoder is not None else lower_layer_encoder(model_cfg)
     tokens, mask = cached_encode_tokens(encoder, texts, cache_dir=cache_dir)
@@ -97,7 +97,7 @@ def top_layers_module(model_cfg):
     """
     from transformers import AutoModel
 
-    from encoders.bert import default_minilm_path, load_pretrained
+    from textkg.encoders.bert import default_minilm_path, load_pretrained
     from textkg.models import TopLayers
 
     s = top_layers_settings(model_cfg)

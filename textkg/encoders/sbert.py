@@ -11,7 +11,7 @@ from .bert import default_minilm_path, load_pretrained, weights_identity
 
 
 class _STLoader:
-    """Adapter so :func:`encoders.bert.load_pretrained` can wrap SentenceTransformer."""
+    """Adapter so :func:`textkg.encoders.bert.load_pretrained` can wrap SentenceTransformer."""
 
     def __init__(self, device: str) -> None:
         self.device = device

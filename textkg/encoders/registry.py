@@ -6,7 +6,7 @@ Two families, one registry each (house style: one registry per family):
   ``"bert"``, ``"sentence-transformers"``, ``"glove-bow"``, ``"flair"``,
   ``"char-ngrams"`` (hashed character n-grams of the name: word forms, no weights),
   and ``"concat"`` (several of them side by side);
-  each is a :class:`encoders.base.TextEncoder` with ``.encode(texts)``.
+  each is a :class:`textkg.encoders.base.TextEncoder` with ``.encode(texts)``.
 * **trainable text modules** (:func:`get_trainable_encoder`,
   :func:`list_trainable_encoders`): ``"dkrl"``, ``"lstm-ae"``; each is an
   ``nn.Module`` mapping token features ``(n, L, d)`` + mask ``(n, L)`` to
@@ -27,18 +27,18 @@ from textkg.errors import ConfigError
 
 from .base import TextEncoder
 
-# name -> "module:Class"; imported lazily so `import encoders` stays cheap.
+# name -> "module:Class"; imported lazily so `import textkg.encoders` stays cheap.
 _FROZEN: dict[str, str] = {
-    "bert": "encoders.bert:BertEncoder",
-    "sentence-transformers": "encoders.sbert:SentenceTransformerEncoder",
-    "glove-bow": "encoders.glove:GloveBowEncoder",
-    "flair": "encoders.flair_stack:FlairStackEncoder",
-    "concat": "encoders.concat:ConcatEncoder",
-    "char-ngrams": "encoders.char_ngrams:CharNgramEncoder",
+    "bert": "textkg.encoders.bert:BertEncoder",
+    "sentence-transformers": "textkg.encoders.sbert:SentenceTransformerEncoder",
+    "glove-bow": "textkg.encoders.glove:GloveBowEncoder",
+    "flair": "textkg.encoders.flair_stack:FlairStackEncoder",
+    "concat": "textkg.encoders.concat:ConcatEncoder",
+    "char-ngrams": "textkg.encoders.char_ngrams:CharNgramEncoder",
 }
 _TRAINABLE: dict[str, str] = {
-    "dkrl": "encoders.dkrl:DKRLEncoder",
-    "lstm-ae": "encoders.lstm_ae:LSTMAutoencoder",
+    "dkrl": "textkg.encoders.dkrl:DKRLEncoder",
+    "lstm-ae": "textkg.encoders.lstm_ae:LSTMAutoencoder",
 }
 
 

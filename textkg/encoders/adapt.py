@@ -120,7 +120,7 @@ def adapt_encoder(
     from sentence_transformers.losses import MultipleNegativesRankingLoss
     from torch.utils.data import DataLoader
 
-    from encoders.bert import default_minilm_path
+    from textkg.encoders.bert import default_minilm_path
 
     torch.manual_seed(seed)
     model = SentenceTransformer(default_minilm_path(), device="cpu")

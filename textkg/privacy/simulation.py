@@ -16,7 +16,7 @@ influence the way the accounting assumes:
 - batches are drawn uniformly with a fixed size, not by Poisson sampling.
 
 It is kept to reproduce the seed paper's numbers, side by side with real
-DP-SGD (:mod:`privacy.dp_sgd`).
+DP-SGD (:mod:`textkg.privacy.dp_sgd`).
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from collections.abc import Iterable
 
 import torch
 
-from privacy.noise import draw_device
+from textkg.privacy.noise import draw_device
 
 GUARANTEE = "simulation"
 """The label any result of this module must carry."""

@@ -6,11 +6,11 @@ import math
 import warnings
 from collections.abc import Sequence
 
-from privacy.accountant import RDPAccountant
-from privacy.conversion import PrivacyWarning
-from privacy.events import SampledGaussianEvent
-from privacy.schedule import GeometricNoiseSchedule
 from textkg.errors import PrivacyError
+from textkg.privacy.accountant import RDPAccountant
+from textkg.privacy.conversion import PrivacyWarning
+from textkg.privacy.events import SampledGaussianEvent
+from textkg.privacy.schedule import GeometricNoiseSchedule
 
 _SIGMA_MAX = 1e4
 

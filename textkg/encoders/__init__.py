@@ -2,7 +2,7 @@
 
 Public API::
 
-    from encoders import get_encoder, list_encoders, cached_encode, TextEncoder
+    from textkg.encoders import get_encoder, list_encoders, cached_encode, TextEncoder
     enc = get_encoder("bert")                # MiniLM (384-d), offline
     x = enc.encode(["Abnormal enlargement of the kidney."])   # (1, 384)
     x = cached_encode(enc, texts)            # on-disk feature cache

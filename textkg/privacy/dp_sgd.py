@@ -14,9 +14,9 @@ from typing import Any
 import torch
 from torch.func import grad, vmap
 
-from privacy.clipping import DenseGrads, RowGrads, clip_coefficients, per_example_norms
-from privacy.events import SampledGaussianEvent
-from privacy.noise import gaussian_noise
+from textkg.privacy.clipping import DenseGrads, RowGrads, clip_coefficients, per_example_norms
+from textkg.privacy.events import SampledGaussianEvent
+from textkg.privacy.noise import gaussian_noise
 
 #: entries of row gradients scaled per chunk in DPSGDStep (~2 MB of float32)
 _CHUNK_ENTRIES = 1 << 19
@@ -133,7 +133,7 @@ def as_row_grads(
 class DPSGDStep:
     """One DP-SGD aggregation: clip each example, sum, add noise, divide by q·N.
 
-    Emits one :class:`privacy.events.SampledGaussianEvent` to ``accountant``
+    Emits one :class:`textkg.privacy.events.SampledGaussianEvent` to ``accountant``
     per call (a step hook): the mechanism never computes ε itself.
 
     Args:
@@ -184,9 +184,9 @@ class DPSGDStep:
             table_sizes: ``{table: V}``; noise covers all V rows.
             noise: ``{name: unit-variance float64 tensor}`` for every dense parameter
                 and table, drawn by the caller from a secret source
-                (:class:`privacy.randomness.SecretRandomness`). The sum is then formed
+                (:class:`textkg.privacy.randomness.SecretRandomness`). The sum is then formed
                 in float64 and rounded once to the gradient's dtype (see
-                ``privacy/randomness.py`` on floating-point attacks). ``None``: draw
+                ``textkg/privacy/randomness.py`` on floating-point attacks). ``None``: draw
                 from ``generator`` in the gradient's dtype (tests, benchmarks).
 
         Returns:

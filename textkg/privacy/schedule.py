@@ -19,7 +19,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from privacy.events import SampledGaussianEvent
+from textkg.privacy.events import SampledGaussianEvent
 
 
 @dataclass(frozen=True)

@@ -2,7 +2,7 @@
 
 Like dp-accounting's ``PoissonSampledDpEvent(q, GaussianDpEvent(σ))``: an
 event says *what* ran, never how much privacy it cost; that is the
-accountant's job (:mod:`privacy.accountant`).
+accountant's job (:mod:`textkg.privacy.accountant`).
 """
 
 from __future__ import annotations

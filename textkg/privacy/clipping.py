@@ -135,7 +135,7 @@ def aggregate_clipped(
 ) -> dict[str, torch.Tensor]:
     """Sum of the clipped per-example gradients, one dense tensor per parameter.
 
-    The plain reference form: :class:`privacy.dp_sgd.DPSGDStep` computes the
+    The plain reference form: :class:`textkg.privacy.dp_sgd.DPSGDStep` computes the
     same sum fused with the noise (in chunks); tests check one against the other.
 
     Args:

@@ -5,15 +5,15 @@ calibration, events, Poisson sampling, per-example clipping of dense and
 row-sparse gradients, Gaussian noise and a DP-SGD step. See docs/privacy.md.
 """
 
-from privacy.accountant import RDPAccountant, get_accountant, register_accountant, registered_accountants
-from privacy.calibration import calibrate_noise_multiplier
-from privacy.clipping import aggregate_clipped, clip_coefficients, coalesce_rows, per_example_norms
-from privacy.conversion import PrivacyWarning, rdp_to_epsilon
-from privacy.dp_sgd import DPSGDStep, as_row_grads, per_example_grads, per_example_input_grads
-from privacy.events import SampledGaussianEvent
-from privacy.noise import add_noise, gaussian_noise
-from privacy.rdp import DEFAULT_ORDERS, compute_rdp, parse_orders
-from privacy.sampling import PoissonBatches, poisson_sample
+from textkg.privacy.accountant import RDPAccountant, get_accountant, register_accountant, registered_accountants
+from textkg.privacy.calibration import calibrate_noise_multiplier
+from textkg.privacy.clipping import aggregate_clipped, clip_coefficients, coalesce_rows, per_example_norms
+from textkg.privacy.conversion import PrivacyWarning, rdp_to_epsilon
+from textkg.privacy.dp_sgd import DPSGDStep, as_row_grads, per_example_grads, per_example_input_grads
+from textkg.privacy.events import SampledGaussianEvent
+from textkg.privacy.noise import add_noise, gaussian_noise
+from textkg.privacy.rdp import DEFAULT_ORDERS, compute_rdp, parse_orders
+from textkg.privacy.sampling import PoissonBatches, poisson_sample
 
 __all__ = [
     "DEFAULT_ORDERS",

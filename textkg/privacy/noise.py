@@ -45,7 +45,7 @@ def gaussian_noise(
 ) -> torch.Tensor:
     """A fresh tensor of i.i.d. ``N(0, std²)`` entries, drawn in place (``normal_``), no temporaries.
 
-    The building block of :class:`privacy.dp_sgd.DPSGDStep`, which draws the
+    The building block of :class:`textkg.privacy.dp_sgd.DPSGDStep`, which draws the
     noise of the AVERAGED gradient directly (``std = σC / (qN)``) and adds the
     clipped per-example gradients into it, instead of noising the sum and
     dividing: the same distribution, a single pass over every table.

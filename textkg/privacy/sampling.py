@@ -33,7 +33,7 @@ def poisson_sample(
         sample_rate: q in [0, 1].
         generator: the randomness (CPU generator), used when ``uniform`` is ``None``.
         uniform: ``(N,)`` uniforms on [0, 1) drawn by the caller from a secret source
-            (:meth:`privacy.randomness.SecretRandomness.uniform`); DP needs the sample
+            (:meth:`textkg.privacy.randomness.SecretRandomness.uniform`); DP needs the sample
             to be secret, which torch's generator is not.
 
     Returns:

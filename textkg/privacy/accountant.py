@@ -1,8 +1,8 @@
 """Accountants compose privacy events into an (ε, δ) claim.
 
-The mechanism (:mod:`privacy.dp_sgd`) only emits "one step at (q, σ)"; the
+The mechanism (:mod:`textkg.privacy.dp_sgd`) only emits "one step at (q, σ)"; the
 accountant keeps the ledger and does the arithmetic with the pure functions of
-:mod:`privacy.rdp` and :mod:`privacy.conversion` (Opacus's split).
+:mod:`textkg.privacy.rdp` and :mod:`textkg.privacy.conversion` (Opacus's split).
 """
 
 from __future__ import annotations
@@ -14,10 +14,10 @@ from typing import Any
 
 import numpy as np
 
-from privacy.conversion import rdp_to_epsilon
-from privacy.events import SampledGaussianEvent
-from privacy.rdp import DEFAULT_ORDERS, compute_rdp, parse_orders
 from textkg.errors import ConfigError, PrivacyError
+from textkg.privacy.conversion import rdp_to_epsilon
+from textkg.privacy.events import SampledGaussianEvent
+from textkg.privacy.rdp import DEFAULT_ORDERS, compute_rdp, parse_orders
 
 _REGISTRY: dict[str, type] = {}
 
@@ -74,11 +74,11 @@ class RDPAccountant:
     Ledger: ``history`` is a list of ``(sample_rate, noise_multiplier, steps)``;
     consecutive identical events are merged. RDP composes additively over the
     ledger (Mironov 2017, arXiv 1702.07476v3, Prop. 1) and is converted with
-    :func:`privacy.conversion.rdp_to_epsilon` (CKS 2020, Prop. 12).
+    :func:`textkg.privacy.conversion.rdp_to_epsilon` (CKS 2020, Prop. 12).
 
     Args:
-        orders: RDP orders (each > 1), a spec for :func:`privacy.rdp.parse_orders`
-            (``"2-64"``), or ``None`` for :data:`privacy.rdp.DEFAULT_ORDERS`.
+        orders: RDP orders (each > 1), a spec for :func:`textkg.privacy.rdp.parse_orders`
+            (``"2-64"``), or ``None`` for :data:`textkg.privacy.rdp.DEFAULT_ORDERS`.
     """
 
     name = "rdp"

@@ -3,7 +3,7 @@
 ``StackedEmbeddings([WordEmbeddings(<cached GloVe .kv>), FlairEmbeddings(fwd),
 FlairEmbeddings(bwd)])``, built from **file paths only**: flair resolves
 names such as ``"glove"`` or ``"news-forward"`` by downloading them. Train the
-character LMs on your descriptions with :func:`encoders.charlm.train_char_lm`.
+character LMs on your descriptions with :func:`textkg.encoders.charlm.train_char_lm`.
 Named flair models (``news-forward``/``news-backward``,
 ``pubmed-forward``/``pubmed-backward``) are accepted when online, or offline
 if already in ``$FLAIR_CACHE_ROOT/embeddings``.

@@ -51,7 +51,7 @@ def pld_calibrate_noise_multiplier(
     """Smallest σ (up to ``tol``, relative) whose PLD ε over ``steps`` steps is ≤ ``target_epsilon``.
 
     Bisection with the bracket ε(lo) > target ≥ ε(hi); returns ``hi``, so the result never
-    overshoots (as :func:`privacy.calibration.calibrate_noise_multiplier` does for RDP).
+    overshoots (as :func:`textkg.privacy.calibration.calibrate_noise_multiplier` does for RDP).
 
     Raises:
         ValueError: the target is unreachable with σ ≤ ``sigma_max``.
