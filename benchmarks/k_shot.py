@@ -135,7 +135,7 @@ def train_quick(args) -> Path:
     """Train as ``textkg train`` does (the preset's settings), without the end-of-run evaluation."""
     import dataclasses
 
-    import textkg
+    from textkg._version import __version__
     from textkg.models.presets import get_preset, preset_train_defaults
     from textkg.training import checkpoint as ckpt
     from textkg.training.config import DataConfig, RunConfig, TrainConfig
@@ -153,7 +153,7 @@ def train_quick(args) -> Path:
     out.mkdir(parents=True, exist_ok=False)
     prep = prepare(cfg, device=torch.device("cpu"))
     trainer, _, _ = build_trainer(prep, cfg, out)
-    ckpt.atomic_write_json(out / "config.json", {"textkg_version": textkg.__version__, **cfg.to_dict()})
+    ckpt.atomic_write_json(out / "config.json", {"textkg_version": __version__, **cfg.to_dict()})
     ckpt.atomic_write_json(out / "graph.json", graph_record(prep.kg, prep.split))
     start = time.perf_counter()
     trainer.fit(progress=False)

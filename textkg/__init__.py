@@ -6,9 +6,7 @@ Data flows one way: :mod:`textkg.data` → :mod:`textkg.encoders` → :mod:`text
 
 from __future__ import annotations
 
-#: Semantic version (https://semver.org); the one place it is set (pyproject.toml reads it).
-__version__ = "0.2.0"
-
+from textkg._version import __version__
 from textkg.errors import ConfigError, DataError, PrivacyError, TextKGError
 
 __all__ = ["__version__", "TextKGError", "DataError", "ConfigError", "PrivacyError", "load"]

@@ -22,7 +22,7 @@ import math
 import shutil
 from pathlib import Path
 
-import textkg
+from textkg._version import __version__
 from textkg.errors import ConfigError
 from textkg.training import checkpoint as ckpt
 from textkg.training.checkpoint import atomic_write_bytes, atomic_write_json
@@ -258,7 +258,7 @@ def release(run_dir: str | Path, out: str | Path, *, allow_simulation: bool = Fa
         privacy = metrics.get("privacy") or {}
         manifest = {
             **stamp,
-            "textkg_version": textkg.__version__,
+            "textkg_version": __version__,
             "guarantee": label,
             "epsilon": privacy.get("epsilon"),
             "delta": privacy.get("delta"),

@@ -40,7 +40,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-import textkg
+from textkg._version import __version__
 from textkg.errors import ConfigError
 from textkg.training.config import RunConfig
 
@@ -181,14 +181,14 @@ def run_tune(
         _write_json(path, record)
     best = record["best"]
     chosen = apply_point(base, best["point"])  # the base's own epochs and time limit
-    _write_json(out_dir / BEST_CONFIG, {"textkg_version": textkg.__version__, **chosen.to_dict()})
+    _write_json(out_dir / BEST_CONFIG, {"textkg_version": __version__, **chosen.to_dict()})
     return record
 
 
 def _record(base: RunConfig, grid: dict, rows: list[dict], trial_train) -> dict:
     best = max(rows, key=lambda r: (r["valid"]["mrr"], -rows.index(r)))
     return {
-        "textkg_version": textkg.__version__,
+        "textkg_version": __version__,
         "procedure": "each grid point trained as `textkg train` trains it; chosen by validation MRR on "
         f"{base.train.valid_max_triples or 'all'} validation statements (seed {base.train.seed}); "
         "test statements never ranked",

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import textkg
+from textkg._version import __version__
 from textkg.errors import ConfigError
 
 #: The key of config.json and metrics.json that records the version a run was made with.
@@ -48,9 +48,9 @@ def check_run_version(config: dict, source: str | Path) -> None:
         raise ConfigError(
             f"{VERSION_KEY} {made_with!r} is not a version (MAJOR.MINOR.PATCH)", file=source, field=VERSION_KEY
         )
-    if major(made_with) != major(textkg.__version__):
+    if major(made_with) != major(__version__):
         raise ConfigError(
-            f"this run was made with textkg {made_with}; this is textkg {textkg.__version__}, a "
+            f"this run was made with textkg {made_with}; this is textkg {__version__}, a "
             f"different major version, whose saved models are not compatible. Re-train the run, "
             f"or read it with `pip install 'textkg=={made_with}'`",
             file=source,

@@ -129,9 +129,9 @@ def run_audit(run_dir: str | Path, *, attack: str = "score", alpha: float = 0.05
     members, non_members, record = load_audit_split(run_dir)
     claim = _claimed_privacy(run_dir)
     if predictor is None:
-        import textkg
+        from textkg.predict import load_predictor
 
-        predictor = textkg.load(run_dir)
+        predictor = load_predictor(run_dir)
     seed = int(record.get("seed", 0))
     pos, neg = attack_scores(predictor, members, non_members, attack=attack, seed=seed)
     delta = float(claim["delta"]) if claim else 0.0

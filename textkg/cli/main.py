@@ -286,9 +286,9 @@ def dispatch(args) -> int:
     from textkg.cli import commands
 
     if args.version:
-        import textkg
+        from textkg._version import __version__
 
-        print(textkg.__version__)
+        print(__version__)
         return 0
     handlers = {
         ("data", "stats"): commands.data_stats,

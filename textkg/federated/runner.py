@@ -49,7 +49,7 @@ from typing import Any
 
 import torch
 
-import textkg
+from textkg._version import __version__
 from textkg.errors import ConfigError
 from textkg.federated.checkpointing import check_resumable, load_checkpoint
 from textkg.federated.client_dp import UNIT_WEIGHT_KEY, holder_entry
@@ -212,7 +212,7 @@ def write_start_files(out_dir: Path, fedn: Federation, *, engine: str) -> None:
 
     fed = fedn.fed
     out_dir.mkdir(parents=True, exist_ok=True)
-    ckpt.atomic_write_json(out_dir / "config.json", {"textkg_version": textkg.__version__, **fedn.cfg.to_dict()})
+    ckpt.atomic_write_json(out_dir / "config.json", {"textkg_version": __version__, **fedn.cfg.to_dict()})
     ckpt.atomic_write_json(
         out_dir / "federated.json",
         {
@@ -257,7 +257,7 @@ def write_outputs(
             None if mine is None or not len(mine) else evaluate_split(prep, cfg, "test", triples=mine).to_dict()
         )
     metrics = {
-        "textkg_version": textkg.__version__,
+        "textkg_version": __version__,
         "dataset": cfg.data.dataset,
         "split": cfg.data.split,
         "model": {"name": cfg.model_name, **cfg.model.to_dict()},

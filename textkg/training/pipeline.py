@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 
 import torch
 
-import textkg
+from textkg._version import __version__
 from textkg.data import KnowledgeGraph, Split, candidate_entities, load_dataset
 from textkg.data.graph import unique_triples
 from textkg.data.vocabulary import public_training_entities
@@ -373,7 +373,7 @@ def run(
     if resume:
         trainer.restore(ckpt.load(out_dir / ckpt.CHECKPOINT))
     else:
-        ckpt.atomic_write_json(out_dir / "config.json", {"textkg_version": textkg.__version__, **cfg.to_dict()})
+        ckpt.atomic_write_json(out_dir / "config.json", {"textkg_version": __version__, **cfg.to_dict()})
         ckpt.atomic_write_json(out_dir / "graph.json", graph_record(prep.kg, prep.split))
         if prep.autoencoder is not None:  # prediction codes new descriptions with the same autoencoder
             prep.autoencoder.save(out_dir / AUTOENCODER_FILE)
@@ -390,7 +390,7 @@ def run(
             file=sys.stderr,
         )
     metrics = {
-        "textkg_version": textkg.__version__,
+        "textkg_version": __version__,
         "dataset": cfg.data.dataset,
         # which description file a BLP-format directory was read with ("auto" resolved)
         "descriptions": prep.kg.info.get("description_file"),
