@@ -62,7 +62,7 @@ def _central_privacy(args, clients, seed: int) -> list[str]:
     """
     from textkg.data import load_dataset, make_split
     from textkg.federated.partition import SHARED, make_partition
-    from textkg.training.pipeline import load_graph_and_split
+    from textkg.pipeline.job import load_graph_and_split
 
     if args.partition == "random":  # every statement goes to one holder: nothing is shared
         return ["--privacy", "full"]
@@ -160,8 +160,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", default="benchmarks/results/federated_hpo_small.json")
     args = p.parse_args(argv)
 
-    from textkg.federated.runner import FederatedConfig, federate
-    from textkg.training.pipeline import run
+    from textkg.federated.engines import FederatedConfig, federate
+    from textkg.pipeline.job import run
 
     methods = set(args.methods.split(","))
     unknown = methods - {"centralized", "federated", "alone"}
@@ -264,7 +264,7 @@ def _alone(args, cfg, label: str, tmp: Path, done) -> None:
 
     from textkg.federated.partition import make_partition
     from textkg.federated.runner import DataHolder, trained_state
-    from textkg.training.pipeline import evaluate_split, prepare
+    from textkg.pipeline.job import evaluate_split, prepare
 
     prep = prepare(cfg)
     part = make_partition(prep.kg, prep.split.train, args.partition, num_clients=args.clients, seed=cfg.train.seed)

@@ -76,7 +76,7 @@ def main(argv: list[str] | None = None) -> int:
     from textkg.cli.config_loading import build_run_config
     from textkg.cli.main import build_parser
     from textkg.federated.attacks import CuriousHolder, audit_entities, server_entity_attack
-    from textkg.federated.runner import FederatedConfig, federate
+    from textkg.federated.engines import FederatedConfig, federate
 
     epsilons = [None] * (not args.skip_clear) + [float(e) for e in args.target_epsilons.split(",") if e]
     ks = [int(k) for k in args.upload_top_k.split(",") if k.strip()]

@@ -88,9 +88,9 @@ def measure(run_dir: Path, *, ks: tuple[int, ...], timing_entities: int, max_ent
     import dataclasses
 
     from textkg.models.known_links import LinkMethod
+    from textkg.pipeline.job import _placement_known_links, k_shot_report, prepare
     from textkg.training import checkpoint as ckpt
     from textkg.training.config import RunConfig
-    from textkg.training.pipeline import _placement_known_links, k_shot_report, prepare
 
     cfg = RunConfig.from_dict(json.loads((run_dir / "config.json").read_text()), source=str(run_dir))
     prep = prepare(cfg, run_dir, device=torch.device("cpu"))
@@ -137,9 +137,9 @@ def train_quick(args) -> Path:
 
     from textkg._version import __version__
     from textkg.models.presets import get_preset, preset_train_defaults
+    from textkg.pipeline.job import build_trainer, graph_record, prepare
     from textkg.training import checkpoint as ckpt
     from textkg.training.config import DataConfig, RunConfig, TrainConfig
-    from textkg.training.pipeline import build_trainer, graph_record, prepare
 
     model = get_preset(args.model)
     if args.dim:

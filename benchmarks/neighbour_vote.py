@@ -23,9 +23,9 @@ import torch
 
 
 def measure(run_dir: Path) -> dict:
+    from textkg.pipeline.job import _neighbour_vote, evaluate_split, prepare
     from textkg.training import checkpoint as ckpt
     from textkg.training.config import RunConfig
-    from textkg.training.pipeline import _neighbour_vote, evaluate_split, prepare
 
     cfg = RunConfig.from_dict(json.loads((run_dir / "config.json").read_text()), source=str(run_dir))
     prep = prepare(cfg, run_dir)

@@ -60,9 +60,9 @@ from textkg.evaluation.placement_ensemble import (
     tune_combination,
     vote_scorer,
 )
+from textkg.pipeline.job import _description_features, _placement, prepare
 from textkg.training import checkpoint as ckpt
 from textkg.training.config import RunConfig
-from textkg.training.pipeline import _description_features, _placement, prepare
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_OUT = ROOT / "benchmarks" / "results" / "placement_hpo.json"

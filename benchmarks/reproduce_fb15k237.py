@@ -14,7 +14,7 @@ The dataset directory is never assumed: pass it with ``--data`` (a BLP /
 KG-BERT directory with ``entity2text_firstsentence_StAR.txt`` and an
 inductive split folder, e.g. ``/work/shared/data/fb15k237``).
 
-The run goes through the library's own pipeline (:func:`textkg.training.pipeline.run`):
+The run goes through the library's own pipeline (:func:`textkg.pipeline.job.run`):
 frozen-encoder features are computed once and cached on disk
 (``~/.cache/textkg/features``), the model is selected by validation MRR, and
 the test set is ranked with the BLP candidate protocol (validation against
@@ -231,7 +231,7 @@ def _metrics(d: dict | None) -> dict | None:
 
 def _valid_only(cfg, run_dir: Path, progress: bool) -> dict:
     """The pipeline's own steps up to model selection, then validation only."""
-    from textkg.training import pipeline
+    from textkg.pipeline import job as pipeline
 
     prep = pipeline.prepare(cfg)
     trainer, _, _ = pipeline.build_trainer(prep, cfg, run_dir)
@@ -330,7 +330,7 @@ def main(argv=None) -> dict | None:
 
     if args.threads:
         torch.set_num_threads(args.threads)
-    from textkg.training.pipeline import run
+    from textkg.pipeline.job import run
 
     cfg = build_config(args)
     run_dir = Path(args.run_dir) if args.run_dir else Path(tempfile.mkdtemp(prefix="reproduce_fb15k237-"))

@@ -240,8 +240,8 @@ def train_worker(args) -> dict:
     import torch.distributed as dist
 
     torch.set_num_threads(args.threads)
-    from textkg.training.memory import estimate_memory
-    from textkg.training.pipeline import build_trainer, evaluate_split, prepare
+    from textkg.pipeline.job import build_trainer, evaluate_split, prepare
+    from textkg.pipeline.memory import estimate_memory
     from textkg.training.schedule import public_batches
     from textkg.training.trainer import Trainer
 

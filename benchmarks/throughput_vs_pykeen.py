@@ -106,8 +106,8 @@ def textkg_worker(args) -> dict:
 
     _one_thread(args.threads)
     from textkg.models import get_preset
+    from textkg.pipeline.job import build_trainer, evaluate_split, prepare
     from textkg.training.config import RunConfig
-    from textkg.training.pipeline import build_trainer, evaluate_split, prepare
 
     cfg = RunConfig.from_dict(
         {

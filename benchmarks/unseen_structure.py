@@ -27,9 +27,9 @@ GRID = [(8, 0.05), (16, 0.05), (32, 0.05), (16, 0.1)]
 
 
 def measure(run_dir: Path, test: bool) -> dict:
+    from textkg.pipeline.job import evaluate_split, prepare
     from textkg.training import checkpoint as ckpt
     from textkg.training.config import RunConfig
-    from textkg.training.pipeline import evaluate_split, prepare
     from textkg.training.unseen_structure import TEMPERATURE, K, nearest_seen, pooled_features
 
     cfg = RunConfig.from_dict(json.loads((run_dir / "config.json").read_text()), source=str(run_dir))

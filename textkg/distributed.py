@@ -256,7 +256,7 @@ def _all_reduce_sum(tensors: dict[str, torch.Tensor]) -> None:
 
 
 def run_distributed(cfg, out_dir: Path, *, resume: bool = False, progress: bool = True) -> dict | None:
-    """:func:`textkg.training.pipeline.run` on every rank of a torchrun job; the metrics on rank 0, ``None`` elsewhere.
+    """:func:`textkg.pipeline.job.run` on every rank of a torchrun job; the metrics on rank 0, ``None`` elsewhere.
 
     Initialises the default process group from torchrun's environment unless it
     is already initialised (gloo on the CPU; NCCL when the ranks compute on CUDA,
@@ -265,7 +265,7 @@ def run_distributed(cfg, out_dir: Path, *, resume: bool = False, progress: bool 
     """
     import dataclasses
 
-    from textkg.training.pipeline import run
+    from textkg.pipeline.job import run
 
     device = rank_device(cfg.train.device)
     if device != cfg.train.device:

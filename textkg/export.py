@@ -65,13 +65,15 @@ def export_run(run_dir: str | Path, out: str | Path, *, device: str = "auto") ->
         raise ConfigError("exists and is not an empty folder", file=out, field="out")
     if not out.parent.is_dir():
         raise ConfigError("the output's folder does not exist", file=out.parent, field="out")
-    config_path = Path(run_dir) / "config.json"
-    if config_path.is_file():
-        mode = (json.loads(config_path.read_text()).get("privacy") or {}).get("mode", "none")
-        if mode != "none":
-            raise ConfigError(
-                f"a private run (privacy mode {mode!r}) is not exported: use textkg release", file=config_path
-            )
+    from textkg.pipeline.run_dir import open_run
+
+    opened = open_run(run_dir)
+    mode = opened.config.privacy.mode
+    if mode != "none":
+        raise ConfigError(
+            f"a private run (privacy mode {mode!r}) is not exported: use textkg release",
+            file=Path(run_dir) / "config.json",
+        )
     predictor = Predictor(run_dir, device=device)
     kg, model = predictor.kg, predictor.model
     with torch.no_grad():

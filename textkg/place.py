@@ -203,7 +203,7 @@ class Placer:
 
     def _description_features(self, texts: list[str]) -> tuple[torch.Tensor, torch.Tensor]:
         """``(existing (N, D), new (m, D))`` description features from the same encoder as the run's placement."""
-        from textkg.training import pipeline
+        from textkg.pipeline import job as pipeline
 
         prep = self.predictor.prepared
         existing = pipeline._description_features(prep)

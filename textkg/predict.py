@@ -40,23 +40,18 @@ class Predictor:
 
     def __init__(self, run_dir: str | Path, *, device: str | torch.device = "auto") -> None:
         from textkg.devices import resolve_device
-        from textkg.training.config import RunConfig
-        from textkg.training.pipeline import prepare
-        from textkg.versioning import check_run_version
+        from textkg.pipeline.job import prepare
+        from textkg.pipeline.run_dir import open_run
 
         self.device = device if isinstance(device, torch.device) else resolve_device(device, field="device")
         self.run_dir = Path(run_dir)
-        cfg_path = self.run_dir / "config.json"
-        if not cfg_path.is_file():
-            raise ConfigError("not a textkg run directory (no config.json)", file=self.run_dir)
+        opened = open_run(self.run_dir)
         if ckpt.weights_file(self.run_dir) is None:
             raise ConfigError(
                 "run has no best_model.pt or best_model.safetensors (training did not finish an epoch)",
                 file=self.run_dir,
             )
-        stored = json.loads(cfg_path.read_text())
-        check_run_version(stored, cfg_path)
-        self.config = RunConfig.from_dict(stored, source=str(cfg_path))
+        self.config = opened.config
         self.prepared = prepare(self.config, self.run_dir, device=self.device)
         self.model = self.prepared.model
         self.model.load_state_dict(ckpt.load_weights(self.run_dir))
@@ -119,7 +114,7 @@ class Predictor:
 
     def _vote_features(self, descriptions: list[str], inputs: dict[str, torch.Tensor]) -> torch.Tensor:
         """``(n, D)`` the new descriptions in the vote's feature space
-        (:func:`textkg.training.pipeline.neighbour_vote_of`): the model's own pooled features,
+        (:func:`textkg.pipeline.job.neighbour_vote_of`): the model's own pooled features,
         else the default ``bert`` encoder's."""
         text = self.model.text
         if "text_features" in inputs and getattr(text, "module", None) is None:
@@ -168,7 +163,7 @@ class Predictor:
         spread_weight = self.spread_weight if vote else 0.0
         if weight or spread_weight:
             from textkg.evaluation.neighbour_vote import standardise
-            from textkg.training.pipeline import neighbour_vote_of
+            from textkg.pipeline.job import neighbour_vote_of
 
             if self._vote is None:
                 self._vote = neighbour_vote_of(self.prepared)

@@ -17,7 +17,6 @@ The threat model is in ``docs/privacy.md``.
 from __future__ import annotations
 
 import hashlib
-import json
 import math
 import shutil
 from pathlib import Path
@@ -86,16 +85,17 @@ def _label(privacy: dict | None) -> str:
 
 
 def _check(run_dir: Path, out: Path, allow_simulation: bool) -> tuple[dict, dict, str]:
-    if not (run_dir / "config.json").is_file():
-        raise ConfigError("not a textkg run directory (no config.json)", file=run_dir)
+    from textkg.pipeline.run_dir import open_run
+
+    opened = open_run(run_dir)  # config.json present, parsed, and from this major version
     if not (run_dir / "metrics.json").is_file():
         raise ConfigError("the run has not finished (no metrics.json); finish or resume it first", file=run_dir)
     if not (run_dir / ckpt.BEST_MODEL).is_file():
         raise ConfigError("the run has no best_model.pt", file=run_dir)
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         raise ConfigError("the release directory exists and is not empty; choose another --out", file=out, field="out")
-    metrics = json.loads((run_dir / "metrics.json").read_text())
-    config = json.loads((run_dir / "config.json").read_text())
+    metrics = opened.metrics() or {}
+    config = opened.stored
     if "federated" in metrics:  # one guarantee per data holder (clients[*].privacy), no single ledger
         raise ConfigError(
             "releasing a federated run is not supported yet: its guarantees are per data holder "
@@ -117,7 +117,7 @@ def _check(run_dir: Path, out: Path, allow_simulation: bool) -> tuple[dict, dict
             file=run_dir,
             field="privacy.guarantee",
         )
-    if label == "dp":
+    if label == "dp" and privacy is not None:
         eps = recompute_epsilon(privacy)
         claimed = privacy["epsilon"]
         if not (claimed is not None and math.isclose(eps, claimed, rel_tol=1e-6, abs_tol=1e-9)):

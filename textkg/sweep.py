@@ -2,7 +2,7 @@
 
 Every point is the base :class:`~textkg.training.config.RunConfig` with its
 ``privacy`` block replaced (``dataclasses.replace``), trained by
-:func:`textkg.training.pipeline.run` into ``out_dir/<point name>/``. The sweep
+:func:`textkg.pipeline.job.run` into ``out_dir/<point name>/``. The sweep
 writes ``out_dir/sweep.json`` (one row per run, rewritten after every run so
 that an interrupted sweep keeps what it finished) and ``out_dir/frontier.png``.
 Re-running a sweep into the same directory reuses finished runs whose
@@ -128,7 +128,7 @@ def _same_config(run_dir: Path, cfg: RunConfig) -> bool:
 
 def _run_point(cfg: RunConfig, run_dir: Path, *, progress: bool) -> dict:
     """Train one point, reusing a finished run or resuming an interrupted one."""
-    from textkg.training.pipeline import run
+    from textkg.pipeline.job import run
 
     if run_dir.exists() and any(run_dir.iterdir()):
         if not _same_config(run_dir, cfg):

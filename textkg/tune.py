@@ -2,7 +2,7 @@
 
 One procedure for any dataset ``textkg train`` reads (``hpo``, a BLP-format
 directory): every point of a grid is trained as ``train`` would train it (the
-same :func:`~textkg.training.pipeline.prepare`, trainer and per-epoch model
+same :func:`~textkg.pipeline.job.prepare`, trainer and per-epoch model
 selection), scored by its validation MRR on the run's validation subset
 (``train.valid_max_triples``, seeded), and the best point wins. The test
 statements are never ranked, so the chosen setting can be tested once,
@@ -107,7 +107,7 @@ def point_name(point: dict[str, Any]) -> str:
 
 def _trial(cfg: RunConfig, run_dir: Path, progress: bool) -> dict:
     """Train one point as ``textkg train`` does; rank validation statements only."""
-    from textkg.training import pipeline
+    from textkg.pipeline import job as pipeline
 
     prep = pipeline.prepare(cfg)
     trainer, _, _ = pipeline.build_trainer(prep, cfg, run_dir)

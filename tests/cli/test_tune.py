@@ -19,7 +19,7 @@ BASE += ["--epochs", "2", "--batch-size", "32", "--seed", "0", "--no-progress"]
 @pytest.fixture
 def no_test_ranking(monkeypatch):
     """Fail if anything ranks the test split (the whole point of tuning on validation)."""
-    from textkg.training import pipeline
+    from textkg.pipeline import job as pipeline
 
     real = pipeline.evaluate_split
 

@@ -77,7 +77,7 @@ def test_pykeen_files_on_disk(tmp_path, capsys):
 
 def test_registered_factory_loads_by_name_and_never_stale(tmp_path, monkeypatch):
     from textkg.data import registry
-    from textkg.data.pykeen import register_triples_factory
+    from textkg.data.registry import register_triples_factory
 
     monkeypatch.setattr(registry, "_REGISTRY", dict(registry._REGISTRY))  # registered for this test only
 

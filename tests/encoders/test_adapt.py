@@ -10,8 +10,8 @@ import pytest
 from textkg.cli.config_loading import build_run_config
 from textkg.cli.main import build_parser, main
 from textkg.data import load_dataset, make_split
-from textkg.encoders.adapt import adapt_encoder, training_pairs
 from textkg.errors import ConfigError
+from textkg.training.adapt_encoder import adapt_encoder, training_pairs
 
 
 @pytest.fixture(scope="module")

@@ -140,8 +140,8 @@ def test_the_pipeline_keeps_mapped_features_mapped(tmp_path, monkeypatch):
     """With TEXTKG_MMAP_FEATURES=1 the model's feature buffer is the mapped tensor, not a copy."""
     from textkg.data import load_dataset, make_split
     from textkg.models import build_model
+    from textkg.pipeline.memory import estimate_memory
     from textkg.training.features import MMAP_ENV, entity_texts, mmap_features, text_inputs
-    from textkg.training.memory import estimate_memory
 
     monkeypatch.setitem(encoder_registry._FROZEN, "mmap-test-hash", f"{__name__}:HashEncoder")
     kg = load_dataset(FIXTURE)

@@ -8,8 +8,8 @@ from pathlib import Path
 
 from textkg.cli.main import main
 from textkg.models import get_preset
+from textkg.pipeline.job import run
 from textkg.training.config import DataConfig, RunConfig, TrainConfig
-from textkg.training.pipeline import run
 
 TINY = Path(__file__).resolve().parents[1] / "fixtures" / "tiny_blp"
 

@@ -174,7 +174,7 @@ def test_full_privacy_skips_the_vote_with_its_reason():
 
     from textkg.cli.config_loading import build_run_config
     from textkg.cli.main import build_parser
-    from textkg.training import pipeline
+    from textkg.pipeline import job as pipeline
 
     args = ["train", "--dataset", str(FIXTURE), "--split", "inductive", "--model", "blp-transe", "--dim", "8"]
     cfg = build_run_config(build_parser().parse_args(args))
@@ -193,7 +193,7 @@ def test_the_setting_decides_when_the_vote_is_reported(monkeypatch, setting, wit
     from textkg.cli.config_loading import build_run_config
     from textkg.cli.main import build_parser
     from textkg.evaluation import placement
-    from textkg.training import pipeline
+    from textkg.pipeline import job as pipeline
 
     args = ["train", "--dataset", str(FIXTURE), "--split", "inductive", "--model", "blp-transe", "--dim", "8"]
     cfg = build_run_config(build_parser().parse_args([*args, "--neighbour-vote", setting]))

@@ -26,12 +26,12 @@ from textkg.errors import ConfigError
 from textkg.evaluation.placement import (
     PlacementMetrics,
     cosine_scorer,
-    evaluate_placement,
     parent_of_nearest_scorer,
     placement_queries,
     placement_ranks,
     placement_reading,
 )
+from textkg.evaluation.placement_ensemble import evaluate_placement
 
 IS_A, HAS = 0, 1
 ROOT, A, B, A1, A2, B1, N, C, D, X, M = range(11)
@@ -280,7 +280,7 @@ def test_hpo_small_inductive_end_to_end():
 def test_train_reports_placement_first(tmp_path, capsys, monkeypatch):
     """``textkg train`` on an inductive ontology split: placement leads the summary and metrics.json."""
     from textkg.cli.main import main
-    from textkg.training import pipeline
+    from textkg.pipeline import job as pipeline
 
     calls = []
 
@@ -356,7 +356,7 @@ def _private_hpo_small_run(monkeypatch, tmp_path, *privacy):
     """Train a tiny private ``hpo-small`` run (random description features, no encoder) and return its
     directory; ``privacy`` is the privacy flags (``--privacy MODE ...``)."""
     from textkg.cli.main import main
-    from textkg.training import pipeline
+    from textkg.pipeline import job as pipeline
 
     monkeypatch.setattr(
         pipeline,
@@ -373,7 +373,7 @@ def _private_hpo_small_run(monkeypatch, tmp_path, *privacy):
 def test_private_run_placement_reads_no_private_statement(tmp_path, monkeypatch):
     """Adversary's view: under ``--privacy full`` every training statement is private, so the released
     placement block has no parent-of-nearest baseline and a close@1 built from public statements only."""
-    from textkg.evaluation import placement as placement_module
+    from textkg.evaluation import placement_ensemble as placement_module  # where evaluate_placement looks
 
     seen = {}
 
@@ -397,8 +397,8 @@ def test_confidential_run_placement_votes_with_public_statements_only(tmp_path, 
     """Adversary's view: with half the training statements confidential, every (child, parent) statement
     that parent-of-nearest or the combination's vote reads is a public one, and some private ``is_a``
     statements existed to leak."""
-    from textkg.evaluation import placement as placement_module
     from textkg.evaluation import placement_ensemble
+    from textkg.evaluation import placement_ensemble as placement_module  # where evaluate_placement looks
 
     seen, read = {}, []
     original = placement_module.evaluate_placement

@@ -19,7 +19,6 @@ from textkg.data.graph import KnowledgeGraph, Split
 from textkg.errors import ConfigError
 from textkg.evaluation.placement import (
     cosine_scorer,
-    evaluate_placement,
     parent_of_nearest_scorer,
     placement_queries,
     placement_ranks,
@@ -30,6 +29,7 @@ from textkg.evaluation.placement_ensemble import (
     VoteConfig,
     combined_scorer,
     evaluate_combined,
+    evaluate_placement,
     neighbour_vote_scorer,
     standardise,
     tune_combination,

@@ -61,7 +61,7 @@ def test_the_apps_equal_the_in_process_runner(federate_base, tmp_path, flags, cl
     """Same settings, same seed: the deployment apps give the runner's global model bit for bit, its
     rounds, its per-holder reports (record-level DP: the same ledgers) and its test metrics; a holder
     rebuilt every round from its node's Context.state continues as if it had stayed in memory."""
-    from textkg.federated.runner import federate
+    from textkg.federated.engines import federate
 
     cfg, fed = _settings(federate_base, *flags)
 

@@ -69,7 +69,7 @@ def test_the_server_sees_a_holders_entities_in_the_clear_but_not_under_dp(tmp_pa
     pytest.importorskip("flwr")
     from textkg.cli.config_loading import build_run_config
     from textkg.cli.main import build_parser
-    from textkg.federated.runner import FederatedConfig, federate
+    from textkg.federated.engines import FederatedConfig, federate
 
     results = {}
     for label, extra in [("none", []), ("dp", ["--privacy", "full", "--target-epsilon", "1"])]:

@@ -66,7 +66,7 @@ def test_a_holder_sees_another_holders_entities_in_the_clear_but_not_under_dp(tm
     pytest.importorskip("flwr")
     from textkg.cli.config_loading import build_run_config
     from textkg.cli.main import build_parser
-    from textkg.federated.runner import FederatedConfig, federate
+    from textkg.federated.engines import FederatedConfig, federate
 
     results = {}
     for label, extra in [("none", []), ("dp", ["--privacy", "full", "--target-epsilon", "1"])]:

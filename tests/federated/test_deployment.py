@@ -126,7 +126,7 @@ def _wait_for_port(port: int, proc: subprocess.Popen, timeout: float = 60.0) -> 
 @pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="needs /proc to find leftover processes")
 def test_a_superlink_and_two_supernodes_equal_the_in_process_federation(tmp_path):
     from textkg.federated.app import SETTINGS_FILE, read_settings
-    from textkg.federated.runner import federate
+    from textkg.federated.engines import federate
 
     started = time.monotonic()
     out = tmp_path / "out"

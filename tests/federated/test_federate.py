@@ -198,8 +198,8 @@ def test_each_holder_gets_the_global_models_test_on_its_own_share(federate_base,
 def test_source_holders_test_on_their_own_diseases(federate_base, tmp_path):
     """``source``: a holder's test share is every test statement naming one of its diseases (brute force)."""
     from textkg.federated.partition import HPO_SOURCES
+    from textkg.pipeline.job import prepare
     from textkg.training.config import RunConfig
-    from textkg.training.pipeline import prepare
 
     out = tmp_path / "fed"
     assert main([*federate_base, "--partition", "source", "--rounds", "1", "--out", str(out)]) == 0

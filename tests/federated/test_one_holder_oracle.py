@@ -2,7 +2,7 @@
 
 One holder with every training statement and nothing shared, trained with FedAvg
 and no privacy for R rounds of one local epoch, ends where ``textkg train``
-(:func:`textkg.training.pipeline.run`) ends after R epochs with the same seed
+(:func:`textkg.pipeline.job.run`) ends after R epochs with the same seed
 and settings: the same trained tensors, bit for bit, and the same validation and
 test metrics. It holds because the holder keeps one trainer for every round: the
 Adam moments and step counts, the cosine learning-rate schedule over R x E
@@ -77,12 +77,12 @@ def one_holder(monkeypatch):
 
 
 def _both(runner, tmp_path: Path, model: str = "transe") -> tuple[dict, dict]:
-    from textkg.training.pipeline import run
+    from textkg.pipeline.job import run
 
     cfg = _config(model)
     central = one_thread(lambda: run(cfg, tmp_path / "central", progress=False))
     fed = runner.FederatedConfig(partition="random", clients=None, rounds=ROUNDS, local_epochs=1)
-    federated = one_thread(lambda: runner.federate(cfg, fed, tmp_path / "fed", progress=False))
+    federated = one_thread(lambda: runner.federate_inprocess(cfg, fed, tmp_path / "fed", progress=False))
     return central, federated
 
 
@@ -92,7 +92,7 @@ def _load(path: Path) -> dict[str, torch.Tensor]:
 
 @pytest.mark.parametrize("model", sorted(MODELS))
 def test_one_holder_federation_is_centralized_training(tmp_path, one_holder, model):
-    from textkg.training.pipeline import prepare
+    from textkg.pipeline.job import prepare
 
     central, federated = _both(one_holder, tmp_path, model)
     assert federated["federated"]["sizes"] == {"client-0": 200, "shared": 0}  # every tiny_blp training statement

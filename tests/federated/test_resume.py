@@ -23,7 +23,7 @@ class Crash(RuntimeError):
 def crash_at_round(monkeypatch):
     """Make the server's validation of round ``r`` raise (round 0 is the initial model): the
     checkpoint of round r - 1 is then the last one written."""
-    from textkg.training import pipeline
+    from textkg.pipeline import job as pipeline
 
     real = pipeline.evaluate_split
 
@@ -44,7 +44,7 @@ def crash_at_round(monkeypatch):
 
 
 def _crash_then_resume(args, out, crash_at_round, monkeypatch, r=2):
-    from textkg.training import pipeline
+    from textkg.pipeline import job as pipeline
 
     real = pipeline.evaluate_split
     crash_at_round(r)

@@ -18,7 +18,7 @@ from textkg.cli.main import main
 pytest.importorskip("flwr")
 
 from textkg.errors import ConfigError
-from textkg.federated.runner import FederatedConfig, federate
+from textkg.federated.engines import FederatedConfig, federate
 
 #: three holders, two rounds: the sum of FedAvg has three terms, so the order of the replies shows
 FLAGS = ("--partition", "random", "--clients", "3", "--rounds", "2")

@@ -15,9 +15,9 @@ import textkg
 from textkg.cli.main import main
 from textkg.encoders.lstm_ae import LSTMAutoencoder
 from textkg.models.presets import get_preset
+from textkg.pipeline.job import run
 from textkg.training.config import DataConfig, RunConfig, TrainConfig
 from textkg.training.features import AUTOENCODER_FILE
-from textkg.training.pipeline import run
 
 TINY = Path(__file__).resolve().parents[1] / "fixtures" / "tiny_blp_ind"
 AE_KWARGS = {"code_dim": 8, "epochs": 1}

@@ -10,8 +10,8 @@ import pytest
 
 import textkg
 from textkg.models.presets import get_preset
+from textkg.pipeline.job import run
 from textkg.training.config import DataConfig, RunConfig, TrainConfig
-from textkg.training.pipeline import run
 
 ANIMALS = [
     "cat",

@@ -14,8 +14,8 @@ import textkg
 from textkg.cli.config_loading import build_run_config
 from textkg.cli.main import build_parser
 from textkg.errors import ConfigError
+from textkg.pipeline.job import run
 from textkg.release import WHITELIST, recompute_epsilon, release
-from textkg.training.pipeline import run
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "tiny_blp"
 NEVER = {"checkpoint.pt", "audit_split.json", "private_metrics.json"}

@@ -82,7 +82,7 @@ def fake_run(monkeypatch):
         return metrics
 
     # a stand-in pipeline module: sweeps are tested without training anything
-    monkeypatch.setitem(sys.modules, "textkg.training.pipeline", types.SimpleNamespace(run=run))
+    monkeypatch.setitem(sys.modules, "textkg.pipeline.job", types.SimpleNamespace(run=run))
     return calls
 
 

@@ -89,7 +89,7 @@ import sys, torch, torch.distributed as dist
 from textkg.cli.config_loading import build_run_config
 from textkg.cli.main import build_parser
 from textkg.distributed import DataParallelTrainer, world_size_from_env
-from textkg.training.pipeline import build_trainer, prepare
+from textkg.pipeline.job import build_trainer, prepare
 from textkg.training.trainer import Trainer
 
 out, argv = sys.argv[1], sys.argv[2:]

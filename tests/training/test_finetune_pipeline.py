@@ -160,7 +160,7 @@ def test_predict_embeds_new_entities_with_the_fine_tuned_weights(finetuned_run, 
 
 # -- privacy ---------------------------------------------------------------------------------------
 def _prepared_private(tmp_path, **privacy):
-    from textkg.training.pipeline import build_trainer, prepare
+    from textkg.pipeline.job import build_trainer, prepare
 
     cfg = RunConfig(
         data=DataConfig(dataset=str(FIXTURE), split="inductive"),

@@ -16,7 +16,7 @@ import torch
 from textkg.cli.config_loading import build_run_config
 from textkg.cli.main import build_parser
 from textkg.errors import ConfigError
-from textkg.training.pipeline import initialise_from, prepare, run
+from textkg.pipeline.job import initialise_from, prepare, run
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "tiny_blp"
 BASE = ["train", "--dataset", str(FIXTURE), "--split", "transductive", "--model", "transe", "--dim", "8"]

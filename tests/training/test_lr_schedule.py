@@ -12,8 +12,8 @@ from tqdm.auto import tqdm
 
 from textkg.errors import ConfigError
 from textkg.models import get_preset
+from textkg.pipeline.job import build_trainer, prepare
 from textkg.training.config import DataConfig, RunConfig, TrainConfig
-from textkg.training.pipeline import build_trainer, prepare
 
 TINY = Path(__file__).resolve().parents[1] / "fixtures" / "tiny_blp"
 

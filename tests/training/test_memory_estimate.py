@@ -8,9 +8,9 @@ import pytest
 import torch
 
 from textkg.errors import ConfigError
-from textkg.training import memory
+from textkg.pipeline import memory
+from textkg.pipeline.memory import OVERHEAD_BYTES, MemoryEstimate, check_memory, estimate_memory
 from textkg.training.config import RunConfig
-from textkg.training.memory import OVERHEAD_BYTES, MemoryEstimate, check_memory, estimate_memory
 
 ARGS = [
     "train",
@@ -109,8 +109,8 @@ def test_placement_is_itemised_for_an_ontology_split():
     from textkg.cli.config_loading import build_run_config
     from textkg.cli.main import build_parser
     from textkg.evaluation.placement import placement_queries
-    from textkg.training.memory import estimate_memory, placement_bytes
-    from textkg.training.pipeline import _placement_size, prepare
+    from textkg.pipeline.job import _placement_size, prepare
+    from textkg.pipeline.memory import estimate_memory, placement_bytes
 
     args = ["train", "--dataset", "hpo-small", "--split", "inductive", "--model", "transe", "--dim", "8"]
     cfg = build_run_config(build_parser().parse_args(args))

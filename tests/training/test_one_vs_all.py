@@ -128,8 +128,8 @@ def test_pipeline_trains_with_one_vs_all(tmp_path):
     from test_predict_planted import ANIMALS, FOODS, _toy_graph
 
     import textkg
+    from textkg.pipeline.job import run
     from textkg.training.config import DataConfig
-    from textkg.training.pipeline import run
 
     data = _toy_graph(tmp_path / "toy")
     model = dataclasses.replace(get_preset("glove-bow"), dim=32, interaction_kwargs={"p": 2})

@@ -22,9 +22,9 @@ from textkg.cli.config_loading import build_run_config
 from textkg.cli.main import build_parser
 from textkg.errors import ConfigError
 from textkg.models import get_preset
+from textkg.pipeline.job import run
 from textkg.privacy.dp_sgd import DPSGDStep
 from textkg.training.config import DataConfig, PrivacyConfig, RunConfig, TrainConfig
-from textkg.training.pipeline import run
 from textkg.training.private_step import OneVsAllPrivateStep, noise_shapes
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "tiny_blp"

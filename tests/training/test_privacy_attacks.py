@@ -21,7 +21,7 @@ import torch
 
 from textkg.cli.config_loading import build_run_config
 from textkg.cli.main import build_parser
-from textkg.training.pipeline import prepare, run
+from textkg.pipeline.job import prepare, run
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "tiny_blp"
 UNUSED = "/e/unused"  # in entity2text.txt, in no statement of the fixture

@@ -18,9 +18,9 @@ import torch
 from textkg.cli.config_loading import build_run_config
 from textkg.cli.main import build_parser
 from textkg.errors import ConfigError
+from textkg.pipeline.job import run
 from textkg.release import recompute_epsilon, release
 from textkg.training.config import PrivacyConfig
-from textkg.training.pipeline import run
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "tiny_blp"
 EXTRA = "/e/unused\t/r/likes\t/e/00\n"  # a confidential statement naming an otherwise unused entity

@@ -14,9 +14,9 @@ from models_cases import NUM_ENTITIES, NUM_RELATIONS, SEEN, random_triples
 
 from textkg.errors import ConfigError
 from textkg.models import build_model, get_preset
+from textkg.pipeline.job import build_trainer, prepare
 from textkg.training.config import DataConfig, RunConfig, TrainConfig
 from textkg.training.one_vs_all import one_vs_all_loss, pool_positions, sample_pool
-from textkg.training.pipeline import build_trainer, prepare
 
 TINY = Path(__file__).resolve().parents[1] / "fixtures" / "tiny_blp"
 

@@ -69,8 +69,8 @@ def test_run_trains_the_top_layer_and_saves_no_hidden_states(top_run):
 
 
 def test_top_layer_trains_at_its_own_rate(top_run):
+    from textkg.pipeline.job import prepare
     from textkg.training.optim import build_optimizer
-    from textkg.training.pipeline import prepare
 
     cfg = RunConfig.from_dict(json.loads((top_run / "config.json").read_text()))
     model = prepare(cfg, top_run).model
@@ -121,8 +121,8 @@ def test_private_training_is_refused_naming_the_field(mode):
 
 
 def test_one_vs_all_trains_the_batchs_own_entities(top_run):
+    from textkg.pipeline.job import prepare
     from textkg.training.one_vs_all import one_vs_all_loss, pool_positions
-    from textkg.training.pipeline import prepare
 
     cfg = RunConfig.from_dict(json.loads((top_run / "config.json").read_text()))
     prep = prepare(cfg, top_run)

@@ -20,10 +20,10 @@ from models_cases import make_model, random_triples
 
 from textkg.models import get_preset
 from textkg.models.interactions import TransE
+from textkg.pipeline.job import build_trainer, prepare
 from textkg.training.config import DataConfig, RunConfig, TrainConfig
 from textkg.training.negatives import corrupt
 from textkg.training.optim import adam
-from textkg.training.pipeline import build_trainer, prepare
 
 TINY = Path(__file__).resolve().parents[1] / "fixtures" / "tiny_blp"
 ATOL = 1e-6

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-import json
 import sys
 from pathlib import Path
 
@@ -21,8 +20,7 @@ def data_stats(args) -> dict:
 
 def train(args) -> dict | None:
     from textkg.distributed import launch, run_distributed, world_size_from_env
-    from textkg.training.config import RunConfig
-    from textkg.training.pipeline import run
+    from textkg.pipeline.job import run
 
     world = world_size_from_env()
     if getattr(args, "nproc", None) is not None and world == 1:  # textkg train --nproc N: start torchrun
@@ -39,13 +37,13 @@ def train(args) -> dict | None:
         run = run_distributed  # type: ignore[assignment]  # same signature; metrics on rank 0, None elsewhere
 
     if args.resume:
+        from textkg.pipeline.run_dir import open_run
+
         run_dir = Path(args.resume)
-        cfg_path = run_dir / "config.json"
-        if not cfg_path.is_file():
-            raise ConfigError("cannot resume: no config.json (was the run started?)", file=run_dir)
+        opened = open_run(run_dir, what="a started run to resume (was it started?)")
         if not (run_dir / "checkpoint.pt").is_file():
             raise ConfigError("cannot resume: no checkpoint.pt yet", file=run_dir)
-        cfg = RunConfig.from_dict(json.loads(cfg_path.read_text()), source=str(cfg_path))
+        cfg = opened.config
         if args.device is not None:  # where to continue: the recorded device may be one this machine lacks
             cfg = dataclasses.replace(cfg, train=dataclasses.replace(cfg.train, device=args.device))
         metrics = run(cfg, run_dir, resume=True, progress=not args.no_progress)
@@ -126,7 +124,7 @@ def _headline(m: dict) -> dict:
 
 
 def evaluate(args) -> dict:
-    from textkg.training.pipeline import evaluate_run
+    from textkg.pipeline.job import evaluate_run
 
     k_shot = None
     if getattr(args, "k_shot", None):
@@ -228,9 +226,9 @@ def charlm_train(args) -> dict:
 
 
 def adapt_encoder(args) -> dict:
-    """``textkg encoders adapt``: see :mod:`textkg.encoders.adapt`."""
+    """``textkg encoders adapt``: see :mod:`textkg.training.adapt_encoder`."""
     from textkg.data import load_dataset, make_split
-    from textkg.encoders.adapt import adapt_encoder as adapt
+    from textkg.training.adapt_encoder import adapt_encoder as adapt
     from textkg.training.features import default_cache_dir
 
     kg = load_dataset(args.dataset)

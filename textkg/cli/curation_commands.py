@@ -12,7 +12,7 @@ import sys
 
 def add_parsers(sub) -> None:
     """Add ``place`` and ``export``."""
-    from textkg.cli.main import _add_device_flag
+    from textkg.cli.flags import _add_device_flag
 
     pl_ = sub.add_parser(
         "place",

@@ -22,7 +22,7 @@ from textkg.errors import ConfigError
 def add_parsers(sub) -> None:
     """Add the extra sub-commands' parsers."""
     from textkg.audit.attacks import list_attacks
-    from textkg.cli.main import _add_train_flags
+    from textkg.cli.flags import _add_train_flags
 
     au = sub.add_parser("audit", help="membership-inference audit of a run trained with --audit-candidates")
     au.add_argument("run_dir")
@@ -71,7 +71,7 @@ def add_parsers(sub) -> None:
     )
     _add_train_flags(fe)
     _add_federate_flags(fe)
-    from textkg.federated.simulation import ENGINES  # no Flower import: the parser works without it
+    from textkg.federated.config import ENGINES  # no Flower import: the parser works without it
 
     fe.add_argument(
         "--engine",
@@ -178,9 +178,10 @@ def audit(args) -> dict:
 
     if not 0 < args.alpha < 1:
         raise ConfigError("must be in (0, 1)", field="alpha")
+    from textkg.pipeline.run_dir import open_run
+
     run_dir = Path(args.run_dir)
-    if not (run_dir / "config.json").is_file():
-        raise ConfigError("not a textkg run directory (no config.json)", file=run_dir)
+    open_run(run_dir)
     result = run_audit(run_dir, attack=args.attack, alpha=args.alpha)
     out = write_audit(result, Path(args.out) if args.out else run_dir / AUDIT_RESULT)
     print(f"wrote {out}", file=sys.stderr)
@@ -306,7 +307,7 @@ def _federated_config(args):
 
 def federate(args) -> dict:
     from textkg.cli.config_loading import build_run_config
-    from textkg.federated.runner import federate as run_federation
+    from textkg.federated.engines import federate as run_federation
 
     try:
         import flwr  # noqa: F401

@@ -2,7 +2,7 @@
 
 Two ways in:
 
-* :func:`from_triples_factory` (and :func:`register_triples_factory`, which makes
+* :func:`from_triples_factory` (and :func:`textkg.data.registry.register_triples_factory`, which makes
   it loadable by name): a PyKEEN ``TriplesFactory`` (anything with
   ``mapped_triples`` ``(n, 3)``, ``entity_to_id`` and ``relation_to_id``) or a
   PyKEEN ``Dataset`` (anything with ``training``, ``validation`` and
@@ -65,37 +65,6 @@ def from_triples_factory(
     else:
         sets = {"all": _labelled(source)}
     return build_from_labels(sets, descriptions=descriptions, name=name, source=name)
-
-
-def register_triples_factory(
-    name: str, source, *, descriptions: str | Path | Mapping[str, str] | None = None
-) -> KnowledgeGraph:
-    """Make a ``TriplesFactory`` or ``Dataset`` loadable by ``name`` (``load_dataset(name)``,
-    ``RunConfig(data=DataConfig(dataset=name))``) in this process.
-
-    The registry's on-disk cache is keyed by a digest of the graph's ids, triples and
-    texts, so registering other triples under the same name never reads a stale graph.
-    A run trained on it names ``name`` in its ``config.json``: register the same data
-    again before reloading that run (or write the triples to disk and use ``pykeen:PATH``).
-
-    Returns:
-        The graph, as :func:`from_triples_factory` builds it.
-    """
-    import hashlib
-
-    from textkg.data.registry import DatasetSpec, register_dataset
-
-    kg = from_triples_factory(source, descriptions=descriptions, name=name)
-    digest = hashlib.sha256()
-    for part in (kg.entities, kg.relations, kg.entity_descriptions):
-        digest.update("\x00".join(part).encode())
-    for key in sorted(kg.triples):
-        digest.update(key.encode() + kg.triples[key].numpy().tobytes())
-    version = digest.hexdigest()[:20]
-    register_dataset(
-        DatasetSpec(name=name, build=lambda: kg, sources=dict, version=lambda: version, summary="PyKEEN triples")
-    )
-    return kg
 
 
 def load_pykeen_path(path: str | Path, *, descriptions: str | Path | None = None) -> KnowledgeGraph:

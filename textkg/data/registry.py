@@ -9,7 +9,7 @@ through its format's reader.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -150,3 +150,34 @@ register_dataset(
         summary=f"hpo restricted to terms under {hpo.SMALL_ROOT} (urinary system) and their diseases and genes",
     )
 )
+
+
+def register_triples_factory(
+    name: str, source, *, descriptions: str | Path | Mapping[str, str] | None = None
+) -> KnowledgeGraph:
+    """Make a ``TriplesFactory`` or ``Dataset`` loadable by ``name`` (``load_dataset(name)``,
+    ``RunConfig(data=DataConfig(dataset=name))``) in this process.
+
+    The registry's on-disk cache is keyed by a digest of the graph's ids, triples and
+    texts, so registering other triples under the same name never reads a stale graph.
+    A run trained on it names ``name`` in its ``config.json``: register the same data
+    again before reloading that run (or write the triples to disk and use ``pykeen:PATH``).
+
+    Returns:
+        The graph, as :func:`from_triples_factory` builds it.
+    """
+    import hashlib
+
+    from textkg.data.pykeen import from_triples_factory
+
+    kg = from_triples_factory(source, descriptions=descriptions, name=name)
+    digest = hashlib.sha256()
+    for part in (kg.entities, kg.relations, kg.entity_descriptions):
+        digest.update("\x00".join(part).encode())
+    for key in sorted(kg.triples):
+        digest.update(key.encode() + kg.triples[key].numpy().tobytes())
+    version = digest.hexdigest()[:20]
+    register_dataset(
+        DatasetSpec(name=name, build=lambda: kg, sources=dict, version=lambda: version, summary="PyKEEN triples")
+    )
+    return kg

@@ -15,7 +15,8 @@ Typical use::
 
 from textkg.evaluation.filtering import FilterIndex
 from textkg.evaluation.metrics import DEFAULT_KS, RankingMetrics, evaluate, rank_metrics
-from textkg.evaluation.placement import PlacementMetrics, evaluate_placement
+from textkg.evaluation.placement import PlacementMetrics
+from textkg.evaluation.placement_ensemble import evaluate_placement
 from textkg.evaluation.ranking import DIRECTIONS, RankResult, Scorer, compute_ranks, realistic_ranks
 
 __all__ = [

@@ -28,7 +28,7 @@ trained model and with two baselines that need no training. This module adds:
 Everything the scorers read comes from the caller: description features
 (public inputs) and the ``(child, parent)`` statements of the hierarchy, which in
 a private run are the public training statements only (``hierarchy=`` of
-:func:`textkg.evaluation.placement.evaluate_placement`). Validation queries are
+:func:`evaluate_placement`). Validation queries are
 built from validation statements, which are public inputs (docs/privacy.md).
 """
 
@@ -48,6 +48,9 @@ from textkg.evaluation.placement import (
     PlacementQueries,
     PlacementScorer,
     cosine_scorer,
+    model_scorer,
+    parent_of_nearest_scorer,
+    placement_queries,
     rank_placement,
 )
 
@@ -415,9 +418,91 @@ __all__ = [
     "VoteConfig",
     "combined_scorer",
     "evaluate_combined",
+    "evaluate_placement",
     "neighbour_vote_scorer",
     "standardise",
     "tune_combination",
     "vote_scorer",
     "weight_grid",
 ]
+
+
+def evaluate_placement(
+    model,
+    kg,
+    split,
+    *,
+    text_features: torch.Tensor | None = None,
+    relation: str | None = None,
+    k: int = DEFAULT_NEIGHBOURS,
+    batch_size: int = 256,
+    hierarchy: torch.Tensor | None = None,
+    combine: bool = True,
+) -> dict | None:
+    """Placement metrics of a model, of the two text baselines and of the combined scorer.
+
+    Args:
+        model: Scorer with ``score_tails(heads (b,), relations (b,), candidates (c,)) -> (b, c)``;
+            put in eval mode by the caller.
+        kg, split: The graph and its inductive split.
+        text_features: ``(num_entities, D)`` description features for the
+            baselines and the combination; ``None`` leaves them out.
+        relation: The parent relation (default ``"is_a"``; see :func:`placement_queries`).
+        k: Neighbours of ``parent-of-nearest``.
+        batch_size: New terms scored at once.
+        hierarchy: ``(m, 3)`` training statements that ``close@1``,
+            ``parent-of-nearest`` and the combination's vote may read (``None``:
+            all of ``split.train``). ``parent-of-nearest`` and the vote are left
+            out when none of them is a parent statement (a private run whose
+            every ``is_a`` statement is private).
+        combine: Tune the combined scorer on the validation placement queries
+            (:mod:`textkg.evaluation.placement_ensemble`) when there are any and
+            ``text_features`` is given.
+
+    Returns:
+        ``{"placement": {...}, "placement_baselines": {"description-nn": {...},
+        "parent-of-nearest": {...}}}`` (:meth:`PlacementMetrics.to_dict` each,
+        on test; baselines ``{}`` without ``text_features``), plus, when the
+        combination was tuned, ``"placement_combined"`` (its test metrics) and
+        ``"placement_selection"`` (the method chosen on validation, every
+        method's validation metrics and the combination's settings; see
+        :func:`~textkg.evaluation.placement_ensemble.evaluate_combined`).
+        ``None`` when there are no test placement queries.
+    """
+    queries = placement_queries(kg, split, relation=relation, hierarchy=hierarchy)
+    if queries is None:
+        return None
+    n = kg.num_entities
+    model_score = model_scorer(model, queries.relation)
+    out = {
+        "placement": rank_placement(model_score, queries, num_entities=n, batch_size=batch_size).to_dict(),
+        "placement_baselines": {},
+    }
+    if text_features is None:
+        return out
+    if tuple(text_features.shape[:1]) != (n,) or text_features.ndim != 2:
+        raise ConfigError(f"text_features must be ({n}, D), got {tuple(text_features.shape)}", field="text_features")
+    statements = split.train if hierarchy is None else hierarchy
+    edges = statements[statements[:, 1] == queries.relation][:, [0, 2]]
+    baselines = {"description-nn": cosine_scorer(text_features)}
+    if len(edges):
+        baselines["parent-of-nearest"] = parent_of_nearest_scorer(text_features, edges, k=k)
+    out["placement_baselines"] = {
+        name: rank_placement(s, queries, num_entities=n, batch_size=batch_size).to_dict()
+        for name, s in baselines.items()
+    }
+    valid = placement_queries(kg, split, relation=relation, hierarchy=hierarchy, which="valid") if combine else None
+    if valid is not None:
+        out.update(
+            evaluate_combined(
+                {"model": model_score, "description": baselines["description-nn"]},
+                valid,
+                queries,
+                num_entities=n,
+                baselines=baselines,
+                features=text_features,
+                parent_edges=edges,
+                batch_size=batch_size,
+            )
+        )
+    return out

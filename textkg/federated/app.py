@@ -1,6 +1,6 @@
 """``textkg federate`` on Flower's deployment engine: a ServerApp and a ClientApp for a SuperLink and SuperNodes.
 
-The in-process runner (:func:`textkg.federated.runner.federate`) calls every
+The in-process runner (:func:`textkg.federated.engines.federate`) calls every
 holder's ClientApp in one process. Here the same federation runs as separate
 processes, the way Flower deploys one: a ``flower-superlink``, one
 ``flower-supernode`` per data holder (``--node-config "partition-id=k"``), and

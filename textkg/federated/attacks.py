@@ -275,7 +275,7 @@ def client_entity_attack(
 
 
 class CuriousHolder:
-    """An ``on_upload`` observer of :func:`textkg.federated.runner.federate` that plays one holder against another.
+    """An ``on_upload`` observer of :func:`textkg.federated.engines.federate` that plays one holder against another.
 
     In every round it keeps what the attacking holder received and uploaded;
     when the attacker receives the next global model (the next round, or

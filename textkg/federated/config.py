@@ -8,7 +8,10 @@ from dataclasses import dataclass
 from textkg.errors import ConfigError
 from textkg.federated.client_dp import DEFAULT_CLIENT_DELTA
 from textkg.federated.partition import SCHEMES
-from textkg.federated.simulation import ENGINES
+
+#: every holder in this process, or Flower's simulation engine (no Flower import here: the CLI's parser
+#: reads it)
+ENGINES = ("inprocess", "simulation")
 
 #: Server aggregations by name.
 AGGREGATIONS = ("fedavg", "row")

@@ -44,8 +44,8 @@ class DataHolder:
         upload_top_k: int | None = None,
         noise_decay: tuple[float, int] | None = None,
     ) -> None:
+        from textkg.pipeline.job import _trained_parameter_names
         from textkg.training.losses import make_loss
-        from textkg.training.pipeline import _trained_parameter_names
         from textkg.training.private_training import PrivateTraining, select_confidential
         from textkg.training.trainer import Trainer
 

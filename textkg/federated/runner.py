@@ -1,8 +1,8 @@
 """Federated training on Flower: data holders train locally, a Flower strategy averages.
 
-The runner sits beside :func:`textkg.training.pipeline.run`, not inside it. It
+The runner sits beside :func:`textkg.pipeline.job.run`, not inside it. It
 prepares the graph, the public vocabulary and the model once (the same
-:func:`~textkg.training.pipeline.prepare` as ``textkg train``), partitions the
+:func:`~textkg.pipeline.job.prepare` as ``textkg train``), partitions the
 training statements among K data holders (:mod:`textkg.federated.partition`),
 and hands the rounds to Flower's own ``FedAvg`` strategy (McMahan et al. 2017,
 arXiv:1602.05629): each round every holder receives the global trained
@@ -58,7 +58,7 @@ from textkg.federated.grid import PARTITION_ID, InProcessGrid
 from textkg.federated.holder import DataHolder, trained_state
 from textkg.federated.partition import Partition, assign_statements, make_partition
 
-__all__ = ["AGGREGATIONS", "DataHolder", "FederatedConfig", "Federation", "federate", "trained_state"]
+__all__ = ["AGGREGATIONS", "DataHolder", "FederatedConfig", "Federation", "federate_inprocess", "trained_state"]
 
 #: What a record-level guarantee is about.
 RECORD_UNIT = "one training statement of one data holder (record level)"
@@ -135,7 +135,7 @@ def check_settings(cfg, fed: FederatedConfig) -> None:
 
 def prepare_federation(cfg, fed: FederatedConfig) -> Federation:
     """Validate the settings, set ``train.epochs`` to R × E, prepare the run and partition it."""
-    from textkg.training.pipeline import prepare
+    from textkg.pipeline.job import prepare
 
     check_settings(cfg, fed)
     cfg = dataclasses.replace(cfg, train=dataclasses.replace(cfg.train, epochs=fed.rounds * fed.local_epochs))
@@ -207,8 +207,8 @@ def make_strategy(fed: FederatedConfig, num_clients: int, *, client_dp_state=Non
 
 def write_start_files(out_dir: Path, fedn: Federation, *, engine: str) -> None:
     """``config.json``, ``federated.json`` and ``graph.json``: after every setting is validated."""
+    from textkg.pipeline.job import graph_record
     from textkg.training import checkpoint as ckpt
-    from textkg.training.pipeline import graph_record
 
     fed = fedn.fed
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -229,7 +229,7 @@ def write_start_files(out_dir: Path, fedn: Federation, *, engine: str) -> None:
 
 def validation_mrr(fedn: Federation, state: dict[str, torch.Tensor]) -> float:
     """The global model's MRR on the public validation statements (``valid_max_triples`` of them)."""
-    from textkg.training.pipeline import evaluate_split
+    from textkg.pipeline.job import evaluate_split
 
     prep, cfg = fedn.prep, fedn.cfg
     prep.model.load_state_dict(state, strict=False)
@@ -244,8 +244,8 @@ def write_outputs(
     """``best_model.pt`` (the final global model) and ``metrics.json``; returns the metrics.
 
     ``clients``: each holder's report (names only under client-level DP), in partition order."""
+    from textkg.pipeline.job import evaluate_split
     from textkg.training import checkpoint as ckpt
-    from textkg.training.pipeline import evaluate_split
 
     prep, cfg, fed, part = fedn.prep, fedn.cfg, fedn.fed, fedn.part
     prep.model.load_state_dict(final, strict=False)
@@ -305,10 +305,12 @@ def make_client_app(holders: list[DataHolder], on_upload=None):
     return app
 
 
-def federate(
+def federate_inprocess(
     cfg, fed: FederatedConfig, out_dir: Path, *, resume: bool = False, progress: bool = True, on_upload=None
 ) -> dict:
-    """Run a federation and write its outputs; returns the metrics dict written to ``metrics.json``.
+    """Run a federation with every holder in this process (``--engine inprocess``) and write its outputs;
+    returns the metrics dict written to ``metrics.json``. :func:`textkg.federated.engines.federate`
+    dispatches here or to Flower's simulation engine.
 
     ``cfg`` is ``textkg train``'s config; its ``train.epochs`` is replaced by
     ``fed.rounds × fed.local_epochs`` (each holder's total local epochs).
@@ -325,12 +327,6 @@ def federate(
     from textkg.training import checkpoint as ckpt
 
     out_dir = Path(out_dir)
-    if fed.engine == "simulation":
-        from textkg.federated.simulation import simulate
-
-        if on_upload is not None:
-            raise ConfigError("on_upload sees the uploads in this process: use --engine inprocess", field="engine")
-        return simulate(cfg, fed, out_dir, progress=progress, resume=resume)
     if resume:
         check_resumable(out_dir)
     elif out_dir.exists() and any(out_dir.iterdir()):

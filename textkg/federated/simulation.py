@@ -46,8 +46,8 @@ from pathlib import Path
 from textkg.errors import ConfigError
 
 #: Engines of ``textkg federate`` by name (:class:`~textkg.federated.runner.FederatedConfig`'s ``engine``):
-#: every holder in this process, or Flower's simulation engine. Here, because this module imports no Flower.
-ENGINES = ("inprocess", "simulation")
+from textkg.federated.config import ENGINES  # noqa: F401  (re-exported: where the engines are run)
+
 #: ``federated.json``'s ``engine``.
 ENGINE = "flower-simulation"
 #: The extra that installs Ray.

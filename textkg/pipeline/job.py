@@ -29,13 +29,13 @@ from textkg.evaluation import FilterIndex, evaluate
 from textkg.evaluation.metrics import QueryMask
 from textkg.evaluation.ranking import QueryShard
 from textkg.models import KGEModel, build_model
+from textkg.pipeline.memory import check_memory, estimate_memory
 from textkg.training import checkpoint as ckpt
 from textkg.training.audit_split import draw_audit_split
 from textkg.training.config import PRIVATE_STEP_MODES, RunConfig
 from textkg.training.features import AUTOENCODER_FILE, entity_texts, mmap_features, text_inputs
 from textkg.training.irreflexive import resolve_irreflexive
 from textkg.training.losses import make_loss
-from textkg.training.memory import check_memory, estimate_memory
 from textkg.training.private_split import split_for_privacy
 from textkg.training.private_training import PrivateTraining, public_only_report, select_confidential
 from textkg.training.trainer import Trainer
@@ -462,13 +462,14 @@ def initialise_from(prep: Prepared, cfg: RunConfig, source: Path) -> dict:
     adds nothing to ε. Under ``full`` privacy every training statement is private, so any source trained on
     this graph would void the guarantee: refused.
     """
-    from textkg.training.config import RunConfig as _RC
+    from textkg.pipeline.run_dir import open_run
 
-    for name in ("config.json", "metrics.json", ckpt.BEST_MODEL):
+    opened = open_run(source, what="a finished textkg run for --init-from")
+    for name in ("metrics.json", ckpt.BEST_MODEL):
         if not (source / name).is_file():
             raise ConfigError(f"not a finished textkg run (no {name})", file=source, field="init_from")
-    src_cfg = _RC.from_dict(json.loads((source / "config.json").read_text()), source=str(source / "config.json"))
-    src_privacy = json.loads((source / "metrics.json").read_text()).get("privacy") or {}
+    src_cfg = opened.config
+    src_privacy = (opened.metrics() or {}).get("privacy") or {}
     mode = cfg.privacy.mode
     if mode == "full":
         raise ConfigError(
@@ -544,7 +545,8 @@ def _placement(prep: Prepared, cfg: RunConfig) -> dict | None:
     combined scorer's vote read is the public training statements (none in
     ``full`` mode), since metrics.json is released; the combination is tuned on
     validation statements, which are public inputs."""
-    from textkg.evaluation.placement import evaluate_placement, placement_queries
+    from textkg.evaluation.placement import placement_queries
+    from textkg.evaluation.placement_ensemble import evaluate_placement
 
     if placement_queries(prep.kg, prep.split) is None:
         return None
@@ -757,16 +759,10 @@ def evaluate_run(
     """
     if not isinstance(device, torch.device):
         device = resolve_device(device, field="device")
-    from textkg.training.config import RunConfig as _RC
-    from textkg.versioning import check_run_version
+    from textkg.pipeline.run_dir import open_run
 
     run_dir = Path(run_dir)
-    cfg_path = run_dir / "config.json"
-    if not cfg_path.exists():
-        raise ConfigError("not a textkg run directory (no config.json)", file=run_dir)
-    stored = json.loads(cfg_path.read_text())
-    check_run_version(stored, cfg_path)
-    cfg = _RC.from_dict(stored, source=str(cfg_path))
+    cfg = open_run(run_dir).config
     if exclude_query is not None:  # an evaluation protocol choice, not a training one
         cfg = dataclasses.replace(cfg, train=dataclasses.replace(cfg.train, exclude_query=exclude_query))
     prep = prepare(cfg, run_dir, device=device)

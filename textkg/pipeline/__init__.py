@@ -1,0 +1,10 @@
+"""A run: train, evaluate, report, and open a finished run directory.
+
+The layer above training and evaluation (docs/architecture.md): data → encoders →
+models → training / privacy → evaluation → **pipeline** → cli. Runners (release,
+federated, distributed) sit beside it.
+"""
+
+from textkg.pipeline.job import Prepared, evaluate_run, prepare, run
+
+__all__ = ["Prepared", "evaluate_run", "prepare", "run"]
