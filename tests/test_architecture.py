@@ -30,6 +30,7 @@ LAYERS = [
     ("textkg.errors", -1),
     ("textkg.versioning", -1),
     ("textkg.devices", -1),
+    ("textkg.progress", -1),
     ("textkg.data", 0),
     ("textkg.encoders", 1),
     ("textkg.models", 2),

@@ -583,7 +583,9 @@ class _NoBar:
 
 
 def _progress_bar(total: int, enabled: bool):
-    if not enabled:
+    from textkg.progress import log_lines
+
+    if not enabled or log_lines(enabled):  # a log (no terminal) gets the pipeline's stage lines instead
         return _NoBar()
     from tqdm.auto import tqdm
 

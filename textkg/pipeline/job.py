@@ -30,6 +30,7 @@ from textkg.evaluation.metrics import QueryMask
 from textkg.evaluation.ranking import QueryShard
 from textkg.models import KGEModel, build_model
 from textkg.pipeline.memory import check_memory, estimate_memory
+from textkg.progress import stage
 from textkg.training import checkpoint as ckpt
 from textkg.training.audit_split import draw_audit_split
 from textkg.training.config import PRIVATE_STEP_MODES, RunConfig
@@ -354,8 +355,15 @@ def run(
             "private training adds the DP noise in float64, which MPS does not have; use --device cpu or cuda",
             field="train.device",
         )
+    stage(f"reading {cfg.data.dataset} and encoding its texts ({cfg.model_name})", progress=progress)
     prep = prepare(cfg, out_dir if resume else None, device=device)  # validates every input before anything is written
     prep.query_shard = query_shard
+    stage(
+        f"graph ready: {prep.kg.num_entities:,} entities, {prep.kg.num_relations} relations, "
+        f"{len(prep.split.train):,} / {len(prep.split.valid):,} / {len(prep.split.test):,} train / valid / test "
+        "statements; texts encoded",
+        progress=progress,
+    )
     trainer, private, audit = build_trainer(prep, cfg, out_dir, trainer_class=trainer_class)
     check_memory(
         estimate_memory(
@@ -381,7 +389,9 @@ def run(
             ckpt.atomic_write_json(out_dir / "audit_split.json", audit)
         if init is not None:
             ckpt.atomic_write_json(out_dir / INIT_RECORD, init)
+    stage(f"training {cfg.train.epochs} epochs", progress=progress)
     state = trainer.fit(progress=progress)
+    stage("evaluating on the test statements", progress=progress)
     if private is not None and state.stopped == "privacy budget reached":
         print(
             f"warning: the privacy budget (--target-epsilon {cfg.privacy.target_epsilon:g}) stopped training "
@@ -436,6 +446,7 @@ def run(
     placed = _placement_known_links(prep, cfg)  # ontologies: placement with the terms' annotations
     if placed is not None:
         metrics["test"]["placement_known_links"] = placed
+    stage("evaluation done", progress=progress)
     if cfg.privacy.mode != "none":
         metrics["evaluation_filter"] = PUBLIC_FILTER_NOTE
         if prep.private_filter_index is not None:  # transductive: the standard protocol needs private statements

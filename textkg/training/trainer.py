@@ -17,6 +17,7 @@ from pathlib import Path
 import torch
 from tqdm.auto import tqdm
 
+from textkg.progress import log_lines, stage
 from textkg.training import checkpoint as ckpt
 from textkg.training.config import RunConfig
 from textkg.training.negatives import corrupt
@@ -256,7 +257,7 @@ class Trainer:
         steps_per_epoch = self.plan.public_steps + self.plan.private_steps
         bar = tqdm(
             total=tc.epochs * steps_per_epoch,
-            disable=not progress,
+            disable=not progress or log_lines(progress),  # a log gets one line per epoch instead
             initial=self.state.epoch * steps_per_epoch + self.state.step_in_epoch,
             desc="train",
             unit="step",
@@ -285,6 +286,8 @@ class Trainer:
                     self.state.best_mrr, self.state.best_epoch = mrr, self.state.epoch
                     new_best = True
             self.state.history.append(record)
+            if progress:
+                stage(_epoch_line(record, tc.epochs), progress=progress)
             if tc.max_minutes is not None and self.state.seconds > 60 * tc.max_minutes:
                 self.state.stopped = f"max_minutes={tc.max_minutes} reached"
             self._save_epoch(new_best)
@@ -294,3 +297,15 @@ class Trainer:
         if (self.out_dir / ckpt.BEST_MODEL).exists():
             self.model.load_state_dict(ckpt.load(self.out_dir / ckpt.BEST_MODEL))
         return self.state
+
+
+def _epoch_line(record: dict, epochs: int) -> str:
+    """``epoch k/K: loss …, validation MRR …, ε …`` (what a log shows when no bar does)."""
+    parts = [f"epoch {record['epoch']}/{epochs} ({record['seconds']:.0f} s)"]
+    if record.get("public_loss") is not None:
+        parts.append(f"loss {record['public_loss']:.4f}")
+    if record.get("valid_mrr") is not None:
+        parts.append(f"validation MRR {record['valid_mrr']:.4f}")
+    if record.get("epsilon") is not None:
+        parts.append(f"epsilon {record['epsilon']:.3f}")
+    return ", ".join(parts)
