@@ -206,3 +206,28 @@ def test_pld_calibration_never_overshoots_and_max_steps_is_the_last_allowed():
     k = pld_max_steps(target_epsilon=1.0, delta=delta, sample_rate=q, noise_multiplier=1.0, limit=2000)
     assert 0 < k < 2000
     assert pld_epsilon([(q, 1.0, k)], delta=delta) <= 1.0 < pld_epsilon([(q, 1.0, k + 1)], delta=delta)
+
+
+def test_claims_are_registered_accountants_with_one_duplicate_rule():
+    """Issue 30: RDP and PLD are registered accountants, chosen by name; a taken name raises."""
+    import pytest as _pytest
+
+    from textkg.errors import ConfigError
+    from textkg.privacy.claims import get_claim, register_claim, registered_claims
+    from textkg.training.config import PRIVACY_ACCOUNTANTS
+
+    assert registered_claims() == ["pld", "rdp"] and set(PRIVACY_ACCOUNTANTS) == {"pld", "rdp"}
+    ledger = [(0.01, 1.1, 1000)]
+    assert get_claim("rdp").epsilon(ledger, delta=1e-5) == _pytest.approx(epsilon_of_ledger(ledger), rel=1e-12)
+    assert get_claim("pld").epsilon(ledger, delta=1e-5) < get_claim("rdp").epsilon(ledger, delta=1e-5)
+    with _pytest.raises(ConfigError, match="already registered"):
+        register_claim("rdp")(type(get_claim("rdp")))
+    with _pytest.raises(ConfigError, match="registered: pld, rdp"):
+        get_claim("moments")
+
+
+def epsilon_of_ledger(ledger):
+    acc = RDPAccountant()
+    for q, sigma, n in ledger:
+        acc.step(SampledGaussianEvent(sample_rate=q, noise_multiplier=sigma, steps=n))
+    return acc.get_epsilon(delta=1e-5)

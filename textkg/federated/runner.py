@@ -57,6 +57,7 @@ from textkg.federated.config import AGGREGATIONS, FederatedConfig
 from textkg.federated.grid import PARTITION_ID, InProcessGrid
 from textkg.federated.holder import DataHolder, trained_state
 from textkg.federated.partition import Partition, assign_statements, make_partition
+from textkg.privacy.claims import get_claim
 
 __all__ = ["AGGREGATIONS", "DataHolder", "FederatedConfig", "Federation", "federate_inprocess", "trained_state"]
 
@@ -129,7 +130,7 @@ def check_settings(cfg, fed: FederatedConfig) -> None:
         raise ConfigError(
             "--noise-decay schedules record-level DP noise: add --privacy full|confidential", field="noise-decay"
         )
-    if fed.noise_decay is not None and cfg.privacy.accountant != "rdp":
+    if fed.noise_decay is not None and not get_claim(cfg.privacy.accountant).supports_schedule:
         raise ConfigError("--noise-decay is accounted with RDP only: use --accountant rdp", field="noise-decay")
 
 

@@ -13,12 +13,14 @@ from typing import Any
 
 from textkg.devices import check_device_name
 from textkg.errors import ConfigError
+from textkg.privacy.claims import registered_claims
 
 PRIVACY_MODES = ("none", "full", "confidential", "public-only")
 #: modes that run a private (DP-SGD or simulation) step
 PRIVATE_STEP_MODES = ("full", "confidential")
 PRIVACY_MECHANISMS = ("dp-sgd", "simulation")
-PRIVACY_ACCOUNTANTS = ("rdp", "pld")
+#: the registered accountants that claim ε (textkg.privacy.claims), listed from the registry itself
+PRIVACY_ACCOUNTANTS = tuple(registered_claims())
 LOSSES = ("margin", "softplus", "softmax")
 NEGATIVES = ("sampled", "all")
 LR_SCHEDULES = ("constant", "cosine")

@@ -16,10 +16,10 @@ import torch
 
 from textkg.errors import ConfigError, PrivacyError
 from textkg.privacy.accountant import RDPAccountant
-from textkg.privacy.calibration import calibrate_noise_multiplier
+from textkg.privacy.claims import PLDClaim, get_claim
 from textkg.privacy.dp_sgd import DPSGDStep
 from textkg.privacy.events import SampledGaussianEvent
-from textkg.privacy.pld import pld_calibrate_noise_multiplier, pld_epsilon, pld_max_steps
+from textkg.privacy.pld import pld_epsilon
 from textkg.privacy.randomness import NoisePrefetcher, SecretRandomness
 from textkg.privacy.rdp import DEFAULT_ORDERS, parse_orders
 from textkg.privacy.schedule import GeometricNoiseSchedule
@@ -241,9 +241,15 @@ class PrivateTraining:
         self.steps_per_epoch = max(1, round(self.public_size / batch_size))
         self.planned_steps = planned_epochs * self.steps_per_epoch
         self.schedule = None
+        self.orders = parse_orders(cfg.orders) if cfg.orders else None
+        #: what claims ε from the ledger, calibrates σ and enforces the budget (textkg.privacy.claims)
+        self.claim = get_claim(cfg.accountant, orders=self.orders)
         if noise_decay is not None:
-            if cfg.accountant != "rdp":
-                raise ConfigError("a decaying noise schedule is accounted with RDP only", field="privacy.accountant")
+            if not self.claim.supports_schedule:
+                raise ConfigError(
+                    "a decaying noise schedule is accounted with RDP only",
+                    field="privacy.accountant",
+                )
             decay, epochs_per_stage = noise_decay
             self.schedule = GeometricNoiseSchedule(decay=decay, stage_steps=epochs_per_stage * self.steps_per_epoch)
         self.delta = cfg.delta if cfg.delta is not None else 1.0 / (10 * self.public_size)
@@ -251,43 +257,27 @@ class PrivateTraining:
             warnings.warn(
                 f"delta={self.delta:g} is not below 1/N = {1 / self.num_private:g}: the guarantee is weak", stacklevel=2
             )
-        self.orders = parse_orders(cfg.orders) if cfg.orders else None
         self.accountant = RDPAccountant(orders=self.orders)
-        self._pld_max_steps: int | None = None
+        self._max_steps: int | None = None
         if cfg.noise_multiplier is not None:
             self.noise_multiplier = cfg.noise_multiplier
             self.calibrated = False
         elif cfg.target_epsilon is None:  # PrivacyConfig refuses this in every mode but "none"
             raise PrivacyError("privacy needs --noise-multiplier or --target-epsilon", field="privacy.noise_multiplier")
-        elif cfg.accountant == "pld":
+        else:
             try:
-                self.noise_multiplier = pld_calibrate_noise_multiplier(
+                self.noise_multiplier = self.claim.calibrate(
                     target_epsilon=cfg.target_epsilon,
                     delta=self.delta,
                     sample_rate=self.sample_rate,
                     steps=self.planned_steps,
+                    schedule=self.schedule,
                 )
             except ValueError as exc:
                 raise PrivacyError(str(exc), field="privacy.target_epsilon") from None
             self.calibrated = True
-        else:
-            self.noise_multiplier = calibrate_noise_multiplier(
-                target_epsilon=cfg.target_epsilon,
-                delta=self.delta,
-                sample_rate=self.sample_rate,
-                steps=self.planned_steps,
-                orders=self.orders,
-                schedule=self.schedule,
-            )
-            self.calibrated = True
         if cfg.target_epsilon is not None and self.budget_exhausted():
-            one = RDPAccountant(orders=self.orders)
-            one.step(self._event())
-            cost = (
-                one.get_epsilon(delta=self.delta)
-                if cfg.accountant == "rdp"
-                else pld_epsilon(one.history, delta=self.delta)
-            )
+            cost = self.claim.one_step_cost(self._event(), delta=self.delta)
             raise PrivacyError(
                 f"the budget allows not a single step: one step at sigma={self.noise_multiplier:g}, "
                 f"q={self.sample_rate:g} already costs epsilon={cost:.4g} ({cfg.accountant}) > "
@@ -322,16 +312,19 @@ class PrivateTraining:
         """True when the next step would exceed ``target_epsilon`` (never overshoot)."""
         if self.cfg.target_epsilon is None:
             return False
-        if self.cfg.accountant == "pld":  # PLD is too slow to run every step: find the last allowed step once
-            if self._pld_max_steps is None:
-                self._pld_max_steps = pld_max_steps(
+        if self._max_steps is None:  # the claim's last allowed step, found once (PLD: too slow per step)
+            self._max_steps = (
+                self.claim.max_steps(
                     target_epsilon=self.cfg.target_epsilon,
                     delta=self.delta,
                     sample_rate=self.sample_rate,
                     noise_multiplier=self.noise_multiplier,
                     limit=max(self.planned_steps, 1),
                 )
-            return self.accountant.steps >= self._pld_max_steps
+                or -1
+            )
+        if self._max_steps >= 0:
+            return self.accountant.steps >= self._max_steps
         return self.accountant.would_exceed(self._event(), target_epsilon=self.cfg.target_epsilon, delta=self.delta)
 
     def epsilon(self) -> float:
@@ -451,7 +444,7 @@ class PrivateTraining:
     def load_state_dict(self, state: dict) -> None:
         self.accountant.load_state_dict(state["accountant"])
         self.noise_multiplier = state["noise_multiplier"]
-        self._pld_max_steps = None
+        self._max_steps = None
         if state.get("randomness") is not None:  # checkpoints from before secret randomness have none
             self.close()
             self.randomness = SecretRandomness.from_state_dict(state["randomness"])
@@ -483,12 +476,13 @@ class PrivateTraining:
             (0.0, None) if self.accountant.steps == 0 else self.accountant.get_privacy_spent(delta=self.delta)
         )
         alpha = None if alpha is None or not math.isfinite(alpha) else alpha
+        # the claimed ε, by the registered accountant (textkg.privacy.claims); the other one beside it
+        eps = self.claim.epsilon(self.accountant.history, delta=self.delta) if self.accountant.steps else 0.0
         eps_pld = (
-            (pld_epsilon(self.accountant.history, delta=self.delta) if self.accountant.steps else 0.0)
-            if self.cfg.mechanism == "dp-sgd"
-            else None
+            (eps if isinstance(self.claim, PLDClaim) else pld_epsilon(self.accountant.history, delta=self.delta))
+            if self.cfg.mechanism == "dp-sgd" and self.accountant.steps
+            else (0.0 if self.cfg.mechanism == "dp-sgd" else None)
         )
-        eps = eps_pld if self.cfg.accountant == "pld" else eps_rdp
         dp = self.cfg.mechanism == "dp-sgd"
         orders = list(self.orders) if self.orders is not None else list(DEFAULT_ORDERS)
         return {
@@ -505,11 +499,7 @@ class PrivateTraining:
             "delta": self.delta,
             "alpha": alpha,
             "accountant": self.cfg.accountant,
-            "conversion": (
-                "canonne-kamath-steinke-2020"
-                if self.cfg.accountant == "rdp"
-                else "dp-accounting PLD, pessimistic (connect the dots)"
-            ),
+            "conversion": self.claim.conversion,
             "orders": [float(a) for a in orders],
             "ledger": [
                 {"sample_rate": q, "noise_multiplier": sigma, "steps": n} for q, sigma, n in self.accountant.history
