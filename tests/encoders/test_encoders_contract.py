@@ -37,7 +37,7 @@ TEXTS = [
     "x",
 ]
 
-pytestmark = pytest.mark.filterwarnings("ignore::encoders.glove.OOVWarning")
+pytestmark = pytest.mark.filterwarnings("ignore::textkg.encoders.glove.OOVWarning")
 
 
 def test_every_registered_encoder_has_contract_params():
