@@ -62,6 +62,8 @@ result = textkg_cli(
     "none,full,confidential",
     "--noise-multipliers",
     "1,4",
+    "--private-size",  # a public size of the private set: q = B/N̄; the exact count is private
+    20000,
     "--confidential-relations",
     "has_phenotype",
     "--audit-candidates",
