@@ -133,6 +133,11 @@ def test_audit_cli_errors(tmp_path, capsys):
     assert main(["audit", str(tmp_path)]) == 2
     assert "no config.json" in capsys.readouterr().err
     (tmp_path / "config.json").write_text("{}")
+    assert main(["audit", str(tmp_path)]) == 2  # every command opens a run through one loader: version checked
+    assert "textkg_version" in capsys.readouterr().err
+    from textkg._version import __version__
+
+    (tmp_path / "config.json").write_text(json.dumps({"textkg_version": __version__}))
     assert main(["audit", str(tmp_path)]) == 2
     assert "--audit-candidates" in capsys.readouterr().err
 
