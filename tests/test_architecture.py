@@ -2,17 +2,21 @@
 
 from __future__ import annotations
 
-import importlib.util
-
 
 def test_no_generic_top_level_packages():
     """`encoders` and `privacy` live inside textkg: a name that generic would clash with PyPI's `encoders`."""
+    import importlib.metadata
+
     import textkg.encoders
     import textkg.privacy
 
     assert textkg.privacy.__name__ == "textkg.privacy" and textkg.encoders.__name__ == "textkg.encoders"
+    # what the installed distribution puts on the path (tests/encoders, a folder of tests, is not it)
+    installed = {name for name, dists in importlib.metadata.packages_distributions().items() if "textkg" in dists}
+    assert installed == {"textkg"}, installed
     for name in ("encoders", "privacy"):
-        assert importlib.util.find_spec(name) is None, f"a top-level '{name}' package is installed"
+        spec = importlib.util.find_spec(name)
+        assert spec is None or all("/tests/" in str(p) for p in (spec.submodule_search_locations or [])), spec
 
 
 # ------------------------------------------------------------------------------------------------

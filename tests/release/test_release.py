@@ -128,7 +128,9 @@ def test_a_tampered_privacy_block_is_refused(dp_run, tmp_path):
 def test_an_unfinished_run_or_a_full_out_dir_is_refused(dp_run, tmp_path):
     unfinished = tmp_path / "unfinished"
     unfinished.mkdir()
-    (unfinished / "config.json").write_text("{}")
+    from textkg._version import __version__
+
+    (unfinished / "config.json").write_text(json.dumps({"textkg_version": __version__}))
     with pytest.raises(ConfigError, match="not finished"):
         release(unfinished, tmp_path / "a")
     full = tmp_path / "full"

@@ -439,28 +439,9 @@ def test_a_crafted_weights_file_never_runs_code(tmp_path, capsys, command):
     data = _dataset(tmp_path, "d", extra=False)
     victim = tmp_path / "shared_run"
     flags = ["--privacy", "public-only", "--confidential-relations", "/r/likes"] if command == "init-from" else []
-    code = main(
-        [
-            "train",
-            "--dataset",
-            str(data),
-            "--split",
-            "transductive",
-            "--description",
-            "short",
-            "--model",
-            "transe",
-            "--dim",
-            "8",
-            "--epochs",
-            "1",
-            *flags,
-            "--no-progress",
-            "--out",
-            str(victim),
-        ]
-    )
-    assert code == 0
+    train = ["train", "--dataset", str(data), "--split", "transductive", "--description", "short"]
+    train += ["--model", "transe", "--dim", "8", "--epochs", "1", "--no-progress"]
+    assert main([*train, *flags, "--out", str(victim)]) == 0
     marker = tmp_path / "pwned"
     target = victim / ("checkpoint.pt" if command == "resume" else "best_model.pt")
     state = torch.load(target, weights_only=True)
@@ -471,19 +452,7 @@ def test_a_crafted_weights_file_never_runs_code(tmp_path, capsys, command):
         "evaluate": ["evaluate", str(victim)],
         "predict": ["predict", str(victim), "--description", "a city by the sea"],
         "init-from": [
-            "train",
-            "--dataset",
-            str(data),
-            "--split",
-            "transductive",
-            "--description",
-            "short",
-            "--model",
-            "transe",
-            "--dim",
-            "8",
-            "--epochs",
-            "1",
+            *train,
             "--privacy",
             "confidential",
             "--confidential-relations",
