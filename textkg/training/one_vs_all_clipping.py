@@ -190,6 +190,12 @@ def _present(x: torch.Tensor | None) -> torch.Tensor:
 
 def _pool(model, entity_pool: torch.Tensor, generator: torch.Generator | None) -> _Pool:
     """Pool vectors as :meth:`KGEModel.entity_matrix` computes them, drawing the same dropout mask."""
+    with torch.no_grad():
+        return _pool_graph(model, entity_pool, generator)[0]
+
+
+def _pool_graph(model, entity_pool: torch.Tensor, generator: torch.Generator | None) -> tuple[_Pool, torch.Tensor]:
+    """:func:`_pool` (detached) and the fused vectors ``V (P, d)`` with their graph (when grad is enabled)."""
     rows = structural = text = features = None
     if model.structural is not None:  # the mask is drawn chunk by chunk, as entity_matrix draws it
         rows = torch.cat(
@@ -209,9 +215,12 @@ def _pool(model, entity_pool: torch.Tensor, generator: torch.Generator | None) -
     else:
         norms = torch.ones(fused.shape[0], dtype=fused.dtype, device=fused.device)
     name = model.fusion.name
-    w_s = float(model.fusion.w_structural) if name == "weighted" else 1.0
-    w_x = float(model.fusion.w_text) if name == "weighted" else 1.0
-    return _Pool(rows, structural, text, features, fused / norms[:, None], norms, w_s, w_x)
+    w_s = float(model.fusion.w_structural.detach()) if name == "weighted" else 1.0
+    w_x = float(model.fusion.w_text.detach()) if name == "weighted" else 1.0
+    fused_d, norms = fused.detach(), norms.detach()
+    structural = None if structural is None else structural.detach()
+    text = None if text is None else text.detach()
+    return _Pool(rows, structural, text, features, fused_d / norms[:, None], norms, w_s, w_x), fused
 
 
 @dataclass(frozen=True)
@@ -367,8 +376,16 @@ def feature_gram(model, entity_pool: torch.Tensor) -> torch.Tensor:
         return x @ x.T
 
 
-def _projection_sq_norms(f: _Factors, u: torch.Tensor, x: torch.Tensor, method: str) -> torch.Tensor:
-    """``(b,)`` ``‖X^T Φ_b‖²``; for ``gram`` without its ``(P, P)`` term (:func:`_gram_term`)."""
+def _projection_sq_norms(
+    f: _Factors, u: torch.Tensor, x: torch.Tensor, method: str, gram: torch.Tensor | None = None
+) -> torch.Tensor:
+    """``(b,)`` ``‖X^T Φ_b‖²``; for ``gram`` without its ``(P, P)`` term (:func:`_gram_term`).
+
+    ``gram`` (``X X^T``, cached): the head and tail columns of ``F_b`` are one-hot, so every
+    inner product with them is a gathered row of ``X X^T`` (``P`` multiply-adds per example)
+    instead of a ``(P, t)`` product: ``4·B·P·t`` instead of ``6·B·P·t`` (the two dense columns
+    ``A_b/n``, ``A'_b/n`` and the two ``c_b ⊙ U g_m`` still need ``X^T``).
+    """
     b, (p, d) = len(f.heads), u.shape
     rows = torch.arange(b, device=f.heads.device)
     if method == "direct":
@@ -376,11 +393,33 @@ def _projection_sq_norms(f: _Factors, u: torch.Tensor, x: torch.Tensor, method: 
         phi = phi.index_put((rows, f.heads), f.s_h[:, None] * f.gamma, accumulate=True)
         phi = phi.index_put((rows, f.tails), f.s_t[:, None] * f.gamma_head, accumulate=True)
         return (x.T @ phi.transpose(0, 1).reshape(p, b * d)).square().reshape(-1, b, d).sum((0, 2))
-    xf = torch.stack([f.a1 @ x, f.a2 @ x, f.s_h[:, None] * x[f.heads], f.s_t[:, None] * x[f.tails]], -1)
     g = torch.stack(f.columns(), -1)  # (b, d, 4)
-    first = ((xf.transpose(1, 2) @ xf) * (g.transpose(1, 2) @ g)).sum((1, 2))
     ug = (f.uq, f.uq_head, f.gamma @ u.T, f.gamma_head @ u.T)  # (U G_b)[:, m], (b, P) each
-    second = sum(_dot((f.c * ug_m) @ x, xf[..., m]) for m, ug_m in enumerate(ug))
+    if gram is None:
+        xf = torch.stack([f.a1 @ x, f.a2 @ x, f.s_h[:, None] * x[f.heads], f.s_t[:, None] * x[f.tails]], -1)
+        first = ((xf.transpose(1, 2) @ xf) * (g.transpose(1, 2) @ g)).sum((1, 2))
+        second = sum(_dot((f.c * ug_m) @ x, xf[..., m]) for m, ug_m in enumerate(ug))
+        return first + 2 * second
+    kh, kt = gram[f.heads], gram[f.tails]  # (b, P): (X x_h)^T, (X x_t)^T
+    x1, x2 = f.a1 @ x, f.a2 @ x  # (b, t)
+    k_hh, k_ht, k_tt = kh[rows, f.heads], kh[rows, f.tails], kt[rows, f.tails]
+    # the (4, 4) Gram F_b^T X X^T F_b of the columns [A/n, A'/n, s_h e_h, s_t e_t]
+    ff = torch.stack(
+        [
+            torch.stack([_dot(x1, x1), _dot(x1, x2), f.s_h * _dot(f.a1, kh), f.s_t * _dot(f.a1, kt)], -1),
+            torch.stack([_dot(x2, x1), _dot(x2, x2), f.s_h * _dot(f.a2, kh), f.s_t * _dot(f.a2, kt)], -1),
+            torch.stack([f.s_h * _dot(f.a1, kh), f.s_h * _dot(f.a2, kh), f.s_h**2 * k_hh, f.s_h * f.s_t * k_ht], -1),
+            torch.stack([f.s_t * _dot(f.a1, kt), f.s_t * _dot(f.a2, kt), f.s_h * f.s_t * k_ht, f.s_t**2 * k_tt], -1),
+        ],
+        -2,
+    )
+    first = (ff * (g.transpose(1, 2) @ g)).sum((1, 2))
+    second = (
+        _dot((f.c * ug[0]) @ x, x1)
+        + _dot((f.c * ug[1]) @ x, x2)
+        + f.s_h * _dot(f.c * ug[2], kh)
+        + f.s_t * _dot(f.c * ug[3], kt)
+    )
     return first + 2 * second
 
 
@@ -399,6 +438,32 @@ def _gram_term(c: torch.Tensor, u: torch.Tensor, x: torch.Tensor, gram: torch.Te
         weighted = (c[:, s:e] @ ((u[s:e] @ u[s:].T) * kx)) * c[:, s:]  # (B, P − s)
         out += weighted[:, : e - s].sum(1) + 2 * weighted[:, e - s :].sum(1)
     return out
+
+
+@dataclass
+class _Kept:
+    """What :func:`_sq_norms` keeps of each chunk for the book-kept clipped sum (Bu et al. 2023)."""
+
+    a1: list[torch.Tensor]
+    a2: list[torch.Tensor]
+    c: list[torch.Tensor]
+    cols: list[torch.Tensor]  # (b, d, 4) [q, q', γ, γ']
+    scales: list[torch.Tensor]  # (b, 2) [s_h, s_t]
+    grad_r: list[torch.Tensor]  # (b, d) ∂L_b/∂r_b
+
+
+def _validated(model, triples, entity_pool, positions, method):
+    """``(trained, triples, entity_pool, heads, tails)`` on the model's device, after the checks."""
+    if method not in METHODS:
+        raise ConfigError(f"{method!r} is not one of {', '.join(METHODS)}", field="method")
+    trained = trained_parameters(model)
+    triples, entity_pool, positions = on_model_device(model, triples, entity_pool, positions)
+    heads, tails = positions[triples[:, 0]], positions[triples[:, 2]]
+    if bool((heads < 0).any() or (tails < 0).any()):
+        raise ConfigError(
+            "1-vs-all training needs every head and tail in the entity pool (training entities)", field="train.loss"
+        )
+    return trained, triples, entity_pool, heads, tails
 
 
 def per_example_sq_norms(
@@ -430,55 +495,100 @@ def per_example_sq_norms(
     Raises:
         ConfigError: Unsupported model, unknown method, or a triple end outside the pool.
     """
-    if method not in METHODS:
-        raise ConfigError(f"{method!r} is not one of {', '.join(METHODS)}", field="method")
-    trained = trained_parameters(model)
-    triples, entity_pool, positions = on_model_device(model, triples, entity_pool, positions)
-    heads, tails = positions[triples[:, 0]], positions[triples[:, 2]]
-    if bool((heads < 0).any() or (tails < 0).any()):
-        raise ConfigError(
-            "1-vs-all training needs every head and tail in the entity pool (training entities)", field="train.loss"
-        )
+    trained, triples, entity_pool, heads, tails = _validated(model, triples, entity_pool, positions, method)
     with torch.no_grad():
         pool = _pool(model, entity_pool, generator)
-        u = pool.vectors
-        n, p_size, dim = len(triples), u.shape[0], u.shape[1]
-        out = {name: u.new_zeros(n) for name in trained}
-        if n == 0:
-            return out
-        proj = "text.projection.weight" in trained
-        t_dim = 0 if pool.features is None else pool.features.shape[1]
-        if proj and method == "auto":
-            flops = _projection_flops(n, p_size, t_dim, dim, cached=gram is not None)
-            method = min(flops, key=lambda k: flops[k])
-        width = 8 + (dim + t_dim if proj and method == "direct" else 0)
-        chunk = max(1, _CHUNK_ELEMENTS // (p_size * width))
-        keep_c: list[torch.Tensor] | None = [] if proj and method == "gram" else None
-        relations = model.relation_embeddings[triples[:, 1]]
-        for s in range(0, n, chunk):
-            sl = slice(s, s + chunk)
-            f, grad_r = _factors(model, pool, heads[sl], tails[sl], relations[sl], temperature, label_smoothing)
-            if "relation_embeddings" in trained:
-                out["relation_embeddings"][sl] = grad_r.square().sum(1)
-            if "fusion.w_structural" in trained:
-                out["fusion.w_structural"][sl] = _inner(f, u, _present(pool.structural)).square()
-            if "fusion.w_text" in trained:
-                out["fusion.w_text"][sl] = _inner(f, u, _present(pool.text)).square()
-            if "structural.weight" in trained:
-                out["structural.weight"][sl] = pool.w_structural**2 * _row_sq_norms(f, u, _present(pool.rows))
-            if "text.projection.bias" in trained:
-                out["text.projection.bias"][sl] = pool.w_text**2 * _row_sum(f, u).square().sum(1)
-            if proj:
-                out["text.projection.weight"][sl] = pool.w_text**2 * _projection_sq_norms(
-                    f, u, _present(pool.features), method
-                )
-                if keep_c is not None:
-                    keep_c.append(f.c)
-        if keep_c is not None:
-            out["text.projection.weight"] += pool.w_text**2 * _gram_term(
-                torch.cat(keep_c), u, _present(pool.features), gram
+        return _sq_norms(model, trained, triples, heads, tails, pool, temperature, label_smoothing, method, gram)[0]
+
+
+def _sq_norms(
+    model, trained, triples, heads, tails, pool: _Pool, temperature, label_smoothing, method, gram, keep: bool = False
+) -> tuple[dict[str, torch.Tensor], _Kept | None]:
+    """:func:`per_example_sq_norms` on a built pool (no grad); ``keep``: also the chunks' :class:`_Kept`."""
+    u = pool.vectors
+    n, p_size, dim = len(triples), u.shape[0], u.shape[1]
+    out = {name: u.new_zeros(n) for name in trained}
+    kept = _Kept([], [], [], [], [], []) if keep else None
+    if n == 0:
+        return out, kept
+    proj = "text.projection.weight" in trained
+    t_dim = 0 if pool.features is None else pool.features.shape[1]
+    if proj and method == "auto":
+        flops = _projection_flops(n, p_size, t_dim, dim, cached=gram is not None)
+        method = min(flops, key=lambda k: flops[k])
+    width = 8 + (dim + t_dim if proj and method == "direct" else 0)
+    chunk = max(1, _CHUNK_ELEMENTS // (p_size * width))
+    keep_c: list[torch.Tensor] = []
+    relations = model.relation_embeddings.detach()[triples[:, 1]]
+    for s in range(0, n, chunk):
+        sl = slice(s, s + chunk)
+        f, grad_r = _factors(model, pool, heads[sl], tails[sl], relations[sl], temperature, label_smoothing)
+        if "relation_embeddings" in trained:
+            out["relation_embeddings"][sl] = grad_r.square().sum(1)
+        if "fusion.w_structural" in trained:
+            out["fusion.w_structural"][sl] = _inner(f, u, _present(pool.structural)).square()
+        if "fusion.w_text" in trained:
+            out["fusion.w_text"][sl] = _inner(f, u, _present(pool.text)).square()
+        if "structural.weight" in trained:
+            out["structural.weight"][sl] = pool.w_structural**2 * _row_sq_norms(f, u, _present(pool.rows))
+        if "text.projection.bias" in trained:
+            out["text.projection.bias"][sl] = pool.w_text**2 * _row_sum(f, u).square().sum(1)
+        if proj:
+            out["text.projection.weight"][sl] = pool.w_text**2 * _projection_sq_norms(
+                f, u, _present(pool.features), method, gram
             )
-    return out
+        if (proj and method == "gram") or kept is not None:
+            keep_c.append(f.c)
+        if kept is not None:
+            kept.a1.append(f.a1)
+            kept.a2.append(f.a2)
+            kept.cols.append(torch.stack(f.columns(), -1))
+            kept.scales.append(torch.stack([f.s_h, f.s_t], -1))
+            kept.grad_r.append(grad_r)
+    if proj and method == "gram":
+        out["text.projection.weight"] += pool.w_text**2 * _gram_term(
+            torch.cat(keep_c), u, _present(pool.features), gram
+        )
+    if kept is not None:
+        kept.c = keep_c
+    return out, kept
+
+
+def _book_kept_sum(
+    model, trained, triples, heads, tails, pool: _Pool, fused: torch.Tensor, kept: _Kept, coef: torch.Tensor
+) -> dict[str, torch.Tensor]:
+    """``Σ_b coef_b ∂L_b/∂θ`` from the kept factors: book-keeping (Bu, Mao & Xu 2023, arXiv 2210.00038v2,
+    Sec. 3.2, "BK"), no second forward pass.
+
+    ``Ψ = Σ_b coef_b Φ_b = (coef ⊙ A/n)^T Q + (coef ⊙ A'/n)^T Q' + (c^T coef) ⊙ U + heads/tails' γ rows``
+    (``(P, d)``, the gradient of ``Σ_b coef_b L_b`` w.r.t. the fused vectors ``V``; module docstring),
+    then one backward of the pool's own graph ``θ → V`` with ``Ψ`` (``P·t·d``, no ``B``), and
+    ``Σ_b coef_b ∂L_b/∂r_b`` added into the relation rows.
+    """
+    u = pool.vectors
+    psi = torch.zeros_like(u)
+    weight_c = u.new_zeros(u.shape[0])
+    s = 0
+    for a1, a2, c, cols, scales in zip(kept.a1, kept.a2, kept.c, kept.cols, kept.scales, strict=True):
+        k = coef[s : s + len(a1)].to(u.dtype)
+        sl = slice(s, s + len(a1))
+        psi += (a1 * k[:, None]).T @ cols[..., 0] + (a2 * k[:, None]).T @ cols[..., 1]
+        psi.index_add_(0, heads[sl], (k * scales[:, 0])[:, None] * cols[..., 2])
+        psi.index_add_(0, tails[sl], (k * scales[:, 1])[:, None] * cols[..., 3])
+        weight_c += k @ c
+        s += len(a1)
+    psi += weight_c[:, None] * u
+    names = [name for name in trained if name != "relation_embeddings"]
+    grads: Sequence[torch.Tensor | None] = [None] * len(names)
+    if names and fused.requires_grad:
+        grads = torch.autograd.grad(fused, [trained[k] for k in names], grad_outputs=psi, allow_unused=True)
+    out = {k: torch.zeros_like(p) for k, p in trained.items()}
+    out.update({k: g for k, g in zip(names, grads, strict=True) if g is not None})
+    if "relation_embeddings" in trained and kept.grad_r:
+        rel = trained["relation_embeddings"]
+        grad_r = torch.cat(kept.grad_r) * coef.to(u.dtype)[:, None]
+        out["relation_embeddings"] = torch.zeros_like(rel).index_add_(0, triples[:, 1], grad_r.to(rel.dtype))
+    return {k: out[k] for k in trained}
 
 
 def clipped_gradient_sum(
@@ -493,16 +603,26 @@ def clipped_gradient_sum(
     generator: torch.Generator | None = None,
     method: str = "auto",
     gram: torch.Tensor | None = None,
+    book_keeping: bool = True,
 ) -> ClippedSum:
-    """``Σ_b min(1, C/‖g_b‖) g_b`` of the 1-vs-all loss, exactly, with two passes over the batch.
+    """``Σ_b min(1, C/‖g_b‖) g_b`` of the 1-vs-all loss, exactly.
 
-    The norms come from :func:`per_example_sq_norms`; the sum is the gradient
-    of ``Σ_b coef_b · L_b`` (coefficients constant) from one backward of
-    :func:`one_vs_all_loss` with the same dropout mask (the generator is
-    restored in between, and ends where one :func:`one_vs_all_loss` leaves it).
+    The norms come from :func:`per_example_sq_norms`. The sum is the gradient
+    of ``Σ_b coef_b · L_b`` (coefficients constant):
+
+    - ``book_keeping=True`` (the default): from the factors the norms already
+      computed (Bu, Mao & Xu 2023, arXiv 2210.00038v2, Sec. 3.2): ``Ψ (P, d)``
+      from ``(B, P)`` products, then one backward of the pool's graph alone
+      (:func:`_book_kept_sum`). One pass over the batch; keeps three ``(B, P)``
+      matrices (``A/n``, ``A'/n``, ``c``) until the coefficients are known.
+    - ``book_keeping=False``: one more backward of :func:`one_vs_all_loss` with
+      the same dropout mask (the generator is restored in between).
+
+    Either way the generator ends where one :func:`one_vs_all_loss` leaves it.
 
     Args:
         max_grad_norm: C > 0.
+        book_keeping: see above.
         Others: as for :func:`per_example_sq_norms`.
 
     Returns:
@@ -512,6 +632,19 @@ def clipped_gradient_sum(
     if irreflexive is not None and bool(irreflexive.any()):
         # the norms below are of the unmasked loss: a masked loss would have other gradients
         raise ConfigError("model.irreflexive must be 'none' for exact DP clipping", field="model.irreflexive")
+    if book_keeping:
+        trained, triples_d, pool_d, heads, tails = _validated(model, triples, entity_pool, positions, method)
+        with torch.enable_grad():
+            pool, fused = _pool_graph(model, pool_d, generator)
+        with torch.no_grad():
+            sq, kept = _sq_norms(
+                model, trained, triples_d, heads, tails, pool, temperature, label_smoothing, method, gram, keep=True
+            )
+            norms = torch.stack(list(sq.values())).sum(0).clamp_min(0).sqrt()
+            coef = clip_coefficients(norms, max_grad_norm=max_grad_norm)
+            assert kept is not None
+            out = _book_kept_sum(model, trained, triples_d, heads, tails, pool, fused, kept, coef)
+        return ClippedSum(gradients=out, norms=norms, coefficients=coef)
     state = generator.get_state() if generator is not None else None
     sq = per_example_sq_norms(
         model,
