@@ -28,8 +28,9 @@ Sec. 4; Bu, Mao & Xu 2023, arXiv 2205.10683v3, Sec. 3):
        ‖X^T Φ_b‖² = ‖(X^T F_b) G_b^T‖² + 2 Σ_j c_bj (X X^T F_b)_j · (U G_b)_j + c_b^T ((U U^T) ⊙ (X X^T)) c_b.
 
    The last term's ``(P, P)`` matrix is shared by the batch and built in row
-   blocks (``"gram"``: ``P²(d + t + B)/2 + 6·B·P·t`` multiply-adds, ``P²(d + B)/2 + 6·B·P·t``
-   when ``X X^T`` is cached, :func:`feature_gram`). ``"direct"``
+   blocks (``"gram"``: ``P²(d + t + B)/2 + 6·B·P·t`` multiply-adds, ``P²(d + B)/2 + 4·B·P·t``
+   when ``X X^T`` is cached, :func:`feature_gram`: the head and tail columns of ``F_b`` are
+   one-hot, so their products are gathered rows of ``X X^T``). ``"direct"``
    instead forms ``X^T Φ_b`` for a few examples at a time (``B·P·t·d``
    multiply-adds). ``"auto"`` takes the cheaper by that count. Memory: chunks
    of ``_CHUNK_ELEMENTS`` plus ``c`` for the whole batch, ``(B, P)`` (the size
@@ -360,7 +361,7 @@ def _projection_flops(b: int, p: int, t: int, d: int, *, cached: bool = False) -
     """Multiply-adds of the projection weight's norms by each method (``cached``: ``X X^T`` given)."""
     return {
         "direct": float(b) * p * t * d + 4.0 * b * p * d,
-        "gram": 0.5 * p * p * (d + (0 if cached else t) + b) + 6.0 * b * p * t + 2.0 * b * p * d,
+        "gram": 0.5 * p * p * (d + (0 if cached else t) + b) + (4.0 if cached else 6.0) * b * p * t + 2.0 * b * p * d,
     }
 
 
@@ -401,7 +402,8 @@ def _projection_sq_norms(
         second = sum(_dot((f.c * ug_m) @ x, xf[..., m]) for m, ug_m in enumerate(ug))
         return first + 2 * second
     kh, kt = gram[f.heads], gram[f.tails]  # (b, P): (X x_h)^T, (X x_t)^T
-    x1, x2 = f.a1 @ x, f.a2 @ x  # (b, t)
+    # one (4b, P) @ (P, t) product: X^T A/n, X^T A'/n, X^T (c ⊙ U q), X^T (c ⊙ U q')
+    x1, x2, y1, y2 = (torch.cat([f.a1, f.a2, f.c * ug[0], f.c * ug[1]]) @ x).split(b)
     k_hh, k_ht, k_tt = kh[rows, f.heads], kh[rows, f.tails], kt[rows, f.tails]
     # the (4, 4) Gram F_b^T X X^T F_b of the columns [A/n, A'/n, s_h e_h, s_t e_t]
     ff = torch.stack(
@@ -414,12 +416,7 @@ def _projection_sq_norms(
         -2,
     )
     first = (ff * (g.transpose(1, 2) @ g)).sum((1, 2))
-    second = (
-        _dot((f.c * ug[0]) @ x, x1)
-        + _dot((f.c * ug[1]) @ x, x2)
-        + f.s_h * _dot(f.c * ug[2], kh)
-        + f.s_t * _dot(f.c * ug[3], kt)
-    )
+    second = _dot(y1, x1) + _dot(y2, x2) + f.s_h * _dot(f.c * ug[2], kh) + f.s_t * _dot(f.c * ug[3], kt)
     return first + 2 * second
 
 
@@ -435,8 +432,10 @@ def _gram_term(c: torch.Tensor, u: torch.Tensor, x: torch.Tensor, gram: torch.Te
     for s in range(0, p, block):
         e = min(s + block, p)
         kx = x[s:e] @ x[s:].T if gram is None else gram[s:e, s:]
-        weighted = (c[:, s:e] @ ((u[s:e] @ u[s:].T) * kx)) * c[:, s:]  # (B, P − s)
-        out += weighted[:, : e - s].sum(1) + 2 * weighted[:, e - s :].sum(1)
+        h = (u[s:e] @ u[s:].T).mul_(kx)  # (blk, P − s), the block row of H right of the diagonal
+        h[:, e - s :] *= 2
+        # Σ_{j ∈ block} c_bj (H c_b)_j: the (B, blk) product, so the elementwise work is B·P in all
+        out += (c[:, s:e] * (c[:, s:] @ h.T)).sum(1)
     return out
 
 
@@ -518,7 +517,8 @@ def _sq_norms(
         method = min(flops, key=lambda k: flops[k])
     width = 8 + (dim + t_dim if proj and method == "direct" else 0)
     chunk = max(1, _CHUNK_ELEMENTS // (p_size * width))
-    keep_c: list[torch.Tensor] = []
+    keep_all = (proj and method == "gram") or kept is not None
+    c_all = u.new_empty((n, p_size) if keep_all else (0, p_size))  # c of every example, filled chunk by chunk
     relations = model.relation_embeddings.detach()[triples[:, 1]]
     for s in range(0, n, chunk):
         sl = slice(s, s + chunk)
@@ -537,8 +537,8 @@ def _sq_norms(
             out["text.projection.weight"][sl] = pool.w_text**2 * _projection_sq_norms(
                 f, u, _present(pool.features), method, gram
             )
-        if (proj and method == "gram") or kept is not None:
-            keep_c.append(f.c)
+        if keep_all:
+            c_all[sl] = f.c
         if kept is not None:
             kept.a1.append(f.a1)
             kept.a2.append(f.a2)
@@ -546,11 +546,9 @@ def _sq_norms(
             kept.scales.append(torch.stack([f.s_h, f.s_t], -1))
             kept.grad_r.append(grad_r)
     if proj and method == "gram":
-        out["text.projection.weight"] += pool.w_text**2 * _gram_term(
-            torch.cat(keep_c), u, _present(pool.features), gram
-        )
+        out["text.projection.weight"] += pool.w_text**2 * _gram_term(c_all, u, _present(pool.features), gram)
     if kept is not None:
-        kept.c = keep_c
+        kept.c = list(c_all.split(chunk))
     return out, kept
 
 
