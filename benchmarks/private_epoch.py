@@ -4,7 +4,7 @@ Usage::
 
     OMP_NUM_THREADS=1 python benchmarks/private_epoch.py --data ../shared/data/fb15k237 \\
         [--inductive-dir ind_rebuilt_seed0] [--preset cpu-private] [--batch-size 4096] \\
-        [--steps 3] [--repeats 3] [--threads 1] [--profile] [--cache DIR] \\
+        [--steps 3] [--repeats 3] [--threads 1] [--profile] [--cache DIR] [--set SECTION.KEY=JSON] \\
         [--out benchmarks/results/private_epoch.json]
 
 Setting: the preset's model built by the library's own pipeline
@@ -61,6 +61,8 @@ def _config(args, private: bool):
 
     argv = ["--data", args.data, "--preset", args.preset, "--inductive-dir", args.inductive_dir]
     argv += ["--batch-size", str(args.batch_size), "--negatives", "all", "--epochs", "1"]
+    for item in args.set:
+        argv += ["--set", item]
     if private:
         argv += ["--set", 'privacy.mode="full"', "--set", f"privacy.noise_multiplier={args.noise_multiplier}"]
         argv += ["--set", f"privacy.private_size={args.private_size}"]
@@ -135,8 +137,8 @@ def worker(args, method: str) -> dict:
     }
 
 
-def _run_worker(args, method: str) -> dict:
-    cmd = [sys.executable, __file__, "--worker", method, *sys.argv[1:]]
+def _run_worker(args, argv: list[str], method: str) -> dict:
+    cmd = [sys.executable, __file__, "--worker", method, *argv]
     env = {**os.environ, "OMP_NUM_THREADS": str(args.threads), "MKL_NUM_THREADS": str(args.threads)}
     out = subprocess.run(cmd, capture_output=True, text=True, env=env, check=False)
     if out.returncode != 0:
@@ -186,7 +188,7 @@ def summarise(runs: list[dict], steps_dp: int, steps_np: int) -> dict:
     return out
 
 
-def main(argv=None) -> None:
+def main(argv=None) -> dict | None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--data", default=str(ROOT.parent / "shared" / "data" / "fb15k237"))
     ap.add_argument("--inductive-dir", default="ind_rebuilt_seed0")
@@ -200,24 +202,26 @@ def main(argv=None) -> None:
     ap.add_argument("--methods", default="nonprivate,dp")
     ap.add_argument("--profile", action="store_true")
     ap.add_argument("--cache", default="", help="folder for the prepared data and model (reused by later workers)")
+    ap.add_argument("--set", action="append", default=[], help="SECTION.KEY=JSON, as reproduce_fb15k237.py")
     ap.add_argument("--tag", default="")
     ap.add_argument("--out", default=str(ROOT / "benchmarks/results/private_epoch.json"))
     ap.add_argument("--worker", help=argparse.SUPPRESS)
+    argv = sys.argv[1:] if argv is None else list(argv)
     args = ap.parse_args(argv)
     if args.worker:
         print(json.dumps(worker(args, args.worker)))
-        return
+        return None
     runs = []
     for r in range(args.repeats):
         for method in args.methods.split(","):
-            row = _run_worker(args, method)
+            row = _run_worker(args, argv, method)
             row["repeat"] = r
             runs.append(row)
             print(json.dumps(row), file=sys.stderr)
     result = {
         "benchmark": "private_epoch",
         "tag": args.tag,
-        "command": "python benchmarks/private_epoch.py " + " ".join(sys.argv[1:]),
+        "command": "python benchmarks/private_epoch.py " + " ".join(argv),
         "settings": {k: v for k, v in vars(args).items() if k not in ("worker", "out")},
         "machine": machine(),
         "runs": runs,
@@ -233,6 +237,7 @@ def main(argv=None) -> None:
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(rows, indent=2) + "\n")
     print(json.dumps(result.get("summary", runs), indent=2))
+    return result
 
 
 if __name__ == "__main__":
