@@ -307,3 +307,48 @@ def test_unsupported_models_are_refused(preset, changes):
 def test_unknown_method_is_refused():
     with pytest.raises(ConfigError, match="method|one of"):
         per_example_sq_norms(make_model(), make_triples(), entity_pool=POOL, positions=POSITIONS, method="fast")
+
+
+def test_float32_fast_paths_stay_at_float32_rounding():
+    """The gathered-Gram norms and the book-kept sum in float32 against float64 ``direct`` + backward."""
+    p, b, t, d = 300, 32, 96, 16
+    g = torch.Generator().manual_seed(0)
+    x = torch.nn.functional.normalize(torch.randn(p, t, generator=g) + 0.5, dim=-1)  # correlated features
+    torch.manual_seed(0)
+    model = build_model(
+        dataclasses.replace(get_preset("cpu-private"), dim=d),
+        num_entities=p,
+        num_relations=7,
+        seen_entities=torch.arange(p),
+        text_features=x,
+    ).train()
+    pool = torch.arange(p)
+    triples = torch.stack(
+        [
+            torch.randint(0, p, (b,), generator=g),
+            torch.randint(0, 7, (b,), generator=g),
+            torch.randint(0, p, (b,), generator=g),
+        ],
+        1,
+    )
+
+    def run(dtype, method, book_keeping):
+        m = model.to(dtype)
+        return clipped_gradient_sum(
+            m,
+            triples,
+            entity_pool=pool,
+            positions=pool_positions(pool, p),
+            max_grad_norm=1.0,
+            temperature=0.05,
+            generator=torch.Generator().manual_seed(3),
+            method=method,
+            gram=feature_gram(m, pool) if method == "gram" else None,
+            book_keeping=book_keeping,
+        )
+
+    ref = run(torch.float64, "direct", False)
+    fast = run(torch.float32, "gram", True)
+    assert float(((fast.norms.double() - ref.norms).abs() / ref.norms).max()) < 1e-5
+    for k, want in ref.gradients.items():
+        assert float((fast.gradients[k].double() - want).norm() / want.norm()) < 1e-5, k
