@@ -37,9 +37,15 @@ Sec. 4; Bu, Mao & Xu 2023, arXiv 2205.10683v3, Sec. 3):
    of the non-private step's score matrix), never ``B × P × d``.
    ``benchmarks/one_vs_all_clipping.py`` measures both against the
    non-private step.
-2. **The clipped sum from one backward.** ``Σ_b κ_b g_b`` with
-   ``κ_b = min(1, C/‖g_b‖)`` is the gradient of ``Σ_b κ_b L_b`` with the
-   ``κ_b`` held constant: one more ordinary backward of :func:`one_vs_all_loss`.
+2. **The clipped sum without a second pass** (book-keeping: Bu, Mao & Xu 2023,
+   arXiv 2210.00038v2, Sec. 3.2). ``Σ_b κ_b g_b`` with ``κ_b = min(1, C/‖g_b‖)``
+   is the gradient of ``Σ_b κ_b L_b`` with the ``κ_b`` held constant. Its part
+   w.r.t. ``V`` is ``Ψ = Σ_b κ_b Φ_b``, which the kept factors give with
+   ``(B, P)``-sized products; one backward of the pool's own graph ``θ → V``
+   (no ``B``) and the relation rows' ``Σ_b κ_b (γ_b − γ'_b)`` finish it. The
+   older way, one more ordinary backward of :func:`one_vs_all_loss`, stays
+   behind ``book_keeping=False``. ``docs/results/private_step.md`` measures both
+   on the private recipe.
 
 Nothing is approximated; the norms are exact up to floating-point rounding
 (the clipping coefficients use Opacus's ``C / (‖g‖ + 1e-6)``).
