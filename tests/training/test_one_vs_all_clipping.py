@@ -120,10 +120,14 @@ CASES = [
 ]
 
 
-@pytest.mark.parametrize("method", ["gram", "direct"])
+@pytest.mark.parametrize("method", ["gram", "gram-cached", "direct"])
 @pytest.mark.parametrize("preset,changes,smoothing", CASES)
 def test_per_parameter_norms_match_oracle(preset, changes, smoothing, method):
+    """``gram-cached``: the head/tail columns' products read gathered rows of ``X X^T``."""
     model = make_model(preset, **changes)
+    if method == "gram-cached" and model.text is None:
+        pytest.skip("no text features, no feature Gram")
+    gram = feature_gram(model, POOL) if method == "gram-cached" else None
     triples = make_triples()
     want = oracle_sq_norms(oracle(model, triples, seed=11, label_smoothing=smoothing))
     got = per_example_sq_norms(
@@ -134,7 +138,8 @@ def test_per_parameter_norms_match_oracle(preset, changes, smoothing, method):
         temperature=TEMPERATURE,
         label_smoothing=smoothing,
         generator=torch.Generator().manual_seed(11),
-        method=method,
+        method=method.split("-")[0],
+        gram=gram,
     )
     assert set(got) == set(want) == set(trained_parameters(model))
     for k in want:
@@ -205,9 +210,13 @@ def test_norms_fail_without_the_projection_part():
     assert bool(((total - without) / total > 1e-3).all())
 
 
-@pytest.mark.parametrize("preset", ["cpu-fused", "cpu-best"])
-def test_clipped_sum_matches_oracle(preset):
-    model = make_model(preset)
+@pytest.mark.parametrize("book_keeping", [True, False])
+@pytest.mark.parametrize(
+    "preset,changes", [("cpu-fused", {}), ("cpu-best", {}), ("cpu-fused", {"structural_buckets": 3})]
+)
+def test_clipped_sum_matches_oracle(preset, changes, book_keeping):
+    """Both ways to the clipped sum: book-kept factors (one pass) and the reweighted backward."""
+    model = make_model(preset, **changes)
     triples = make_triples()
     grads = oracle(model, triples, seed=5)
     norms = torch.stack([sum(g.square().sum() for g in ex.values()) for ex in grads]).sqrt()
@@ -216,7 +225,15 @@ def test_clipped_sum_matches_oracle(preset):
     assert bool((coef < 1).any() and (coef == 1).any())
     gen = torch.Generator().manual_seed(5)
     out = clipped_gradient_sum(
-        model, triples, entity_pool=POOL, positions=POSITIONS, max_grad_norm=c, temperature=TEMPERATURE, generator=gen
+        model,
+        triples,
+        entity_pool=POOL,
+        positions=POSITIONS,
+        max_grad_norm=c,
+        temperature=TEMPERATURE,
+        generator=gen,
+        gram=feature_gram(model, POOL),
+        book_keeping=book_keeping,
     )
     assert torch.allclose(out.norms, norms, rtol=1e-9)
     for k, got in out.gradients.items():
@@ -290,3 +307,48 @@ def test_unsupported_models_are_refused(preset, changes):
 def test_unknown_method_is_refused():
     with pytest.raises(ConfigError, match="method|one of"):
         per_example_sq_norms(make_model(), make_triples(), entity_pool=POOL, positions=POSITIONS, method="fast")
+
+
+def test_float32_fast_paths_stay_at_float32_rounding():
+    """The gathered-Gram norms and the book-kept sum in float32 against float64 ``direct`` + backward."""
+    p, b, t, d = 300, 32, 96, 16
+    g = torch.Generator().manual_seed(0)
+    x = torch.nn.functional.normalize(torch.randn(p, t, generator=g) + 0.5, dim=-1)  # correlated features
+    torch.manual_seed(0)
+    model = build_model(
+        dataclasses.replace(get_preset("cpu-private"), dim=d),
+        num_entities=p,
+        num_relations=7,
+        seen_entities=torch.arange(p),
+        text_features=x,
+    ).train()
+    pool = torch.arange(p)
+    triples = torch.stack(
+        [
+            torch.randint(0, p, (b,), generator=g),
+            torch.randint(0, 7, (b,), generator=g),
+            torch.randint(0, p, (b,), generator=g),
+        ],
+        1,
+    )
+
+    def run(dtype, method, book_keeping):
+        m = model.to(dtype)
+        return clipped_gradient_sum(
+            m,
+            triples,
+            entity_pool=pool,
+            positions=pool_positions(pool, p),
+            max_grad_norm=1.0,
+            temperature=0.05,
+            generator=torch.Generator().manual_seed(3),
+            method=method,
+            gram=feature_gram(m, pool) if method == "gram" else None,
+            book_keeping=book_keeping,
+        )
+
+    ref = run(torch.float64, "direct", False)
+    fast = run(torch.float32, "gram", True)
+    assert float(((fast.norms.double() - ref.norms).abs() / ref.norms).max()) < 1e-5
+    for k, want in ref.gradients.items():
+        assert float((fast.gradients[k].double() - want).norm() / want.norm()) < 1e-5, k

@@ -28,17 +28,24 @@ Sec. 4; Bu, Mao & Xu 2023, arXiv 2205.10683v3, Sec. 3):
        ‖X^T Φ_b‖² = ‖(X^T F_b) G_b^T‖² + 2 Σ_j c_bj (X X^T F_b)_j · (U G_b)_j + c_b^T ((U U^T) ⊙ (X X^T)) c_b.
 
    The last term's ``(P, P)`` matrix is shared by the batch and built in row
-   blocks (``"gram"``: ``P²(d + t + B)/2 + 6·B·P·t`` multiply-adds, ``P²(d + B)/2 + 6·B·P·t``
-   when ``X X^T`` is cached, :func:`feature_gram`). ``"direct"``
+   blocks (``"gram"``: ``P²(d + t + B)/2 + 6·B·P·t`` multiply-adds, ``P²(d + B)/2 + 4·B·P·t``
+   when ``X X^T`` is cached, :func:`feature_gram`: the head and tail columns of ``F_b`` are
+   one-hot, so their products are gathered rows of ``X X^T``). ``"direct"``
    instead forms ``X^T Φ_b`` for a few examples at a time (``B·P·t·d``
    multiply-adds). ``"auto"`` takes the cheaper by that count. Memory: chunks
    of ``_CHUNK_ELEMENTS`` plus ``c`` for the whole batch, ``(B, P)`` (the size
    of the non-private step's score matrix), never ``B × P × d``.
    ``benchmarks/one_vs_all_clipping.py`` measures both against the
    non-private step.
-2. **The clipped sum from one backward.** ``Σ_b κ_b g_b`` with
-   ``κ_b = min(1, C/‖g_b‖)`` is the gradient of ``Σ_b κ_b L_b`` with the
-   ``κ_b`` held constant: one more ordinary backward of :func:`one_vs_all_loss`.
+2. **The clipped sum without a second pass** (book-keeping: Bu, Mao & Xu 2023,
+   arXiv 2210.00038v2, Sec. 3.2). ``Σ_b κ_b g_b`` with ``κ_b = min(1, C/‖g_b‖)``
+   is the gradient of ``Σ_b κ_b L_b`` with the ``κ_b`` held constant. Its part
+   w.r.t. ``V`` is ``Ψ = Σ_b κ_b Φ_b``, which the kept factors give with
+   ``(B, P)``-sized products; one backward of the pool's own graph ``θ → V``
+   (no ``B``) and the relation rows' ``Σ_b κ_b (γ_b − γ'_b)`` finish it. The
+   older way, one more ordinary backward of :func:`one_vs_all_loss`, stays
+   behind ``book_keeping=False``. ``docs/results/private_step.md`` measures both
+   on the private recipe.
 
 Nothing is approximated; the norms are exact up to floating-point rounding
 (the clipping coefficients use Opacus's ``C / (‖g‖ + 1e-6)``).
@@ -71,18 +78,39 @@ without ``normalize_entities`` (``cpu-fused``, ``cpu-best``). The norm of
 
 from __future__ import annotations
 
-import inspect
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 import torch
-import torch.nn.functional as F
 
 from textkg.errors import ConfigError
 from textkg.models.interactions import TransE
-from textkg.models.kge import KGEModel
 from textkg.privacy.clipping import clip_coefficients
 from textkg.training.one_vs_all import on_model_device, one_vs_all_loss
+from textkg.training.one_vs_all_factors import (
+    _factors,
+    _gram_term,
+    _inner,
+    _Pool,
+    _pool,
+    _pool_graph,
+    _present,
+    _projection_flops,
+    _projection_sq_norms,
+    _row_sq_norms,
+    _row_sum,
+    feature_gram,
+)
+
+__all__ = [
+    "METHODS",
+    "ClippedSum",
+    "clipped_gradient_sum",
+    "feature_gram",
+    "per_example_sq_norms",
+    "private_refusal",
+    "trained_parameters",
+]
 
 #: elements of the largest per-chunk temporary (~16 MB of float32)
 _CHUNK_ELEMENTS = 1 << 22
@@ -97,8 +125,6 @@ _KNOWN = (
 )
 _FUSIONS = ("structural", "text", "weighted")
 METHODS = ("auto", "gram", "direct")
-#: the chunk size of KGEModel.entity_matrix: the dropout mask is drawn in chunks of this many entities
-_ENTITY_CHUNK = inspect.signature(KGEModel.entity_matrix).parameters["batch_size"].default
 
 
 @dataclass(frozen=True)
@@ -168,237 +194,30 @@ def private_refusal(config) -> str | None:
     return None
 
 
-@dataclass(frozen=True)
-class _Pool:
-    """The step's shared pool quantities (no grad)."""
+@dataclass
+class _Kept:
+    """What :func:`_sq_norms` keeps of each chunk for the book-kept clipped sum (Bu et al. 2023)."""
 
-    rows: torch.Tensor | None  # (P,) structural rows read (after dropout)
-    structural: torch.Tensor | None  # (P, d) weight[rows]
-    text: torch.Tensor | None  # (P, d) projected text vectors
-    features: torch.Tensor | None  # (P, t) frozen features
-    vectors: torch.Tensor  # (P, d) U, the vectors scored
-    norms: torch.Tensor  # (P,) ‖v_j‖ (ones without normalisation)
-    w_structural: float  # ∂v/∂structural (1 for fusion 'structural')
-    w_text: float  # ∂v/∂text (1 for fusion 'text')
+    a1: list[torch.Tensor]
+    a2: list[torch.Tensor]
+    c: list[torch.Tensor]
+    cols: list[torch.Tensor]  # (b, d, 4) [q, q', γ, γ']
+    scales: list[torch.Tensor]  # (b, 2) [s_h, s_t]
+    grad_r: list[torch.Tensor]  # (b, d) ∂L_b/∂r_b
 
 
-def _present(x: torch.Tensor | None) -> torch.Tensor:
-    """A pool part that must exist because the parameter it feeds is trained."""
-    assert x is not None, "a trained parameter's pool part is missing"  # trained_parameters() guarantees it
-    return x
-
-
-def _pool(model, entity_pool: torch.Tensor, generator: torch.Generator | None) -> _Pool:
-    """Pool vectors as :meth:`KGEModel.entity_matrix` computes them, drawing the same dropout mask."""
-    rows = structural = text = features = None
-    if model.structural is not None:  # the mask is drawn chunk by chunk, as entity_matrix draws it
-        rows = torch.cat(
-            [
-                model.structural.rows(entity_pool[i : i + _ENTITY_CHUNK], generator=generator, training=model.training)
-                for i in range(0, len(entity_pool), _ENTITY_CHUNK)
-            ]
+def _validated(model, triples, entity_pool, positions, method):
+    """``(trained, triples, entity_pool, heads, tails)`` on the model's device, after the checks."""
+    if method not in METHODS:
+        raise ConfigError(f"{method!r} is not one of {', '.join(METHODS)}", field="method")
+    trained = trained_parameters(model)
+    triples, entity_pool, positions = on_model_device(model, triples, entity_pool, positions)
+    heads, tails = positions[triples[:, 0]], positions[triples[:, 2]]
+    if bool((heads < 0).any() or (tails < 0).any()):
+        raise ConfigError(
+            "1-vs-all training needs every head and tail in the entity pool (training entities)", field="train.loss"
         )
-        structural = model.structural.weight[rows]
-    if model.text is not None:
-        text = model.text(entity_pool)
-        raw = getattr(model.text, f"text_{model.text.keys[0]}")
-        features = raw[entity_pool].to(model.text.projection.weight.dtype)
-    fused = model.fusion(structural, text)
-    if model.normalize_entities:
-        norms = torch.linalg.vector_norm(fused, dim=-1).clamp_min(1e-12)
-    else:
-        norms = torch.ones(fused.shape[0], dtype=fused.dtype, device=fused.device)
-    name = model.fusion.name
-    w_s = float(model.fusion.w_structural) if name == "weighted" else 1.0
-    w_x = float(model.fusion.w_text) if name == "weighted" else 1.0
-    return _Pool(rows, structural, text, features, fused / norms[:, None], norms, w_s, w_x)
-
-
-@dataclass(frozen=True)
-class _Factors:
-    """``∂L_b/∂V = a1_b q_b^T + a2_b q'_b^T + s_h e_h γ_b^T + s_t e_t γ'_b^T + diag(c_b) U`` for a chunk of b examples.
-
-    ``a1, a2, c, uq, uq_head`` are ``(b, P)`` (``uq = q U^T``); ``q, q_head, gamma, gamma_head`` are
-    ``(b, d)``; ``heads, tails`` ``(b,)`` pool positions with scales ``s_h, s_t`` ``(b,)``.
-    """
-
-    a1: torch.Tensor
-    a2: torch.Tensor
-    c: torch.Tensor
-    q: torch.Tensor
-    q_head: torch.Tensor
-    gamma: torch.Tensor
-    gamma_head: torch.Tensor
-    heads: torch.Tensor
-    tails: torch.Tensor
-    s_h: torch.Tensor
-    s_t: torch.Tensor
-    uq: torch.Tensor
-    uq_head: torch.Tensor
-
-    def columns(self) -> tuple[torch.Tensor, ...]:
-        """The rank-4 part's ``d``-side vectors, each ``(b, d)``."""
-        return self.q, self.q_head, self.gamma, self.gamma_head
-
-
-def _factors(
-    model, pool: _Pool, heads, tails, relations, temperature: float, label_smoothing: float
-) -> tuple[_Factors, torch.Tensor]:
-    """The chunk's :class:`_Factors` and ``∂L_b/∂r_b = γ_b − γ'_b`` ``(b, d)`` (module docstring)."""
-    u, n = pool.vectors, pool.norms
-    p_size = u.shape[0]
-    h, t = u[heads], u[tails]
-    q, q_head = h + relations, t - relations
-    sides = []
-    for query, target, scores in (
-        (q, tails, model.interaction.score_tails(h, relations, u)),
-        (q_head, heads, model.interaction.score_heads(relations, t, u)),
-    ):
-        y = F.one_hot(target, p_size).to(u.dtype) * (1.0 - label_smoothing) + label_smoothing / p_size
-        g = (torch.softmax(scores / temperature, dim=-1) - y) / temperature  # ∂L/∂score
-        dist = -scores
-        a = torch.where(dist > 0, g / dist.clamp_min(torch.finfo(u.dtype).tiny), torch.zeros_like(g))
-        sides.append((a, a @ u - a.sum(1, keepdim=True) * query))  # (A, γ = ∂L/∂query)
-    (a, gamma), (a_head, gamma_head) = sides
-    uq, uq_head = q @ u.T, q_head @ u.T
-    rows = torch.arange(len(heads), device=heads.device)
-    diag = -(a + a_head)  # ∂L/∂u_j = A_j q + A'_j q' + diag_j u_j + [j = h] γ + [j = t] γ'
-    if model.normalize_entities:  # ∂L/∂v_j = (I − u_j u_j^T) ∂L/∂u_j / n_j: the part along u_j vanishes
-        u_dot = a * uq + a_head * uq_head + diag * (u * u).sum(-1)[None]  # u_j · ∂L/∂u_j
-        u_dot = u_dot.index_put((rows, heads), (h * gamma).sum(1), accumulate=True)
-        u_dot = u_dot.index_put((rows, tails), (t * gamma_head).sum(1), accumulate=True)
-        c, a1, a2 = (diag - u_dot) / n[None], a / n[None], a_head / n[None]
-        s_h, s_t = 1.0 / n[heads], 1.0 / n[tails]
-    else:
-        c, a1, a2 = diag, a, a_head
-        s_h = s_t = torch.ones(len(heads), dtype=u.dtype, device=u.device)
-    fac = _Factors(a1, a2, c, q, q_head, gamma, gamma_head, heads, tails, s_h, s_t, uq, uq_head)
-    return fac, gamma - gamma_head
-
-
-def _dot(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-    return (x * y).sum(-1)
-
-
-def _inner(f: _Factors, u: torch.Tensor, z: torch.Tensor) -> torch.Tensor:
-    """``(b,)`` ``⟨Φ_b, Z⟩_F`` for a shared ``Z (P, d)``."""
-    return (
-        _dot(f.a1 @ z, f.q)
-        + _dot(f.a2 @ z, f.q_head)
-        + f.s_h * _dot(z[f.heads], f.gamma)
-        + f.s_t * _dot(z[f.tails], f.gamma_head)
-        + f.c @ _dot(u, z)
-    )
-
-
-def _row_sum(f: _Factors, u: torch.Tensor, cols: torch.Tensor | None = None) -> torch.Tensor:
-    """``(b, d)`` ``Σ_{j ∈ cols} Φ_bj`` (all pool rows when ``cols`` is ``None``)."""
-    if cols is None:
-        return (
-            f.a1.sum(1, keepdim=True) * f.q
-            + f.a2.sum(1, keepdim=True) * f.q_head
-            + f.s_h[:, None] * f.gamma
-            + f.s_t[:, None] * f.gamma_head
-            + f.c @ u
-        )
-    member = torch.zeros(u.shape[0], dtype=torch.bool, device=u.device)
-    member[cols] = True
-    return (
-        f.a1[:, cols].sum(1, keepdim=True) * f.q
-        + f.a2[:, cols].sum(1, keepdim=True) * f.q_head
-        + (f.s_h * member[f.heads])[:, None] * f.gamma
-        + (f.s_t * member[f.tails])[:, None] * f.gamma_head
-        + f.c[:, cols] @ u[cols]
-    )
-
-
-def _per_row_sq(f: _Factors, u: torch.Tensor) -> torch.Tensor:
-    """``(b, P)`` ``‖Φ_bj‖²`` of every pool row."""
-    qq, hh, qh = _dot(f.q, f.q)[:, None], _dot(f.q_head, f.q_head)[:, None], _dot(f.q, f.q_head)[:, None]
-    out = (
-        f.a1.square() * qq
-        + f.a2.square() * hh
-        + f.c.square() * _dot(u, u)[None]
-        + 2 * (f.a1 * f.a2 * qh + f.a1 * f.c * f.uq + f.a2 * f.c * f.uq_head)
-    )
-    rows = torch.arange(len(f.heads), device=f.heads.device)
-
-    def dense_row(j):  # (b, d): the row's vector without the γ terms
-        return f.a1[rows, j, None] * f.q + f.a2[rows, j, None] * f.q_head + f.c[rows, j, None] * u[j]
-
-    # ‖D + s_h γ + s_t γ'‖² − ‖D‖² added at the head and tail rows (both at once when head == tail)
-    at_h = 2 * f.s_h * _dot(dense_row(f.heads), f.gamma) + f.s_h.square() * _dot(f.gamma, f.gamma)
-    at_t = (
-        2 * f.s_t * _dot(dense_row(f.tails), f.gamma_head)
-        + f.s_t.square() * _dot(f.gamma_head, f.gamma_head)
-        + 2 * (f.heads == f.tails) * f.s_h * f.s_t * _dot(f.gamma, f.gamma_head)
-    )
-    out = out.index_put((rows, f.heads), at_h, accumulate=True)
-    return out.index_put((rows, f.tails), at_t, accumulate=True)
-
-
-def _row_sq_norms(f: _Factors, u: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
-    """``(b,)`` ``Σ_r ‖Σ_{j: rows_j = r} Φ_bj‖²``: the structural table's part (before ``w_s²``)."""
-    values, inverse, counts = torch.unique(rows, return_inverse=True, return_counts=True)
-    single = counts[inverse] == 1
-    out = (_per_row_sq(f, u) * single[None]).sum(1)
-    for k in (counts > 1).nonzero().squeeze(1).tolist():  # the unseen row (read by every dropped entity)
-        out = out + _row_sum(f, u, (inverse == k).nonzero().squeeze(1)).square().sum(1)
-    return out
-
-
-def _projection_flops(b: int, p: int, t: int, d: int, *, cached: bool = False) -> dict[str, float]:
-    """Multiply-adds of the projection weight's norms by each method (``cached``: ``X X^T`` given)."""
-    return {
-        "direct": float(b) * p * t * d + 4.0 * b * p * d,
-        "gram": 0.5 * p * p * (d + (0 if cached else t) + b) + 6.0 * b * p * t + 2.0 * b * p * d,
-    }
-
-
-def feature_gram(model, entity_pool: torch.Tensor) -> torch.Tensor:
-    """``(P, P)`` ``X X^T`` of the pool's frozen text features, for :func:`per_example_sq_norms`.
-
-    Constant for a run (frozen features, fixed pool): a caller with ``P²``
-    floats to spare computes it once and saves ``P²·t`` multiply-adds a step.
-    """
-    raw = getattr(model.text, f"text_{model.text.keys[0]}")
-    with torch.no_grad():
-        x = raw[entity_pool].to(model.text.projection.weight.dtype)
-        return x @ x.T
-
-
-def _projection_sq_norms(f: _Factors, u: torch.Tensor, x: torch.Tensor, method: str) -> torch.Tensor:
-    """``(b,)`` ``‖X^T Φ_b‖²``; for ``gram`` without its ``(P, P)`` term (:func:`_gram_term`)."""
-    b, (p, d) = len(f.heads), u.shape
-    rows = torch.arange(b, device=f.heads.device)
-    if method == "direct":
-        phi = f.a1[..., None] * f.q[:, None] + f.a2[..., None] * f.q_head[:, None] + f.c[..., None] * u[None]
-        phi = phi.index_put((rows, f.heads), f.s_h[:, None] * f.gamma, accumulate=True)
-        phi = phi.index_put((rows, f.tails), f.s_t[:, None] * f.gamma_head, accumulate=True)
-        return (x.T @ phi.transpose(0, 1).reshape(p, b * d)).square().reshape(-1, b, d).sum((0, 2))
-    xf = torch.stack([f.a1 @ x, f.a2 @ x, f.s_h[:, None] * x[f.heads], f.s_t[:, None] * x[f.tails]], -1)
-    g = torch.stack(f.columns(), -1)  # (b, d, 4)
-    first = ((xf.transpose(1, 2) @ xf) * (g.transpose(1, 2) @ g)).sum((1, 2))
-    ug = (f.uq, f.uq_head, f.gamma @ u.T, f.gamma_head @ u.T)  # (U G_b)[:, m], (b, P) each
-    second = sum(_dot((f.c * ug_m) @ x, xf[..., m]) for m, ug_m in enumerate(ug))
-    return first + 2 * second
-
-
-def _gram_term(c: torch.Tensor, u: torch.Tensor, x: torch.Tensor, gram: torch.Tensor | None) -> torch.Tensor:
-    """``(B,)`` ``c_b^T H c_b``, ``H = (U U^T) ⊙ (X X^T)`` (``gram``: ``X X^T`` if cached).
-
-    ``H`` is symmetric: only its upper block triangle is built, row block by
-    row block (``blk × (P − s)``), and the blocks right of the diagonal count twice.
-    """
-    p = u.shape[0]
-    block = max(1, _CHUNK_ELEMENTS // max(1, p))
-    out = c.new_zeros(c.shape[0])
-    for s in range(0, p, block):
-        e = min(s + block, p)
-        kx = x[s:e] @ x[s:].T if gram is None else gram[s:e, s:]
-        weighted = (c[:, s:e] @ ((u[s:e] @ u[s:].T) * kx)) * c[:, s:]  # (B, P − s)
-        out += weighted[:, : e - s].sum(1) + 2 * weighted[:, e - s :].sum(1)
-    return out
+    return trained, triples, entity_pool, heads, tails
 
 
 def per_example_sq_norms(
@@ -430,55 +249,101 @@ def per_example_sq_norms(
     Raises:
         ConfigError: Unsupported model, unknown method, or a triple end outside the pool.
     """
-    if method not in METHODS:
-        raise ConfigError(f"{method!r} is not one of {', '.join(METHODS)}", field="method")
-    trained = trained_parameters(model)
-    triples, entity_pool, positions = on_model_device(model, triples, entity_pool, positions)
-    heads, tails = positions[triples[:, 0]], positions[triples[:, 2]]
-    if bool((heads < 0).any() or (tails < 0).any()):
-        raise ConfigError(
-            "1-vs-all training needs every head and tail in the entity pool (training entities)", field="train.loss"
-        )
+    trained, triples, entity_pool, heads, tails = _validated(model, triples, entity_pool, positions, method)
     with torch.no_grad():
         pool = _pool(model, entity_pool, generator)
-        u = pool.vectors
-        n, p_size, dim = len(triples), u.shape[0], u.shape[1]
-        out = {name: u.new_zeros(n) for name in trained}
-        if n == 0:
-            return out
-        proj = "text.projection.weight" in trained
-        t_dim = 0 if pool.features is None else pool.features.shape[1]
-        if proj and method == "auto":
-            flops = _projection_flops(n, p_size, t_dim, dim, cached=gram is not None)
-            method = min(flops, key=lambda k: flops[k])
-        width = 8 + (dim + t_dim if proj and method == "direct" else 0)
-        chunk = max(1, _CHUNK_ELEMENTS // (p_size * width))
-        keep_c: list[torch.Tensor] | None = [] if proj and method == "gram" else None
-        relations = model.relation_embeddings[triples[:, 1]]
-        for s in range(0, n, chunk):
-            sl = slice(s, s + chunk)
-            f, grad_r = _factors(model, pool, heads[sl], tails[sl], relations[sl], temperature, label_smoothing)
-            if "relation_embeddings" in trained:
-                out["relation_embeddings"][sl] = grad_r.square().sum(1)
-            if "fusion.w_structural" in trained:
-                out["fusion.w_structural"][sl] = _inner(f, u, _present(pool.structural)).square()
-            if "fusion.w_text" in trained:
-                out["fusion.w_text"][sl] = _inner(f, u, _present(pool.text)).square()
-            if "structural.weight" in trained:
-                out["structural.weight"][sl] = pool.w_structural**2 * _row_sq_norms(f, u, _present(pool.rows))
-            if "text.projection.bias" in trained:
-                out["text.projection.bias"][sl] = pool.w_text**2 * _row_sum(f, u).square().sum(1)
-            if proj:
-                out["text.projection.weight"][sl] = pool.w_text**2 * _projection_sq_norms(
-                    f, u, _present(pool.features), method
-                )
-                if keep_c is not None:
-                    keep_c.append(f.c)
-        if keep_c is not None:
-            out["text.projection.weight"] += pool.w_text**2 * _gram_term(
-                torch.cat(keep_c), u, _present(pool.features), gram
+        return _sq_norms(model, trained, triples, heads, tails, pool, temperature, label_smoothing, method, gram)[0]
+
+
+def _sq_norms(
+    model, trained, triples, heads, tails, pool: _Pool, temperature, label_smoothing, method, gram, keep: bool = False
+) -> tuple[dict[str, torch.Tensor], _Kept | None]:
+    """:func:`per_example_sq_norms` on a built pool (no grad); ``keep``: also the chunks' :class:`_Kept`."""
+    u = pool.vectors
+    n, p_size, dim = len(triples), u.shape[0], u.shape[1]
+    out = {name: u.new_zeros(n) for name in trained}
+    kept = _Kept([], [], [], [], [], []) if keep else None
+    if n == 0:
+        return out, kept
+    proj = "text.projection.weight" in trained
+    t_dim = 0 if pool.features is None else pool.features.shape[1]
+    if proj and method == "auto":
+        flops = _projection_flops(n, p_size, t_dim, dim, cached=gram is not None)
+        method = min(flops, key=lambda k: flops[k])
+    width = 8 + (dim + t_dim if proj and method == "direct" else 0)
+    chunk = max(1, _CHUNK_ELEMENTS // (p_size * width))
+    keep_all = (proj and method == "gram") or kept is not None
+    c_all = u.new_empty((n, p_size) if keep_all else (0, p_size))  # c of every example, filled chunk by chunk
+    relations = model.relation_embeddings.detach()[triples[:, 1]]
+    for s in range(0, n, chunk):
+        sl = slice(s, s + chunk)
+        f, grad_r = _factors(model, pool, heads[sl], tails[sl], relations[sl], temperature, label_smoothing)
+        if "relation_embeddings" in trained:
+            out["relation_embeddings"][sl] = grad_r.square().sum(1)
+        if "fusion.w_structural" in trained:
+            out["fusion.w_structural"][sl] = _inner(f, u, _present(pool.structural)).square()
+        if "fusion.w_text" in trained:
+            out["fusion.w_text"][sl] = _inner(f, u, _present(pool.text)).square()
+        if "structural.weight" in trained:
+            out["structural.weight"][sl] = pool.w_structural**2 * _row_sq_norms(f, u, _present(pool.rows))
+        if "text.projection.bias" in trained:
+            out["text.projection.bias"][sl] = pool.w_text**2 * _row_sum(f, u).square().sum(1)
+        if proj:
+            out["text.projection.weight"][sl] = pool.w_text**2 * _projection_sq_norms(
+                f, u, _present(pool.features), method, gram
             )
-    return out
+        if keep_all:
+            c_all[sl] = f.c
+        if kept is not None:
+            kept.a1.append(f.a1)
+            kept.a2.append(f.a2)
+            kept.cols.append(torch.stack(f.columns(), -1))
+            kept.scales.append(torch.stack([f.s_h, f.s_t], -1))
+            kept.grad_r.append(grad_r)
+    if proj and method == "gram":
+        out["text.projection.weight"] += pool.w_text**2 * _gram_term(
+            c_all, u, _present(pool.features), gram, chunk_elements=_CHUNK_ELEMENTS
+        )
+    if kept is not None:
+        kept.c = list(c_all.split(chunk))
+    return out, kept
+
+
+def _book_kept_sum(
+    model, trained, triples, heads, tails, pool: _Pool, fused: torch.Tensor, kept: _Kept, coef: torch.Tensor
+) -> dict[str, torch.Tensor]:
+    """``Σ_b coef_b ∂L_b/∂θ`` from the kept factors: book-keeping (Bu, Mao & Xu 2023, arXiv 2210.00038v2,
+    Sec. 3.2, "BK"), no second forward pass.
+
+    ``Ψ = Σ_b coef_b Φ_b = (coef ⊙ A/n)^T Q + (coef ⊙ A'/n)^T Q' + (c^T coef) ⊙ U + heads/tails' γ rows``
+    (``(P, d)``, the gradient of ``Σ_b coef_b L_b`` w.r.t. the fused vectors ``V``; module docstring),
+    then one backward of the pool's own graph ``θ → V`` with ``Ψ`` (``P·t·d``, no ``B``), and
+    ``Σ_b coef_b ∂L_b/∂r_b`` added into the relation rows.
+    """
+    u = pool.vectors
+    psi = torch.zeros_like(u)
+    weight_c = u.new_zeros(u.shape[0])
+    s = 0
+    for a1, a2, c, cols, scales in zip(kept.a1, kept.a2, kept.c, kept.cols, kept.scales, strict=True):
+        k = coef[s : s + len(a1)].to(u.dtype)
+        sl = slice(s, s + len(a1))
+        psi += (a1 * k[:, None]).T @ cols[..., 0] + (a2 * k[:, None]).T @ cols[..., 1]
+        psi.index_add_(0, heads[sl], (k * scales[:, 0])[:, None] * cols[..., 2])
+        psi.index_add_(0, tails[sl], (k * scales[:, 1])[:, None] * cols[..., 3])
+        weight_c += k @ c
+        s += len(a1)
+    psi += weight_c[:, None] * u
+    names = [name for name in trained if name != "relation_embeddings"]
+    grads: Sequence[torch.Tensor | None] = [None] * len(names)
+    if names and fused.requires_grad:
+        grads = torch.autograd.grad(fused, [trained[k] for k in names], grad_outputs=psi, allow_unused=True)
+    out = {k: torch.zeros_like(p) for k, p in trained.items()}
+    out.update({k: g for k, g in zip(names, grads, strict=True) if g is not None})
+    if "relation_embeddings" in trained and kept.grad_r:
+        rel = trained["relation_embeddings"]
+        grad_r = torch.cat(kept.grad_r) * coef.to(u.dtype)[:, None]
+        out["relation_embeddings"] = torch.zeros_like(rel).index_add_(0, triples[:, 1], grad_r.to(rel.dtype))
+    return {k: out[k] for k in trained}
 
 
 def clipped_gradient_sum(
@@ -493,16 +358,26 @@ def clipped_gradient_sum(
     generator: torch.Generator | None = None,
     method: str = "auto",
     gram: torch.Tensor | None = None,
+    book_keeping: bool = True,
 ) -> ClippedSum:
-    """``Σ_b min(1, C/‖g_b‖) g_b`` of the 1-vs-all loss, exactly, with two passes over the batch.
+    """``Σ_b min(1, C/‖g_b‖) g_b`` of the 1-vs-all loss, exactly.
 
-    The norms come from :func:`per_example_sq_norms`; the sum is the gradient
-    of ``Σ_b coef_b · L_b`` (coefficients constant) from one backward of
-    :func:`one_vs_all_loss` with the same dropout mask (the generator is
-    restored in between, and ends where one :func:`one_vs_all_loss` leaves it).
+    The norms come from :func:`per_example_sq_norms`. The sum is the gradient
+    of ``Σ_b coef_b · L_b`` (coefficients constant):
+
+    - ``book_keeping=True`` (the default): from the factors the norms already
+      computed (Bu, Mao & Xu 2023, arXiv 2210.00038v2, Sec. 3.2): ``Ψ (P, d)``
+      from ``(B, P)`` products, then one backward of the pool's graph alone
+      (:func:`_book_kept_sum`). One pass over the batch; keeps three ``(B, P)``
+      matrices (``A/n``, ``A'/n``, ``c``) until the coefficients are known.
+    - ``book_keeping=False``: one more backward of :func:`one_vs_all_loss` with
+      the same dropout mask (the generator is restored in between).
+
+    Either way the generator ends where one :func:`one_vs_all_loss` leaves it.
 
     Args:
         max_grad_norm: C > 0.
+        book_keeping: see above.
         Others: as for :func:`per_example_sq_norms`.
 
     Returns:
@@ -512,6 +387,19 @@ def clipped_gradient_sum(
     if irreflexive is not None and bool(irreflexive.any()):
         # the norms below are of the unmasked loss: a masked loss would have other gradients
         raise ConfigError("model.irreflexive must be 'none' for exact DP clipping", field="model.irreflexive")
+    if book_keeping:
+        trained, triples_d, pool_d, heads, tails = _validated(model, triples, entity_pool, positions, method)
+        with torch.enable_grad():
+            pool, fused = _pool_graph(model, pool_d, generator)
+        with torch.no_grad():
+            sq, kept = _sq_norms(
+                model, trained, triples_d, heads, tails, pool, temperature, label_smoothing, method, gram, keep=True
+            )
+            norms = torch.stack(list(sq.values())).sum(0).clamp_min(0).sqrt()
+            coef = clip_coefficients(norms, max_grad_norm=max_grad_norm)
+            assert kept is not None
+            out = _book_kept_sum(model, trained, triples_d, heads, tails, pool, fused, kept, coef)
+        return ClippedSum(gradients=out, norms=norms, coefficients=coef)
     state = generator.get_state() if generator is not None else None
     sq = per_example_sq_norms(
         model,
