@@ -11,9 +11,11 @@ space, improve through the entities they share. Here:
 3. every pair finds its aligned entities by PSI (:mod:`textkg.federated.cross_graph.psi`);
 4. every round, every pair exchanges in both directions (:func:`exchange_step`): the sender
    releases its aligned rows under the Gaussian mechanism, the receiver maps them into its space
-   (Procrustes), moves its aligned rows toward them, fine-tunes, and keeps the update only if its
-   validation MRR improves (FKGE's backtracking, §4.3); otherwise it rolls back and takes the
-   ``alone`` slot instead (fine-tune, keep if better).
+   (Procrustes), moves its aligned rows toward them and fine-tunes. It keeps the update only if its
+   validation MRR beats both the state before and the same slot without the update (fine-tuned from
+   the same state with the same sampler): FKGE's backtracking (§4.3), made a paired comparison.
+   Otherwise it rolls back to the ``alone`` slot, so a party that never gains ends where
+   ``alone`` ends, bit for bit.
 
 The pairs and their order follow from the holders file alone, so every party knows when it sends
 and receives without a coordinator, and no party holds a model but its own. Each party writes its
@@ -112,18 +114,20 @@ def exchange_step(step: int, rnd: int, sender: PartyRuntime, receiver: PartyRunt
     if receiver.step >= step:
         return message
     party = receiver.party
+    before, snap = receiver.valid, party.snapshot()
+    kept_local = local_slot(receiver, ex.fine_tune_epochs, ex.valid_max_triples)  # the slot without the update
+    local_valid, local_snap = receiver.valid, party.snapshot()
+    party.restore(snap)  # the same start, sampler included: a paired comparison
     own = party.rows(names)
     translated = procrustes(released, own)(released)
-    before, snap = receiver.valid, party.snapshot()
     party.set_rows(names, (1 - ex.mix) * own.double() + ex.mix * translated)
     party.train_epochs(ex.fine_tune_epochs)
     after = party.valid_mrr(ex.valid_max_triples)
-    kept = "update" if after > before else "local"
-    if kept == "update":
-        receiver.valid = after
-    else:
-        party.restore(snap)
-        kept = "local" if local_slot(receiver, ex.fine_tune_epochs, ex.valid_max_triples) else "none"
+    if after > local_valid and after > before:
+        kept, receiver.valid = "update", after
+    else:  # FKGE's roll-back: the update goes, the slot without it stays (if it helped)
+        kept, receiver.valid = ("local" if kept_local else "none"), local_valid
+        party.restore(local_snap)
     receiver.ledger.exchanges.append(
         {
             "step": step,
@@ -131,6 +135,7 @@ def exchange_step(step: int, rnd: int, sender: PartyRuntime, receiver: PartyRunt
             "from": sender.party.name,
             "aligned": len(names),
             "valid_before": before,
+            "valid_without_update": local_valid,
             "valid_with_update": after,
             "kept": kept,
             "received_privacy": block,
