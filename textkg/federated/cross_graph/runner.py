@@ -102,17 +102,32 @@ def local_slot(rt: PartyRuntime, epochs: int, max_triples: int) -> bool:
 
 def exchange_step(step: int, rnd: int, sender: PartyRuntime, receiver: PartyRuntime, ex) -> dict:
     """One directed exchange (module docstring, step 4); returns the transmitted message."""
-    names = sender.aligned[receiver.party.name]
+    message = send_release(step, sender, receiver.party.name, ex)
+    apply_release(step, rnd, receiver, message, ex)
+    return message
+
+
+def send_release(step: int, sender: PartyRuntime, to: str, ex) -> dict:
+    """The sender's half: its aligned rows for ``to`` under the Gaussian mechanism, with the privacy block.
+
+    Idempotent: on resume a release already in the ledger is drawn again from the same keyed
+    stream (the sender's rows have not changed since) and is not composed twice."""
+    names = sender.aligned[to]
     rows = sender.party.rows(names)
     noise = sender.randomness.normal({"z": tuple(rows.shape)}, step=step, purpose="noise")["z"]
     released = release_rows(rows, clip=ex.clip, noise_multiplier=sender.ledger.noise_multiplier, noise=noise)
     if not any(m["step"] == step for m in sender.ledger.sent):  # idempotent on resume
-        sender.ledger.record_release(step=step, to=receiver.party.name, rows=len(names))
+        sender.ledger.record_release(step=step, to=to, rows=len(names))
         sender.save()
     block = next(m["privacy"] for m in sender.ledger.sent if m["step"] == step)
-    message = {"step": step, "from": sender.party.name, "to": receiver.party.name, "rows": released, "privacy": block}
+    return {"step": step, "from": sender.party.name, "to": to, "rows": released, "privacy": block}
+
+
+def apply_release(step: int, rnd: int, receiver: PartyRuntime, message: dict, ex) -> None:
+    """The receiver's half: map, update, fine-tune, keep or roll back; saved (skipped if already applied)."""
     if receiver.step >= step:
-        return message
+        return
+    names, released, block = receiver.aligned[message["from"]], message["rows"], message["privacy"]
     party = receiver.party
     before, snap = receiver.valid, party.snapshot()
     kept_local = local_slot(receiver, ex.fine_tune_epochs, ex.valid_max_triples)  # the slot without the update
@@ -132,7 +147,7 @@ def exchange_step(step: int, rnd: int, sender: PartyRuntime, receiver: PartyRunt
         {
             "step": step,
             "round": rnd,
-            "from": sender.party.name,
+            "from": message["from"],
             "aligned": len(names),
             "valid_before": before,
             "valid_without_update": local_valid,
@@ -143,7 +158,6 @@ def exchange_step(step: int, rnd: int, sender: PartyRuntime, receiver: PartyRunt
     )
     receiver.step = step
     receiver.save()
-    return message
 
 
 def run_cross_graph(
@@ -159,8 +173,6 @@ def run_cross_graph(
     ``on_message(message)`` sees every transmitted object (tests, attacks); raising from it stops
     the run as a crash would.
     """
-    from textkg.training import checkpoint as ckpt
-
     out_dir = Path(out_dir)
     if not resume and out_dir.exists() and any(out_dir.iterdir()):
         raise ConfigError(f"output directory {out_dir} is not empty; pass --resume", field="out")
@@ -168,38 +180,11 @@ def run_cross_graph(
     names = [h.name for h in config.holders]
     steps = schedule(names, ex.rounds)
     releases = ex.rounds * (len(names) - 1)
-    sigma = (
-        ex.noise_multiplier
-        if ex.noise_multiplier is not None
-        else planned_noise_multiplier(target_epsilon=float(ex.target_epsilon or 0), delta=ex.delta, releases=releases)
-    )
-    runtimes: dict[str, PartyRuntime] = {}
-    for k, spec in enumerate(config.holders):
-        party = Party(spec, out_dir / spec.name)  # validates every holder before anything is written
-        secret = ex.reproducible_noise is None
-        key = SecretRandomness() if secret else SecretRandomness.from_seed(int(ex.reproducible_noise or 0) + k)
-        ledger = PartyLedger(spec.name, delta=ex.delta, noise_multiplier=sigma, clip=ex.clip, secret=secret)
-        runtimes[spec.name] = PartyRuntime(party, ledger, key)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    ckpt.atomic_write_json(out_dir / "holders.json", config.to_dict())  # what --resume reads
-    ckpt.atomic_write_json(
-        out_dir / "cross_graph.json",
-        {"textkg_version": textkg.__version__, **config.to_dict(), "noise_multiplier": sigma, "schedule": steps},
-    )
+    sigma = noise_multiplier_of(config)
+    runtimes = {spec.name: make_runtime(config, k, out_dir, sigma) for k, spec in enumerate(config.holders)}
+    write_start_files(out_dir, config, sigma)
     for rt in runtimes.values():
-        rt.party.out_dir.mkdir(parents=True, exist_ok=True)
-        if resume and rt.load():
-            continue
-        rt.party.train_epochs(rt.party.cfg.train.epochs)
-        rt.valid = rt.party.valid_mrr(ex.valid_max_triples)
-        pretrained, valid = rt.party.snapshot(), rt.valid
-        for _ in range(releases):
-            local_slot(rt, ex.fine_tune_epochs, ex.valid_max_triples)
-        rt.alone = {"valid": rt.valid, "test": rt.party.test_metrics()}
-        rt.party.restore(pretrained)
-        rt.valid = valid
-        rt.save()
-        _say(progress, f"{rt.party.name}: alone test MRR {_mrr(rt.alone)}")
+        start_party(rt, ex, releases, resume=resume, progress=progress)
     for a, b in itertools.combinations(names, 2):
         pa = PSIParty(runtimes[a].party.items(), session=f"{a}|{b}")
         pb = PSIParty(runtimes[b].party.items(), session=f"{a}|{b}")
@@ -217,49 +202,102 @@ def run_cross_graph(
     return write_outputs(out_dir, config, runtimes, sigma)
 
 
+def noise_multiplier_of(config: CrossGraphConfig) -> float:
+    """σ of every release: given, or calibrated so that a party's ``(K − 1)·rounds`` releases meet ε."""
+    ex = config.exchange
+    if ex.noise_multiplier is not None:
+        return ex.noise_multiplier
+    releases = ex.rounds * (len(config.holders) - 1)
+    return planned_noise_multiplier(target_epsilon=float(ex.target_epsilon or 0), delta=ex.delta, releases=releases)
+
+
+def make_runtime(config: CrossGraphConfig, k: int, out_dir: Path, sigma: float) -> PartyRuntime:
+    """Holder ``k``'s party (validated and prepared), ledger and noise key."""
+    ex, spec = config.exchange, config.holders[k]
+    party = Party(spec, out_dir / spec.name)
+    secret = ex.reproducible_noise is None
+    key = SecretRandomness() if secret else SecretRandomness.from_seed(int(ex.reproducible_noise or 0) + k)
+    ledger = PartyLedger(spec.name, delta=ex.delta, noise_multiplier=sigma, clip=ex.clip, secret=secret)
+    return PartyRuntime(party, ledger, key)
+
+
+def write_start_files(out_dir: Path, config: CrossGraphConfig, sigma: float) -> None:
+    """``holders.json`` (what ``--resume`` reads) and ``cross_graph.json`` (settings, σ, the schedule)."""
+    from textkg.training import checkpoint as ckpt
+
+    steps = schedule([h.name for h in config.holders], config.exchange.rounds)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    ckpt.atomic_write_json(out_dir / "holders.json", config.to_dict())
+    ckpt.atomic_write_json(
+        out_dir / "cross_graph.json",
+        {"textkg_version": textkg.__version__, **config.to_dict(), "noise_multiplier": sigma, "schedule": steps},
+    )
+
+
+def start_party(rt: PartyRuntime, ex, releases: int, *, resume: bool, progress: bool) -> None:
+    """Steps 1-2: train alone, measure the ``alone`` track, go back; or load the party's checkpoint."""
+    rt.party.out_dir.mkdir(parents=True, exist_ok=True)
+    if resume and rt.load():
+        return
+    rt.party.train_epochs(rt.party.cfg.train.epochs)
+    rt.valid = rt.party.valid_mrr(ex.valid_max_triples)
+    pretrained, valid = rt.party.snapshot(), rt.valid
+    for _ in range(releases):
+        local_slot(rt, ex.fine_tune_epochs, ex.valid_max_triples)
+    rt.alone = {"valid": rt.valid, "test": rt.party.test_metrics()}
+    rt.party.restore(pretrained)
+    rt.valid = valid
+    rt.save()
+    _say(progress, f"{rt.party.name}: alone test MRR {_mrr(rt.alone)}")
+
+
 def write_outputs(out_dir: Path, config: CrossGraphConfig, runtimes: dict[str, PartyRuntime], sigma: float) -> dict:
     """Every party's ``metrics.json`` (``alone``, ``federated``, ledger) and the summary ``metrics.json``."""
     from textkg.training import checkpoint as ckpt
 
-    rows = []
-    for rt in runtimes.values():
-        party = rt.party
-        test = party.test_metrics()
-        metrics = {
-            "textkg_version": textkg.__version__,
-            "party": party.name,
-            "dataset": party.spec.dataset,
-            "source": party.spec.source,
-            "model": {"name": party.spec.model, **party.cfg.model.to_dict()},
-            "sizes": {
-                "train": len(party.train),
-                "valid": len(party.valid),
-                "test": len(party.test),
-                "trained_entities": len(party.trained_entities),
-            },
-            "aligned": {other: len(names) for other, names in rt.aligned.items()},
-            "alone": rt.alone,
-            "federated": {"valid": rt.valid, "test": test},
-            "exchanges": rt.ledger.exchanges,
-            "privacy": rt.ledger.block(),
-            "ledger": rt.ledger.state_dict(),
-        }
-        ckpt.atomic_write_json(party.out_dir / METRICS, metrics)
-        alone = (rt.alone or {}).get("test") or {}
-        rows.append(
-            {
-                "party": party.name,
-                "alone_test_mrr": alone.get("mrr"),
-                "federated_test_mrr": None if test is None else test["mrr"],
-                "updates_kept": sum(e["kept"] == "update" for e in rt.ledger.exchanges),
-                "exchanges": len(rt.ledger.exchanges),
-                "epsilon": rt.ledger.block()["epsilon"],
-                "delta": rt.ledger.delta,
-            }
-        )
+    rows = [write_party_metrics(rt) for rt in runtimes.values()]
     summary = {"noise_multiplier": sigma, "exchange": config.exchange.to_dict(), "parties": rows}
     ckpt.atomic_write_json(out_dir / METRICS, summary)
     return summary
+
+
+def write_party_metrics(rt: PartyRuntime) -> dict:
+    """The party's ``metrics.json``: ``alone``, ``federated``, exchanges, privacy block and ledger; returns
+    its summary row."""
+    from textkg.training import checkpoint as ckpt
+
+    party = rt.party
+    test = party.test_metrics()
+    metrics = {
+        "textkg_version": textkg.__version__,
+        "party": party.name,
+        "dataset": party.spec.dataset,
+        "source": party.spec.source,
+        "model": {"name": party.spec.model, **party.cfg.model.to_dict()},
+        "sizes": {
+            "train": len(party.train),
+            "valid": len(party.valid),
+            "test": len(party.test),
+            "trained_entities": len(party.trained_entities),
+        },
+        "aligned": {other: len(names) for other, names in rt.aligned.items()},
+        "alone": rt.alone,
+        "federated": {"valid": rt.valid, "test": test},
+        "exchanges": rt.ledger.exchanges,
+        "privacy": rt.ledger.block(),
+        "ledger": rt.ledger.state_dict(),
+    }
+    ckpt.atomic_write_json(party.out_dir / METRICS, metrics)
+    alone = (rt.alone or {}).get("test") or {}
+    return {
+        "party": party.name,
+        "alone_test_mrr": alone.get("mrr"),
+        "federated_test_mrr": None if test is None else test["mrr"],
+        "updates_kept": sum(e["kept"] == "update" for e in rt.ledger.exchanges),
+        "exchanges": len(rt.ledger.exchanges),
+        "epsilon": rt.ledger.block()["epsilon"],
+        "delta": rt.ledger.delta,
+    }
 
 
 def _mrr(block: dict | None) -> str:
