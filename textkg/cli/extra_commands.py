@@ -90,6 +90,11 @@ def add_parsers(sub) -> None:
         "model, improved through PSI-aligned entities under DP (docs/cross_graph.md)",
     )
     fe.add_argument("--holders", metavar="FILE", help="--mode cross-graph: each holder's dataset, preset and training")
+    fe.add_argument(
+        "--processes",
+        action="store_true",
+        help="--mode cross-graph: every holder in its own process (torch.distributed RPC) instead of in this one",
+    )
 
     fa = sub.add_parser(
         "federate-app",

@@ -1,4 +1,4 @@
-"""``textkg federate --mode cross-graph --holders FILE --out DIR [--resume DIR]``."""
+"""``textkg federate --mode cross-graph --holders FILE --out DIR [--processes] [--resume DIR]``."""
 
 from __future__ import annotations
 
@@ -30,6 +30,10 @@ def federate_cross_graph(args) -> dict:
     from textkg.federated.cross_graph.runner import run_cross_graph
 
     refuse_train_flags(args)
+    if getattr(args, "engine", None) not in (None, "inprocess"):
+        raise ConfigError("--mode cross-graph runs in process, or with --processes on torch RPC", field="engine")
+    if args.resume and getattr(args, "processes", False):
+        raise ConfigError("--resume continues an in-process cross-graph run only", field="resume")
     if args.resume:
         out = Path(args.resume)
         holders = out / "holders.json"
@@ -41,6 +45,11 @@ def federate_cross_graph(args) -> dict:
             raise ConfigError("--mode cross-graph needs --holders FILE", field="holders")
         config = load_holders(args.holders)
         out = Path(args.out) if args.out else Path("runs") / f"cross-graph-{Path(args.holders).stem}"
-    summary = run_cross_graph(config, out, resume=bool(args.resume), progress=not args.no_progress)
+    if getattr(args, "processes", False):
+        from textkg.federated.cross_graph.distributed import run_cross_graph_processes
+
+        summary = run_cross_graph_processes(config, out)
+    else:
+        summary = run_cross_graph(config, out, resume=bool(args.resume), progress=not args.no_progress)
     print(f"wrote {out / 'metrics.json'}", file=sys.stderr)
     return {"out": str(out), **summary}
