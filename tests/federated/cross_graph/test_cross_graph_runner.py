@@ -95,3 +95,29 @@ def test_cli_runs_a_federation_and_resumes_a_finished_one_idempotently(tmp_path,
     assert {p["party"] for p in printed["parties"]} == {"alpha", "beta"}
     assert main(["federate", "--mode", "cross-graph", "--dim", "4", "--holders", str(path)]) == 2
     assert main(["federate", "--holders", str(path), "--dataset", "hpo-small"]) == 2
+
+
+def test_a_crash_between_the_release_and_its_use_composes_the_release_once(tmp_path, two_graphs, holders, monkeypatch):
+    from textkg.federated.cross_graph import runner
+
+    config = holders(*two_graphs, target_epsilon=3.0, reproducible_noise=5)
+    _run(config, tmp_path / "full")
+    apply = runner.apply_release
+
+    def crash_at_step_3(step, *args, **kwargs):
+        if step == 3:
+            raise KeyboardInterrupt("crash after the sender's ledger was saved")
+        return apply(step, *args, **kwargs)
+
+    monkeypatch.setattr(runner, "apply_release", crash_at_step_3)
+    with pytest.raises(KeyboardInterrupt):
+        _run(config, tmp_path / "crashed")
+    sender = json.loads((tmp_path / "crashed" / "alpha" / "ledger.json").read_text())
+    assert [m["step"] for m in sender["sent"]] == [1, 3]  # step 3's release is on record
+    monkeypatch.setattr(runner, "apply_release", apply)
+    _run(config, tmp_path / "crashed", resume=True)
+    for name in ("alpha", "beta"):
+        full = json.loads((tmp_path / "full" / name / "metrics.json").read_text())
+        again = json.loads((tmp_path / "crashed" / name / "metrics.json").read_text())
+        assert again["ledger"] == full["ledger"] and again["federated"] == full["federated"]
+        assert again["privacy"]["releases"] == 2
