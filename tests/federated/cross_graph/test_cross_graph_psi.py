@@ -44,3 +44,14 @@ def test_fresh_keys_every_run_and_sessions_do_not_mix():
         private_intersection(PSIParty(A, session="s"), PSIParty(B, session="t"))
     empty = private_intersection(PSIParty(["x"], session="s"), PSIParty(["y"], session="s"))
     assert empty.intersection == ()
+
+
+def test_an_aligned_fraction_is_the_same_subset_at_both_ends():
+    from textkg.federated.cross_graph.psi import keep_fraction
+
+    items = [f"HP:{i}" for i in range(2000)]
+    kept = keep_fraction(items, 0.3, session="a|b")
+    assert kept == keep_fraction(list(reversed(items))[::-1], 0.3, session="a|b")
+    assert 500 < len(kept) < 700 and set(kept) <= set(items)
+    assert keep_fraction(items, 1.0, session="a|b") == items
+    assert kept != keep_fraction(items, 0.3, session="a|c")

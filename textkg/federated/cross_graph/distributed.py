@@ -32,7 +32,7 @@ import torch
 
 from textkg.errors import ConfigError
 from textkg.federated.cross_graph.config import CrossGraphConfig, load_holders
-from textkg.federated.cross_graph.psi import PSIParty
+from textkg.federated.cross_graph.psi import PSIParty, keep_fraction
 from textkg.federated.cross_graph.runner import (
     METRICS,
     apply_release,
@@ -88,11 +88,12 @@ def _align(rank: int, config: CrossGraphConfig, rt) -> None:
             reply, offer = _take(("psi-reply", a, b))
             found = me.intersect(reply, offer)
             _send(b, ("psi-result", a, b), found)
-            rt.aligned[names[b]] = found
+            rt.aligned[names[b]] = keep_fraction(found, config.exchange.aligned_fraction, session=me.session)
         else:  # responder
             request = _take(("psi-request", a, b))
             _send(a, ("psi-reply", a, b), (me.reblind(request), me.blind()))
-            rt.aligned[names[a]] = me.confirm(_take(("psi-result", a, b)))
+            found = me.confirm(_take(("psi-result", a, b)))
+            rt.aligned[names[a]] = keep_fraction(found, config.exchange.aligned_fraction, session=me.session)
 
 
 def run_party(rank: int, config: CrossGraphConfig, out_dir: Path, init_method: str, *, progress: bool = False) -> dict:

@@ -104,6 +104,14 @@ class PSIParty:
         return self._key.private_bytes(Encoding.Raw, PrivateFormat.Raw, NoEncryption())
 
 
+def keep_fraction(items: Sequence[str], fraction: float, *, session: str) -> list[str]:
+    """The items whose public hash falls below ``fraction``: the same subset at both ends of a pair."""
+    if fraction >= 1.0:
+        return list(items)
+    limit = int(fraction * 2**64)
+    return [x for x in items if int.from_bytes(hash_to_point(x, session="keep|" + session)[:8], "big") < limit]
+
+
 @dataclass(frozen=True)
 class PSITranscript:
     """What crossed the wire in one PSI run (what each side saw of the other).

@@ -39,7 +39,7 @@ from textkg.federated.cross_graph.config import CrossGraphConfig
 from textkg.federated.cross_graph.ledger import PartyLedger, planned_noise_multiplier
 from textkg.federated.cross_graph.party import Party
 from textkg.federated.cross_graph.procrustes import procrustes, release_rows
-from textkg.federated.cross_graph.psi import PSIParty, private_intersection
+from textkg.federated.cross_graph.psi import PSIParty, keep_fraction, private_intersection
 
 CHECKPOINT = "checkpoint.pt"
 LEDGER = "ledger.json"
@@ -188,7 +188,7 @@ def run_cross_graph(
     for a, b in itertools.combinations(names, 2):
         pa = PSIParty(runtimes[a].party.items(), session=f"{a}|{b}")
         pb = PSIParty(runtimes[b].party.items(), session=f"{a}|{b}")
-        found = list(private_intersection(pa, pb).intersection)
+        found = keep_fraction(private_intersection(pa, pb).intersection, ex.aligned_fraction, session=f"{a}|{b}")
         runtimes[a].aligned[b] = runtimes[b].aligned[a] = found
         _say(progress, f"PSI {a} x {b}: {len(found)} aligned entities")
     for step, (rnd, s, t) in enumerate(steps, 1):
