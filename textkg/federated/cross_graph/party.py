@@ -98,7 +98,14 @@ class Party:
         return [self.prep.kg.entities[i] for i in self.trained_entities.tolist()]
 
     def _ids(self, names: list[str]) -> torch.Tensor:
-        return torch.tensor([self._index[n] for n in names], dtype=torch.long)
+        """The entity table's rows of ``names`` (the table has a row per seen entity, not per id)."""
+        ids = torch.tensor([self._index[n] for n in names], dtype=torch.long)
+        structural = self.model.structural
+        assert structural is not None  # checked at construction: the model has an entity table
+        rows = structural.rows(ids, generator=None, training=False)
+        if len(torch.unique(rows)) != len(rows):  # an unseen entity reads the shared unseen row
+            raise ConfigError(f"holder {self.name!r}: an aligned entity has no row of its own", field="aligned")
+        return rows
 
     def rows(self, names: list[str]) -> torch.Tensor:
         """``(n, d)`` the entity table's rows of ``names`` (a copy)."""
