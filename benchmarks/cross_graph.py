@@ -18,6 +18,10 @@ entities (:meth:`textkg.federated.cross_graph.party.Party.test_metrics`):
   one local epoch, the same preset, dimension and split as the first holder; its global model is
   evaluated on every party's own test statements with the party's own candidates and filter.
 
+``--epsilons 0`` adds the no-information control: σ = 1e9, so the received rows carry nothing and the
+update only pulls the receiver's aligned rows toward its own mean (a shrinkage). A gain here is
+not the partner's information.
+
 ``--aligned-fractions f1,f2``: each cross-graph run again with only that fraction of every
 intersection (``exchange.aligned_fraction``): the gain against the overlap size, FKGE's ablation.
 Writes one JSON with the rows, the per-seed means, and the command; rewritten after every run.
@@ -46,8 +50,16 @@ def _with_seed(config, seed: int):
     return dataclasses.replace(config, holders=holders)
 
 
+#: ``--epsilons 0``: the no-information control. σ so large that the received rows carry nothing
+#: and the Procrustes scale is ~0: the update only pulls the aligned rows toward the receiver's own
+#: mean. What a real exchange gains beyond this is the partner's information.
+CONTROL_SIGMA = 1e9
+
+
 def _with_epsilon(config, eps: float, fraction: float = 1.0):
-    if math.isinf(eps):
+    if eps == 0:
+        ex = dataclasses.replace(config.exchange, target_epsilon=None, noise_multiplier=CONTROL_SIGMA)
+    elif math.isinf(eps):
         ex = dataclasses.replace(config.exchange, target_epsilon=None, noise_multiplier=0.0)
     else:
         ex = dataclasses.replace(config.exchange, target_epsilon=eps, noise_multiplier=None)
@@ -74,7 +86,8 @@ def cross_graph_rows(config, seed: int, eps: float, work: Path, fraction: float 
         rows.append(
             {
                 **common,
-                "method": f"cross-graph eps={eps:g}" + ("" if fraction == 1.0 else f" overlap={fraction:g}"),
+                "method": ("control: no information" if eps == 0 else f"cross-graph eps={eps:g}")
+                + ("" if fraction == 1.0 else f" overlap={fraction:g}"),
                 "aligned_fraction": fraction,
                 "test": m["federated"]["test"],
                 "updates_kept": sum(e["kept"] == "update" for e in m["exchanges"]),
@@ -154,7 +167,11 @@ def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--holders", required=True)
     ap.add_argument("--seeds", default="0")
-    ap.add_argument("--epsilons", default="inf,4", help="comma-separated per-party epsilons; inf = no noise")
+    ap.add_argument(
+        "--epsilons",
+        default="inf,4",
+        help="comma-separated per-party epsilons; inf = no noise; 0 = the no-information control (sigma 1e9)",
+    )
     ap.add_argument("--aligned-fractions", default="1", help="comma-separated fractions of each intersection used")
     ap.add_argument("--fedavg", action="store_true", help="add FedAvg over the shared vocabulary (hpo source)")
     ap.add_argument("--out", default="benchmarks/results/cross_graph_hpo_small.json")
