@@ -39,6 +39,8 @@ def test_every_party_reports_alone_and_federated_and_every_message_carries_a_pri
         assert metrics["privacy"]["epsilon"] <= 2.0 and metrics["privacy"]["releases"] == 2
         assert [e["kept"] in ("update", "local", "none") for e in metrics["exchanges"]] == [True, True]
         assert metrics["aligned"] == {"beta" if name == "alpha" else "alpha": 39}
+        if all(e["kept"] != "update" for e in metrics["exchanges"]):  # a party that never gains ends at alone
+            assert metrics["federated"] == metrics["alone"]
 
 
 def test_without_noise_the_block_says_no_guarantee(tmp_path, two_graphs, holders):
