@@ -80,6 +80,21 @@ def add_parsers(sub) -> None:
         help="inprocess: every holder in this process (default); simulation: Flower's simulation engine, "
         "holders in Ray actors (pip install 'textkg[simulation]')",
     )
+    from textkg.cli.cross_graph_commands import MODES
+
+    fe.add_argument(
+        "--mode",
+        default="fedavg",
+        choices=MODES,
+        help="fedavg: one model over a shared vocabulary (default); cross-graph: each holder its own graph and "
+        "model, improved through PSI-aligned entities under DP (docs/cross_graph.md)",
+    )
+    fe.add_argument("--holders", metavar="FILE", help="--mode cross-graph: each holder's dataset, preset and training")
+    fe.add_argument(
+        "--processes",
+        action="store_true",
+        help="--mode cross-graph: every holder in its own process (torch.distributed RPC) instead of in this one",
+    )
 
     fa = sub.add_parser(
         "federate-app",
@@ -307,6 +322,13 @@ def _federated_config(args):
 
 def federate(args) -> dict:
     from textkg.cli.config_loading import build_run_config
+
+    if getattr(args, "mode", "fedavg") == "cross-graph":
+        from textkg.cli.cross_graph_commands import federate_cross_graph
+
+        return federate_cross_graph(args)
+    if getattr(args, "holders", None):
+        raise ConfigError("--holders is for --mode cross-graph", field="holders")
     from textkg.federated.engines import federate as run_federation
 
     try:

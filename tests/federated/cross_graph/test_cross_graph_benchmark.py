@@ -1,0 +1,35 @@
+"""``benchmarks/cross_graph.py`` on two tiny graphs: alone once per seed, one row per ε, strict JSON."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+
+import yaml
+
+ROOT = Path(__file__).resolve().parents[3]
+
+
+def _module():
+    spec = importlib.util.spec_from_file_location("cross_graph_bench", ROOT / "benchmarks" / "cross_graph.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_benchmark_writes_alone_once_and_every_epsilon(tmp_path, two_graphs, holders):
+    path = tmp_path / "holders.yaml"
+    config = holders(*two_graphs)
+    config["exchange"]["rounds"] = 1
+    path.write_text(yaml.safe_dump(config))
+    out = tmp_path / "bench.json"
+    _module().main(["--holders", str(path), "--seeds", "0", "--epsilons", "inf,4", "--out", str(out)])
+    record = json.loads(out.read_text())
+    methods = sorted(r["method"] for r in record["rows"] if r["party"] == "alpha")
+    assert methods == ["alone", "cross-graph eps=4", "cross-graph eps=inf"]
+    dp = next(r for r in record["rows"] if r["method"] == "cross-graph eps=4")
+    assert dp["privacy"]["epsilon"] <= 4.0 and dp["privacy"]["unit"].startswith("one aligned entity")
+    gains = {(s["party"], s["method"]): s["gain_over_alone"] for s in record["summary"]}
+    assert gains[("alpha", "alone")] == 0.0

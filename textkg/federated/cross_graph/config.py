@@ -1,0 +1,204 @@
+"""Settings of a cross-graph federation: each holder's graph and model, and the exchange.
+
+A ``--holders`` YAML (or JSON) file::
+
+    exchange:                 # every key optional; defaults in ExchangeConfig
+      rounds: 1
+      target_epsilon: 4.0     # per party, over all its releases (or noise_multiplier)
+      delta: 1.0e-5
+      clip: 1.0
+      mix: 0.5
+      fine_tune_epochs: 1
+    holders:
+      - name: OMIM
+        dataset: hpo-small    # any textkg dataset: a name, a BLP directory, an ontology file
+        source: OMIM          # hpo only: this annotation source's statements plus the ontology
+        model: transe         # a preset
+        seed: 0
+        data: {split: transductive}
+        model_overrides: {dim: 32}
+        train: {epochs: 5, batch_size: 512}
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from textkg.errors import ConfigError
+
+
+@dataclass(frozen=True)
+class HolderSpec:
+    """One data holder: its dataset, preset and local training.
+
+    Attributes:
+        name: Unique name; the party's output folder.
+        dataset: A textkg dataset (``load_dataset``'s argument).
+        model: A model preset (``textkg.models.presets``).
+        source: ``hpo`` only: keep this annotation source's statements (and the shared ontology).
+        seed: Initialisation and sampling seed (each party its own: separate embedding spaces).
+        data, model_overrides, train: Keys of :class:`~textkg.training.config.DataConfig`,
+            :class:`~textkg.models.config.ModelConfig` and :class:`~textkg.training.config.TrainConfig`.
+    """
+
+    name: str
+    dataset: str
+    model: str = "transe"
+    source: str | None = None
+    seed: int = 0
+    data: dict = field(default_factory=dict)
+    model_overrides: dict = field(default_factory=dict)
+    train: dict = field(default_factory=dict)
+
+    def run_config(self):
+        """The party's :class:`~textkg.training.config.RunConfig` (preset, then the overrides)."""
+        from textkg.models.config import ModelConfig
+        from textkg.models.presets import get_preset, preset_train_defaults
+        from textkg.training.config import DataConfig, RunConfig, TrainConfig
+
+        model_cfg = get_preset(self.model)
+        if self.model_overrides:
+            model_cfg = ModelConfig.from_dict({**model_cfg.to_dict(), **self.model_overrides})
+        train = {**preset_train_defaults(self.model), **self.train, "seed": self.seed}
+        try:
+            return RunConfig(
+                data=DataConfig(**{**self.data, "dataset": self.dataset}),
+                model=model_cfg,
+                train=TrainConfig(**train),
+                model_name=self.model,
+            )
+        except TypeError as exc:
+            raise ConfigError(f"holder {self.name!r}: {exc}", field=f"holders.{self.name}") from None
+
+
+@dataclass(frozen=True)
+class ExchangeConfig:
+    """The DP exchange between every pair of parties (:mod:`textkg.federated.cross_graph.procrustes`).
+
+    Attributes:
+        rounds: Rounds; in each, every pair exchanges once in each direction.
+        target_epsilon: Each party's ε over all its planned releases; σ is calibrated to it
+            (4.0 when neither it nor ``noise_multiplier`` is given).
+        noise_multiplier: σ instead of a target (0: no privacy, labelled so).
+        delta: δ of every party's guarantee.
+        clip: C, the L2 bound of each released row.
+        mix: λ: an aligned row becomes (1 − λ)·own + λ·translated.
+        fine_tune_epochs: Local epochs after an update, before the validation decides.
+        valid_max_triples: Validation statements the keep/roll-back decision ranks (0: all).
+        reproducible_noise: A public seed for the noise (tests): NOT secret, labelled not DP.
+        aligned_fraction: Use only this fraction of each intersection (a seeded hash of the ids, the
+            same at both ends): FKGE's ablation of the gain against the overlap size.
+    """
+
+    rounds: int = 1
+    target_epsilon: float | None = None
+    noise_multiplier: float | None = None
+    delta: float = 1e-5
+    clip: float = 1.0
+    mix: float = 0.5
+    fine_tune_epochs: int = 1
+    valid_max_triples: int = 0
+    reproducible_noise: int | None = None
+    aligned_fraction: float = 1.0
+
+    def __post_init__(self) -> None:
+        checks = [
+            ("rounds", isinstance(self.rounds, int) and self.rounds >= 1, "an integer >= 1"),
+            ("delta", 0.0 < self.delta < 1.0, "in (0, 1)"),
+            ("clip", self.clip > 0, "> 0"),
+            ("mix", 0.0 <= self.mix <= 1.0, "in [0, 1]"),
+            ("aligned_fraction", 0.0 < self.aligned_fraction <= 1.0, "in (0, 1]"),
+            ("fine_tune_epochs", isinstance(self.fine_tune_epochs, int) and self.fine_tune_epochs >= 0, ">= 0"),
+        ]
+        for name, ok, want in checks:
+            if not ok:
+                raise ConfigError(f"exchange.{name} must be {want}, got {getattr(self, name)!r}", field=name)
+        if self.target_epsilon is None and self.noise_multiplier is None:
+            object.__setattr__(self, "target_epsilon", 4.0)
+        if (self.target_epsilon is None) == (self.noise_multiplier is None):
+            raise ConfigError("give exactly one of target_epsilon and noise_multiplier", field="exchange")
+        if self.target_epsilon is not None and not self.target_epsilon > 0:
+            raise ConfigError("exchange.target_epsilon must be > 0", field="target_epsilon")
+        if self.noise_multiplier is not None and not self.noise_multiplier >= 0:
+            raise ConfigError("exchange.noise_multiplier must be >= 0", field="noise_multiplier")
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+
+@dataclass(frozen=True)
+class CrossGraphConfig:
+    """Every holder and the exchange."""
+
+    holders: tuple[HolderSpec, ...]
+    exchange: ExchangeConfig = field(default_factory=ExchangeConfig)
+
+    def to_dict(self) -> dict:
+        return {"holders": [dataclasses.asdict(h) for h in self.holders], "exchange": self.exchange.to_dict()}
+
+    @classmethod
+    def from_dict(cls, raw: Any, *, source: str | Path | None = None, lines: dict | None = None) -> CrossGraphConfig:
+        """Validate a parsed holders file; errors name the file, the holder's line and the field."""
+        lines = lines or {}
+        if not isinstance(raw, dict) or not isinstance(raw.get("holders"), list):
+            raise ConfigError("expected a mapping with a 'holders' list", file=source, field="holders")
+        unknown = set(raw) - {"holders", "exchange"}
+        if unknown:
+            raise ConfigError(f"unknown keys {sorted(unknown)}", file=source, field=sorted(unknown)[0])
+        try:
+            exchange = ExchangeConfig(**(raw.get("exchange") or {}))
+        except TypeError as exc:
+            raise ConfigError(f"exchange: {exc}", file=source, line=lines.get("exchange"), field="exchange") from None
+        except ConfigError as exc:
+            raise ConfigError(exc.message, file=source, line=lines.get("exchange"), field=exc.field) from None
+        holders = []
+        for i, entry in enumerate(raw["holders"]):
+            line = lines.get(i)
+            if not isinstance(entry, dict):
+                raise ConfigError("a holder must be a mapping", field=f"holders[{i}]", file=source, line=line)
+            for key in ("name", "dataset"):
+                if not isinstance(entry.get(key), str) or not entry[key]:
+                    msg = f"holder needs a '{key}' string"
+                    raise ConfigError(msg, field=f"holders[{i}].{key}", file=source, line=line)
+            try:
+                holders.append(HolderSpec(**entry))
+            except TypeError as exc:
+                msg = f"holder {entry['name']!r}: {exc}"
+                raise ConfigError(msg, field=f"holders[{i}]", file=source, line=line) from None
+        names = [h.name for h in holders]
+        if len(holders) < 2 or len(set(names)) != len(names):
+            raise ConfigError("need at least 2 holders with distinct names", file=source, field="holders")
+        return cls(tuple(holders), exchange)
+
+
+def load_holders(path: str | Path) -> CrossGraphConfig:
+    """Read and validate a holders file (YAML or JSON)."""
+    import yaml
+
+    path = Path(path)
+    if not path.is_file():
+        raise ConfigError("no such holders file", file=path, field="holders")
+    text = path.read_text(encoding="utf-8")
+    try:
+        raw = json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
+        lines = {} if path.suffix == ".json" else _holder_lines(yaml.compose(text))
+    except (ValueError, yaml.YAMLError) as exc:
+        raise ConfigError(f"cannot parse: {exc}", file=path, field="holders") from None
+    return CrossGraphConfig.from_dict(raw, source=path, lines=lines)
+
+
+def _holder_lines(node) -> dict:
+    """``{i: line of holders[i], "exchange": line}`` (1-based) from a composed YAML document."""
+    out: dict = {}
+    if node is None or not hasattr(node, "value") or not isinstance(node.value, list):
+        return out
+    for key, value in node.value:
+        if getattr(key, "value", None) == "holders" and isinstance(value.value, list):
+            out.update({i: item.start_mark.line + 1 for i, item in enumerate(value.value)})
+        elif getattr(key, "value", None) == "exchange":
+            out["exchange"] = value.start_mark.line + 1
+    return out

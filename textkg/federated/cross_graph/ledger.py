@@ -1,0 +1,114 @@
+"""A party's privacy ledger: every object it sent, with its privacy block, and its accountant.
+
+Every release composes one ``SampledGaussianEvent(sample_rate=1.0, noise_multiplier=σ)`` (the
+Gaussian mechanism, :mod:`textkg.federated.cross_graph.procrustes`) in the party's own
+:class:`textkg.privacy.accountant.RDPAccountant` (Mironov 2017, arXiv:1702.07476v3, Prop. 1 for the
+composition; Canonne, Kamath & Steinke 2020, arXiv:2004.00010, Prop. 12 for the conversion).
+An entity aligned with several partners is in several releases, so the party's ε is the
+composition over all its releases: a bound for every one of its aligned entities.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+from textkg.privacy.accountant import RDPAccountant
+from textkg.privacy.events import SampledGaussianEvent
+
+#: What a release protects.
+UNIT = "one aligned entity's embedding (a row of the sender's entity table)"
+#: The neighbouring relation of the guarantee.
+ADJACENCY = "zero-out: that row replaced by zeros (L2 sensitivity C); replace-one holds at noise sigma/2"
+
+
+class PartyLedger:
+    """The sent messages and the accountant of one party (JSON-serialisable).
+
+    Args:
+        party: The party's name.
+        delta: δ of its guarantee.
+        noise_multiplier: σ of its releases (0: none, labelled ``none``).
+        clip: C.
+        secret: Whether the noise comes from a secret key (``False``: a public seed, not DP).
+    """
+
+    def __init__(self, party: str, *, delta: float, noise_multiplier: float, clip: float, secret: bool) -> None:
+        self.party = party
+        self.delta = delta
+        self.noise_multiplier = noise_multiplier
+        self.clip = clip
+        self.secret = secret
+        self.accountant = RDPAccountant()
+        self.sent: list[dict] = []
+        self.exchanges: list[dict] = []
+
+    def epsilon(self) -> float | None:
+        """ε of every release so far (``None`` without noise: no guarantee)."""
+        if self.noise_multiplier == 0:
+            return None
+        if not self.accountant.steps:
+            return 0.0
+        eps = self.accountant.get_epsilon(delta=self.delta)
+        return eps if math.isfinite(eps) else None
+
+    def block(self) -> dict:
+        """The privacy block every transmitted object carries (the ledger's state after it)."""
+        guarantee = "dp" if self.noise_multiplier > 0 and self.secret else "none"
+        return {
+            "guarantee": guarantee,
+            "unit": UNIT,
+            "adjacency": ADJACENCY,
+            "mechanism": "Gaussian: each row clipped to C, N(0, sigma^2 C^2) on every entry",
+            "noise_multiplier": self.noise_multiplier,
+            "clip": self.clip,
+            "epsilon": self.epsilon() if guarantee == "dp" else None,
+            "epsilon_if_secret": self.epsilon() if guarantee == "none" else None,
+            "delta": self.delta,
+            "releases": self.accountant.steps,
+            "accountant": "rdp",
+        }
+
+    def record_release(self, *, step: int, to: str, rows: int) -> dict:
+        """Compose one release and log it; returns its privacy block."""
+        self.accountant.step(SampledGaussianEvent(sample_rate=1.0, noise_multiplier=self.noise_multiplier))
+        block = self.block()
+        self.sent.append({"step": step, "to": to, "object": "aligned rows", "rows": rows, "privacy": block})
+        return block
+
+    def state_dict(self) -> dict:
+        return {
+            "party": self.party,
+            "delta": self.delta,
+            "noise_multiplier": self.noise_multiplier,
+            "clip": self.clip,
+            "secret": self.secret,
+            "ledger": self.accountant.state_dict(),
+            "epsilon": self.epsilon(),
+            "sent": self.sent,
+            "exchanges": self.exchanges,
+        }
+
+    def load_state_dict(self, state: dict) -> None:
+        self.accountant.load_state_dict(state["ledger"])
+        self.sent = list(state["sent"])
+        self.exchanges = list(state["exchanges"])
+
+    def save(self, path: Path) -> None:
+        from textkg.training.checkpoint import atomic_write_json
+
+        atomic_write_json(path, self.state_dict())
+
+
+def recompute_epsilon(state: dict) -> float:
+    """ε from a saved ledger alone (its accountant history and δ): what a reader checks."""
+    acc = RDPAccountant()
+    acc.load_state_dict(state["ledger"])
+    return acc.get_epsilon(delta=float(state["delta"]))
+
+
+def planned_noise_multiplier(*, target_epsilon: float, delta: float, releases: int) -> float:
+    """σ such that ``releases`` Gaussian releases meet ``target_epsilon`` (never above it)."""
+    from textkg.privacy.calibration import calibrate_noise_multiplier
+
+    return calibrate_noise_multiplier(target_epsilon=target_epsilon, delta=delta, sample_rate=1.0, steps=releases)
