@@ -514,7 +514,7 @@ class PrivateTraining:
             "planned_steps": self.planned_steps,
             # the exact count only where the run is labelled simulation for using it
             "num_private_triples": self.num_private if self.size_source is None else None,
-            "private_size": self.public_size,
+            "private_size": int(self.public_size) if float(self.public_size).is_integer() else self.public_size,
             "private_size_source": self.size_source or "the exact count (simulation)",
             "sampling": "poisson" if dp else "fixed-size batches drawn uniformly with replacement",
             "clipping": "per-example, whole gradient" if dp else "batch-level (not DP)",
