@@ -258,7 +258,8 @@ class PrivateTraining:
                 f"delta={self.delta:g} is not below 1/N = {1 / self.num_private:g}: the guarantee is weak", stacklevel=2
             )
         self.accountant = RDPAccountant(orders=self.orders)
-        self._max_steps: int | None = None
+        self._max_steps: int | None = None  # None: the claim checks before every step (RDP)
+        self._max_steps_known = False
         if cfg.noise_multiplier is not None:
             self.noise_multiplier = cfg.noise_multiplier
             self.calibrated = False
@@ -312,18 +313,16 @@ class PrivateTraining:
         """True when the next step would exceed ``target_epsilon`` (never overshoot)."""
         if self.cfg.target_epsilon is None:
             return False
-        if self._max_steps is None:  # the claim's last allowed step, found once (PLD: too slow per step)
-            self._max_steps = (
-                self.claim.max_steps(
-                    target_epsilon=self.cfg.target_epsilon,
-                    delta=self.delta,
-                    sample_rate=self.sample_rate,
-                    noise_multiplier=self.noise_multiplier,
-                    limit=max(self.planned_steps, 1),
-                )
-                or -1
+        if not self._max_steps_known:  # the claim's last allowed step, found once (PLD: too slow per step)
+            self._max_steps = self.claim.max_steps(
+                target_epsilon=self.cfg.target_epsilon,
+                delta=self.delta,
+                sample_rate=self.sample_rate,
+                noise_multiplier=self.noise_multiplier,
+                limit=max(self.planned_steps, 1),
             )
-        if self._max_steps >= 0:
+            self._max_steps_known = True
+        if self._max_steps is not None:  # 0 is a real answer: not a single step allowed
             return self.accountant.steps >= self._max_steps
         return self.accountant.would_exceed(self._event(), target_epsilon=self.cfg.target_epsilon, delta=self.delta)
 
@@ -444,7 +443,7 @@ class PrivateTraining:
     def load_state_dict(self, state: dict) -> None:
         self.accountant.load_state_dict(state["accountant"])
         self.noise_multiplier = state["noise_multiplier"]
-        self._max_steps = None
+        self._max_steps, self._max_steps_known = None, False
         if state.get("randomness") is not None:  # checkpoints from before secret randomness have none
             self.close()
             self.randomness = SecretRandomness.from_state_dict(state["randomness"])

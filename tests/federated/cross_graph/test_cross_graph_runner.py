@@ -68,7 +68,8 @@ def test_a_crash_mid_run_resumes_with_the_same_ledgers_and_models(tmp_path, two_
         again = json.loads((tmp_path / "crashed" / name / "metrics.json").read_text())
         assert again["ledger"] == full["ledger"]
         assert again["federated"] == full["federated"] and again["alone"] == full["alone"]
-        assert again["privacy"]["guarantee"] == "none"  # a public noise seed is labelled, not DP
+        assert again["privacy"]["guarantee"] == "simulation"  # a public noise seed is labelled, not DP
+        assert again["privacy"]["epsilon"] is None and again["privacy"]["epsilon_if_secret"] > 0
         a = torch.load(tmp_path / "full" / name / "checkpoint.pt", weights_only=True)["snapshot"]["model"]
         b = torch.load(tmp_path / "crashed" / name / "checkpoint.pt", weights_only=True)["snapshot"]["model"]
         assert all(torch.equal(a[k], b[k]) for k in a)

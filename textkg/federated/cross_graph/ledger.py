@@ -28,7 +28,7 @@ class PartyLedger:
     Args:
         party: The party's name.
         delta: δ of its guarantee.
-        noise_multiplier: σ of its releases (0: none, labelled ``none``).
+        noise_multiplier: σ of its releases (0: none, labelled ``none``; a public seed: ``simulation``).
         clip: C.
         secret: Whether the noise comes from a secret key (``False``: a public seed, not DP).
     """
@@ -54,7 +54,8 @@ class PartyLedger:
 
     def block(self) -> dict:
         """The privacy block every transmitted object carries (the ledger's state after it)."""
-        guarantee = "dp" if self.noise_multiplier > 0 and self.secret else "none"
+        # no noise: no guarantee at all; noise from a public seed: the house's "simulation" (never "dp")
+        guarantee = "none" if self.noise_multiplier <= 0 else ("dp" if self.secret else "simulation")
         return {
             "guarantee": guarantee,
             "unit": UNIT,
@@ -63,7 +64,7 @@ class PartyLedger:
             "noise_multiplier": self.noise_multiplier,
             "clip": self.clip,
             "epsilon": self.epsilon() if guarantee == "dp" else None,
-            "epsilon_if_secret": self.epsilon() if guarantee == "none" else None,
+            "epsilon_if_secret": self.epsilon() if guarantee == "simulation" else None,
             "delta": self.delta,
             "releases": self.accountant.steps,
             "accountant": "rdp",
