@@ -94,7 +94,7 @@ def parse_args(argv=None) -> argparse.Namespace:
         "--description", default="first-sentence", help="short (names), long, or first-sentence (StAR, default)"
     )
     p.add_argument("--preset", help="model preset (textkg models list; required unless --table)")
-    p.add_argument("--epochs", type=int, default=3)
+    p.add_argument("--epochs", type=int, help="default: the preset's, else 3")
     p.add_argument("--lr", type=float)
     p.add_argument("--batch-size", type=int)
     p.add_argument("--num-negatives", type=int)
@@ -168,7 +168,7 @@ def build_config(args):
         "model_name": args.preset,
         "model": get_preset(args.preset).to_dict(),
         "train": {
-            "epochs": args.epochs,
+            "epochs": 3,
             "seed": args.seed,
             "candidates": "blp",
             "valid_max_triples": args.valid_max_triples,
@@ -177,6 +177,7 @@ def build_config(args):
     }
     cfg["train"].update(preset_train_defaults(args.preset))  # then the flags below override
     flags = {
+        "epochs": ("train", "epochs"),  # after the preset's defaults: --epochs wins over them
         "lr": ("train", "lr"),
         "batch_size": ("train", "batch_size"),
         "num_negatives": ("train", "num_negatives"),

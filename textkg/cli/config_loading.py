@@ -28,6 +28,7 @@ FLAG_FIELDS = {
     "temperature": ("train", "temperature"),
     "pool_size": ("train", "pool_size"),
     "lr_schedule": ("train", "lr_schedule"),
+    "ema_decay": ("train", "ema_decay"),
     "optimizer": ("train", "optimizer"),
     "exclude_query": ("train", "exclude_query"),
     "negatives": ("train", "negatives"),

@@ -63,6 +63,13 @@ def _add_train_flags(p: argparse.ArgumentParser) -> None:
         help="cosine: decay the rate to 0 over --epochs (default constant)",
     )
     p.add_argument(
+        "--ema-decay",
+        type=float,
+        metavar="D",
+        help="keep a moving average of the weights (decay D, e.g. 0.99) and validate it beside "
+        "the raw weights; the better is kept. Costs no privacy (post-processing)",
+    )
+    p.add_argument(
         "--optimizer",
         choices=["adam", "lazy-adam"],
         help="lazy-adam: update only the entity rows a batch touched (large graphs; non-private, sampled negatives)",

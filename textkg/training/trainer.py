@@ -10,7 +10,8 @@ from __future__ import annotations
 import math
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -91,6 +92,10 @@ class Trainer:
         self.state = TrainState()
         self._base_lrs = [group["lr"] for group in self.optimizer.param_groups]
         self._pool_positions = pool_positions(entity_pool, model.num_entities) if tc.negatives == "all" else None
+        #: train.ema_decay: a moving average of the trained weights (post-processing: no privacy cost)
+        self.ema: dict[str, torch.Tensor] | None = None
+        if tc.ema_decay:
+            self.ema = {n: p.detach().clone() for n, p in model.named_parameters() if p.requires_grad}
 
     # -- checkpoints ---------------------------------------------------------------
     def save(self) -> None:
@@ -100,10 +105,11 @@ class Trainer:
             "generator": self.generator.get_state(),
             "state": asdict(self.state),
             "privacy": None if self.private is None else self.private.state_dict(),
+            "ema": self.ema,
         }
         ckpt.atomic_torch_save(self.out_dir / ckpt.CHECKPOINT, payload)
 
-    def _save_epoch(self, new_best: bool) -> None:
+    def _save_epoch(self, new_best: bool, *, use_ema: bool = False) -> None:
         """Checkpoint the finished epoch, then publish a new best model.
 
         Order matters for privacy: the best model is staged, the checkpoint that
@@ -114,7 +120,11 @@ class Trainer:
         """
         pending = self.out_dir / f"{ckpt.BEST_MODEL}.pending-{self.state.epoch}"
         if new_best:
-            ckpt.atomic_torch_save(pending, self.model.state_dict())
+            if use_ema:
+                with self._ema_weights():
+                    ckpt.atomic_torch_save(pending, self.model.state_dict())
+            else:
+                ckpt.atomic_torch_save(pending, self.model.state_dict())
         self.save()
         if new_best:
             os.replace(pending, self.out_dir / ckpt.BEST_MODEL)
@@ -126,6 +136,8 @@ class Trainer:
         self.state = TrainState(**payload["state"])
         if self.private is not None and payload.get("privacy") is not None:
             self.private.load_state_dict(payload["privacy"])
+        if self.ema is not None and payload.get("ema") is not None:
+            self.ema = {n: t.clone() for n, t in payload["ema"].items()}
         for pending in self.out_dir.glob(f"{ckpt.BEST_MODEL}.pending-*"):
             # crashed after staging a best model: publish it only if the checkpoint recorded it
             if pending.name.rsplit("-", 1)[1] == str(self.state.best_epoch):
@@ -163,6 +175,7 @@ class Trainer:
             loss = self.loss_fn(self.model(batch, generator=self.generator)).mean()
         loss.backward()
         self.optimizer.step()
+        self._update_ema()
         return float(loss.detach())
 
     def _private_step(self) -> bool:
@@ -172,8 +185,48 @@ class Trainer:
         self.optimizer.zero_grad(set_to_none=True)
         self.private.step(self.model)  # its randomness is secret and per step: not self.generator
         self.optimizer.step()
+        self._update_ema()
         self.state.private_steps += 1
         return True
+
+    # -- the moving average (train.ema_decay) ---------------------------------------
+    @torch.no_grad()
+    def _update_ema(self) -> None:
+        """``ema ← d_t·ema + (1 − d_t)·w`` with ``d_t = min(d, (1 + t)/(10 + t))``, ``t`` the
+        steps taken before this one (the warm-up of TensorFlow's ExponentialMovingAverage)."""
+        if self.ema is None:
+            return
+        t = self.state.step
+        decay = min(self.config.train.ema_decay, (1 + t) / (10 + t))
+        for name, param in self.model.named_parameters():
+            if name in self.ema:
+                self.ema[name].lerp_(param.detach(), 1.0 - decay)
+
+    @contextmanager
+    def _ema_weights(self) -> Iterator[None]:
+        """The averaged weights in the model for the ``with`` block; the raw ones after it."""
+        assert self.ema is not None
+        params = dict(self.model.named_parameters())
+        raw = {name: params[name].detach().clone() for name in self.ema}
+        with torch.no_grad():
+            for name, value in self.ema.items():
+                params[name].copy_(value)
+        try:
+            yield
+        finally:
+            with torch.no_grad():
+                for name, value in raw.items():
+                    params[name].copy_(value)
+
+    def _validate(self, record: dict) -> tuple[float, bool]:
+        """Validation MRR of the epoch's candidate and whether it is the moving average."""
+        mrr = self.validate(self.model)
+        if self.ema is None:
+            return mrr, False
+        with self._ema_weights():
+            mrr_ema = self.validate(self.model)
+        record["valid_mrr_raw"], record["valid_mrr_ema"] = mrr, mrr_ema
+        return max(mrr, mrr_ema), mrr_ema > mrr
 
     def _set_learning_rate(self, step: int) -> None:
         """``train.lr_schedule`` at ``step``; computed from the step count alone, so resuming
@@ -278,10 +331,12 @@ class Trainer:
             }
             if self.private is not None:
                 record["epsilon"] = self.private.epsilon()
-            new_best = False
+            new_best = use_ema = False
             if self.state.epoch % tc.eval_every == 0 or self.state.epoch == tc.epochs or self.state.stopped:
-                mrr = self.validate(self.model)
+                mrr, use_ema = self._validate(record)
                 record["valid_mrr"] = mrr
+                if self.ema is not None:
+                    record["weights"] = "ema" if use_ema else "raw"
                 if mrr > self.state.best_mrr:
                     self.state.best_mrr, self.state.best_epoch = mrr, self.state.epoch
                     new_best = True
@@ -290,7 +345,7 @@ class Trainer:
                 stage(_epoch_line(record, tc.epochs), progress=progress)
             if tc.max_minutes is not None and self.state.seconds > 60 * tc.max_minutes:
                 self.state.stopped = f"max_minutes={tc.max_minutes} reached"
-            self._save_epoch(new_best)
+            self._save_epoch(new_best, use_ema=use_ema)
         bar.close()
         if self.private is not None:
             self.private.close()
