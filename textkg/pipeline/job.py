@@ -37,7 +37,7 @@ from textkg.training.config import PRIVATE_STEP_MODES, RunConfig
 from textkg.training.features import AUTOENCODER_FILE, entity_texts, mmap_features, text_inputs
 from textkg.training.irreflexive import resolve_irreflexive
 from textkg.training.losses import make_loss
-from textkg.training.private_split import split_for_privacy
+from textkg.training.private_split import owner_test_statements, split_for_privacy
 from textkg.training.private_training import PrivateTraining, public_only_report, select_confidential
 from textkg.training.trainer import Trainer
 from textkg.training.unseen_structure import apply_unseen_structure
@@ -451,14 +451,9 @@ def run(
     stage("evaluation done", progress=progress)
     if cfg.privacy.mode != "none":
         metrics["evaluation_filter"] = PUBLIC_FILTER_NOTE
-        if prep.private_filter_index is not None:  # transductive: the standard protocol needs private statements
-            ckpt.atomic_write_json(
-                out_dir / PRIVATE_METRICS,
-                {
-                    "note": PRIVATE_METRICS_NOTE,
-                    "test": evaluate_split(prep, cfg, "test", filter_index=prep.private_filter_index).to_dict(),
-                },
-            )
+        owner = _owner_metrics(prep, cfg)
+        if owner:
+            ckpt.atomic_write_json(out_dir / PRIVATE_METRICS, {"note": PRIVATE_METRICS_NOTE, **owner})
     ckpt.atomic_write_json(out_dir / "metrics.json", metrics)
     return metrics
 
@@ -544,9 +539,31 @@ PUBLIC_FILTER_NOTE = (
 #: metrics that use private statements without noise: kept apart, never released
 PRIVATE_METRICS = "private_metrics.json"
 PRIVATE_METRICS_NOTE = (
-    "standard filtered protocol: the filter holds every training statement, private ones "
-    "included. NOT covered by the privacy guarantee; `textkg release` never copies this file."
+    "for the data owner: these metrics read private statements without noise (`test`: the standard "
+    "filter, private training statements included; `confidential_test`: the confidential statements "
+    "at the test entities, which no released file reads). NOT covered by the privacy guarantee; "
+    "`textkg release` never copies this file."
 )
+
+
+def _owner_metrics(prep: Prepared, cfg: RunConfig) -> dict:
+    """What goes to ``private_metrics.json``: metrics that read private statements unnoised.
+
+    * ``test``: transductive private runs, the test split under the standard filter (private
+      training statements included);
+    * ``confidential_test``: inductive ``confidential`` / ``public-only`` runs on a generated split,
+      the confidential statements at the test entities (:func:`owner_test_statements`), with the
+      owner's filter (every statement of the graph): e.g. ``has_phenotype`` for new HPO terms, the
+      number that says whether DP on the annotations beats public-only.
+    """
+    owner: dict = {}
+    if prep.private_filter_index is not None:  # transductive: the standard protocol needs private statements
+        owner["test"] = evaluate_split(prep, cfg, "test", filter_index=prep.private_filter_index).to_dict()
+    held = owner_test_statements(prep.kg, prep.split, cfg)
+    if held is not None and len(held):
+        everything = FilterIndex.from_triples(prep.kg.all_triples(), prep.kg.num_entities, prep.kg.num_relations)
+        owner["confidential_test"] = evaluate_split(prep, cfg, "test", filter_index=everything, triples=held).to_dict()
+    return owner
 
 
 def _placement(prep: Prepared, cfg: RunConfig) -> dict | None:

@@ -205,7 +205,8 @@ class TrainConfig:
             raise ConfigError(f"must be > 0, got {self.lr}", field="train.lr")
         if not self.temperature > 0:
             raise ConfigError(f"must be > 0, got {self.temperature}", field="train.temperature")
-        if isinstance(self.ema_decay, bool) or not isinstance(self.ema_decay, (int, float)) or not 0 <= self.ema_decay < 1:
+        decay = self.ema_decay
+        if isinstance(decay, bool) or not isinstance(decay, (int, float)) or not 0 <= decay < 1:
             raise ConfigError(f"must be a number in [0, 1), got {self.ema_decay!r}", field="train.ema_decay")
 
 

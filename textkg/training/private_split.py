@@ -70,6 +70,31 @@ def split_for_privacy(kg: KnowledgeGraph, cfg: RunConfig) -> tuple[Split, tuple[
     return dataclasses.replace(split, train=train, extra=extra), ()
 
 
+def owner_test_statements(kg: KnowledgeGraph, split: Split, cfg: RunConfig) -> torch.Tensor | None:
+    """The confidential statements a generated inductive split dropped unread at a test entity.
+
+    Under ``confidential`` / ``public-only`` a confidential statement that touches a held-out
+    entity is no training statement and no public test statement (:func:`split_for_privacy`).
+    Its owner may still rank it: ``private_metrics.json`` (never released) holds that test, e.g.
+    ``has_phenotype`` for new HPO terms when the annotations are confidential. Nothing released
+    reads these statements.
+
+    Returns:
+        ``(M, 3)`` statements touching a test entity and no validation entity, or ``None`` when the
+        run has no such set (not private by statement, not inductive, or a split given as files).
+    """
+    if cfg.privacy.mode not in ("confidential", "public-only") or split.kind != "inductive" or split.seed is None:
+        return None
+    triples = kg.all_triples()
+    triples = triples[select_confidential(triples, kg.relations, cfg.privacy, seed=cfg.train.seed)]
+    is_test = torch.zeros(kg.num_entities, dtype=torch.bool)
+    is_valid = torch.zeros(kg.num_entities, dtype=torch.bool)
+    is_test[split.test_entities], is_valid[split.valid_entities] = True, True
+    touches_test = is_test[triples[:, 0]] | is_test[triples[:, 2]]
+    touches_valid = is_valid[triples[:, 0]] | is_valid[triples[:, 2]]
+    return unique_triples(triples[touches_test & ~touches_valid])
+
+
 def public_draw(kg: KnowledgeGraph, *, kind: str, seed: int) -> Split:
     """A split drawn from public inputs only: the entity vocabulary, its types and each statement's own ids.
 
