@@ -323,7 +323,7 @@ class Trainer:
             public_loss = self._run_epoch(bar, limit)
             self.state.epoch += 1
             self.state.seconds = time.perf_counter() - start
-            record = {
+            record: dict[str, object] = {
                 "epoch": self.state.epoch,
                 "step": self.state.step,
                 "seconds": self.state.seconds,
