@@ -67,6 +67,8 @@ class DataHolder:
                 loss_fn=loss_fn,
                 num_negatives=cfg.train.num_negatives,
                 trained_parameters=_trained_parameter_names(self.model),
+                # 1-vs-all recipes (cpu-private): the exact per-example clipping `textkg train` uses
+                one_vs_all_temperature=(cfg.train.temperature if cfg.train.negatives == "all" else None),
                 noise_decay=noise_decay,
                 extra_reasons=tuple(prep.split.extra.get("not_dp_because", ())),
             )
