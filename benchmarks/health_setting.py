@@ -57,7 +57,9 @@ def train(args: argparse.Namespace, out: Path, *flags: str) -> None:
 
 def row(name: str, seed: int, run_dir: Path) -> dict:
     metrics = json.loads((run_dir / "metrics.json").read_text())
-    owner = json.loads((run_dir / "private_metrics.json").read_text())["confidential_test"]
+    private = json.loads((run_dir / "private_metrics.json").read_text())
+    owner = private["confidential_test"]
+    popular = private.get("confidential_test_baselines", {}).get("relation-popularity")
     test = metrics["test"]
     placement = test.get("placement", {})
     combined = test.get("placement_combined", {})
@@ -75,6 +77,10 @@ def row(name: str, seed: int, run_dir: Path) -> dict:
             "confidential_mrr": owner["mrr"],
             "has_phenotype_mrr": owner["subsets"].get("relation:has_phenotype", {}).get("mrr"),
             "has_phenotype_hits_at_10": owner["subsets"].get("relation:has_phenotype", {}).get("hits@10"),
+            # the same statements ranked by how often a candidate fills the slot in training (no model)
+            "popularity_has_phenotype_mrr": None
+            if popular is None
+            else popular["subsets"].get("relation:has_phenotype", {}).get("mrr"),
         },
         "privacy": {k: privacy.get(k) for k in PRIVACY_KEYS},
     }

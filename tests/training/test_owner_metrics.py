@@ -58,6 +58,8 @@ def test_the_owner_test_holds_the_confidential_statements_at_test_entities(tmp_p
     assert "NOT covered by the privacy guarantee" in owner["note"]
     block = owner["confidential_test"]
     assert 0 < block["mrr"] <= 1 and "relation:/r/likes" in block["subsets"]
+    popular = owner["confidential_test_baselines"]["relation-popularity"]
+    assert popular["num_triples"] == block["num_triples"] == len(held)
     released = (tmp_path / "run" / "metrics.json").read_text()
     assert "confidential_test" not in released
 
@@ -67,3 +69,17 @@ def test_no_owner_test_under_full_privacy(data):
     cfg = _config(data, "full", "--noise-multiplier", "1", "--private-size", "256")
     prep = prepare(cfg)
     assert owner_test_statements(prep.kg, prep.split, cfg) is None
+
+
+def test_relation_popularity_ranks_by_the_slot_counts():
+    """Oracle: counts by hand on a 3-entity graph."""
+    from textkg.evaluation.popularity import RelationPopularity
+
+    triples = torch.tensor([[0, 0, 1], [2, 0, 1], [2, 0, 0], [1, 1, 2]])
+    scorer = RelationPopularity(triples, num_entities=3, num_relations=2)
+    cands = torch.arange(3)
+    assert scorer.score_heads(torch.tensor([0]), torch.tensor([1]), cands).tolist() == [[1.0, 0.0, 2.0]]
+    assert scorer.score_tails(torch.tensor([0, 1]), torch.tensor([0, 1]), cands).tolist() == [
+        [1.0, 2.0, 0.0],
+        [0.0, 0.0, 1.0],
+    ]

@@ -27,6 +27,7 @@ from textkg.devices import describe_device, resolve_device
 from textkg.errors import ConfigError
 from textkg.evaluation import FilterIndex, evaluate
 from textkg.evaluation.metrics import QueryMask
+from textkg.evaluation.popularity import RelationPopularity
 from textkg.evaluation.ranking import QueryShard
 from textkg.models import KGEModel, build_model
 from textkg.pipeline.memory import check_memory, estimate_memory
@@ -554,7 +555,9 @@ def _owner_metrics(prep: Prepared, cfg: RunConfig) -> dict:
     * ``confidential_test``: inductive ``confidential`` / ``public-only`` runs on a generated split,
       the confidential statements at the test entities (:func:`owner_test_statements`), with the
       owner's filter (every statement of the graph): e.g. ``has_phenotype`` for new HPO terms, the
-      number that says whether DP on the annotations beats public-only.
+      number that says whether DP on the annotations beats public-only; beside it
+      ``confidential_test_baselines["relation-popularity"]``, the candidates that fill the slot most
+      often among the training statements (the owner's, confidential ones included).
     """
     owner: dict = {}
     if prep.private_filter_index is not None:  # transductive: the standard protocol needs private statements
@@ -563,6 +566,15 @@ def _owner_metrics(prep: Prepared, cfg: RunConfig) -> dict:
     if held is not None and len(held):
         everything = FilterIndex.from_triples(prep.kg.all_triples(), prep.kg.num_entities, prep.kg.num_relations)
         owner["confidential_test"] = evaluate_split(prep, cfg, "test", filter_index=everything, triples=held).to_dict()
+        # the simplest alternative, on the same statements: the candidates that fill the slot most often in training
+        popular = RelationPopularity(
+            prep.split.train, num_entities=prep.kg.num_entities, num_relations=prep.kg.num_relations
+        )
+        owner["confidential_test_baselines"] = {
+            "relation-popularity": evaluate_split(
+                prep, cfg, "test", filter_index=everything, triples=held, scorer=popular
+            ).to_dict()
+        }
     return owner
 
 
