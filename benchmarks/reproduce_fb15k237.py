@@ -357,6 +357,7 @@ def main(argv=None) -> dict | None:
         "test_subsets": {k: _metrics(v) for k, v in ((metrics["test"] or {}).get("subsets") or {}).items()},
         "valid": _metrics(metrics["valid"]),
         "history": train["history"],
+        "privacy": metrics.get("privacy"),  # the run's privacy block, as metrics.json has it (None: not private)
         "fusion_weights": metrics["model"].get("fusion_weights"),
         "published": {name: PUBLISHED[name] for name in refs},
         "run_dir": None if args.valid_only else str(run_dir),
