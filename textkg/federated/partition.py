@@ -185,19 +185,25 @@ def _by_relation(kg, train: torch.Tensor, k: int) -> tuple[Sequence[str], torch.
     return [f"client-{c}" for c in range(k)], owner[train[:, 1]]
 
 
-def _by_source(kg, train: torch.Tensor) -> tuple[Sequence[str], torch.Tensor]:
+def entity_sources(kg) -> torch.Tensor:
+    """``(num_entities,)`` each entity's annotation source (an index of ``HPO_SOURCES``), ``SHARED`` for
+    terms and genes: read from the entity's id prefix and type alone (public inputs)."""
     prefixes = [e.split(":", 1)[0] for e in kg.entities]
     if not any(p in HPO_SOURCES for p in prefixes) or kg.entity_types is None:
         raise ConfigError(
             "the source partition needs the hpo graph (diseases with OMIM/ORPHA/DECIPHER ids)", field="partition"
         )
-    source = torch.tensor(
+    return torch.tensor(
         [
             HPO_SOURCES.index(p) if (p in HPO_SOURCES and t == "disease") else SHARED
             for p, t in zip(prefixes, kg.entity_types, strict=True)
         ],
         dtype=torch.long,
     )
+
+
+def _by_source(kg, train: torch.Tensor) -> tuple[Sequence[str], torch.Tensor]:
+    source = entity_sources(kg)
     head, tail = source[train[:, 0]], source[train[:, 2]]
     if bool(((head != SHARED) & (tail != SHARED) & (head != tail)).any()):
         raise ConfigError(

@@ -9,6 +9,7 @@ A ``--holders`` YAML (or JSON) file::
       clip: 1.0
       mix: 0.5
       fine_tune_epochs: 1
+      unit: entity            # or statement: each holder trains with DP-SGD (its privacy block)
     holders:
       - name: OMIM
         dataset: hpo-small    # any textkg dataset: a name, a BLP directory, an ontology file
@@ -18,6 +19,7 @@ A ``--holders`` YAML (or JSON) file::
         data: {split: transductive}
         model_overrides: {dim: 32}
         train: {epochs: 5, batch_size: 512}
+        privacy: {mode: full, target_epsilon: 4, private_size: 12000}  # exchange.unit: statement only
 """
 
 from __future__ import annotations
@@ -41,8 +43,10 @@ class HolderSpec:
         model: A model preset (``textkg.models.presets``).
         source: ``hpo`` only: keep this annotation source's statements (and the shared ontology).
         seed: Initialisation and sampling seed (each party its own: separate embedding spaces).
-        data, model_overrides, train: Keys of :class:`~textkg.training.config.DataConfig`,
-            :class:`~textkg.models.config.ModelConfig` and :class:`~textkg.training.config.TrainConfig`.
+        data, model_overrides, train, privacy: Keys of :class:`~textkg.training.config.DataConfig`,
+            :class:`~textkg.models.config.ModelConfig`, :class:`~textkg.training.config.TrainConfig` and
+            :class:`~textkg.training.config.PrivacyConfig` (DP-SGD on the holder's own statements; only
+            with ``exchange.unit: statement``).
     """
 
     name: str
@@ -53,6 +57,21 @@ class HolderSpec:
     data: dict = field(default_factory=dict)
     model_overrides: dict = field(default_factory=dict)
     train: dict = field(default_factory=dict)
+    privacy: dict = field(default_factory=dict)
+
+    @property
+    def private(self) -> bool:
+        """Whether the holder trains with DP-SGD on its own statements."""
+        return self.privacy.get("mode", "none") not in ("none", None)
+
+    def privacy_config(self):
+        """The holder's :class:`~textkg.training.config.PrivacyConfig` (``mode: none`` when not given)."""
+        from textkg.training.config import PrivacyConfig
+
+        privacy = dict(self.privacy)
+        if isinstance(privacy.get("confidential_relations"), list):
+            privacy["confidential_relations"] = tuple(privacy["confidential_relations"])
+        return PrivacyConfig(**privacy)
 
     def run_config(self):
         """The party's :class:`~textkg.training.config.RunConfig` (preset, then the overrides)."""
@@ -63,16 +82,23 @@ class HolderSpec:
         model_cfg = get_preset(self.model)
         if self.model_overrides:
             model_cfg = ModelConfig.from_dict({**model_cfg.to_dict(), **self.model_overrides})
-        train = {**preset_train_defaults(self.model), **self.train, "seed": self.seed}
+        train = {**preset_train_defaults(self.model, private=self.private), **self.train, "seed": self.seed}
         try:
             return RunConfig(
                 data=DataConfig(**{**self.data, "dataset": self.dataset}),
                 model=model_cfg,
                 train=TrainConfig(**train),
+                privacy=self.privacy_config(),
                 model_name=self.model,
             )
         except TypeError as exc:
             raise ConfigError(f"holder {self.name!r}: {exc}", field=f"holders.{self.name}") from None
+
+
+#: What a cross-graph guarantee protects (:attr:`ExchangeConfig.unit`).
+UNITS = ("entity", "statement")
+#: The holder privacy modes a statement-level exchange accepts (DP-SGD on the holder's statements).
+STATEMENT_MODES = ("full", "confidential")
 
 
 @dataclass(frozen=True)
@@ -92,6 +118,12 @@ class ExchangeConfig:
         reproducible_noise: A public seed for the noise (tests): NOT secret, labelled not DP.
         aligned_fraction: Use only this fraction of each intersection (a seeded hash of the ids, the
             same at both ends): FKGE's ablation of the gain against the overlap size.
+        unit: What the guarantee protects. ``entity`` (default): one aligned entity's embedding; each
+            release is a Gaussian mechanism on the rows (``target_epsilon`` / ``noise_multiplier``).
+            ``statement``: one training statement of the sender; every holder trains with DP-SGD
+            (its own ``privacy`` block, whose ``target_epsilon`` covers its pre-training and every
+            fine-tuning epoch), a release is post-processing of its DP model and adds no noise, and
+            the received rows only add a candidate to a slot that costs what ``alone``'s costs.
     """
 
     rounds: int = 1
@@ -104,6 +136,7 @@ class ExchangeConfig:
     valid_max_triples: int = 0
     reproducible_noise: int | None = None
     aligned_fraction: float = 1.0
+    unit: str = "entity"
 
     def __post_init__(self) -> None:
         checks = [
@@ -117,6 +150,19 @@ class ExchangeConfig:
         for name, ok, want in checks:
             if not ok:
                 raise ConfigError(f"exchange.{name} must be {want}, got {getattr(self, name)!r}", field=name)
+        if self.unit not in UNITS:
+            raise ConfigError(f"exchange.unit must be one of {', '.join(UNITS)}, got {self.unit!r}", field="unit")
+        if self.unit == "statement":
+            budget_keys = ("target_epsilon", "noise_multiplier", "reproducible_noise")
+            given = [k for k in budget_keys if getattr(self, k) is not None]
+            if given:
+                raise ConfigError(
+                    f"exchange.{given[0]} with exchange.unit statement: a release is post-processing of the "
+                    "sender's DP-SGD model and adds no noise; give each holder's budget (and reproducible_noise) "
+                    "in its own privacy block",
+                    field=given[0],
+                )
+            return
         if self.target_epsilon is None and self.noise_multiplier is None:
             object.__setattr__(self, "target_epsilon", 4.0)
         if (self.target_epsilon is None) == (self.noise_multiplier is None):
@@ -169,10 +215,40 @@ class CrossGraphConfig:
             except TypeError as exc:
                 msg = f"holder {entry['name']!r}: {exc}"
                 raise ConfigError(msg, field=f"holders[{i}]", file=source, line=line) from None
+            _check_holder_privacy(holders[-1], exchange, field=f"holders[{i}].privacy", file=source, line=line)
         names = [h.name for h in holders]
         if len(holders) < 2 or len(set(names)) != len(names):
             raise ConfigError("need at least 2 holders with distinct names", file=source, field="holders")
         return cls(tuple(holders), exchange)
+
+
+def _check_holder_privacy(spec: HolderSpec, exchange: ExchangeConfig, *, field: str, file, line) -> None:
+    """A holder's ``privacy`` must match ``exchange.unit``; its keys must make a valid PrivacyConfig."""
+    if not isinstance(spec.privacy, dict):
+        raise ConfigError("privacy must be a mapping", field=field, file=file, line=line)
+    mode = spec.privacy.get("mode", "none")
+    if exchange.unit == "entity" and spec.private:
+        msg = (
+            f"privacy mode {mode!r} (local DP-SGD) needs exchange.unit: statement; the entity-level exchange "
+            "protects one aligned row and adds its own noise"
+        )
+        raise ConfigError(msg, field=field, file=file, line=line)
+    if exchange.unit == "statement" and mode not in STATEMENT_MODES:
+        msg = (
+            f"exchange.unit statement needs every holder to train with DP-SGD: privacy.mode one of "
+            f"{', '.join(STATEMENT_MODES)}, got {mode!r}"
+        )
+        raise ConfigError(msg, field=f"{field}.mode", file=file, line=line)
+    if exchange.unit == "statement" and spec.privacy.get("target_epsilon") is None:
+        msg = "exchange.unit statement needs privacy.target_epsilon: the holder's budget over all its DP-SGD steps"
+        raise ConfigError(msg, field=f"{field}.target_epsilon", file=file, line=line)
+    try:
+        spec.privacy_config()
+    except TypeError as exc:
+        raise ConfigError(f"holder {spec.name!r}: {exc}", field=field, file=file, line=line) from None
+    except ConfigError as exc:  # exc.field is "privacy.<key>"
+        where = field.rsplit(".", 1)[0] + "." + (exc.field or "privacy")
+        raise ConfigError(exc.message, field=where, file=file, line=line) from None
 
 
 def load_holders(path: str | Path) -> CrossGraphConfig:

@@ -113,3 +113,66 @@ def planned_noise_multiplier(*, target_epsilon: float, delta: float, releases: i
     from textkg.privacy.calibration import calibrate_noise_multiplier
 
     return calibrate_noise_multiplier(target_epsilon=target_epsilon, delta=delta, sample_rate=1.0, steps=releases)
+
+
+#: What a statement-level release protects (``exchange.unit: statement``).
+STATEMENT_UNIT = "one training statement of the sending party"
+#: What else a statement-level party's releases read, all public (docs/cross_graph.md, "Statement level").
+STATEMENT_PUBLIC_INPUTS = [
+    "the aligned entities (the PSI output): each side's entity set is its public vocabulary, not read "
+    "from its statements",
+    "the party's own validation and test statements (the keep / roll-back decision ranks validation "
+    "statements with a filter of validation and test statements only)",
+    "the partners' releases (functions of their data and of this party's earlier releases)",
+]
+
+
+class StatementLedger(PartyLedger):
+    """The ledger of a party under the statement-level exchange: its DP-SGD accountant is the only one.
+
+    The party trains with DP-SGD on its own statements (:class:`~textkg.training.private_training.
+    PrivateTraining`); every row it releases is post-processing of that model (Dwork & Roth 2014,
+    Prop. 2.1), so a release composes nothing. The block carries the DP-SGD ledger so far: pre-training
+    and every fine-tuning step (kept or rolled back), the same events the party's ``privacy`` reports.
+
+    Args:
+        party: The party's name.
+        private: The party's :class:`~textkg.training.private_training.PrivateTraining`.
+    """
+
+    def __init__(self, party: str, private) -> None:
+        super().__init__(party, delta=private.delta, noise_multiplier=0.0, clip=float("nan"), secret=True)
+        self.private = private
+        self.accountant = private.accountant
+
+    def epsilon(self) -> float | None:
+        return self.block()["epsilon"]
+
+    def block(self) -> dict:
+        report = self.private.report()
+        return {
+            **report,
+            "unit": STATEMENT_UNIT
+            if report["mode"] == "full"
+            else "one confidential training statement of the sending party",
+            "exchange_unit": "statement",
+            "mechanism": "DP-SGD on the sender's training statements; a release is post-processing (no noise added)",
+            "releases": len(self.sent),
+            "public_inputs": [*report["public_inputs"], *STATEMENT_PUBLIC_INPUTS],
+        }
+
+    def record_release(self, *, step: int, to: str, rows: int) -> dict:
+        """Log one release; it composes nothing (post-processing). Returns its privacy block."""
+        block = self.block()
+        self.sent.append({"step": step, "to": to, "object": "aligned rows", "rows": rows, "privacy": block})
+        block["releases"] = len(self.sent)
+        return block
+
+    def state_dict(self) -> dict:
+        state = super().state_dict()
+        state.update(unit="statement", noise_multiplier=None, clip=None, ledger=self.accountant.state_dict())
+        return state
+
+    def load_state_dict(self, state: dict) -> None:  # the accountant is the PrivateTraining's (its own state)
+        self.sent = list(state["sent"])
+        self.exchanges = list(state["exchanges"])

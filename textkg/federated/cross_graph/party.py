@@ -28,12 +28,22 @@ class Party:
     test statements follow the same rule. Its candidates and filter are its own graph's entities and
     statements, as if no other party existed.
 
+    With ``spec.privacy`` (a statement-level exchange) the party trains with DP-SGD on its own
+    training statements (:class:`~textkg.training.private_training.PrivateTraining`), and nothing it
+    may release is a function of them except through that mechanism (docs/privacy.md, "Threat
+    model"): its entity set (PSI side, negative pool, candidates) is its public vocabulary (every
+    entity of the public split, of its own source or shared), and the validation that decides keep
+    or roll back filters with its validation and test statements only (public inputs). Its test
+    metrics keep the standard filter, which reads its training statements: they are the owner's.
+
     Args:
         spec: The holder's settings.
         out_dir: The party's own folder.
+        planned_epochs: Under privacy: every DP-SGD epoch the party will take (pre-training and
+            fine-tuning); σ is calibrated so that they meet ``privacy.target_epsilon``.
     """
 
-    def __init__(self, spec: HolderSpec, out_dir: Path) -> None:
+    def __init__(self, spec: HolderSpec, out_dir: Path, *, planned_epochs: int | None = None) -> None:
         from textkg.evaluation.filtering import FilterIndex
         from textkg.pipeline.job import prepare
         from textkg.training.losses import make_loss
@@ -42,8 +52,6 @@ class Party:
         self.spec = spec
         self.out_dir = Path(out_dir)
         self.cfg = spec.run_config()
-        if self.cfg.privacy.mode != "none":
-            raise ConfigError("local DP-SGD is not supported by cross-graph yet", field=f"holders.{spec.name}.privacy")
         if self.cfg.model.irreflexive == "auto":  # "auto" would read statements of every source
             self.cfg = dataclasses.replace(self.cfg, model=dataclasses.replace(self.cfg.model, irreflexive="none"))
         self.prep = prepare(self.cfg, device=torch.device("cpu"))
@@ -52,11 +60,19 @@ class Party:
         if not len(self.train):
             raise ConfigError(f"holder {spec.name!r} has no training statement", field=f"holders.{spec.name}")
         kg = self.prep.kg
-        self.trained_entities = _unique_entities(self.train)
-        self.candidates = _unique_entities(self.train, self.valid, self.test)
-        self.filter_index = FilterIndex.from_triples(
-            torch.cat([self.train, self.valid, self.test]), kg.num_entities, kg.num_relations
-        )
+        own_triples = torch.cat([self.train, self.valid, self.test])
+        self.filter_index = FilterIndex.from_triples(own_triples, kg.num_entities, kg.num_relations)
+        self.private_mask = None
+        if spec.private:
+            self.trained_entities = self._public_vocabulary()
+            self.candidates = torch.unique(torch.cat([self.trained_entities, _unique_entities(self.valid, self.test)]))
+            self.private_mask = self._private_mask()
+            public = torch.cat([self.valid, self.test, self.train[~self.private_mask]])
+            self.decision_filter = FilterIndex.from_triples(public, kg.num_entities, kg.num_relations)
+        else:
+            self.trained_entities = _unique_entities(self.train)
+            self.candidates = _unique_entities(self.train, self.valid, self.test)
+            self.decision_filter = self.filter_index
         tables = self.prep.model.tables()
         if ENTITY_TABLE not in tables:
             raise ConfigError(
@@ -64,16 +80,56 @@ class Party:
                 field=f"holders.{spec.name}.model",
             )
         self.model = self.prep.model
+        loss_fn = make_loss(self.cfg.train)
+        self.private = None if self.private_mask is None else self._private_training(loss_fn, planned_epochs)
+        public_train = self.train if self.private_mask is None else self.train[~self.private_mask]
         self.trainer = Trainer(
             self.model,
             config=self.cfg,
-            public_triples=self.train,
+            public_triples=public_train,
             entity_pool=self.trained_entities,
             validate=lambda model: self.valid_mrr(),
             out_dir=self.out_dir,
-            loss_fn=make_loss(self.cfg.train),
+            private=self.private,
+            loss_fn=loss_fn,
         )
         self._index = {e: i for i, e in enumerate(kg.entities)}
+
+    def _public_vocabulary(self) -> torch.Tensor:
+        """``(n,)`` the party's entities from public inputs only: the split's public vocabulary, restricted
+        (``source``) to the terms and genes and this source's diseases, by id prefix and type."""
+        vocab = self.prep.split.train_entities
+        if self.spec.source is None:
+            return vocab
+        from textkg.federated.partition import HPO_SOURCES, SHARED, entity_sources
+
+        source = entity_sources(self.prep.kg)[vocab]
+        return vocab[(source == SHARED) | (source == HPO_SOURCES.index(self.spec.source))]
+
+    def _private_mask(self) -> torch.Tensor:
+        """``(N,)`` which of the party's training statements are private (all of them in ``full`` mode)."""
+        from textkg.training.private_training import select_confidential
+
+        return select_confidential(self.train, self.prep.kg.relations, self.cfg.privacy, seed=self.cfg.train.seed)
+
+    def _private_training(self, loss_fn, planned_epochs: int | None):
+        from textkg.pipeline.job import _trained_parameter_names
+        from textkg.training.private_training import PrivateTraining
+
+        tc = self.cfg.train
+        assert self.private_mask is not None
+        return PrivateTraining(
+            self.cfg.privacy,
+            private_triples=self.train[self.private_mask],
+            batch_size=tc.batch_size,
+            planned_epochs=tc.epochs if planned_epochs is None else planned_epochs,
+            entity_pool=self.trained_entities,
+            loss_fn=loss_fn,
+            num_negatives=tc.num_negatives,
+            trained_parameters=_trained_parameter_names(self.model),
+            one_vs_all_temperature=(tc.temperature if tc.negatives == "all" else None),
+            extra_reasons=tuple(self.prep.split.extra.get("not_dp_because", ())),
+        )
 
     @property
     def name(self) -> str:
@@ -122,7 +178,7 @@ class Party:
         if epochs:
             self.trainer.train_epochs(epochs)
 
-    def _evaluate(self, triples: torch.Tensor, max_triples: int = 0):
+    def _evaluate(self, triples: torch.Tensor, max_triples: int = 0, *, filter_index=None):
         from textkg.evaluation.metrics import evaluate
         from textkg.pipeline.job import _subset
 
@@ -132,15 +188,18 @@ class Party:
             return evaluate(
                 self.model,
                 triples,
-                filter_index=self.filter_index,
+                filter_index=self.filter_index if filter_index is None else filter_index,
                 candidates=self.candidates,
                 num_entities=self.prep.kg.num_entities,
                 batch_size=self.cfg.train.eval_batch_size,
             ).to_dict()
 
     def valid_mrr(self, max_triples: int = 0) -> float:
-        """MRR on the party's own validation statements (what keep / roll back decides on)."""
-        return float(self._evaluate(self.valid, max_triples)["mrr"]) if len(self.valid) else 0.0
+        """MRR on the party's own validation statements (what keep / roll back decides on); under privacy
+        filtered with public statements only."""
+        if not len(self.valid):
+            return 0.0
+        return float(self._evaluate(self.valid, max_triples, filter_index=self.decision_filter)["mrr"])
 
     def test_metrics(self) -> dict | None:
         """Filtered metrics on the party's own test statements, among its own entities."""
@@ -160,6 +219,15 @@ class Party:
                 "state": dataclasses.asdict(self.trainer.state),
             }
         )
+
+    def privacy_state(self) -> dict | None:
+        """The DP-SGD ledger and secret key (PRIVATE); not part of a :meth:`snapshot`: a rolled-back
+        step has been spent."""
+        return None if self.private is None else copy.deepcopy(self.private.state_dict())
+
+    def load_privacy_state(self, state: dict | None) -> None:
+        if self.private is not None and state is not None:
+            self.private.load_state_dict(copy.deepcopy(state))
 
     def restore(self, snap: dict) -> None:
         """Go back to a :meth:`snapshot` (FKGE's roll-back)."""

@@ -17,6 +17,12 @@ space, improve through the entities they share. Here:
    Otherwise it rolls back to the ``alone`` slot, so a party that never gains ends where
    ``alone`` ends, bit for bit.
 
+``exchange.unit: statement`` (docs/cross_graph.md, "Statement level"): every party trains with
+DP-SGD on its own statements; a release is its DP model's aligned rows as they are
+(post-processing); a slot moves the aligned rows, then takes the slot's one DP-SGD fine-tuning
+(the same steps and secret streams as ``alone``'s slot: the ``alone`` track replays the ledger), and
+validation keeps it or rolls back. Both tracks take the same DP-SGD steps, so the same ε.
+
 The pairs and their order follow from the holders file alone, so every party knows when it sends
 and receives without a coordinator, and no party holds a model but its own. Each party writes its
 PRIVATE ``checkpoint.pt`` (model, optimizer, sampler, noise key, ledger) atomically after each of
@@ -35,7 +41,7 @@ import torch
 from textkg._version import __version__
 from textkg.errors import ConfigError
 from textkg.federated.cross_graph.config import CrossGraphConfig
-from textkg.federated.cross_graph.ledger import PartyLedger, planned_noise_multiplier
+from textkg.federated.cross_graph.ledger import PartyLedger, StatementLedger, planned_noise_multiplier
 from textkg.federated.cross_graph.party import Party
 from textkg.federated.cross_graph.procrustes import procrustes, release_rows
 from textkg.federated.cross_graph.psi import PSIParty, keep_fraction, private_intersection
@@ -72,6 +78,7 @@ class PartyRuntime:
             "alone": self.alone,
             "randomness": self.randomness.state_dict(),
             "ledger": self.ledger.state_dict(),
+            "privacy": self.party.privacy_state(),  # the DP-SGD ledger and key (statement level)
         }
         ckpt.atomic_torch_save(self.party.out_dir / CHECKPOINT, payload)
         self.ledger.save(self.party.out_dir / LEDGER)
@@ -84,6 +91,7 @@ class PartyRuntime:
         self.party.restore(state["snapshot"])
         self.step, self.valid, self.alone = int(state["step"]), float(state["valid"]), state["alone"]
         self.randomness = SecretRandomness.from_state_dict(state["randomness"])
+        self.party.load_privacy_state(state.get("privacy"))
         self.ledger.load_state_dict(state["ledger"])
         return True
 
@@ -108,14 +116,18 @@ def exchange_step(step: int, rnd: int, sender: PartyRuntime, receiver: PartyRunt
 
 
 def send_release(step: int, sender: PartyRuntime, to: str, ex) -> dict:
-    """The sender's half: its aligned rows for ``to`` under the Gaussian mechanism, with the privacy block.
+    """The sender's half: its aligned rows for ``to`` under the Gaussian mechanism (``exchange.unit:
+    statement``: as they are, post-processing of its DP-SGD model), with the privacy block.
 
     Idempotent: on resume a release already in the ledger is drawn again from the same keyed
     stream (the sender's rows have not changed since) and is not composed twice."""
     names = sender.aligned[to]
     rows = sender.party.rows(names)
-    noise = sender.randomness.normal({"z": tuple(rows.shape)}, step=step, purpose="noise")["z"]
-    released = release_rows(rows, clip=ex.clip, noise_multiplier=sender.ledger.noise_multiplier, noise=noise)
+    if ex.unit == "statement":  # post-processing of the sender's DP-SGD model (its ledger covers it)
+        released = rows.double()
+    else:
+        noise = sender.randomness.normal({"z": tuple(rows.shape)}, step=step, purpose="noise")["z"]
+        released = release_rows(rows, clip=ex.clip, noise_multiplier=sender.ledger.noise_multiplier, noise=noise)
     if not any(m["step"] == step for m in sender.ledger.sent):  # idempotent on resume
         sender.ledger.record_release(step=step, to=to, rows=len(names))
         sender.save()
@@ -124,19 +136,26 @@ def send_release(step: int, sender: PartyRuntime, to: str, ex) -> dict:
 
 
 def apply_release(step: int, rnd: int, receiver: PartyRuntime, message: dict, ex) -> None:
-    """The receiver's half: map, update, fine-tune, keep or roll back; saved (skipped if already applied)."""
+    """The receiver's half: map, update, fine-tune, keep or roll back; saved (skipped if already applied).
+
+    ``exchange.unit: statement``: the slot takes one DP-SGD fine-tuning, as ``alone``'s slot does (the
+    same steps, the same secret streams), from the updated rows; there is no second, paired candidate
+    (it would cost a second fine-tuning). Validation keeps it or rolls back to the state before."""
     if receiver.step >= step:
         return
     names, released, block = receiver.aligned[message["from"]], message["rows"], message["privacy"]
     party = receiver.party
     before, snap = receiver.valid, party.snapshot()
-    kept_local = local_slot(receiver, ex.fine_tune_epochs, ex.valid_max_triples)  # the slot without the update
-    local_valid, local_snap = receiver.valid, party.snapshot()
-    party.restore(snap)  # the same start, sampler included: a paired comparison
-    own = party.rows(names)
-    translated = procrustes(released, own)(released)
-    party.set_rows(names, (1 - ex.mix) * own.double() + ex.mix * translated)
-    party.train_epochs(ex.fine_tune_epochs)
+    if ex.unit == "statement":  # the slot's one DP-SGD fine-tuning, from the updated rows: alone's cost
+        kept_local, local_valid, local_snap = False, before, snap
+        _move_aligned_rows(party, names, released, ex.mix)
+        party.train_epochs(ex.fine_tune_epochs)
+    else:
+        kept_local = local_slot(receiver, ex.fine_tune_epochs, ex.valid_max_triples)  # the slot without the update
+        local_valid, local_snap = receiver.valid, party.snapshot()
+        party.restore(snap)  # the same start, sampler included: a paired comparison
+        _move_aligned_rows(party, names, released, ex.mix)
+        party.train_epochs(ex.fine_tune_epochs)
     after = party.valid_mrr(ex.valid_max_triples)
     if after > local_valid and after > before:
         kept, receiver.valid = "update", after
@@ -158,6 +177,14 @@ def apply_release(step: int, rnd: int, receiver: PartyRuntime, message: dict, ex
     )
     receiver.step = step
     receiver.save()
+
+
+def _move_aligned_rows(party: Party, names: list[str], released: torch.Tensor, mix: float) -> None:
+    """Map the received rows into the party's space (Procrustes on the aligned pairs) and move its
+    aligned rows a fraction ``mix`` toward them."""
+    own = party.rows(names)
+    translated = procrustes(released, own)(released)
+    party.set_rows(names, (1 - mix) * own.double() + mix * translated)
 
 
 def run_cross_graph(
@@ -203,8 +230,11 @@ def run_cross_graph(
 
 
 def noise_multiplier_of(config: CrossGraphConfig) -> float:
-    """σ of every release: given, or calibrated so that a party's ``(K − 1)·rounds`` releases meet ε."""
+    """σ of every release: given, or calibrated so that a party's ``(K − 1)·rounds`` releases meet ε
+    (0 at the statement level: a release adds no noise)."""
     ex = config.exchange
+    if ex.unit == "statement":
+        return 0.0
     if ex.noise_multiplier is not None:
         return ex.noise_multiplier
     releases = ex.rounds * (len(config.holders) - 1)
@@ -214,11 +244,20 @@ def noise_multiplier_of(config: CrossGraphConfig) -> float:
 def make_runtime(config: CrossGraphConfig, k: int, out_dir: Path, sigma: float) -> PartyRuntime:
     """Holder ``k``'s party (validated and prepared), ledger and noise key."""
     ex, spec = config.exchange, config.holders[k]
-    party = Party(spec, out_dir / spec.name)
+    party = Party(spec, out_dir / spec.name, planned_epochs=planned_epochs(config, spec))
     secret = ex.reproducible_noise is None
     key = SecretRandomness() if secret else SecretRandomness.from_seed(int(ex.reproducible_noise or 0) + k)
+    if party.private is not None:
+        return PartyRuntime(party, StatementLedger(spec.name, party.private), key)
     ledger = PartyLedger(spec.name, delta=ex.delta, noise_multiplier=sigma, clip=ex.clip, secret=secret)
     return PartyRuntime(party, ledger, key)
+
+
+def planned_epochs(config: CrossGraphConfig, spec) -> int:
+    """A party's DP-SGD epochs: pre-training, then ``fine_tune_epochs`` in each of its ``(K − 1)·rounds``
+    slots (kept or rolled back, every step counts). The ``alone`` track takes the same epochs."""
+    ex = config.exchange
+    return spec.run_config().train.epochs + ex.rounds * (len(config.holders) - 1) * ex.fine_tune_epochs
 
 
 def write_start_files(out_dir: Path, config: CrossGraphConfig, sigma: float) -> None:
@@ -241,11 +280,16 @@ def start_party(rt: PartyRuntime, ex, releases: int, *, resume: bool, progress: 
         return
     rt.party.train_epochs(rt.party.cfg.train.epochs)
     rt.valid = rt.party.valid_mrr(ex.valid_max_triples)
-    pretrained, valid = rt.party.snapshot(), rt.valid
+    pretrained, valid, ledger = rt.party.snapshot(), rt.valid, rt.party.privacy_state()
     for _ in range(releases):
         local_slot(rt, ex.fine_tune_epochs, ex.valid_max_triples)
     rt.alone = {"valid": rt.valid, "test": rt.party.test_metrics()}
+    if rt.party.private is not None:  # the alone track's own ledger: pre-training and its slots
+        rt.alone["privacy"] = rt.party.private.report()
     rt.party.restore(pretrained)
+    # the federated track replays the same DP-SGD streams from the same ledger: a paired comparison.
+    # The alone track's model is the owner's counterfactual, never sent (docs/cross_graph.md)
+    rt.party.load_privacy_state(ledger)
     rt.valid = valid
     rt.save()
     _say(progress, f"{rt.party.name}: alone test MRR {_mrr(rt.alone)}")
