@@ -24,6 +24,13 @@ not the partner's information.
 
 ``--aligned-fractions f1,f2``: each cross-graph run again with only that fraction of every
 intersection (``exchange.aligned_fraction``): the gain against the overlap size, FKGE's ablation.
+
+A holders file with ``exchange.unit: statement`` (``examples/cross_graph/hpo_small_statement_dp.yaml``)
+runs the statement-level guarantee: ε of ``--epsilons`` is every holder's ``privacy.target_epsilon``
+(DP-SGD on its own statements, pre-training and fine-tuning together), and each ε has its own
+``alone eps=ε`` rows (the same DP-SGD steps, no exchange); ``inf`` runs the same holders without
+any privacy (entity unit, σ = 0; the split then follows the standard protocol, not the public draw).
+
 Writes one JSON with the rows, the per-seed means, and the command; rewritten after every run.
 """
 
@@ -56,7 +63,21 @@ def _with_seed(config, seed: int):
 CONTROL_SIGMA = 1e9
 
 
+def _statement_level(config) -> bool:
+    return config.exchange.unit == "statement"
+
+
 def _with_epsilon(config, eps: float, fraction: float = 1.0):
+    if _statement_level(config):
+        if math.isinf(eps):  # the no-DP reference: the same holders without privacy
+            holders = tuple(dataclasses.replace(h, privacy={}) for h in config.holders)
+            ex = dataclasses.replace(config.exchange, unit="entity", target_epsilon=None, noise_multiplier=0.0)
+        else:
+            holders = tuple(
+                dataclasses.replace(h, privacy={**h.privacy, "target_epsilon": eps}) for h in config.holders
+            )
+            ex = config.exchange
+        return dataclasses.replace(config, holders=holders, exchange=dataclasses.replace(ex, aligned_fraction=fraction))
     if eps == 0:
         ex = dataclasses.replace(config.exchange, target_epsilon=None, noise_multiplier=CONTROL_SIGMA)
     elif math.isinf(eps):
@@ -78,16 +99,26 @@ def cross_graph_rows(config, seed: int, eps: float, work: Path, fraction: float 
     run_cross_graph(_with_epsilon(_with_seed(config, seed), eps, fraction), out, progress=False)
     seconds = time.perf_counter() - t0
     rows = []
+    statement = _statement_level(config) and not math.isinf(eps)
+    baseline = f"alone eps={eps:g}" if statement else "alone"
     for h in config.holders:
         m = json.loads((out / h.name / "metrics.json").read_text())
-        common = {"seed": seed, "party": h.name, "sizes": m["sizes"], "aligned": m["aligned"]}
-        if seed not in _ALONE_DONE:  # the alone track does not depend on the budget
+        common = {"seed": seed, "party": h.name, "sizes": m["sizes"], "aligned": m["aligned"], "baseline": baseline}
+        if statement:  # the alone track takes the same DP-SGD steps at this budget
+            alone = {**common, "method": baseline, "test": m["alone"]["test"], "privacy": m["alone"]["privacy"]}
+            rows.append(alone)
+        elif seed not in _ALONE_DONE:  # the alone track does not depend on the exchange's budget
             rows.append({**common, "method": "alone", "test": m["alone"]["test"], "privacy": None})
+        if statement:
+            method = f"statement-level eps={eps:g}"
+        elif _statement_level(config):
+            method = "cross-graph no DP"
+        else:
+            method = "control: no information" if eps == 0 else f"cross-graph eps={eps:g}"
         rows.append(
             {
                 **common,
-                "method": ("control: no information" if eps == 0 else f"cross-graph eps={eps:g}")
-                + ("" if fraction == 1.0 else f" overlap={fraction:g}"),
+                "method": method + ("" if fraction == 1.0 else f" overlap={fraction:g}"),
                 "aligned_fraction": fraction,
                 "test": m["federated"]["test"],
                 "updates_kept": sum(e["kept"] == "update" for e in m["exchanges"]),
@@ -96,7 +127,8 @@ def cross_graph_rows(config, seed: int, eps: float, work: Path, fraction: float 
                 "seconds": seconds,
             }
         )
-    _ALONE_DONE.add(seed)
+    if not statement:
+        _ALONE_DONE.add(seed)
     return rows
 
 
@@ -107,6 +139,8 @@ def fedavg_rows(config, seed: int, work: Path) -> list[dict]:
     from textkg.federated.engines import federate
 
     config = _with_seed(config, seed)
+    if _statement_level(config):  # FedAvg stays the no-DP reference
+        config = _with_epsilon(config, math.inf)
     first = config.holders[0]
     spec = dataclasses.replace(first, name="fedavg", source=None)
     cfg = spec.run_config()
@@ -138,12 +172,14 @@ def fedavg_rows(config, seed: int, work: Path) -> list[dict]:
 
 
 def summarise(rows: list[dict]) -> list[dict]:
-    """Mean test MRR per (party, method) over seeds, and the gain over ``alone``."""
+    """Mean test MRR per (party, method) over seeds, and the gain over its ``alone`` (``baseline``)."""
     out = []
-    keys = sorted({(r["party"], r["method"]) for r in rows}, key=lambda k: (k[0], k[1] != "alone", k[1]))
+    keys = sorted({(r["party"], r["method"]) for r in rows}, key=lambda k: (k[0], not k[1].startswith("alone"), k[1]))
     for party, method in keys:
-        mrrs = [r["test"]["mrr"] for r in rows if (r["party"], r["method"]) == (party, method)]
-        alone = [r["test"]["mrr"] for r in rows if (r["party"], r["method"]) == (party, "alone")]
+        mine = [r for r in rows if (r["party"], r["method"]) == (party, method)]
+        mrrs = [r["test"]["mrr"] for r in mine]
+        baseline = mine[0].get("baseline", "alone")
+        alone = [r["test"]["mrr"] for r in rows if (r["party"], r["method"]) == (party, baseline)]
         mean = sum(mrrs) / len(mrrs)
         base = sum(alone) / len(alone) if alone else None
         eps = [r["privacy"]["epsilon"] for r in rows if (r["party"], r["method"]) == (party, method) and r["privacy"]]
@@ -153,7 +189,11 @@ def summarise(rows: list[dict]) -> list[dict]:
                 "method": method,
                 "test_mrr_mean": mean,
                 "test_mrr_per_seed": mrrs,
+                "baseline": baseline,
                 "gain_over_alone": None if base is None else mean - base,
+                "seeds_above_alone": None
+                if len(alone) != len(mrrs)
+                else sum(m > a for m, a in zip(mrrs, alone, strict=True)),
                 "relative_gain": None if not base else (mean - base) / base,
                 "epsilon_max": max((e for e in eps if e is not None), default=None),
             }

@@ -33,3 +33,21 @@ def test_the_benchmark_writes_alone_once_and_every_epsilon(tmp_path, two_graphs,
     assert dp["privacy"]["epsilon"] <= 4.0 and dp["privacy"]["unit"].startswith("one aligned entity")
     gains = {(s["party"], s["method"]): s["gain_over_alone"] for s in record["summary"]}
     assert gains[("alpha", "alone")] == 0.0
+
+
+def test_the_statement_level_benchmark_pairs_each_budget_with_its_own_alone(tmp_path, two_graphs, holders):
+    path = tmp_path / "holders.yaml"
+    config = holders(*two_graphs, unit="statement")
+    config["exchange"]["rounds"] = 1
+    for h in config["holders"]:
+        h["privacy"] = {"mode": "full", "target_epsilon": 8.0, "private_size": 100}
+    path.write_text(yaml.safe_dump(config))
+    out = tmp_path / "bench.json"
+    _module().main(["--holders", str(path), "--seeds", "0", "--epsilons", "2", "--out", str(out)])
+    record = json.loads(out.read_text())
+    rows = {r["method"]: r for r in record["rows"] if r["party"] == "alpha"}
+    assert sorted(rows) == ["alone eps=2", "statement-level eps=2"]
+    assert rows["alone eps=2"]["privacy"]["ledger"] == rows["statement-level eps=2"]["privacy"]["ledger"]
+    assert 0 < rows["statement-level eps=2"]["privacy"]["epsilon"] <= 2.0
+    summary = {s["method"]: s for s in record["summary"] if s["party"] == "alpha"}
+    assert summary["statement-level eps=2"]["baseline"] == "alone eps=2"
