@@ -30,6 +30,9 @@ runs the statement-level guarantee: ε of ``--epsilons`` is every holder's ``pri
 (DP-SGD on its own statements, pre-training and fine-tuning together), and each ε has its own
 ``alone eps=ε`` rows (the same DP-SGD steps, no exchange); ``inf`` runs the same holders without
 any privacy (entity unit, σ = 0; the split then follows the standard protocol, not the public draw).
+``--no-information`` adds, for each finite ε, the same run with every release replaced by noise
+(``control: no information eps=ε``, against its own ``alone`` rows): the gain of shrinking the aligned
+rows toward the receiver's mean, with nothing from the partner.
 
 Writes one JSON with the rows, the per-seed means, and the command; rewritten after every run.
 """
@@ -37,6 +40,7 @@ Writes one JSON with the rows, the per-seed means, and the command; rewritten af
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import json
 import math
@@ -52,9 +56,20 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 
-def _with_seed(config, seed: int):
+def _with_seed(config, seed: int, *, paired_noise: bool = False):
     holders = tuple(dataclasses.replace(h, seed=10 * seed + k) for k, h in enumerate(config.holders))
+    if paired_noise:  # DP-SGD streams from a public seed: the runs of one seed share them (simulation)
+        holders = tuple(
+            dataclasses.replace(h, privacy={**h.privacy, "reproducible_noise": 1000 * seed + k}) if h.private else h
+            for k, h in enumerate(holders)
+        )
     return dataclasses.replace(config, holders=holders)
+
+
+#: ``--paired-noise``: every run of a seed draws the same DP-SGD streams (a public seed, labelled
+#: simulation; the mechanism and its ε are unchanged), so ``alone``, the exchange and the control of
+#: one seed differ only by what they do with the releases.
+PAIRED_NOISE = False
 
 
 #: ``--epsilons 0``: the no-information control. σ so large that the received rows carry nothing
@@ -91,16 +106,41 @@ def _with_epsilon(config, eps: float, fraction: float = 1.0):
 _ALONE_DONE: set[int] = set()
 
 
-def cross_graph_rows(config, seed: int, eps: float, work: Path, fraction: float = 1.0) -> list[dict]:
+@contextlib.contextmanager
+def _no_information():
+    """The statement-level control: every release is replaced by N(0, CONTROL_SIGMA²) draws, so the
+    Procrustes scale is ~0 and the update only pulls the receiver's aligned rows toward its own mean."""
+    from textkg.federated.cross_graph import runner
+
+    send = runner.send_release
+
+    def noise_only(step, sender, to, ex):
+        message = send(step, sender, to, ex)
+        g = torch.Generator().manual_seed(step)
+        return {**message, "rows": CONTROL_SIGMA * torch.randn(message["rows"].shape, generator=g, dtype=torch.float64)}
+
+    runner.send_release = noise_only
+    try:
+        yield
+    finally:
+        runner.send_release = send
+
+
+def cross_graph_rows(
+    config, seed: int, eps: float, work: Path, fraction: float = 1.0, *, control: bool = False
+) -> list[dict]:
     from textkg.federated.cross_graph.runner import run_cross_graph
 
-    out = work / f"cg-s{seed}-e{eps}-f{fraction}"
+    out = work / f"cg-s{seed}-e{eps}-f{fraction}{'-control' if control else ''}"
     t0 = time.perf_counter()
-    run_cross_graph(_with_epsilon(_with_seed(config, seed), eps, fraction), out, progress=False)
+    with _no_information() if control else contextlib.nullcontext():
+        run_cross_graph(
+            _with_epsilon(_with_seed(config, seed, paired_noise=PAIRED_NOISE), eps, fraction), out, progress=False
+        )
     seconds = time.perf_counter() - t0
     rows = []
     statement = _statement_level(config) and not math.isinf(eps)
-    baseline = f"alone eps={eps:g}" if statement else "alone"
+    baseline = f"alone eps={eps:g}" + (" (control run)" if control else "") if statement else "alone"
     for h in config.holders:
         m = json.loads((out / h.name / "metrics.json").read_text())
         common = {"seed": seed, "party": h.name, "sizes": m["sizes"], "aligned": m["aligned"], "baseline": baseline}
@@ -110,7 +150,7 @@ def cross_graph_rows(config, seed: int, eps: float, work: Path, fraction: float 
         elif seed not in _ALONE_DONE:  # the alone track does not depend on the exchange's budget
             rows.append({**common, "method": "alone", "test": m["alone"]["test"], "privacy": None})
         if statement:
-            method = f"statement-level eps={eps:g}"
+            method = f"{'control: no information' if control else 'statement-level'} eps={eps:g}"
         elif _statement_level(config):
             method = "cross-graph no DP"
         else:
@@ -182,7 +222,11 @@ def summarise(rows: list[dict]) -> list[dict]:
         alone = [r["test"]["mrr"] for r in rows if (r["party"], r["method"]) == (party, baseline)]
         mean = sum(mrrs) / len(mrrs)
         base = sum(alone) / len(alone) if alone else None
-        eps = [r["privacy"]["epsilon"] for r in rows if (r["party"], r["method"]) == (party, method) and r["privacy"]]
+        eps = [
+            r["privacy"]["epsilon"] if r["privacy"]["epsilon"] is not None else r["privacy"].get("epsilon_if_secret")
+            for r in rows
+            if (r["party"], r["method"]) == (party, method) and r["privacy"]
+        ]
         out.append(
             {
                 "party": party,
@@ -214,8 +258,20 @@ def main(argv: list[str] | None = None) -> None:
     )
     ap.add_argument("--aligned-fractions", default="1", help="comma-separated fractions of each intersection used")
     ap.add_argument("--fedavg", action="store_true", help="add FedAvg over the shared vocabulary (hpo source)")
+    ap.add_argument(
+        "--no-information",
+        action="store_true",
+        help="statement level: also each finite epsilon with every release replaced by noise (the control)",
+    )
+    ap.add_argument(
+        "--paired-noise",
+        action="store_true",
+        help="statement level: DP-SGD streams from a public seed per seed and holder, shared by the runs of a seed",
+    )
     ap.add_argument("--out", default="benchmarks/results/cross_graph_hpo_small.json")
     args = ap.parse_args(argv)
+    global PAIRED_NOISE
+    PAIRED_NOISE = args.paired_noise
     torch.set_num_threads(1)
     config = load_holders(args.holders)
     seeds = [int(s) for s in args.seeds.split(",")]
@@ -237,6 +293,8 @@ def main(argv: list[str] | None = None) -> None:
             for eps in epsilons:
                 for fraction in [float(f) for f in args.aligned_fractions.split(",")]:
                     rows.extend(cross_graph_rows(config, seed, eps, Path(tmp), fraction))
+                    if args.no_information and _statement_level(config) and not math.isinf(eps):
+                        rows.extend(cross_graph_rows(config, seed, eps, Path(tmp), fraction, control=True))
                     _write(args.out, record)
             if args.fedavg:
                 rows.extend(fedavg_rows(config, seed, Path(tmp)))
