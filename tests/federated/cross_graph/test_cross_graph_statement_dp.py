@@ -153,3 +153,29 @@ def test_bad_combinations_name_the_file_line_and_field(tmp_path, two_graphs, hol
     assert err.value.file == str(path) and err.value.line is not None
     code = main(["federate", "--mode", "cross-graph", "--holders", str(path), "--out", str(tmp_path / "o")])
     assert code == 2
+
+
+def test_a_crash_mid_run_resumes_with_the_same_dp_sgd_ledger_and_models(tmp_path, two_graphs, holders):
+    """The DP-SGD ledger and key live in each party's checkpoint: a resumed run neither composes a
+    step twice nor draws other noise (public noise seeds here, so the runs can be compared)."""
+    config = _statement_config(holders, *two_graphs)
+    for k, h in enumerate(config["holders"]):
+        h["privacy"]["reproducible_noise"] = 11 + k
+    _run(config, tmp_path / "full")
+
+    def crash(message):
+        if message["step"] == 3:
+            raise KeyboardInterrupt("crash")
+
+    with pytest.raises(KeyboardInterrupt):
+        _run(config, tmp_path / "crashed", on_message=crash)
+    _run(config, tmp_path / "crashed", resume=True)
+    for name in ("alpha", "beta"):
+        full = json.loads((tmp_path / "full" / name / "metrics.json").read_text())
+        again = json.loads((tmp_path / "crashed" / name / "metrics.json").read_text())
+        assert again["privacy"]["ledger"] == full["privacy"]["ledger"] and again["privacy"]["steps"] == 12
+        assert again["privacy"]["guarantee"] == "simulation" and again["privacy"]["epsilon_if_secret"] <= 4.0
+        assert again["federated"] == full["federated"] and again["alone"] == full["alone"]
+        a = torch.load(tmp_path / "full" / name / "checkpoint.pt", weights_only=True)["snapshot"]["model"]
+        b = torch.load(tmp_path / "crashed" / name / "checkpoint.pt", weights_only=True)["snapshot"]["model"]
+        assert all(torch.equal(a[k], b[k]) for k in a)
