@@ -87,7 +87,8 @@ def test_the_private_recipe_keeps_its_defaults_under_privacy():
     assert dataclasses.replace(get_preset("cpu-private")) == get_preset("cpu-best")
     private = _train_config("--model", "cpu-private", "--privacy", "full", "--target-epsilon", "1")
     t = private.train
-    assert (t.negatives, t.loss, t.batch_size, t.epochs, t.lr) == ("all", "softmax", 4096, 1, 5e-3)
+    assert (t.negatives, t.loss, t.batch_size, t.epochs, t.lr) == ("all", "softmax", 4096, 5, 5e-3)
+    assert t.lr_schedule == "cosine"
     assert private.privacy.mode == "full"  # and RunConfig accepted 1-vs-all under privacy
     best = _train_config("--model", "cpu-best", "--privacy", "full", "--target-epsilon", "1")
     assert best.train.negatives == "sampled"
