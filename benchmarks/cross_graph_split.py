@@ -2,7 +2,7 @@
 
 Usage::
 
-    python benchmarks/cross_graph_split.py --data ../shared/data/fb15k237 --out /tmp/fb-split \\
+    python benchmarks/cross_graph_split.py --data ../shared/data/fb15k237 --out runs/fb-split \\
         --domains award,film,tv,media_common,influence,celebrities [--dim 32 --epochs 3]
 
 A relation's domain is the first component of its name (``/film/actor/...`` → ``film``). Graph

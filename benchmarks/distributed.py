@@ -48,7 +48,7 @@ def run_one(nproc: int, args, extra: list[str], workdir: Path) -> dict:
         "steps": train["steps"],
         "wall_seconds_with_setup_and_test": wall,
         "test_mrr": metrics["test"]["mrr"],
-        "command": " ".join(cmd[1:]),
+        "command": " ".join(cmd[1:]).replace(str(out.parent), "$TMPDIR/textkg-dist-bench"),  # no machine path
     }
 
 

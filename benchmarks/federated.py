@@ -62,7 +62,7 @@ def _central_privacy(args, clients, seed: int) -> list[str]:
     """
     from textkg.data import load_dataset, make_split
     from textkg.federated.partition import SHARED, make_partition
-    from textkg.pipeline.job import load_graph_and_split
+    from textkg.pipeline.prepared import load_graph_and_split
 
     if args.partition == "random":  # every statement goes to one holder: nothing is shared
         return ["--privacy", "full"]

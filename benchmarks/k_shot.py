@@ -88,7 +88,8 @@ def measure(run_dir: Path, *, ks: tuple[int, ...], timing_entities: int, max_ent
     import dataclasses
 
     from textkg.models.known_links import LinkMethod
-    from textkg.pipeline.job import _placement_known_links, k_shot_report, prepare
+    from textkg.pipeline.prepared import prepare
+    from textkg.pipeline.report import _placement_known_links, k_shot_report
     from textkg.training import checkpoint as ckpt
     from textkg.training.config import RunConfig
 

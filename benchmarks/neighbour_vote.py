@@ -23,7 +23,8 @@ import torch
 
 
 def measure(run_dir: Path) -> dict:
-    from textkg.pipeline.job import _neighbour_vote, evaluate_split, prepare
+    from textkg.pipeline.prepared import prepare
+    from textkg.pipeline.report import _neighbour_vote, evaluate_split
     from textkg.training import checkpoint as ckpt
     from textkg.training.config import RunConfig
 

@@ -60,7 +60,8 @@ from textkg.evaluation.placement_ensemble import (
     tune_combination,
     vote_scorer,
 )
-from textkg.pipeline.job import _description_features, _placement, prepare
+from textkg.pipeline.prepared import prepare
+from textkg.pipeline.report import _description_features, _placement
 from textkg.training import checkpoint as ckpt
 from textkg.training.config import RunConfig
 

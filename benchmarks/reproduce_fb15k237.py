@@ -12,7 +12,7 @@ Usage::
 
 The dataset directory is never assumed: pass it with ``--data`` (a BLP /
 KG-BERT directory with ``entity2text_firstsentence_StAR.txt`` and an
-inductive split folder, e.g. ``/work/shared/data/fb15k237``).
+inductive split folder, e.g. ``../shared/data/fb15k237``).
 
 The run goes through the library's own pipeline (:func:`textkg.pipeline.job.run`):
 frozen-encoder features are computed once and cached on disk

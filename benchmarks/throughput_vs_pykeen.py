@@ -2,7 +2,7 @@
 
 Usage::
 
-    python benchmarks/throughput_vs_pykeen.py --data PATH/fb15k237 --pykeen-python /tmp/pykeen-venv/bin/python
+    python benchmarks/throughput_vs_pykeen.py --data PATH/fb15k237 --pykeen-python PYKEEN_ENV/bin/python
         [--repeats 2] [--epochs 3] [--dim 128] [--batch-size 512] [--num-negatives 32] [--margin 1]
         [--lr 1e-3] [--seed 0] [--threads 1] [--pykeen-eval-repeats 1] [--textkg-validate]
         [--textkg-src DIR --textkg-src-label before] [--out benchmarks/results/throughput_vs_pykeen.json]
@@ -69,7 +69,7 @@ SETTINGS = ("epochs", "dim", "batch_size", "num_negatives", "margin", "lr", "see
 def parse_args(argv=None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--data", required=True, help="FB15k-237 directory with train.tsv, dev.tsv, test.tsv")
-    p.add_argument("--pykeen-python", help="interpreter of a venv with pykeen (left out: textkg only)")
+    p.add_argument("--pykeen-python", help="interpreter of a Python environment with pykeen (left out: textkg only)")
     p.add_argument("--repeats", type=int, default=2, help="rounds of the alternation")
     p.add_argument("--epochs", type=int, default=3)
     p.add_argument("--dim", type=int, default=128)

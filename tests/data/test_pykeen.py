@@ -10,7 +10,7 @@ import torch
 from textkg.cli.main import main
 from textkg.data import load_dataset, make_split
 from textkg.data.pykeen import from_triples_factory
-from textkg.errors import DataError
+from textkg.errors import ConfigError, DataError
 
 ROWS = [("usa", "trades_with", "uk"), ("uk", "trades_with", "france"), ("france", "borders", "spain")]
 
@@ -79,9 +79,11 @@ def test_registered_factory_loads_by_name_and_never_stale(tmp_path, monkeypatch)
     from textkg.data import registry
     from textkg.data.registry import register_triples_factory
 
-    monkeypatch.setattr(registry, "_REGISTRY", dict(registry._REGISTRY))  # registered for this test only
+    monkeypatch.setattr(registry, "_REGISTRY", registry._REGISTRY.copy())  # registered for this test only
 
     first = register_triples_factory("pykeen-test", Factory(ROWS))
     assert _labels(load_dataset("pykeen-test", cache_dir=tmp_path)) == _labels(first)
-    register_triples_factory("pykeen-test", Factory(ROWS[:2]))  # other triples, same name
+    with pytest.raises(ConfigError, match="already registered"):  # the one duplicate rule of every registry
+        register_triples_factory("pykeen-test", Factory(ROWS[:2]))
+    register_triples_factory("pykeen-test", Factory(ROWS[:2]), replace=True)  # other triples, same name
     assert _labels(load_dataset("pykeen-test", cache_dir=tmp_path)) == set(ROWS[:2])

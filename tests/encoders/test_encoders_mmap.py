@@ -136,6 +136,12 @@ def test_a_damaged_view_names_its_file(tmp_path, damage):
     assert err.value.file == str(view)
 
 
+def _register_hash_encoder(monkeypatch):
+    """Register HashEncoder as ``mmap-test-hash`` in a copy of the registry, for this test only."""
+    monkeypatch.setattr(encoder_registry, "_FROZEN", encoder_registry._FROZEN.copy())
+    encoder_registry.register_encoder("mmap-test-hash", f"{__name__}:HashEncoder")
+
+
 def test_the_pipeline_keeps_mapped_features_mapped(tmp_path, monkeypatch):
     """With TEXTKG_MMAP_FEATURES=1 the model's feature buffer is the mapped tensor, not a copy."""
     from textkg.data import load_dataset, make_split
@@ -143,7 +149,7 @@ def test_the_pipeline_keeps_mapped_features_mapped(tmp_path, monkeypatch):
     from textkg.pipeline.memory import estimate_memory
     from textkg.training.features import MMAP_ENV, entity_texts, mmap_features, text_inputs
 
-    monkeypatch.setitem(encoder_registry._FROZEN, "mmap-test-hash", f"{__name__}:HashEncoder")
+    _register_hash_encoder(monkeypatch)
     kg = load_dataset(FIXTURE)
     split = make_split(kg, "inductive")
     cfg = {"interaction": "transe", "dim": 8, "fusion": "text", "encoder": "mmap-test-hash"}
@@ -176,7 +182,7 @@ def test_a_damaged_cache_stops_the_cli_with_exit_2(tmp_path, monkeypatch, capsys
     """The project rule: bad input → one line naming the file, exit 2, no traceback."""
     from textkg.cli.main import main
 
-    monkeypatch.setitem(encoder_registry._FROZEN, "mmap-test-hash", f"{__name__}:HashEncoder")
+    _register_hash_encoder(monkeypatch)
     monkeypatch.setenv("TEXTKG_CACHE_DIR", str(tmp_path / "cache"))
     from textkg.data import load_dataset
 
@@ -202,7 +208,7 @@ def test_a_damaged_cache_stops_the_cli_with_exit_2(tmp_path, monkeypatch, capsys
 def test_a_run_on_mapped_features_equals_a_run_on_held_ones(tmp_path, monkeypatch):
     from textkg.cli.main import main
 
-    monkeypatch.setitem(encoder_registry._FROZEN, "mmap-test-hash", f"{__name__}:HashEncoder")
+    _register_hash_encoder(monkeypatch)
     monkeypatch.setenv("TEXTKG_CACHE_DIR", str(tmp_path / "cache"))
     cfg = tmp_path / "run.yaml"
     cfg.write_text(

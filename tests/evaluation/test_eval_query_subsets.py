@@ -13,7 +13,7 @@ from eval_oracle import TableScorer, oracle_rank
 from textkg.errors import ConfigError
 from textkg.evaluation import FilterIndex, RankingMetrics, evaluate
 from textkg.evaluation.metrics import QueryMask
-from textkg.pipeline.job import _subset_masks
+from textkg.pipeline.report import _subset_masks
 
 # One relation (think ``is_a``), four entities; 0 and 1 were seen in training, 2 and 3 are new.
 E, R = 4, 1

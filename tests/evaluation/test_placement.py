@@ -280,7 +280,7 @@ def test_hpo_small_inductive_end_to_end():
 def test_train_reports_placement_first(tmp_path, capsys, monkeypatch):
     """``textkg train`` on an inductive ontology split: placement leads the summary and metrics.json."""
     from textkg.cli.main import main
-    from textkg.pipeline import job as pipeline
+    from textkg.pipeline import report as pipeline  # the post-run report reads the description features
 
     calls = []
 
@@ -356,7 +356,7 @@ def _private_hpo_small_run(monkeypatch, tmp_path, *privacy):
     """Train a tiny private ``hpo-small`` run (random description features, no encoder) and return its
     directory; ``privacy`` is the privacy flags (``--privacy MODE ...``)."""
     from textkg.cli.main import main
-    from textkg.pipeline import job as pipeline
+    from textkg.pipeline import report as pipeline  # the post-run report reads the description features
 
     monkeypatch.setattr(
         pipeline,

@@ -138,7 +138,7 @@ def test_from_dict_unknown_key_lists_fields():
 def test_register_preset(monkeypatch):
     import textkg.models.presets as presets
 
-    monkeypatch.setattr(presets, "_PRESETS", dict(presets._PRESETS))
+    monkeypatch.setattr(presets, "_PRESETS", presets._PRESETS.copy())
     with pytest.raises(ConfigError):
         register_preset("transe", ModelConfig())
     register_preset("test-tiny-transe", ModelConfig(dim=4))

@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from textkg.errors import ConfigError
+from textkg.registry import Registry
 
 if TYPE_CHECKING:  # torch is imported where it is used: the CLI parser lists attacks cheaply
     import torch
@@ -29,29 +29,25 @@ if TYPE_CHECKING:  # torch is imported where it is used: the CLI parser lists at
 #: ``(predictor, triples (n, 3), *, seed, batch_size) -> scores (n,)``, higher = member.
 AttackFn = Callable[..., "torch.Tensor"]
 
-_ATTACKS: dict[str, AttackFn] = {}
+_ATTACKS: Registry[AttackFn] = Registry("attack")
 
 
-def register_attack(name: str, fn: AttackFn) -> None:
-    """Make an attack available by name (replacing one of that name)."""
-    _ATTACKS[name] = fn
+def register_attack(name: str, fn: AttackFn, *, replace: bool = False) -> None:
+    """Make an attack available by name; a taken name raises
+    (:class:`textkg.registry.DuplicateNameError`) unless ``replace=True``."""
+    _ATTACKS.register(name, fn, replace=replace)
 
 
 def list_attacks() -> tuple[str, ...]:
     """Registered attack names, sorted."""
-    return tuple(sorted(_ATTACKS))
+    return tuple(_ATTACKS.names())
 
 
 def get_attack(name: str | AttackFn) -> AttackFn:
     """An attack by name, or a callable passed through."""
     if callable(name):
         return name
-    try:
-        return _ATTACKS[name]
-    except KeyError:
-        raise ConfigError(
-            f"unknown attack {name!r}; choose one of: {', '.join(list_attacks())}", field="attack"
-        ) from None
+    return _ATTACKS.get(name)
 
 
 def _batches(n: int, batch_size: int):

@@ -124,7 +124,7 @@ def _headline(m: dict) -> dict:
 
 
 def evaluate(args) -> dict:
-    from textkg.pipeline.job import evaluate_run
+    from textkg.pipeline.report import evaluate_run
 
     k_shot = None
     if getattr(args, "k_shot", None):

@@ -21,6 +21,7 @@ from textkg.data.graph import KnowledgeGraph
 from textkg.data.ontology import Ontology, build_graph, parse_type_roots, read_obo
 from textkg.data.rdf import RDF_FORMATS, read_rdf
 from textkg.errors import ConfigError, DataError
+from textkg.registry import Registry
 
 #: Separates a file name from its options (``PATH#types=...``).
 OPTION_MARK = "#"
@@ -50,17 +51,18 @@ class FileFormat:
     cached: bool = False
 
 
-_FORMATS: dict[str, FileFormat] = {}
+_FORMATS: Registry[FileFormat] = Registry("file format", field="dataset")
 
 
-def register_file_format(fmt: FileFormat) -> None:
-    """Make ``fmt`` selectable by prefix and suffix (replacing an earlier one of that name)."""
-    _FORMATS[fmt.name] = fmt
+def register_file_format(fmt: FileFormat, *, replace: bool = False) -> None:
+    """Make ``fmt`` selectable by prefix and suffix; a taken name raises
+    (:class:`textkg.registry.DuplicateNameError`) unless ``replace=True``."""
+    _FORMATS.register(fmt.name, fmt, replace=replace)
 
 
 def list_file_formats() -> tuple[str, ...]:
     """Prefixes of the registered file formats, sorted."""
-    return tuple(sorted(_FORMATS))
+    return tuple(_FORMATS.names())
 
 
 @dataclass(frozen=True)
@@ -81,7 +83,7 @@ def file_source(spec: str) -> FileSource | None:
     body, *parts = spec.split(OPTION_MARK)
     match = re.match(r"^([a-z]+):(.+)$", body)
     if match and match.group(1) in _FORMATS:
-        fmt, path = _FORMATS[match.group(1)], Path(match.group(2))
+        fmt, path = _FORMATS.get(match.group(1)), Path(match.group(2))
     else:
         path = Path(body)
         found = [f for f in _FORMATS.values() if path.suffix.lower() in f.suffixes]

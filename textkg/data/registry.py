@@ -18,6 +18,7 @@ from textkg.data.blp_format import load_blp_directory
 from textkg.data.files import file_source, list_file_formats, load_file_dataset
 from textkg.data.graph import KnowledgeGraph
 from textkg.errors import ConfigError
+from textkg.registry import Registry
 
 
 @dataclass(frozen=True)
@@ -39,28 +40,29 @@ class DatasetSpec:
     summary: str
 
 
-_REGISTRY: dict[str, DatasetSpec] = {}
+_REGISTRY: Registry[DatasetSpec] = Registry("dataset")
 
 
-def register_dataset(spec: DatasetSpec) -> None:
-    """Make ``spec`` loadable by name (replacing an earlier one of that name)."""
-    _REGISTRY[spec.name] = spec
+def register_dataset(spec: DatasetSpec, *, replace: bool = False) -> None:
+    """Make ``spec`` loadable by name; a taken name raises
+    (:class:`textkg.registry.DuplicateNameError`) unless ``replace=True``."""
+    _REGISTRY.register(spec.name, spec, replace=replace)
 
 
 def list_datasets() -> tuple[str, ...]:
     """Registered dataset names, sorted."""
-    return tuple(sorted(_REGISTRY))
+    return tuple(_REGISTRY.names())
 
 
 def get_spec(name: str) -> DatasetSpec:
-    try:
-        return _REGISTRY[name]
-    except KeyError:
+    """The spec registered as ``name``; an unknown name lists the registered names and the file formats."""
+    if name not in _REGISTRY:
         raise ConfigError(
             f"unknown dataset {name!r}: not a registered name ({', '.join(list_datasets())}), a dataset "
             f"directory, nor a file of a known format ({', '.join(f + ':PATH' for f in list_file_formats())})",
             field="dataset",
-        ) from None
+        )
+    return _REGISTRY.get(name)
 
 
 def cache_path(name: str, cache_dir: str | Path | None = None) -> Path:
@@ -153,13 +155,18 @@ register_dataset(
 
 
 def register_triples_factory(
-    name: str, source, *, descriptions: str | Path | Mapping[str, str] | None = None
+    name: str,
+    source,
+    *,
+    descriptions: str | Path | Mapping[str, str] | None = None,
+    replace: bool = False,
 ) -> KnowledgeGraph:
     """Make a ``TriplesFactory`` or ``Dataset`` loadable by ``name`` (``load_dataset(name)``,
     ``RunConfig(data=DataConfig(dataset=name))``) in this process.
 
     The registry's on-disk cache is keyed by a digest of the graph's ids, triples and
-    texts, so registering other triples under the same name never reads a stale graph.
+    texts, so registering other triples under the same name (``replace=True``; a taken
+    name raises otherwise, as in every registry) never reads a stale graph.
     A run trained on it names ``name`` in its ``config.json``: register the same data
     again before reloading that run (or write the triples to disk and use ``pykeen:PATH``).
 
@@ -178,6 +185,7 @@ def register_triples_factory(
         digest.update(key.encode() + kg.triples[key].numpy().tobytes())
     version = digest.hexdigest()[:20]
     register_dataset(
-        DatasetSpec(name=name, build=lambda: kg, sources=dict, version=lambda: version, summary="PyKEEN triples")
+        DatasetSpec(name=name, build=lambda: kg, sources=dict, version=lambda: version, summary="PyKEEN triples"),
+        replace=replace,
     )
     return kg

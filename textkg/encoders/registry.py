@@ -24,52 +24,57 @@ from typing import Any
 import torch
 
 from textkg.errors import ConfigError
+from textkg.registry import Registry
 
 from .base import TextEncoder
 
 # name -> "module:Class"; imported lazily so `import textkg.encoders` stays cheap.
-_FROZEN: dict[str, str] = {
+_FROZEN: Registry[str] = Registry("encoder", field="encoder")
+_TRAINABLE: Registry[str] = Registry("trainable encoder", field="encoder")
+for _name, _target in {
     "bert": "textkg.encoders.bert:BertEncoder",
     "sentence-transformers": "textkg.encoders.sbert:SentenceTransformerEncoder",
     "glove-bow": "textkg.encoders.glove:GloveBowEncoder",
     "flair": "textkg.encoders.flair_stack:FlairStackEncoder",
     "concat": "textkg.encoders.concat:ConcatEncoder",
     "char-ngrams": "textkg.encoders.char_ngrams:CharNgramEncoder",
-}
-_TRAINABLE: dict[str, str] = {
+}.items():
+    _FROZEN.register(_name, _target)
+for _name, _target in {
     "dkrl": "textkg.encoders.dkrl:DKRLEncoder",
     "lstm-ae": "textkg.encoders.lstm_ae:LSTMAutoencoder",
-}
+}.items():
+    _TRAINABLE.register(_name, _target)
 
 
-def register_encoder(name: str, target: str | type, *, trainable: bool = False) -> None:
+def register_encoder(name: str, target: str | type, *, trainable: bool = False, replace: bool = False) -> None:
     """Make an encoder class available by name.
 
     Args:
-        name: Registry name (must be new).
+        name: Registry name; a taken name raises (:class:`textkg.registry.DuplicateNameError`)
+            unless ``replace=True``.
         target: The class, or ``"module:Class"`` for a lazy import.
         trainable: Register in the trainable-module family instead.
+        replace: Replace the class registered as ``name``.
     """
     table = _TRAINABLE if trainable else _FROZEN
-    if name in table:
-        raise ConfigError(f"encoder name '{name}' is already registered", field="name")
-    table[name] = target if isinstance(target, str) else f"{target.__module__}:{target.__qualname__}"
+    table.register(
+        name, target if isinstance(target, str) else f"{target.__module__}:{target.__qualname__}", replace=replace
+    )
 
 
 def list_encoders() -> list[str]:
     """Names of the frozen text encoders, sorted."""
-    return sorted(_FROZEN)
+    return _FROZEN.names()
 
 
 def list_trainable_encoders() -> list[str]:
     """Names of the trainable text modules, sorted."""
-    return sorted(_TRAINABLE)
+    return _TRAINABLE.names()
 
 
-def _resolve(table: dict[str, str], name: str, family: str) -> type:
-    if name not in table:
-        raise ConfigError(f"unknown {family} '{name}'; choose one of: {', '.join(sorted(table))}", field="encoder")
-    module, _, cls = table[name].partition(":")
+def _resolve(table: Registry[str], name: str) -> type:
+    module, _, cls = table.get(name).partition(":")
     return getattr(importlib.import_module(module), cls)
 
 
@@ -91,7 +96,7 @@ def get_encoder(name_or_class_or_instance: str | type | TextEncoder, **kwargs: A
             raise ConfigError("keyword arguments cannot be applied to an encoder instance", field="encoder")
         return obj
     if isinstance(obj, str):
-        obj = _resolve(_FROZEN, obj, "encoder")
+        obj = _resolve(_FROZEN, obj)
     if isinstance(obj, type) and issubclass(obj, TextEncoder):
         return obj(**kwargs)
     raise ConfigError(f"expected an encoder name, class or instance, got {obj!r}", field="encoder")
@@ -113,7 +118,7 @@ def get_trainable_encoder(name_or_class_or_instance: str | type | torch.nn.Modul
             raise ConfigError("keyword arguments cannot be applied to a module instance", field="encoder")
         return obj
     if isinstance(obj, str):
-        obj = _resolve(_TRAINABLE, obj, "trainable encoder")
+        obj = _resolve(_TRAINABLE, obj)
     if isinstance(obj, type) and issubclass(obj, torch.nn.Module):
         return obj(**kwargs)
     raise ConfigError(f"expected a module name, class or instance, got {obj!r}", field="encoder")

@@ -27,6 +27,7 @@ import torch
 from torch import nn
 
 from textkg.errors import ConfigError
+from textkg.registry import Registry
 
 
 class Fusion(nn.Module):
@@ -139,17 +140,17 @@ class GateFusion(Fusion):
         }
 
 
-_REGISTRY: dict[str, type[Fusion]] = {}
+_REGISTRY: Registry[type[Fusion]] = Registry("fusion", field="model.fusion")
 
 
-def register_fusion(cls: type[Fusion]) -> type[Fusion]:
-    """Make a :class:`Fusion` subclass available by its ``name`` (usable as a decorator)."""
+def register_fusion(cls: type[Fusion], *, replace: bool = False) -> type[Fusion]:
+    """Make a :class:`Fusion` subclass available by its ``name`` (usable as a decorator).
+
+    A taken name raises (:class:`textkg.registry.DuplicateNameError`) unless ``replace=True``.
+    """
     if not (isinstance(cls, type) and issubclass(cls, Fusion)) or not cls.name:
         raise ConfigError(f"expected a Fusion subclass with a name, got {cls!r}", field="model.fusion")
-    if cls.name in _REGISTRY and _REGISTRY[cls.name] is not cls:
-        raise ConfigError(f"fusion name '{cls.name}' is already registered", field="model.fusion")
-    _REGISTRY[cls.name] = cls
-    return cls
+    return _REGISTRY.register(cls.name, cls, replace=replace)
 
 
 for _cls in (StructuralFusion, TextFusion, WeightedFusion, GateFusion):
@@ -158,17 +159,12 @@ for _cls in (StructuralFusion, TextFusion, WeightedFusion, GateFusion):
 
 def list_fusions() -> list[str]:
     """Names of the registered fusions, sorted."""
-    return sorted(_REGISTRY)
+    return _REGISTRY.names()
 
 
 def fusion_class(name: str) -> type[Fusion]:
     """The class registered as ``name``; unknown names list the registry."""
-    try:
-        return _REGISTRY[name]
-    except (KeyError, TypeError):
-        raise ConfigError(
-            f"unknown fusion {name!r}; choose one of: {', '.join(list_fusions())}", field="model.fusion"
-        ) from None
+    return _REGISTRY.get(name)
 
 
 def _is_fusion_instance(obj: object) -> TypeGuard[Fusion]:

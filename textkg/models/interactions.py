@@ -32,6 +32,7 @@ from typing import Any
 import torch
 
 from textkg.errors import ConfigError
+from textkg.registry import Registry
 
 #: Elements of the ``(b, chunk, d)`` difference tensor materialised at once by
 #: the broadcast-based candidate scorers (RotatE).
@@ -346,17 +347,17 @@ class RotatE(Interaction):
         return torch.cat(self._rotate(t, r, sign=-1.0), dim=-1)  # t ∘ conj(r)
 
 
-_REGISTRY: dict[str, type[Interaction]] = {}
+_REGISTRY: Registry[type[Interaction]] = Registry("interaction", field="model.interaction")
 
 
-def register_interaction(cls: type[Interaction]) -> type[Interaction]:
-    """Make an :class:`Interaction` subclass available by its ``name`` (usable as a decorator)."""
+def register_interaction(cls: type[Interaction], *, replace: bool = False) -> type[Interaction]:
+    """Make an :class:`Interaction` subclass available by its ``name`` (usable as a decorator).
+
+    A taken name raises (:class:`textkg.registry.DuplicateNameError`) unless ``replace=True``.
+    """
     if not (isinstance(cls, type) and issubclass(cls, Interaction)) or not cls.name:
         raise ConfigError(f"expected an Interaction subclass with a name, got {cls!r}", field="interaction")
-    if cls.name in _REGISTRY and _REGISTRY[cls.name] is not cls:
-        raise ConfigError(f"interaction name '{cls.name}' is already registered", field="interaction")
-    _REGISTRY[cls.name] = cls
-    return cls
+    return _REGISTRY.register(cls.name, cls, replace=replace)
 
 
 for _cls in (TransE, TypedTransE, DistMult, ComplEx, RotatE):
@@ -365,17 +366,12 @@ for _cls in (TransE, TypedTransE, DistMult, ComplEx, RotatE):
 
 def list_interactions() -> list[str]:
     """Names of the registered interactions, sorted."""
-    return sorted(_REGISTRY)
+    return _REGISTRY.names()
 
 
 def interaction_class(name: str) -> type[Interaction]:
     """The class registered as ``name``; unknown names list the registry."""
-    try:
-        return _REGISTRY[name]
-    except (KeyError, TypeError):
-        raise ConfigError(
-            f"unknown interaction {name!r}; choose one of: {', '.join(list_interactions())}", field="model.interaction"
-        ) from None
+    return _REGISTRY.get(name)
 
 
 def get_interaction(name_or_class_or_instance: str | type[Interaction] | Interaction, **kwargs: Any) -> Interaction:

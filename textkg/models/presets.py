@@ -9,12 +9,13 @@ from __future__ import annotations
 
 from textkg.errors import ConfigError
 from textkg.models.config import ModelConfig
+from textkg.registry import Registry
 
 _L1 = {"p": 1}
 _BERT_CLS = {"pooling": "cls"}
 _BERT_MEAN = {"pooling": "mean"}
 
-_PRESETS: dict[str, ModelConfig] = {
+_BUILT_IN: dict[str, ModelConfig] = {
     # structural baselines (classic transductive KGE; unseen entities share the unseen row)
     "transe": ModelConfig(interaction="transe", interaction_kwargs=_L1),
     "transe-l2": ModelConfig(interaction="transe", interaction_kwargs={"p": 2}),
@@ -145,6 +146,10 @@ _PRESETS: dict[str, ModelConfig] = {
         structural_dropout=0.3,
     ),
 }
+#: listed in the order of docs/models.md
+_PRESETS: Registry[ModelConfig] = Registry("model preset", field="model", sort=False)
+for _name, _config in _BUILT_IN.items():
+    _PRESETS.register(_name, _config)
 
 
 #: Training settings a preset is meant to be trained with. The CLI applies them
@@ -189,7 +194,7 @@ def preset_train_defaults(name: str, *, private: bool = False) -> dict:
 
 def list_presets() -> list[str]:
     """Preset names, in the order of docs/models.md."""
-    return list(_PRESETS)
+    return _PRESETS.names()
 
 
 def get_preset(name: str) -> ModelConfig:
@@ -198,18 +203,11 @@ def get_preset(name: str) -> ModelConfig:
     Raises:
         ConfigError: Unknown name (the message lists the presets).
     """
-    try:
-        return _PRESETS[name]
-    except (KeyError, TypeError):
-        raise ConfigError(
-            f"unknown model preset {name!r}; choose one of: {', '.join(list_presets())}", field="model"
-        ) from None
+    return _PRESETS.get(name)
 
 
-def register_preset(name: str, config: ModelConfig) -> None:
-    """Add a preset (the name must be new)."""
-    if name in _PRESETS:
-        raise ConfigError(f"preset '{name}' is already registered", field="model")
+def register_preset(name: str, config: ModelConfig, *, replace: bool = False) -> None:
+    """Add a preset; a taken name raises (:class:`textkg.registry.DuplicateNameError`) unless ``replace=True``."""
     if not isinstance(config, ModelConfig):
         raise ConfigError(f"expected a ModelConfig, got {config!r}", field="model")
-    _PRESETS[name] = config
+    _PRESETS.register(name, config, replace=replace)

@@ -5,6 +5,8 @@ models → training / privacy → evaluation → **pipeline** → cli. Runners (
 federated, distributed) sit beside it.
 """
 
-from textkg.pipeline.job import Prepared, evaluate_run, prepare, run
+from textkg.pipeline.job import run
+from textkg.pipeline.prepared import Prepared, prepare
+from textkg.pipeline.report import evaluate_run
 
 __all__ = ["Prepared", "evaluate_run", "prepare", "run"]

@@ -18,18 +18,15 @@ from textkg.errors import ConfigError, PrivacyError
 from textkg.privacy.conversion import rdp_to_epsilon
 from textkg.privacy.events import SampledGaussianEvent
 from textkg.privacy.rdp import DEFAULT_ORDERS, compute_rdp, parse_orders
+from textkg.registry import Registry
 
-_REGISTRY: dict[str, type] = {}
+_REGISTRY: Registry[type] = Registry("accountant")
 
 
-def register_accountant(name: str) -> Callable[[type], type]:
-    """Class decorator: make an accountant available to :func:`get_accountant` by ``name``."""
-
-    def decorate(cls: type) -> type:
-        _REGISTRY[name] = cls
-        return cls
-
-    return decorate
+def register_accountant(name: str, *, replace: bool = False) -> Callable[[type], type]:
+    """Class decorator: make an accountant available to :func:`get_accountant` by ``name``; a taken
+    name raises (:class:`textkg.registry.DuplicateNameError`) unless ``replace=True``."""
+    return _REGISTRY.decorator(name, replace=replace)
 
 
 def get_accountant(accountant: str | type | Any = "rdp", **accountant_kwargs: Any) -> Any:
@@ -43,11 +40,7 @@ def get_accountant(accountant: str | type | Any = "rdp", **accountant_kwargs: An
         ConfigError: an unknown name (the message lists the registered names).
     """
     if isinstance(accountant, str):
-        if accountant not in _REGISTRY:
-            raise ConfigError(
-                f"unknown accountant {accountant!r}; registered: {', '.join(sorted(_REGISTRY))}", field="accountant"
-            )
-        return _REGISTRY[accountant](**accountant_kwargs)
+        return _REGISTRY.get(accountant)(**accountant_kwargs)
     if isinstance(accountant, type):
         return accountant(**accountant_kwargs)
     if accountant_kwargs:
@@ -57,7 +50,7 @@ def get_accountant(accountant: str | type | Any = "rdp", **accountant_kwargs: An
 
 def registered_accountants() -> list[str]:
     """Names :func:`get_accountant` accepts."""
-    return sorted(_REGISTRY)
+    return _REGISTRY.names()
 
 
 @lru_cache(maxsize=4096)

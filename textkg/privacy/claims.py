@@ -11,7 +11,8 @@ in a run's config), never by ``if name == ...`` branches:
 * ``pld``: privacy-loss distributions through dp-accounting (:mod:`textkg.privacy.pld`):
   tighter, too slow to run every step, so the last allowed step is found once.
 
-One duplicate rule, as in every textkg registry: registering a taken name raises.
+One duplicate rule, as in every textkg registry (:mod:`textkg.registry`): registering a taken
+name raises unless ``replace=True``.
 """
 
 from __future__ import annotations
@@ -25,18 +26,18 @@ from textkg.privacy.calibration import calibrate_noise_multiplier
 from textkg.privacy.events import SampledGaussianEvent
 from textkg.privacy.pld import pld_calibrate_noise_multiplier, pld_epsilon, pld_max_steps
 from textkg.privacy.schedule import GeometricNoiseSchedule
+from textkg.registry import Registry
 
-_CLAIMS: dict[str, type[Claim]] = {}
+_CLAIMS: Registry[type[Claim]] = Registry("accountant")
 
 
-def register_claim(name: str) -> Callable[[type[Claim]], type[Claim]]:
-    """Class decorator: make a claim method available by ``name``; a taken name raises."""
+def register_claim(name: str, *, replace: bool = False) -> Callable[[type[Claim]], type[Claim]]:
+    """Class decorator: make a claim method available by ``name``; a taken name raises
+    (:class:`textkg.registry.DuplicateNameError`) unless ``replace=True``."""
 
     def decorate(cls: type[Claim]) -> type[Claim]:
-        if name in _CLAIMS:
-            raise ConfigError(f"accountant name {name!r} is already registered", field="accountant")
+        _CLAIMS.register(name, cls, replace=replace)
         cls.name = name
-        _CLAIMS[name] = cls
         return cls
 
     return decorate
@@ -44,14 +45,12 @@ def register_claim(name: str) -> Callable[[type[Claim]], type[Claim]]:
 
 def get_claim(name: str, *, orders: Sequence[float] | None = None) -> Claim:
     """The claim method registered as ``name``; an unknown name lists the registered ones."""
-    if name not in _CLAIMS:
-        raise ConfigError(f"unknown accountant {name!r}; registered: {', '.join(sorted(_CLAIMS))}", field="accountant")
-    return _CLAIMS[name](orders=orders)
+    return _CLAIMS.get(name)(orders=orders)
 
 
 def registered_claims() -> list[str]:
     """Names :func:`get_claim` accepts."""
-    return sorted(_CLAIMS)
+    return _CLAIMS.names()
 
 
 class Claim:

@@ -142,7 +142,7 @@ def public_only_report(cfg: PrivacyConfig) -> dict:
     """The ``privacy`` block of a ``public-only`` run: ε = 0 for the confidential statements.
 
     The run never reads a confidential statement: it trains on the unrestricted
-    ones, its vocabulary and filter are public (:func:`textkg.pipeline.job.public_view`),
+    ones, its vocabulary and filter are public (:func:`textkg.pipeline.prepared.public_view`),
     so its output has the same distribution with or without any one of them
     (0-DP, δ = 0). It is the "train on the public part only" baseline that a
     ``confidential`` run must beat (U-only in Han et al. 2022).

@@ -180,7 +180,7 @@ class Party:
 
     def _evaluate(self, triples: torch.Tensor, max_triples: int = 0, *, filter_index=None):
         from textkg.evaluation.metrics import evaluate
-        from textkg.pipeline.job import _subset
+        from textkg.pipeline.report import _subset
 
         triples = _subset(triples, max_triples, self.cfg.train.seed)
         self.model.eval()

@@ -1,0 +1,270 @@
+"""One registry pattern (issue 30): the shared helper's rules, and every family held to them."""
+
+from __future__ import annotations
+
+import ast
+import importlib
+from pathlib import Path
+
+import pytest
+
+from textkg.errors import ConfigError
+from textkg.registry import DuplicateNameError, Registry
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+# ------------------------------------------------------------------------------------------------
+# The helper
+
+
+def test_register_get_names_contains():
+    reg: Registry[int] = Registry("widget", field="model.widget")
+    assert reg.register("b", 2) == 2
+    reg.register("a", 1)
+    assert reg.get("a") == 1 and "a" in reg and "c" not in reg and 3 not in reg
+    assert reg.names() == ["a", "b"] and list(reg) == ["a", "b"] and len(reg) == 2
+    assert reg.values() == [2, 1]  # registration order: where the first match wins
+
+
+def test_registration_order_when_asked():
+    reg: Registry[int] = Registry("preset", sort=False)
+    for name in ("z", "a", "m"):
+        reg.register(name, 0)
+    assert reg.names() == ["z", "a", "m"]
+    with pytest.raises(ConfigError, match="choose one of: z, a, m"):
+        reg.get("b")
+
+
+def test_a_taken_name_raises_unless_replace_even_for_the_same_object():
+    reg: Registry[object] = Registry("widget", field="model.widget")
+    obj = object()
+    reg.register("a", obj)
+    for again in (obj, object()):
+        with pytest.raises(DuplicateNameError, match="widget name 'a' is already registered") as info:
+            reg.register("a", again)
+        assert isinstance(info.value, ConfigError) and info.value.field == "model.widget"
+    assert reg.get("a") is obj  # a refused registration changes nothing
+    new = object()
+    assert reg.register("a", new, replace=True) is new and reg.get("a") is new
+
+
+def test_unknown_names_list_the_registry_itself():
+    reg: Registry[int] = Registry("widget", field="model.widget")
+    reg.register("b", 2)
+    reg.register("a", 1)
+    with pytest.raises(ConfigError, match=r"unknown widget 'c'; choose one of: a, b") as info:
+        reg.get("c")
+    assert info.value.field == "model.widget" and not isinstance(info.value, DuplicateNameError)
+    with pytest.raises(ConfigError, match="unknown widget"):
+        reg.get(["unhashable"])  # type: ignore[arg-type]
+
+
+def test_decorator_and_bad_names():
+    reg: Registry[type] = Registry("widget")
+
+    @reg.decorator("w")
+    class W:
+        pass
+
+    assert reg.get("w") is W
+    with pytest.raises(DuplicateNameError):
+        reg.decorator("w")(type("Other", (), {}))
+    for bad in ("", None, 3):
+        with pytest.raises(ConfigError, match="non-empty string"):
+            reg.register(bad, W)  # type: ignore[arg-type]
+
+
+def test_copy_is_independent():
+    reg: Registry[int] = Registry("widget", sort=False)
+    reg.register("a", 1)
+    other = reg.copy()
+    other.register("b", 2)
+    assert reg.names() == ["a"] and other.names() == ["a", "b"]
+    assert (other.family, other.field, other.sort) == (reg.family, reg.field, reg.sort)
+
+
+# ------------------------------------------------------------------------------------------------
+# Every family: the shared helper, one duplicate rule, choices listed from the registry
+
+
+def _interaction():
+    from textkg.models.interactions import Interaction
+
+    return type("Other", (Interaction,), {"name": "transe"})
+
+
+def _fusion():
+    from textkg.models.fusion import Fusion
+
+    return type("Other", (Fusion,), {"name": "text"})
+
+
+def _preset():
+    from textkg.models import ModelConfig
+
+    return ModelConfig(dim=4)
+
+
+def _dataset():
+    from textkg.data.registry import DatasetSpec
+
+    return DatasetSpec(name="hpo", build=dict, sources=dict, version=str, summary="a stand-in")
+
+
+def _file_format():
+    from textkg.data.files import FileFormat
+
+    return FileFormat(name="obo", suffixes=(".stand-in",), load=lambda path, options: None, options=(), summary="")
+
+
+def _claim():
+    from textkg.privacy.claims import Claim
+
+    return type("Other", (Claim,), {})
+
+
+#: family → (module, registry attribute, a taken name, a new object, register(obj, **replace) → None)
+FAMILIES = {
+    "encoder": (
+        "textkg.encoders.registry",
+        "_FROZEN",
+        "bert",
+        lambda: "textkg.encoders.char_ngrams:CharNgramEncoder",
+        lambda m, obj, **kw: m.register_encoder("bert", obj, **kw),
+    ),
+    "trainable encoder": (
+        "textkg.encoders.registry",
+        "_TRAINABLE",
+        "dkrl",
+        lambda: "textkg.encoders.lstm_ae:LSTMAutoencoder",
+        lambda m, obj, **kw: m.register_encoder("dkrl", obj, trainable=True, **kw),
+    ),
+    "interaction": (
+        "textkg.models.interactions",
+        "_REGISTRY",
+        "transe",
+        _interaction,
+        lambda m, obj, **kw: m.register_interaction(obj, **kw),
+    ),
+    "fusion": ("textkg.models.fusion", "_REGISTRY", "text", _fusion, lambda m, obj, **kw: m.register_fusion(obj, **kw)),
+    "preset": (
+        "textkg.models.presets",
+        "_PRESETS",
+        "transe",
+        _preset,
+        lambda m, obj, **kw: m.register_preset("transe", obj, **kw),
+    ),
+    "dataset": (
+        "textkg.data.registry",
+        "_REGISTRY",
+        "hpo",
+        _dataset,
+        lambda m, obj, **kw: m.register_dataset(obj, **kw),
+    ),
+    "file format": (
+        "textkg.data.files",
+        "_FORMATS",
+        "obo",
+        _file_format,
+        lambda m, obj, **kw: m.register_file_format(obj, **kw),
+    ),
+    "attack": (
+        "textkg.audit.attacks",
+        "_ATTACKS",
+        "score",
+        lambda: lambda predictor, triples, **kw: None,
+        lambda m, obj, **kw: m.register_attack("score", obj, **kw),
+    ),
+    "accountant": (
+        "textkg.privacy.accountant",
+        "_REGISTRY",
+        "rdp",
+        lambda: type("Other", (), {}),
+        lambda m, obj, **kw: m.register_accountant("rdp", **kw)(obj),
+    ),
+    "claim (accountant)": (
+        "textkg.privacy.claims",
+        "_CLAIMS",
+        "rdp",
+        _claim,
+        lambda m, obj, **kw: m.register_claim("rdp", **kw)(obj),
+    ),
+}
+
+
+@pytest.mark.parametrize("family", sorted(FAMILIES))
+def test_every_family_has_one_duplicate_rule(family, monkeypatch):
+    """Registering a taken name raises the same error in every family; ``replace=True`` replaces."""
+    module_name, attribute, taken, make, register = FAMILIES[family]
+    module = importlib.import_module(module_name)
+    registry = getattr(module, attribute)
+    assert isinstance(registry, Registry), f"{module_name}.{attribute} is not a textkg.registry.Registry"
+    monkeypatch.setattr(module, attribute, registry.copy())  # what this test registers stays here
+    before = getattr(module, attribute).get(taken)
+    obj = make()
+    with pytest.raises(DuplicateNameError, match="already registered"):
+        register(module, obj)
+    assert getattr(module, attribute).get(taken) is before
+    register(module, obj, replace=True)
+    assert getattr(module, attribute).get(taken) == obj
+    with pytest.raises(ConfigError, match="; choose one of: " + ", ".join(registry.names())):
+        registry.get("no-such-name")
+
+
+def test_every_module_with_a_register_function_is_in_the_meta_test():
+    """A new family (a module-level ``register_*`` function) uses the shared helper and is tested above."""
+    covered = {module for module, *_ in FAMILIES.values()}
+    found = {}
+    for path in (ROOT / "textkg").rglob("*.py"):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        names = [n.name for n in tree.body if isinstance(n, ast.FunctionDef) and n.name.startswith("register_")]
+        if names:
+            module = ".".join(path.relative_to(ROOT).with_suffix("").parts)
+            found[module] = names
+            assert "Registry(" in path.read_text(encoding="utf-8"), f"{module} registers without textkg.registry"
+    assert set(found) <= covered, {m: n for m, n in found.items() if m not in covered}
+
+
+def test_public_wrappers_keep_their_answers():
+    """The thin wrappers list what they listed before the move onto the helper."""
+    from textkg.audit.attacks import list_attacks
+    from textkg.data import list_datasets
+    from textkg.data.files import list_file_formats
+    from textkg.encoders import list_encoders, list_trainable_encoders
+    from textkg.models import list_fusions, list_interactions, list_presets
+    from textkg.privacy.accountant import registered_accountants
+    from textkg.privacy.claims import registered_claims
+
+    assert list_attacks() == ("loss", "rank", "score")
+    assert {"hpo", "hpo-small"} <= set(list_datasets()) and isinstance(list_datasets(), tuple)
+    assert {"obo", "owl", "rdf"} <= set(list_file_formats())
+    assert {"bert", "char-ngrams", "concat"} <= set(list_encoders()) and list_trainable_encoders() == [
+        "dkrl",
+        "lstm-ae",
+    ]
+    assert list_fusions() == ["gate", "structural", "text", "weighted"]
+    assert list_interactions() == ["complex", "distmult", "rotate", "transe", "transe-typed"]
+    assert list_presets()[:2] == ["transe", "transe-l2"]  # the order of docs/models.md, not sorted
+    assert registered_accountants() == ["rdp"] and registered_claims() == ["pld", "rdp"]
+
+
+def test_cli_choices_are_the_registries_names():
+    """Where the CLI lists a family's names by hand (to keep `textkg --help` free of torch), the list is
+    the registry's."""
+    from textkg.audit.attacks import list_attacks
+    from textkg.cli.main import build_parser
+    from textkg.privacy.claims import registered_claims
+
+    choices: dict[str, set] = {}
+    parsers = [build_parser()]
+    while parsers:
+        parser = parsers.pop()
+        for action in parser._actions:
+            if action.choices is not None and isinstance(action.choices, dict):
+                parsers.extend(action.choices.values())  # sub-commands
+            elif action.choices is not None:
+                for flag in action.option_strings:
+                    choices.setdefault(flag, set()).update(action.choices)
+    assert choices["--accountant"] == set(registered_claims())
+    assert choices["--attack"] == set(list_attacks())

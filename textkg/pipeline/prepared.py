@@ -1,0 +1,146 @@
+"""What a run is built from: the graph, its split, the public view under privacy, the model.
+
+:func:`prepare` loads, splits, encodes and builds the model without writing a file; the training job
+(:mod:`textkg.pipeline.job`), the post-run report (:mod:`textkg.pipeline.report`) and the runners
+beside them (predict, federated, tune) all start from its :class:`Prepared`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import torch
+
+from textkg.data import KnowledgeGraph, Split, load_dataset
+from textkg.data.graph import unique_triples
+from textkg.data.vocabulary import public_training_entities
+from textkg.devices import resolve_device
+from textkg.evaluation import FilterIndex
+from textkg.evaluation.ranking import QueryShard
+from textkg.models import KGEModel, build_model
+from textkg.training.config import RunConfig
+from textkg.training.features import AUTOENCODER_FILE, entity_texts, mmap_features, text_inputs
+from textkg.training.irreflexive import resolve_irreflexive
+from textkg.training.private_split import split_for_privacy
+from textkg.training.private_training import select_confidential
+from textkg.training.unseen_structure import apply_unseen_structure
+
+if TYPE_CHECKING:  # encoders.lstm_ae is imported only by lstm-ae runs
+    from textkg.encoders.lstm_ae import LSTMAutoencoder
+
+
+@dataclass
+class Prepared:
+    """Everything built from the config before training starts."""
+
+    kg: KnowledgeGraph
+    split: Split
+    model: KGEModel
+    filter_index: FilterIndex
+    #: ``lstm-ae`` models: the autoencoder that coded the descriptions (saved with the run).
+    autoencoder: LSTMAutoencoder | None = None
+    #: ``(N,)`` which training statements are private (``None`` in a non-private run).
+    private_mask: torch.Tensor | None = None
+    #: private transductive runs: the standard filter (every known statement, private ones
+    #: included), for ``private_metrics.json`` only; never used for selection or the release.
+    private_filter_index: FilterIndex | None = None
+    #: data-parallel runs: this process's share of every evaluation split (:mod:`textkg.distributed`)
+    query_shard: QueryShard | None = None
+
+
+def load_graph_and_split(cfg: RunConfig):
+    kwargs = {}
+    if cfg.data.inductive_dir:
+        kwargs["inductive_dir"] = cfg.data.inductive_dir
+    if cfg.data.description not in ("short", "auto") or (
+        cfg.data.description == "auto" and Path(cfg.data.dataset).is_dir()
+    ):
+        kwargs["description"] = cfg.data.description  # "auto" on a registered dataset: its one text
+    if cfg.privacy.mode != "none" and Path(cfg.data.dataset).is_dir():
+        kwargs["vocabulary"] = "texts"  # a public vocabulary, not one computed from private statements
+    kg = load_dataset(cfg.data.dataset, **kwargs)
+    split, reasons = split_for_privacy(kg, cfg)
+    if reasons:  # carried to the privacy block's not_dp_because
+        split = dataclasses.replace(split, extra={**split.extra, "not_dp_because": list(reasons)})
+    return kg, split
+
+
+def prepare(cfg: RunConfig, run_dir: Path | None = None, *, device: torch.device | None = None) -> Prepared:
+    """Load, split, encode and build the model (no files written).
+
+    ``run_dir``: an existing run (resume, prediction); an ``lstm-ae`` model
+    reuses the autoencoder saved there instead of pre-training a new one.
+    ``device``: where the frozen encoders run and the model lives (its public text
+    inputs included); ``None`` resolves ``cfg.train.device`` (:func:`textkg.devices.resolve_device`).
+    The model is built on the CPU, from the seed, and then moved, so it starts from the
+    same values on every device.
+    """
+    device = resolve_device(cfg.train.device) if device is None else device
+    torch.manual_seed(cfg.train.seed)
+    kg, split = load_graph_and_split(cfg)
+    private_mask, private_filter = None, None
+    if cfg.privacy.mode != "none":
+        split, private_mask, private_filter = public_view(kg, split, cfg)
+    saved = Path(run_dir) / AUTOENCODER_FILE if run_dir is not None else None
+    autoencoder = None
+    if saved is not None and saved.is_file():
+        from textkg.encoders.lstm_ae import load_autoencoder
+
+        autoencoder = load_autoencoder(saved)
+    features = text_inputs(cfg.model, entity_texts(kg), seed=cfg.train.seed, autoencoder=autoencoder, device=device)
+    autoencoder = features.pop("autoencoder", None)
+    model = build_model(
+        cfg.model,
+        num_entities=kg.num_entities,
+        num_relations=kg.num_relations,
+        seen_entities=split.train_entities,
+        share_text_inputs=mmap_features(),  # keep memory-mapped features mapped (TEXTKG_MMAP_FEATURES=1)
+        **features,
+    ).to(device)
+    model.set_irreflexive(
+        resolve_irreflexive(
+            getattr(cfg.model, "irreflexive", "none"),
+            list(kg.relations),
+            split.train,
+            private=cfg.privacy.mode != "none",
+        )
+    )
+    apply_unseen_structure(model, cfg.model.unseen_structure, split.train_entities)
+    filter_index = FilterIndex.from_triples(split.filter_triples, kg.num_entities, kg.num_relations)
+    if private_filter is not None:
+        private_filter = FilterIndex.from_triples(private_filter, kg.num_entities, kg.num_relations)
+    return Prepared(
+        kg=kg,
+        split=split,
+        model=model,
+        filter_index=filter_index,
+        autoencoder=autoencoder,
+        private_mask=private_mask,
+        private_filter_index=private_filter,
+    )
+
+
+def public_view(kg, split, cfg: RunConfig):
+    """What a private run may build from: ``(split, private_mask, private_filter_triples)``.
+
+    The returned split's ``train_entities`` (the structural table's rows, the
+    negative pool, ``graph.json``) is the public vocabulary
+    (:func:`textkg.data.vocabulary.public_training_entities`), and its
+    ``filter_triples`` (filtered ranking for model selection and every reported
+    metric) holds only public statements: validation, test and, in
+    ``confidential`` mode, the unrestricted training statements. In an inductive
+    split no training statement can answer a valid or test query, so the public
+    filter gives the same metrics as the standard one; in a transductive split
+    it does not, and the standard-filter metrics go to ``private_metrics.json``
+    (``private_filter_triples``, else ``None``), which is never released.
+    """
+    train = split.train
+    private_mask = select_confidential(train, kg.relations, cfg.privacy, seed=cfg.train.seed)
+    vocabulary = public_training_entities(kg, split, cfg.data.public_entities)
+    public_filter = unique_triples(torch.cat([split.valid, split.test, train[~private_mask]]))
+    private_filter = split.filter_triples if split.kind == "transductive" else None
+    split = dataclasses.replace(split, train_entities=vocabulary, filter_triples=public_filter)
+    return split, private_mask, private_filter
