@@ -2,35 +2,19 @@
 
 from __future__ import annotations
 
-import dataclasses
-from pathlib import Path
-
 import pytest
 import torch
+from tiny_trainer import tiny_trainer
 from tqdm.auto import tqdm
 
 from textkg.errors import ConfigError
-from textkg.models import get_preset
-from textkg.pipeline.job import build_trainer, prepare
 from textkg.training import checkpoint as ckpt
-from textkg.training.config import DataConfig, RunConfig, TrainConfig
-
-TINY = Path(__file__).resolve().parents[1] / "fixtures" / "tiny_blp"
-
-
-def _trainer(tmp_path, **train):
-    cfg = RunConfig(
-        data=DataConfig(dataset=str(TINY), split="transductive"),
-        model=dataclasses.replace(get_preset("transe"), dim=8),
-        train=TrainConfig(**{"epochs": 2, "batch_size": 50, "lr": 0.1, **train}),
-        model_name="transe",
-    )
-    return build_trainer(prepare(cfg), cfg, tmp_path)[0]
+from textkg.training.config import TrainConfig
 
 
 def test_average_follows_the_formula(tmp_path):
     """Oracle: the average replayed by hand from the weights after every step."""
-    trainer = _trainer(tmp_path, ema_decay=0.9, epochs=1)
+    trainer = tiny_trainer(tmp_path, ema_decay=0.9, epochs=1)
     name = "entity_embeddings.weight" if "entity_embeddings.weight" in trainer.ema else next(iter(trainer.ema))
     param = dict(trainer.model.named_parameters())[name]
     want = param.detach().clone()
@@ -53,7 +37,7 @@ def test_average_follows_the_formula(tmp_path):
 
 
 def test_validation_scores_both_and_keeps_the_better(tmp_path):
-    trainer = _trainer(tmp_path, ema_decay=0.5)
+    trainer = tiny_trainer(tmp_path, ema_decay=0.5)
     calls = []
 
     def validate(model):
@@ -73,7 +57,7 @@ def test_validation_scores_both_and_keeps_the_better(tmp_path):
 
 
 def test_raw_weights_come_back_after_validating_the_average(tmp_path):
-    trainer = _trainer(tmp_path, ema_decay=0.9, epochs=1)
+    trainer = tiny_trainer(tmp_path, ema_decay=0.9, epochs=1)
     trainer._run_epoch(tqdm(disable=True))
     before = {n: p.detach().clone() for n, p in trainer.model.named_parameters()}
     trainer._validate({})
@@ -82,18 +66,18 @@ def test_raw_weights_come_back_after_validating_the_average(tmp_path):
 
 
 def test_resume_restores_the_average(tmp_path):
-    first = _trainer(tmp_path, ema_decay=0.9)
+    first = tiny_trainer(tmp_path, ema_decay=0.9)
     first._run_epoch(tqdm(disable=True))
     first.state.epoch += 1
     first.save()
-    resumed = _trainer(tmp_path, ema_decay=0.9)
+    resumed = tiny_trainer(tmp_path, ema_decay=0.9)
     resumed.restore(ckpt.load(tmp_path / ckpt.CHECKPOINT))
     for n, t in first.ema.items():
         assert torch.equal(resumed.ema[n], t)
 
 
 def test_off_by_default(tmp_path):
-    trainer = _trainer(tmp_path)
+    trainer = tiny_trainer(tmp_path)
     assert trainer.ema is None
     state = trainer.fit(progress=False)
     assert "valid_mrr_ema" not in state.history[-1]

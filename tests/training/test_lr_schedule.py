@@ -2,31 +2,15 @@
 
 from __future__ import annotations
 
-import dataclasses
 import math
-from pathlib import Path
 
 import pytest
 import torch
+from tiny_trainer import tiny_trainer
 from tqdm.auto import tqdm
 
 from textkg.errors import ConfigError
-from textkg.models import get_preset
-from textkg.pipeline.job import build_trainer, prepare
-from textkg.training.config import DataConfig, RunConfig, TrainConfig
-
-TINY = Path(__file__).resolve().parents[1] / "fixtures" / "tiny_blp"
-
-
-def _trainer(tmp_path, **train):
-    cfg = RunConfig(
-        data=DataConfig(dataset=str(TINY), split="transductive"),
-        model=dataclasses.replace(get_preset("transe"), dim=8),
-        train=TrainConfig(**{"epochs": 2, "batch_size": 50, "lr": 0.1, **train}),
-        model_name="transe",
-    )
-    prep = prepare(cfg)
-    return build_trainer(prep, cfg, tmp_path)[0]
+from textkg.training.config import TrainConfig
 
 
 def _record_lrs(trainer):
@@ -42,7 +26,7 @@ def _record_lrs(trainer):
 
 
 def test_cosine_rates_follow_the_formula(tmp_path):
-    trainer = _trainer(tmp_path, lr_schedule="cosine")
+    trainer = tiny_trainer(tmp_path, lr_schedule="cosine")
     seen = _record_lrs(trainer)
     trainer.fit(progress=False)
     total = 2 * trainer.plan.public_steps
@@ -53,7 +37,7 @@ def test_cosine_rates_follow_the_formula(tmp_path):
 
 
 def test_constant_is_the_default_and_leaves_the_rate(tmp_path):
-    trainer = _trainer(tmp_path)
+    trainer = tiny_trainer(tmp_path)
     seen = _record_lrs(trainer)
     trainer.fit(progress=False)
     assert set(seen) == {0.1}
@@ -61,11 +45,11 @@ def test_constant_is_the_default_and_leaves_the_rate(tmp_path):
 
 def test_resume_continues_the_schedule(tmp_path):
     (tmp_path / "a").mkdir()
-    first = _trainer(tmp_path / "a", lr_schedule="cosine", epochs=2)
+    first = tiny_trainer(tmp_path / "a", lr_schedule="cosine", epochs=2)
     first._run_epoch(tqdm(disable=True))  # epoch 1 of 2, then "crash" after its checkpoint
     first.state.epoch += 1
     first.save()
-    resumed = _trainer(tmp_path / "a", lr_schedule="cosine", epochs=2)
+    resumed = tiny_trainer(tmp_path / "a", lr_schedule="cosine", epochs=2)
     resumed.restore(torch.load(tmp_path / "a" / "checkpoint.pt", weights_only=False))
     seen = _record_lrs(resumed)
     resumed.fit(progress=False)
