@@ -149,6 +149,8 @@ def train_quick(args) -> Path:
     if args.max_minutes:
         settings["max_minutes"] = args.max_minutes
     data = DataConfig(dataset=args.data, split="inductive", inductive_dir=args.inductive_dir)
+    if args.description:
+        data = dataclasses.replace(data, description=args.description)
     cfg = RunConfig(data=data, model=model, train=TrainConfig(**settings), model_name=args.model)
     out = Path(args.run_dir)
     out.mkdir(parents=True, exist_ok=False)
@@ -174,6 +176,8 @@ def train(args) -> Path:
         argv += ["--max-minutes", str(args.max_minutes)]
     if args.inductive_dir:
         argv += ["--inductive-dir", args.inductive_dir]
+    if args.description:
+        argv += ["--description", args.description]
     if textkg(argv) != 0:
         raise SystemExit("training failed")
     return out
@@ -187,6 +191,7 @@ def main(argv: list[str] | None = None) -> dict:
     p.add_argument("--data", help="train a run on this dataset (a name or a BLP directory) first")
     p.add_argument("--run-dir", help="where --data's run is written")
     p.add_argument("--inductive-dir", help="--data's inductive split folder (e.g. ind_rebuilt_seed0)")
+    p.add_argument("--description", help="--data's description file: short, long or first-sentence (BLP directories)")
     p.add_argument("--model", default="fused-transe")
     p.add_argument("--epochs", type=int, default=5)
     p.add_argument("--dim", type=int)
