@@ -161,8 +161,21 @@ class Predictor:
             top_k += len(links)  # room for the known links, dropped below
         weight = self.vote_weight if vote else 0.0
         spread_weight = self.spread_weight if vote else 0.0
-        if weight or spread_weight:
+        link_weight = self.link_vote_weight if (vote and links is not None and len(links)) else 0.0
+        if link_weight:
+            from textkg.pipeline.report import link_vote_of
+
+            link_vote, _ = link_vote_of(self.prepared)
+            if link_vote is None:  # nothing public to vote from (the run chose no vote then either)
+                link_weight = 0.0
+            else:
+                assert links is not None
+                rows = torch.cat([torch.zeros(len(links), 1, dtype=torch.long), links], dim=1)
+                _, voter_ids, voter_weights = link_vote.voters(rows)
+        if weight or spread_weight or link_weight:
             from textkg.evaluation.neighbour_vote import standardise
+
+        if weight or spread_weight:
             from textkg.pipeline.report import neighbour_vote_of
 
             if self._vote is None:
@@ -184,8 +197,10 @@ class Predictor:
                             return interaction.score_tails(new, r_vec, part)
                         return interaction.score_heads(r_vec, new, part)
 
-                    if weight or spread_weight:  # standardised model scores + the neighbours' vote and spread
+                    if weight or spread_weight or link_weight:  # standardised model scores + the votes
                         row = standardise(score(0, len(ents))).cpu()
+                        if link_weight:  # training entities that share the known links vote
+                            row = row + link_weight * link_vote.votes(voter_ids, voter_weights, torch.tensor([r]), d)
                         if weight:
                             row = row + weight * neighbours.votes_for_new(features, torch.tensor([r]), d)
                         if spread_weight:
@@ -206,7 +221,7 @@ class Predictor:
         preds.sort(key=lambda p: -p["score"])
         if links is not None:
             preds = self._drop_known(preds, links, top_k - len(links))
-        scoring = (
+        scoring: dict[str, object] = (
             {
                 "method": "model + neighbour vote: standardised model score + weight x the vote of the "
                 f"{neighbours.k} training entities with the nearest descriptions + spread_weight x that vote "
@@ -218,6 +233,12 @@ class Predictor:
             else {"method": "model", "neighbour_vote_weight": 0.0, "spread_weight": 0.0}
         )
         if links_report is not None:
+            links_report["link_vote_weight"] = link_weight
+            if link_weight:
+                scoring["method"] = str(scoring["method"]) + (
+                    f" + link_vote_weight x the vote of the {link_vote.k} training entities whose links are "
+                    "most like the known links"
+                )
             scoring["known_links"] = links_report
         return {"entity": {"name": name, "description": description}, "scoring": scoring, "predictions": preds}
 
@@ -238,6 +259,15 @@ class Predictor:
             "reading": "the description's vector moved by the known links as the run chose on validation "
             "(none: not at all; mix:c / fold-in:c, docs/k_shot.md)",
         }
+
+    @property
+    def link_vote_weight(self) -> float:
+        """The link-vote weight the run chose on validation (``metrics.json`` →
+        ``test.k_shot_selection.link_vote.weight``; 0: none, or a run from before the vote)."""
+        path = self.run_dir / "metrics.json"
+        test = (json.loads(path.read_text()).get("test") or {}) if path.is_file() else {}
+        value = ((test.get("k_shot_selection") or {}).get("link_vote") or {}).get("weight")
+        return float(value) if isinstance(value, (int, float)) and value > 0 else 0.0
 
     @property
     def known_links_method(self):

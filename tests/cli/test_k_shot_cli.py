@@ -102,3 +102,32 @@ def test_evaluate_k_shot_on_a_transductive_run_exits_2(tmp_path, capsys):
     capsys.readouterr()
     assert main(["evaluate", str(out), "--k-shot", "0,1", "--device", "cpu"]) == 2
     assert "inductive" in capsys.readouterr().err
+
+
+def test_inductive_run_reports_the_link_vote_choice(ind_run):
+    selection = json.loads((ind_run / "metrics.json").read_text())["test"]["k_shot_selection"]
+    vote = selection["link_vote"]
+    assert vote["weight"] in {float(w) for w in vote["valid_mrr"]} and vote["statements_read"] > 0
+
+
+def test_predict_with_known_links_adds_the_link_vote_the_run_chose(ind_run, monkeypatch):
+    """With a large chosen weight, the top answer is what the training entities sharing the known
+    link do (the vote's oracle), and without known links the vote is not used."""
+    from textkg.pipeline.report import link_vote_of
+    from textkg.predict import Predictor
+
+    predictor = Predictor(ind_run, device="cpu")
+    monkeypatch.setattr(Predictor, "link_vote_weight", 1e6)
+    r, o = predictor.kg.relations.index("/r/likes"), predictor.kg.entities.index("/e/33")
+    link_vote, _ = link_vote_of(predictor.prepared)
+    _, ids, weights = link_vote.voters(torch.tensor([[0, r, o, 0]]))
+    out = predictor.predict(
+        description="a new person", relation="/r/likes", direction="tail", known_links=torch.tensor([[r, o, 0]])
+    )
+    assert out["scoring"]["known_links"]["link_vote_weight"] == 1e6 and "link_vote_weight" in out["scoring"]["method"]
+    votes = link_vote.votes(ids, weights, torch.tensor([r]), "tail")[0]
+    votes[o] = -1.0  # the known link is not proposed again
+    assert float(votes.max()) > 0  # the fixture has training entities that like /e/33 and others
+    assert out["predictions"][0]["entity"] == predictor.kg.entities[int(votes.argmax())]
+    plain = predictor.predict(description="a new person", relation="/r/likes", direction="tail")
+    assert plain["scoring"]["method"] == "model" or "link" not in plain["scoring"]["method"]

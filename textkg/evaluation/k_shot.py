@@ -31,6 +31,8 @@ import torch
 from textkg.data.known_links import NEW_IS_HEAD, NEW_IS_TAIL
 from textkg.errors import ConfigError
 from textkg.evaluation.filtering import FilterIndex
+from textkg.evaluation.link_vote import DEFAULT_LINK_VOTE_WEIGHTS, LinkVote, LinkVoteScorer, rank_link_vote
+from textkg.evaluation.neighbour_vote import choose_weight
 from textkg.evaluation.ranking import compute_ranks
 from textkg.models.known_links import NO_LINKS, PRIOR_WEIGHTS, LinkMethod, with_known_links_many
 
@@ -194,8 +196,19 @@ def choose(valid_mrr: dict[str, float]) -> str:
     return next(k for k, v in valid_mrr.items() if v == best)
 
 
-def k_shot_block(draw: KShotDraw, ranks: dict[str, torch.Tensor], chosen: str, *, seed: int) -> dict:
-    """One ``test.k_shot[k]`` entry: the chosen method, and the baselines on the same queries."""
+def k_shot_block(
+    draw: KShotDraw, ranks: dict[str, torch.Tensor], chosen: str, *, seed: int, vote: dict | None = None
+) -> dict:
+    """One ``test.k_shot[k]`` entry: the chosen method, and the baselines on the same queries.
+
+    ``vote``: ``{"final", "without_link_vote", "link_vote_only"}`` ranks when the link vote was chosen
+    (:mod:`textkg.evaluation.link_vote`): the entry is then the chosen method plus the vote, and the
+    two parts are baselines."""
+    if vote is not None:
+        block = k_shot_block(draw, {**ranks, "final": vote["final"]}, "final", seed=seed)
+        block["baselines"]["without_link_vote"] = summarise(vote["without_link_vote"])
+        block["baselines"]["link_vote_only"] = summarise(vote["link_vote_only"])
+        return block
     return {
         **summarise(ranks[chosen]),
         "num_queries": draw.num_queries,
@@ -225,6 +238,9 @@ def evaluate_k_shot(
     batch_size: int = 256,
     exclude_query: bool = False,
     temperature: float = 1.0,
+    link_vote: LinkVote | None = None,
+    link_vote_weights: Sequence[float] = DEFAULT_LINK_VOTE_WEIGHTS,
+    link_vote_skipped: str | None = None,
 ) -> dict:
     """``{"k_shot": {"0": {...}, "1": {...}, ...}, "k_shot_selection": {...}}`` for ``metrics.json``.
 
@@ -232,6 +248,12 @@ def evaluate_k_shot(
     (mean MRR over the ``ks`` above 0, the same protocol and seed); the test statements are then
     ranked once per ``k`` for the chosen one and the two baselines (``no_links``, ``eravg_no_text``).
     ``temperature``: fold-in's softmax temperature (the run's ``train.temperature``).
+
+    ``link_vote``: the training entities sharing a new entity's known links vote for their answers
+    (:mod:`textkg.evaluation.link_vote`); its weight is chosen on ``valid`` after the method (from
+    ``link_vote_weights``, mean MRR over ``k >= 1``; 0, the chosen method alone, wins a tie), and a
+    test entry at ``k >= 1`` is then the method plus the vote, with both parts as baselines
+    (``without_link_vote``, ``link_vote_only``). ``link_vote_skipped`` says why there is none.
     """
     methods = list(candidate_methods(temperature=temperature) if methods is None else methods)
     model.eval()
@@ -261,13 +283,58 @@ def evaluate_k_shot(
             by_method[key].append(float(valid_ranks.double().reciprocal().mean()))
     valid_mrr = {key: sum(v) / len(v) for key, v in by_method.items() if v}
     chosen = choose(valid_mrr) if valid_mrr else NO_LINKS.key
+    chosen_method = LinkMethod.from_key(chosen, temperature=temperature)
+
+    def vote_ranks(draw: KShotDraw, candidates: torch.Tensor, weights: Sequence[float]) -> dict[str, torch.Tensor]:
+        assert link_vote is not None
+        base = with_known_links_many(model, draw.links, [chosen_method], seed=seed, matrix=matrix)[chosen]
+        return rank_link_vote(
+            LinkVoteScorer(base, link_vote, draw.links, 0.0),
+            draw.queries,
+            draw.head,
+            draw.tail,
+            filter_index=filter_index,
+            candidates=candidates,
+            weights=weights,
+            batch_size=batch_size,
+            exclude_query=exclude_query,
+        )
+
+    vote_weight, vote_valid = 0.0, {}
+    if link_vote is not None:
+        by_weight: dict[float, list[float]] = {float(w): [] for w in link_vote_weights}
+        for k in (k for k in ks if k > 0):
+            draw = draw_k_shot(valid, seen, k, num_entities=num_entities, seed=seed)
+            if not draw.num_queries:
+                continue
+            ranked = vote_ranks(draw, valid_candidates, list(by_weight))
+            for w in by_weight:
+                by_weight[w].append(float(ranked[f"{w:g}"].double().reciprocal().mean()))
+        vote_valid = {w: sum(v) / len(v) for w, v in by_weight.items() if v}
+        vote_weight = choose_weight(vote_valid) if vote_valid else 0.0
     blocks = {}
     for k in ks:
         draw = draw_k_shot(test, seen, k, num_entities=num_entities, seed=seed)
-        test_ranks = ranks_of(
-            draw, [NO_LINKS, ERAVG, LinkMethod.from_key(chosen, temperature=temperature)], test_candidates
-        )
-        blocks[str(k)] = k_shot_block(draw, test_ranks, chosen, seed=seed)
+        test_ranks = ranks_of(draw, [NO_LINKS, ERAVG, chosen_method], test_candidates)
+        vote = None
+        if vote_weight and k and draw.num_queries:
+            ranked = vote_ranks(draw, test_candidates, [0.0, vote_weight])
+            vote = {
+                "final": ranked[f"{vote_weight:g}"],
+                "without_link_vote": ranked["0"],
+                "link_vote_only": ranked["vote_only"],
+            }
+        blocks[str(k)] = k_shot_block(draw, test_ranks, chosen, seed=seed, vote=vote)
+    if link_vote is None:
+        vote_report: dict = {"weight": 0.0, "skipped": link_vote_skipped or "not asked"}
+    else:
+        vote_report = {
+            "weight": vote_weight,
+            "voters": link_vote.k,
+            "statements_read": link_vote.num_statements,
+            "valid_mrr": {f"{w:g}": m for w, m in vote_valid.items()},
+            "chosen_on": "validation MRR averaged over k >= 1, after the method (0: the method alone)",
+        }
     return {
         "k_shot": blocks,
         "k_shot_selection": {
@@ -280,5 +347,6 @@ def evaluate_k_shot(
             "fold_in_temperature": temperature,
             "chosen_on": "validation MRR averaged over k >= 1 (same protocol and seed)",
             "valid_mrr": valid_mrr,
+            "link_vote": vote_report,
         },
     }

@@ -286,6 +286,7 @@ def k_shot_report(prep: Prepared, cfg: RunConfig, ks: tuple[int, ...] | None = N
     except NotImplementedError as exc:
         return {"k_shot_skipped": str(exc)}
     prep.model.eval()
+    link_vote, skipped = link_vote_of(prep)
     with torch.no_grad():
         return evaluate_k_shot(
             prep.model,
@@ -301,7 +302,23 @@ def k_shot_report(prep: Prepared, cfg: RunConfig, ks: tuple[int, ...] | None = N
             batch_size=max(1, min(cfg.train.eval_batch_size, 256)),
             exclude_query=cfg.train.exclude_query,
             temperature=cfg.train.temperature,  # fold-in's softmax at the scale the scores were trained at
+            link_vote=link_vote,
+            link_vote_skipped=skipped,
         )
+
+
+def link_vote_of(prep: Prepared):
+    """``(LinkVote or None, why not)``: the link-profile vote over the training statements the run
+    may read in what it releases (the public ones under privacy; none under ``--privacy full``)."""
+    from textkg.evaluation.link_vote import LinkVote
+
+    statements = prep.split.train if prep.private_mask is None else prep.split.train[~prep.private_mask]
+    if not len(statements):
+        return None, "no public training statement to vote from (every training statement is private)"
+    vote = LinkVote(
+        statements, prep.split.train_entities, num_entities=prep.kg.num_entities, num_relations=prep.kg.num_relations
+    )
+    return vote, None
 
 
 def _placement_known_links(prep: Prepared, cfg: RunConfig) -> dict | None:
