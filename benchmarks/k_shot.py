@@ -47,8 +47,12 @@ def machine_info() -> dict:
     }
 
 
-def inference_seconds(model, seen: torch.Tensor, method, *, entities: int, links: int, seed: int = 0) -> dict:
-    """Seconds to move ``entities`` new vectors by ``links`` random known links each (seen other entities)."""
+def inference_seconds(
+    model, seen: torch.Tensor, method, *, entities: int, links: int, seed: int = 0, link_vote=None
+) -> dict:
+    """Seconds to move ``entities`` new vectors by ``links`` random known links each (seen other entities),
+    and with ``link_vote`` (:class:`textkg.evaluation.link_vote.LinkVote`) the seconds of its voters and
+    of one relation's vote per entity (``link_vote_seconds``)."""
     from textkg.models.known_links import move_by_links
 
     g = torch.Generator().manual_seed(seed)
@@ -68,12 +72,20 @@ def inference_seconds(model, seen: torch.Tensor, method, *, entities: int, links
     )
     start = time.perf_counter()
     move_by_links(model, base, table, matrix, method=method)
-    return {
+    out = {
         "entities": entities,
         "links_per_entity": links,
         "method": method.key,
         "seconds": time.perf_counter() - start,
     }
+    if link_vote is not None:  # the voters of every new entity, then one relation's vote (tails) for each
+        start = time.perf_counter()
+        _, ids, weights = link_vote.voters(table)
+        for lo in range(0, entities, 256):
+            hi = min(lo + 256, entities)
+            link_vote.votes(ids[lo:hi], weights[lo:hi], table[lo * links : hi * links : links, 1], "tail")
+        out["link_vote_seconds"] = time.perf_counter() - start
+    return out
 
 
 def sample_entities(triples: torch.Tensor, seen: torch.Tensor, n: int, seed: int) -> torch.Tensor:
@@ -122,7 +134,12 @@ def measure(run_dir: Path, *, ks: tuple[int, ...], timing_entities: int, max_ent
         row["placement_known_links"] = placed
     chosen = LinkMethod.from_key(report["k_shot_selection"]["chosen"], temperature=cfg.train.temperature)
     timed = chosen if chosen.key != "none" else LinkMethod(temperature=cfg.train.temperature)
-    row["timing"] = inference_seconds(prep.model, prep.split.train_entities, timed, entities=timing_entities, links=10)
+    from textkg.pipeline.report import link_vote_of
+
+    link_vote, _ = link_vote_of(prep)
+    row["timing"] = inference_seconds(
+        prep.model, prep.split.train_entities, timed, entities=timing_entities, links=10, link_vote=link_vote
+    )
     row["machine"] = machine_info()
     return row
 

@@ -24,6 +24,7 @@ def test_the_benchmark_trains_from_a_data_path_and_reports_every_k(tmp_path):
     row = json.loads(out.read_text())["run"]
     assert rows["run"]["k_shot"] == row["k_shot"] and list(row["k_shot"]) == ["0", "1", "3", "5", "10"]
     assert row["timing"]["entities"] == 20 and row["timing"]["seconds"] >= 0
+    assert row["timing"]["link_vote_seconds"] >= 0 and row["k_shot_selection"]["link_vote"]["voters"] > 0
     metrics = json.loads((tmp_path / "run" / "metrics.json").read_text())["test"]
     assert row["k_shot_selection"]["chosen"] == metrics["k_shot_selection"]["chosen"]
     assert row["k_shot"]["1"]["mrr"] == metrics["k_shot"]["1"]["mrr"]  # what the run itself reported
