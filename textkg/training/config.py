@@ -67,7 +67,7 @@ class TrainConfig:
     Attributes:
         epochs: passes over the training triples (for DP: expected passes). Default 5:
             on 2 CPU cores ``hpo`` transductive TransE then trains in ~4 minutes
-            (docs/benchmarks.md); pass more for longer runs.
+            (docs/results/hpo.md, section 7); pass more for longer runs.
         batch_size: batch size (for DP: the *expected* Poisson batch size).
         lr: Adam learning rate.
         num_negatives: corruptions per positive, drawn uniformly and
