@@ -11,7 +11,7 @@ has them (per-direction and subset blocks dropped, ``answer_seen`` /
 ``answer_unseen`` kept), its training steps and minutes, and the command that
 made it (looked up by run directory in ``--commands``, the rows that
 ``benchmarks/reproduce_fb15k237.py`` appended). It prints the markdown table of
-docs/benchmarks.md.
+docs/results/privacy_utility.md.
 """
 
 from __future__ import annotations

@@ -52,6 +52,9 @@ from pathlib import Path
 
 import torch
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # benchmarks/: the shared harness
+import _harness
+
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
@@ -304,9 +307,7 @@ def main(argv: list[str] | None = None) -> None:
 
 def _write(path: str, record: dict) -> None:
     record["summary"] = summarise(record["rows"])
-    out = Path(path)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(record, indent=1, allow_nan=False) + "\n")
+    out = _harness.write_results(path, record)
     print(f"wrote {out}", file=sys.stderr)
 
 

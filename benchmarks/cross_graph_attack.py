@@ -16,13 +16,15 @@ the true clipped row), and guesses which entities the sender holds outside the i
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import sys
 import time
 from pathlib import Path
 
 import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # benchmarks/: the shared harness
+import _harness
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -97,9 +99,7 @@ def main(argv: list[str] | None = None) -> None:
             "auc": {name: roc_auc(*scores) for name, scores in psi.items()},
         },
     }
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(record, indent=1, allow_nan=False) + "\n")
+    out = _harness.write_results(args.out, record)
     print(f"wrote {out}", file=sys.stderr)
 
 

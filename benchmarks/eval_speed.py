@@ -33,13 +33,14 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import platform
 import sys
 import time
 from pathlib import Path
 
 import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # benchmarks/: the shared harness
+import _harness
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -211,21 +212,13 @@ def run_scorer(name: str, data: dict, args, g: torch.Generator) -> dict:
 
 
 def machine_info() -> dict:
-    return {
-        "torch": torch.__version__,
-        "torch_threads": torch.get_num_threads(),
-        "torch_interop_threads": torch.get_num_interop_threads(),
-        "cpu_count": os.cpu_count(),
-        "affinity_cpus": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None,
-        "platform": platform.platform(),
-        "processor": platform.processor() or platform.machine(),
-        "python": platform.python_version(),
-    }
+    """The shared machine record (:func:`_harness.machine`; the keys this script wrote before included)."""
+    return _harness.machine()
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "eval_speed.json")
+    _harness.add_common_flags(parser, out=ROOT / "benchmarks" / "results" / "eval_speed.json", seed=0, threads=2)
     parser.add_argument("--data", default=None, help="BLP-format directory (default: synthetic data)")
     parser.add_argument("--inductive-dir", default=None, help="inductive split directory for --data")
     parser.add_argument("--num-triples", type=int, default=FB15K237_IND["num_triples"])
@@ -234,9 +227,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--num-filter", type=int, default=FB15K237_IND["num_filter"])
     parser.add_argument("--dim", type=int, default=128)
     parser.add_argument("--batch-size", type=int, default=512)
-    parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--scorers", default=",".join(SCORERS), help=f"comma-separated, from {sorted(SCORERS)}")
-    parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--progress", action="store_true")
     args = parser.parse_args(argv)
     names = [s for s in args.scorers.split(",") if s]
@@ -260,7 +251,9 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(results[-1]), flush=True)
     summary = {
         "benchmark": "eval_speed",
+        "command": _harness.command_line(argv, "eval_speed.py"),
         "machine": machine_info(),
+        "date": _harness.utc_now(),
         "data": {
             "source": data["source"],
             "num_triples": len(data["test"]),
@@ -275,8 +268,7 @@ def main(argv: list[str] | None = None) -> int:
         "total_seconds": round(sum(r.get("seconds", 0.0) for r in results), 2),
         "results": results,
     }
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
+    _harness.write_results(args.out, summary, indent=2)
     print(f"wrote {args.out}")
     return 0
 

@@ -38,16 +38,18 @@ import tempfile
 import time
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # benchmarks/: the shared harness
+import _harness
+
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 
 def write_results(path: str, script: str, argv: list[str], settings: dict, rows: list[dict]) -> None:
     """Write a benchmark's rows with the command that made them (``benchmarks/results/*.json``)."""
-    out = Path(path)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    record = {"command": f"python benchmarks/{script} " + " ".join(argv), "settings": settings, "rows": rows}
-    out.write_text(json.dumps(record, indent=1) + "\n")
+    command = f"python benchmarks/{script} " + " ".join(argv)
+    record = _harness.result(Path(script).stem, command=command, settings=settings, rows=rows)
+    out = _harness.write_results(path, record)
     print(f"wrote {out}", file=sys.stderr)
 
 

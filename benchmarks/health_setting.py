@@ -23,27 +23,23 @@ from __future__ import annotations
 import argparse
 import datetime
 import json
-import os
-import platform
 import statistics
 import subprocess
 import sys
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # benchmarks/: the shared harness
+import _harness
 
 CONFIDENTIAL = "has_phenotype,gene_has_phenotype,gene_associated_with_disease"
 PRIVACY_KEYS = ("guarantee", "epsilon", "delta", "sample_rate", "private_size", "mode")
 
 
 def machine_info() -> dict:
-    import torch
-
-    return {
-        "torch": torch.__version__,
-        "cpu_count": os.cpu_count(),
-        "load_average_at_end": [round(x, 2) for x in os.getloadavg()],
-        "platform": platform.platform(),
-        "python": platform.python_version(),
-    }
+    """The shared machine record (:func:`_harness.machine`), with this script's older load key."""
+    record = _harness.machine()
+    record["load_average_at_end"] = record["load_average"]
+    return record
 
 
 def train(args: argparse.Namespace, out: Path, *flags: str) -> None:
@@ -146,8 +142,7 @@ def main(argv: list[str] | None = None) -> dict:
         "rows": rows,
         "summary": summary(rows),
     }
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(result, indent=1, allow_nan=False) + "\n")
+    _harness.write_results(args.out, result)
     return result
 
 

@@ -24,27 +24,21 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import platform
+import sys
 import time
 from pathlib import Path
 
 import torch
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # benchmarks/: the shared harness
+import _harness
+
 
 def machine_info() -> dict:
-    try:
-        load = [round(x, 2) for x in os.getloadavg()]
-    except OSError:  # pragma: no cover
-        load = None
-    return {
-        "torch": torch.__version__,
-        "torch_threads": torch.get_num_threads(),
-        "cpu_count": os.cpu_count(),
-        "load_average_at_end": load,
-        "platform": platform.platform(),
-        "python": platform.python_version(),
-    }
+    """The shared machine record (:func:`_harness.machine`), with this script's older load key."""
+    record = _harness.machine()
+    record["load_average_at_end"] = record["load_average"]
+    return record
 
 
 def inference_seconds(
@@ -233,8 +227,7 @@ def main(argv: list[str] | None = None) -> dict:
     for run in runs:
         row = measure(run, ks=parse_ks(args.ks), timing_entities=args.timing_entities, max_entities=args.max_entities)
         rows[row["run"]] = row
-        out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(json.dumps(rows, indent=1, allow_nan=False) + "\n")
+        _harness.write_results(out, rows)
         for k, block in row["k_shot"].items():
             base = block["baselines"]
             print(

@@ -16,10 +16,14 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 import time
 from pathlib import Path
 
 import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # benchmarks/: the shared harness
+import _harness
 
 
 def measure(run_dir: Path) -> dict:
@@ -55,7 +59,7 @@ def main() -> None:
     for run in args.runs:
         row = measure(Path(run))
         rows[row["run"]] = row
-        out.write_text(json.dumps(rows, indent=1) + "\n")
+        _harness.write_results(out, rows)
         nv = row["neighbour_vote"]
         print(
             f"{row['run']}: model {row['model']['mrr']:.4f}; vote only {nv['vote_only']['mrr']:.4f}; "

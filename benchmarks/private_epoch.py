@@ -36,7 +36,6 @@ import argparse
 import json
 import math
 import os
-import platform
 import statistics
 import subprocess
 import sys
@@ -149,24 +148,10 @@ def _run_worker(args, argv: list[str], method: str) -> dict:
 
 
 def machine() -> dict:
-    import torch
+    """The shared machine record (:func:`_harness.machine`: the CPU, date and versions this wrote before, and more)."""
+    import _harness
 
-    cpu = "unknown"
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    return {
-        "platform": platform.platform(),
-        "cpu": cpu,
-        "cpu_count": os.cpu_count(),
-        "python": platform.python_version(),
-        "torch": torch.__version__,
-        "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-    }
+    return _harness.machine()
 
 
 def summarise(runs: list[dict], steps_dp: int, steps_np: int) -> dict:
@@ -234,8 +219,9 @@ def main(argv=None) -> dict | None:
     out = Path(args.out)
     rows = json.loads(out.read_text()) if out.is_file() else []
     rows.append(result)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(rows, indent=2) + "\n")
+    import _harness
+
+    _harness.write_results(out, rows, indent=2)
     print(json.dumps(result.get("summary", runs), indent=2))
     return result
 

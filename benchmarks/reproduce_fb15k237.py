@@ -33,12 +33,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import platform
 import sys
 import tempfile
 import time
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # benchmarks/: the shared harness
+import _harness
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_OUT = ROOT / "benchmarks" / "results" / "reproduce_fb15k237.json"
@@ -201,26 +202,10 @@ def build_config(args):
 
 
 def machine_info() -> dict:
-    import torch
-
-    try:
-        affinity = len(os.sched_getaffinity(0))
-    except AttributeError:  # pragma: no cover - non-Linux
-        affinity = None
-    try:
-        load = [round(x, 2) for x in os.getloadavg()]
-    except OSError:  # pragma: no cover
-        load = None
-    return {
-        "torch": torch.__version__,
-        "torch_threads": torch.get_num_threads(),
-        "cpu_count": os.cpu_count(),
-        "affinity_cpus": affinity,
-        "load_average_at_end": load,
-        "platform": platform.platform(),
-        "processor": platform.processor(),
-        "python": platform.python_version(),
-    }
+    """The shared machine record (:func:`_harness.machine`), with this script's older load key."""
+    record = _harness.machine()
+    record["load_average_at_end"] = record["load_average"]
+    return record
 
 
 def _metrics(d: dict | None) -> dict | None:

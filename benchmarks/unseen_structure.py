@@ -18,10 +18,14 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 import time
 from pathlib import Path
 
 import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # benchmarks/: the shared harness
+import _harness
 
 GRID = [(8, 0.05), (16, 0.05), (32, 0.05), (16, 0.1)]
 
@@ -84,7 +88,7 @@ def main() -> None:
     for run in args.runs:
         row = measure(Path(run), args.test)
         rows[row["run"]] = row
-        out.write_text(json.dumps(rows, indent=1) + "\n")
+        _harness.write_results(out, rows)
         print(row["run"], "valid", {k: round(v["mrr"], 4) for k, v in row["valid"].items()})
         if "test" in row:
             print(row["run"], "test", {k: round(v["mrr"], 4) for k, v in row["test"].items()})

@@ -8,8 +8,10 @@ from pathlib import Path
 
 import pytest
 
+from textkg.data.splits import list_candidate_protocols, list_splits
 from textkg.errors import ConfigError
 from textkg.registry import DuplicateNameError, Registry
+from textkg.training.losses import list_losses
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -124,6 +126,12 @@ def _claim():
     return type("Other", (Claim,), {})
 
 
+def _loss():
+    from textkg.training.losses import LossSpec
+
+    return LossSpec(lambda scores, **kw: scores[..., 0], ("margin",))
+
+
 #: family → (module, registry attribute, a taken name, a new object, register(obj, **replace) → None)
 FAMILIES = {
     "encoder": (
@@ -182,6 +190,27 @@ FAMILIES = {
         "rdp",
         lambda: type("Other", (), {}),
         lambda m, obj, **kw: m.register_accountant("rdp", **kw)(obj),
+    ),
+    "loss": (
+        "textkg.training.losses",
+        "_REGISTRY",
+        "margin",
+        _loss,
+        lambda m, obj, **kw: m.register_loss("margin", obj.fn, options=obj.options, **kw),
+    ),
+    "split kind": (
+        "textkg.data.splits",
+        "_BUILDERS",
+        "inductive",
+        lambda: lambda kg, **kw: None,
+        lambda m, obj, **kw: m.register_split("inductive", obj, **kw),
+    ),
+    "candidate protocol": (
+        "textkg.data.splits",
+        "_CANDIDATES",
+        "blp",
+        lambda: lambda kg, split, which: None,
+        lambda m, obj, **kw: m.register_candidate_protocol("blp", obj, **kw),
     ),
     "claim (accountant)": (
         "textkg.privacy.claims",
@@ -268,3 +297,97 @@ def test_cli_choices_are_the_registries_names():
                     choices.setdefault(flag, set()).update(action.choices)
     assert choices["--accountant"] == set(registered_claims())
     assert choices["--attack"] == set(list_attacks())
+    assert choices["--loss"] == set(list_losses())
+    assert choices["--split"] == set(list_splits())
+    assert choices["--candidates"] == set(list_candidate_protocols())
+
+
+def _flag_choices(flag: str) -> list:
+    from textkg.cli.main import build_parser
+
+    parsers = [build_parser()]
+    while parsers:
+        parser = parsers.pop()
+        for action in parser._actions:
+            if action.choices is not None and isinstance(action.choices, dict):
+                parsers.extend(action.choices.values())
+            elif flag in action.option_strings:
+                return list(action.choices)
+    raise AssertionError(f"no {flag} with choices")
+
+
+# ------------------------------------------------------------------------------------------------
+# Losses, split builders and candidate protocols: registries with the names, order and errors of the
+# hand-kept tuples they replace
+
+
+def test_losses_splits_and_candidates_keep_their_names_order_and_errors():
+    from textkg.data.splits import make_split
+    from textkg.training.config import DataConfig, TrainConfig
+    from textkg.training.losses import get_loss
+
+    assert list_losses() == ("margin", "softplus", "softmax") and _flag_choices("--loss") == list(list_losses())
+    assert list_splits() == ("transductive", "inductive") and _flag_choices("--split") == list(list_splits())
+    assert list_candidate_protocols() == ("blp", "all", "split")
+    assert _flag_choices("--candidates") == list(list_candidate_protocols())
+    with pytest.raises(ConfigError, match="'hinge' is not one of margin, softplus, softmax") as info:
+        TrainConfig(loss="hinge")
+    assert info.value.field == "train.loss"
+    with pytest.raises(ConfigError, match="'semi' is not one of transductive, inductive") as info:
+        DataConfig(split="semi")
+    assert info.value.field == "data.split"
+    with pytest.raises(ConfigError, match="'every' is not one of blp, all, split"):
+        TrainConfig(candidates="every")
+    with pytest.raises(ConfigError, match="unknown loss 'hinge'; choose from margin, softmax, softplus"):
+        get_loss("hinge")
+    with pytest.raises(ConfigError, match=r"unknown split kind 'semi'; choose one of \['inductive', 'transductive'\]"):
+        make_split(None, "semi")  # type: ignore[arg-type]
+
+
+def test_make_loss_passes_each_loss_its_own_options():
+    import functools
+
+    from textkg.training.config import TrainConfig
+    from textkg.training.losses import make_loss, margin_ranking, softmax_cross_entropy, softplus_loss
+
+    margin = make_loss(TrainConfig(loss="margin", margin=2.5))
+    assert isinstance(margin, functools.partial) and margin.func is margin_ranking
+    assert margin.keywords == {"margin": 2.5}
+    softmax = make_loss(TrainConfig(loss="softmax", temperature=0.05))
+    assert softmax.func is softmax_cross_entropy and softmax.keywords == {"temperature": 0.05}
+    assert make_loss(TrainConfig(loss="softplus")) is softplus_loss
+
+
+def test_a_registered_loss_is_a_config_choice(monkeypatch):
+    """The config checks the registry itself, not a hand-kept tuple: a new loss needs no other edit."""
+    import torch
+
+    from textkg.training import losses
+    from textkg.training.config import TrainConfig
+
+    monkeypatch.setattr(losses, "_REGISTRY", losses._REGISTRY.copy())
+
+    def squared(scores, *, margin):
+        return (margin - scores[..., 0]).pow(2)
+
+    losses.register_loss("squared", squared, options=("margin",))
+    cfg = TrainConfig(loss="squared", margin=3.0)
+    assert losses.list_losses()[-1] == "squared"
+    assert losses.make_loss(cfg)(torch.tensor([[1.0, 0.0]])).item() == 4.0
+
+
+def test_a_registered_split_builder_is_a_config_choice(monkeypatch):
+    from textkg.data import splits
+    from textkg.training.config import DataConfig
+
+    monkeypatch.setattr(splits, "_BUILDERS", splits._BUILDERS.copy())
+    seen = {}
+
+    def everything_trains(kg, **kwargs):
+        seen.update(kwargs)
+        return "a split"
+
+    splits.register_split("all-train", everything_trains)
+    assert DataConfig(split="all-train").split == "all-train"
+    assert splits.make_split(None, "all-train", seed=3) == "a split"  # type: ignore[arg-type]
+    assert seen["seed"] == 3 and seen["valid_fraction"] == 0.1

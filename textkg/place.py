@@ -123,7 +123,7 @@ def _unique(terms: list[NewTerm], path: str | Path) -> list[NewTerm]:
 #: placement methods ``place`` can use, and the one it uses when the run chose none
 METHODS = ("model", "description-nn", "parent-of-nearest", "combined")
 #: the strongest method that needs no tuning on held-out terms (hpo: 0.457 to 0.538 test MRR
-#: against 0.278 to 0.359 for the model alone; docs/benchmarks.md)
+#: against 0.278 to 0.359 for the model alone; docs/results/placement.md)
 UNTUNED_METHOD = "parent-of-nearest"
 
 

@@ -4,14 +4,22 @@ Progress bars (tqdm) are for a terminal. When stderr is not one, a bar either pr
 for minutes or fills a log with carriage returns, so a run prints one timestamped line per
 stage instead (graph built, texts encoded, epoch k/K with its loss and validation MRR,
 evaluation), as PyKEEN and Lightning do. ``--no-progress`` silences both.
+
+Work deep inside a stage (encoding tens of thousands of descriptions) reports ``n/N`` lines with
+:func:`count` only inside :func:`reporting`, which a run opens around its stages: a library call
+outside a run (a test, ``predict``, a notebook cell) prints nothing.
 """
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import sys
 import time
+from collections.abc import Iterator
 
 _START = time.monotonic()
+_REPORTING: contextvars.ContextVar[bool] = contextvars.ContextVar("textkg_progress_reporting", default=False)
 
 
 def log_lines(progress: bool = True) -> bool:
@@ -27,3 +35,19 @@ def stage(message: str, *, progress: bool = True) -> None:
     if log_lines(progress):
         elapsed = int(time.monotonic() - _START)
         print(f"[textkg +{elapsed // 60:02d}:{elapsed % 60:02d}] {message}", file=sys.stderr, flush=True)
+
+
+@contextlib.contextmanager
+def reporting(progress: bool = True) -> Iterator[None]:
+    """Within the block, :func:`count` prints its ``n/N`` lines (when :func:`log_lines` says so)."""
+    token = _REPORTING.set(progress)
+    try:
+        yield
+    finally:
+        _REPORTING.reset(token)
+
+
+def count(what: str, done: int, total: int) -> None:
+    """Print ``[textkg +MM:SS] what done/total`` inside :func:`reporting` when stderr is not a terminal."""
+    if _REPORTING.get():
+        stage(f"{what} {done:,}/{total:,}")

@@ -1,7 +1,7 @@
 """The non-private training step against a straightforward reference computation.
 
 The step's fast paths (``index_select`` gathers, ``unbind`` of the head/tail rows, the L1
-norm as ``abs().sum()``, fused Adam; docs/benchmarks.md, "Throughput against PyKEEN") must
+norm as ``abs().sum()``, fused Adam; docs/results/throughput.md, "Throughput against PyKEEN") must
 not change what it computes: the loss, the gradients and the updated parameters agree with
 the textbook formulas and ``torch.optim.Adam``'s plain (unfused, single-tensor) update.
 """

@@ -140,7 +140,7 @@ def _add_federate_flags(fe) -> None:
         default="fedavg",
         choices=("fedavg", "row"),
         help="fedavg: Flower's FedAvg over whole tensors (default); row: a table row is averaged over "
-        "the holders that changed it (FKGE; measured no better on hpo-small: docs/benchmarks.md)",
+        "the holders that changed it (FKGE; measured no better on hpo-small: docs/results/federated.md)",
     )
     fe.add_argument(
         "--client-target-epsilon",

@@ -24,6 +24,7 @@ import torch
 
 from textkg.data.graph import GIVEN_INDUCTIVE_SPLITS, GIVEN_SPLITS, KnowledgeGraph, Split, unique_ids, unique_triples
 from textkg.errors import ConfigError, DataError
+from textkg.registry import Registry
 
 #: Relation-count floor used by BLP on FB15k-237; smaller graphs scale it down.
 BLP_MIN_RELATION_COUNT = 100
@@ -64,10 +65,9 @@ def make_split(
     Raises:
         ConfigError: unknown ``kind`` or impossible parameters.
     """
-    try:
-        builder = _BUILDERS[kind]
-    except KeyError:
-        raise ConfigError(f"unknown split kind {kind!r}; choose one of {sorted(_BUILDERS)}", field="split") from None
+    if kind not in _BUILDERS:
+        raise ConfigError(f"unknown split kind {kind!r}; choose one of {sorted(_BUILDERS.names())}", field="split")
+    builder = _BUILDERS.get(kind)
     for name, value in (("valid_fraction", valid_fraction), ("test_fraction", test_fraction)):
         if not 0.0 <= value < 1.0:
             raise ConfigError(f"must be in [0, 1), got {value}", field=name)
@@ -93,12 +93,11 @@ def candidate_entities(kg: KnowledgeGraph, split: Split, which: str, protocol: s
     """
     if which not in ("valid", "test"):
         raise ConfigError(f"unknown set {which!r}; choose one of ['test', 'valid']", field="which")
-    try:
-        return _CANDIDATES[protocol](kg, split, which)
-    except KeyError:
+    if protocol not in _CANDIDATES:
         raise ConfigError(
-            f"unknown candidate protocol {protocol!r}; choose one of {sorted(_CANDIDATES)}", field="candidates"
-        ) from None
+            f"unknown candidate protocol {protocol!r}; choose one of {sorted(_CANDIDATES.names())}", field="candidates"
+        )
+    return _CANDIDATES.get(protocol)(kg, split, which)
 
 
 def default_min_relation_count(num_triples: int) -> int:
@@ -336,9 +335,42 @@ def _candidates_split(kg: KnowledgeGraph, split: Split, which: str) -> torch.Ten
     return _entities_of(split.triples(which))
 
 
-_BUILDERS: dict[str, Callable[..., Split]] = {"transductive": _transductive, "inductive": _inductive}
-_CANDIDATES: dict[str, Callable[[KnowledgeGraph, Split, str], torch.Tensor]] = {
-    "all": _candidates_all,
-    "blp": _candidates_blp,
-    "split": _candidates_split,
-}
+SplitBuilder = Callable[..., Split]
+CandidateProtocol = Callable[[KnowledgeGraph, Split, str], torch.Tensor]
+
+#: split builders (``data.split``), in the order configs and the CLI list them
+_BUILDERS: Registry[SplitBuilder] = Registry("split kind", field="split", sort=False)
+#: candidate protocols (``train.candidates``), in the order configs and the CLI list them
+_CANDIDATES: Registry[CandidateProtocol] = Registry("candidate protocol", field="candidates", sort=False)
+
+
+def register_split(name: str, builder: SplitBuilder, *, replace: bool = False) -> SplitBuilder:
+    """Make ``builder`` available as ``data.split: name`` (and ``make_split(kg, name)``).
+
+    ``builder(kg, *, seed, valid_fraction, test_fraction, min_relation_count, min_neighbors,
+    holdout_types)`` returns a :class:`Split`. A taken name raises
+    (:class:`textkg.registry.DuplicateNameError`) unless ``replace=True``.
+    """
+    return _BUILDERS.register(name, builder, replace=replace)
+
+
+def register_candidate_protocol(name: str, protocol: CandidateProtocol, *, replace: bool = False) -> CandidateProtocol:
+    """Make ``protocol(kg, split, which)`` → sorted candidate ids available as ``train.candidates: name``."""
+    return _CANDIDATES.register(name, protocol, replace=replace)
+
+
+register_split("transductive", _transductive)
+register_split("inductive", _inductive)
+register_candidate_protocol("blp", _candidates_blp)
+register_candidate_protocol("all", _candidates_all)
+register_candidate_protocol("split", _candidates_split)
+
+
+def list_splits() -> tuple[str, ...]:
+    """The registered split kinds, in registration order (``transductive``, ``inductive``)."""
+    return tuple(_BUILDERS.names())
+
+
+def list_candidate_protocols() -> tuple[str, ...]:
+    """The registered candidate protocols, in registration order (``blp``, ``all``, ``split``)."""
+    return tuple(_CANDIDATES.names())

@@ -25,8 +25,11 @@ from typing import Any
 import torch
 
 from textkg.errors import DataError
+from textkg.progress import count as report_progress
 
 DEFAULT_BATCH_SIZE = 64
+#: an encode of at least this many descriptions reports ``texts encoded n/N`` in a run's log
+REPORT_MIN_TEXTS = 2048
 
 
 def default_cache_dir() -> Path:
@@ -185,14 +188,18 @@ class TextEncoder(abc.ABC):
         check_batch_size(batch_size)
         if not texts:
             return torch.zeros(0, self.dim)
+        starts = range(0, len(texts), batch_size)
+        # about ten "texts encoded n/N" lines in a run's log, for encodings long enough to need them
+        every = max(1, len(starts) // 10) if len(texts) >= REPORT_MIN_TEXTS else 0
+        parts = []
         with _eval_mode(self._modules()), torch.inference_mode():
-            # clone: a batch's rows may be a view of a much larger tensor (BERT's CLS
-            # row of the (B, L, d) hidden states) that would otherwise stay alive
-            # until the final cat (~1.8 GB for MiniLM over 36k descriptions)
-            parts = [
-                self._encode_batch(texts[i : i + batch_size]).float().cpu().clone()
-                for i in range(0, len(texts), batch_size)
-            ]
+            for k, i in enumerate(starts, 1):
+                # clone: a batch's rows may be a view of a much larger tensor (BERT's CLS
+                # row of the (B, L, d) hidden states) that would otherwise stay alive
+                # until the final cat (~1.8 GB for MiniLM over 36k descriptions)
+                parts.append(self._encode_batch(texts[i : i + batch_size]).float().cpu().clone())
+                if every and (k % every == 0 or k == len(starts)):
+                    report_progress(f"texts encoded ({self.name})", min(i + batch_size, len(texts)), len(texts))
         return torch.cat(parts)
 
     def encode_tokens(

@@ -51,7 +51,7 @@ class ModelConfig:
             structure only).
         structural_buckets: ``0`` (one structural row per seen entity) or ``K``:
             the seen entities share ``K`` hashed rows (a smaller table, each row
-            trained by more statements; measured under DP in docs/benchmarks.md).
+            trained by more statements; measured under DP in docs/results/privacy_utility.md).
         irreflexive: relations that never link an entity to itself, so that every
             score of ``(e, r, e)`` is the lowest possible (the query entity is never its
             own answer): ``"auto"`` (default) takes every relation with training

@@ -62,7 +62,7 @@ _BUILT_IN: dict[str, ModelConfig] = {
         normalize_entities=True,
     ),
     # dkrl-flair is trained with the sampled 1-vs-all softmax (PRESET_TRAIN_DEFAULTS): a step
-    # runs the CNN over 2,048 drawn candidates, not every training entity (docs/benchmarks.md)
+    # runs the CNN over 2,048 drawn candidates, not every training entity (docs/results/text_encoders.md)
     "dkrl-flair": ModelConfig(
         interaction="transe",
         interaction_kwargs={"p": 2},
@@ -75,7 +75,7 @@ _BUILT_IN: dict[str, ModelConfig] = {
     # the seed paper's model: LSTM autoencoder codes of GloVe tokens, learned global fusion weights,
     # TransE. Trained as cpu-fused (TransE L2 on normalised vectors, 1-vs-all, structural dropout
     # 0.5, so the unseen row every new entity reads is trained; PRESET_TRAIN_DEFAULTS): the seed's
-    # margin training never learned (MRR 0.013); this reaches 0.136 (docs/benchmarks.md, "seed baselines")
+    # margin training never learned (MRR 0.013); this reaches 0.136 (docs/results/text_encoders.md, "seed baselines")
     "torchcoder-aec": ModelConfig(
         interaction="transe",
         interaction_kwargs={"p": 2},
@@ -89,7 +89,7 @@ _BUILT_IN: dict[str, ModelConfig] = {
     # BLP-TransE for 2 CPU cores: frozen features (MiniLM mean and [CLS] pooling, GloVe
     # bag of words, each L2-normalised, side by side), TransE L2 on normalised vectors; only
     # the projection and relations are trained, with the 1-vs-all softmax loss
-    # (PRESET_TRAIN_DEFAULTS; docs/benchmarks.md section 8).
+    # (PRESET_TRAIN_DEFAULTS; docs/results/fb15k237.md, section 8).
     "cpu-best": ModelConfig(
         interaction="transe",
         interaction_kwargs={"p": 2},
@@ -103,7 +103,7 @@ _BUILT_IN: dict[str, ModelConfig] = {
     # the private recipe (docs/privacy.md, "The private recipe"): cpu-best's model, trained under
     # --privacy with the exact per-example 1-vs-all clipping, few large Poisson batches
     # (PRESET_TRAIN_DEFAULTS). Text only: under DP a structural table's rows drown in noise
-    # (docs/benchmarks.md, private FB15k-237 section).
+    # (docs/results/privacy_utility.md, private FB15k-237 sections).
     "cpu-private": ModelConfig(
         interaction="transe",
         interaction_kwargs={"p": 2},
@@ -116,7 +116,7 @@ _BUILT_IN: dict[str, ModelConfig] = {
     ),
     # cpu-best plus a structural table for training entities (learned global weights), trained
     # with 1-vs-all and structural dropout on the pool: new entities are ranked from text and
-    # the unseen row, seen candidates from text + structure (docs/benchmarks.md section 8)
+    # the unseen row, seen candidates from text + structure (docs/results/fb15k237.md, section 8)
     "cpu-fused": ModelConfig(
         interaction="transe",
         interaction_kwargs={"p": 2},
@@ -160,11 +160,11 @@ PRESET_TRAIN_DEFAULTS: dict[str, dict] = {
     "cpu-best": {"loss": "softmax", "negatives": "all", "temperature": 0.05, "lr": 5e-3},
     # BLP (Daza et al. 2021): margin 1, Adam lr 2e-5 for the transformer and the rest alike, batch 64
     "blp-transe-finetune": {"loss": "margin", "margin": 1.0, "lr": 2e-5, "batch_size": 64},
-    # cosine decay over the planned epochs: +0.009 test MRR on FB15k-237 (docs/benchmarks.md section 8)
+    # cosine decay over the planned epochs: +0.009 test MRR on FB15k-237 (docs/results/fb15k237.md, section 8)
     "cpu-fused": {"loss": "softmax", "negatives": "all", "temperature": 0.05, "lr": 5e-3, "lr_schedule": "cosine"},
     # expected batch 4,096 over five planned epochs with a cosine rate: sigma is calibrated to
     # --target-epsilon for those steps. On inductive FB15k-237 at eps = 1: test MRR 0.127 against
-    # 0.111 for one epoch (docs/benchmarks.md, "More steps")
+    # 0.111 for one epoch (docs/results/privacy_utility.md, "More steps")
     "cpu-private": {
         "loss": "softmax",
         "negatives": "all",

@@ -38,7 +38,7 @@ from textkg.pipeline.report import (
     evaluate_split,
     extra_test_blocks,
 )
-from textkg.progress import stage
+from textkg.progress import reporting, stage
 from textkg.training import checkpoint as ckpt
 from textkg.training.audit_split import draw_audit_split
 from textkg.training.config import PRIVATE_STEP_MODES, RunConfig
@@ -167,7 +167,8 @@ def run(
             field="train.device",
         )
     stage(f"reading {cfg.data.dataset} and encoding its texts ({cfg.model_name})", progress=progress)
-    prep = prepare(cfg, out_dir if resume else None, device=device)  # validates every input before anything is written
+    with reporting(progress):  # the encoder's "texts encoded n/N" lines
+        prep = prepare(cfg, out_dir if resume else None, device=device)  # validates every input before writing
     prep.query_shard = query_shard
     stage(
         f"graph ready: {prep.kg.num_entities:,} entities, {prep.kg.num_relations} relations, "

@@ -11,9 +11,11 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
+from textkg.data.splits import list_candidate_protocols, list_splits
 from textkg.devices import check_device_name
 from textkg.errors import ConfigError
 from textkg.privacy.claims import registered_claims
+from textkg.training.losses import list_losses
 
 PRIVACY_MODES = ("none", "full", "confidential", "public-only")
 #: modes that run a private (DP-SGD or simulation) step
@@ -21,12 +23,9 @@ PRIVATE_STEP_MODES = ("full", "confidential")
 PRIVACY_MECHANISMS = ("dp-sgd", "simulation")
 #: the registered accountants that claim ε (textkg.privacy.claims), listed from the registry itself
 PRIVACY_ACCOUNTANTS = tuple(registered_claims())
-LOSSES = ("margin", "softplus", "softmax")
 NEGATIVES = ("sampled", "all")
 LR_SCHEDULES = ("constant", "cosine")
 OPTIMIZERS = ("adam", "lazy-adam")  # textkg.training.optim
-CANDIDATE_PROTOCOLS = ("blp", "all", "split")
-SPLITS = ("transductive", "inductive")
 
 
 @dataclass(frozen=True)
@@ -57,7 +56,7 @@ class DataConfig:
     public_entities: str | None = None
 
     def __post_init__(self) -> None:
-        _check_choice("split", self.split, SPLITS, prefix="data")
+        _check_choice("split", self.split, list_splits(), prefix="data")
 
 
 @dataclass(frozen=True)
@@ -67,7 +66,7 @@ class TrainConfig:
     Attributes:
         epochs: passes over the training triples (for DP: expected passes). Default 5:
             on 2 CPU cores ``hpo`` transductive TransE then trains in ~4 minutes
-            (docs/benchmarks.md); pass more for longer runs.
+            (docs/results/hpo.md, section 7); pass more for longer runs.
         batch_size: batch size (for DP: the *expected* Poisson batch size).
         lr: Adam learning rate.
         num_negatives: corruptions per positive, drawn uniformly and
@@ -173,7 +172,7 @@ class TrainConfig:
 
     def __post_init__(self) -> None:
         check_device_name(self.device, field="train.device")
-        _check_choice("loss", self.loss, LOSSES, prefix="train")
+        _check_choice("loss", self.loss, list_losses(), prefix="train")
         _check_choice("neighbour_vote", self.neighbour_vote, ("auto", "on", "off"), prefix="train")
         _check_choice("negatives", self.negatives, NEGATIVES, prefix="train")
         _check_choice("lr_schedule", self.lr_schedule, LR_SCHEDULES, prefix="train")
@@ -195,7 +194,7 @@ class TrainConfig:
             raise ConfigError(
                 "pool_size samples the 1-vs-all candidates: it needs negatives 'all'", field="train.pool_size"
             )
-        _check_choice("candidates", self.candidates, CANDIDATE_PROTOCOLS, prefix="train")
+        _check_choice("candidates", self.candidates, list_candidate_protocols(), prefix="train")
         if not isinstance(self.exclude_query, bool):
             raise ConfigError(f"must be true or false, got {self.exclude_query!r}", field="train.exclude_query")
         for name in ("epochs", "batch_size", "num_negatives", "eval_every"):

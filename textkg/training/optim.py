@@ -100,7 +100,7 @@ def adam(
     The fused step is Adam's update in another floating-point order (parameters agree with
     the unfused step to ~1e-8 after 30 FB15k-237 steps, ``tests/training/test_training_step_oracle.py``)
     and 2.5x faster on CPU: for a dense ``(14.5k, 128)`` entity table it was 4 of the 28 ms
-    of a step (docs/benchmarks.md, "Throughput against PyKEEN").
+    of a step (docs/results/throughput.md, "Throughput against PyKEEN").
 
     ``scales``: ``{id(parameter): factor}``; those parameters form groups of their own at ``lr x factor``
     (the learning-rate schedule scales every group's own rate).

@@ -23,7 +23,7 @@ import torch
 
 #: Neighbours per new entity and the softmax temperature over their cosines (as the neighbour vote's
 #: spread, :mod:`textkg.evaluation.neighbour_vote`; k = 8, 16, 32 and τ = 0.05, 0.1 were within
-#: 0.001 valid MRR on FB15k-237, docs/benchmarks.md).
+#: 0.001 valid MRR on FB15k-237, docs/results/new_entities.md).
 K, TEMPERATURE = 16, 0.05
 
 

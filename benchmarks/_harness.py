@@ -1,0 +1,219 @@
+"""What every benchmark shares: the machine record, the results file, the common flags.
+
+A benchmark script imports it after putting its own folder on ``sys.path`` (the folder is not a
+package; a script runs as ``python benchmarks/NAME.py``)::
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    import _harness
+
+    parser = argparse.ArgumentParser()
+    _harness.add_common_flags(parser, out="benchmarks/results/NAME.json", seed=0, threads=1)
+    args = parser.parse_args()
+    _harness.set_threads(args.threads)
+    ...
+    _harness.write_results(args.out, _harness.result("NAME", rows=rows))
+
+The results schema: one JSON object with ``benchmark`` (the script's name), ``command`` (the
+command line that made it, repo-relative), ``machine`` (:func:`machine`), ``date`` (UTC, ISO
+8601) and the payload (``rows`` for most scripts; a script keeps the keys it had before the
+harness, so the files already in ``benchmarks/results/`` stay readable). The file is strict
+JSON (no NaN or infinity: ``allow_nan=False``) and written atomically (a temporary file in the
+same folder, then :func:`os.replace`), so a run killed mid-write leaves the previous file whole.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shlex
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+SCHEMA_KEYS = ("benchmark", "command", "machine", "date")
+
+
+def utc_now() -> str:
+    """The current time, UTC, ISO 8601 to the second (``2026-11-26T15:04:05Z``)."""
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+
+
+def cpu_model() -> str | None:
+    """The CPU's model name (``/proc/cpuinfo`` on Linux, :func:`platform.processor` elsewhere)."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text(encoding="utf-8", errors="replace").splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine() or None
+
+
+def load_average() -> list[float] | None:
+    """The 1, 5 and 15 minute load averages (None where the platform has none)."""
+    try:
+        return [round(x, 2) for x in os.getloadavg()]
+    except (AttributeError, OSError):
+        return None
+
+
+def git_commit(root: Path = ROOT) -> str | None:
+    """The commit of the checkout the benchmark ran from, ``+dirty`` when it had changes; None outside git."""
+    try:
+        commit = subprocess.run(
+            ["git", "rev-parse", "HEAD"], cwd=root, check=True, capture_output=True, text=True, timeout=10
+        ).stdout.strip()
+        status = subprocess.run(
+            ["git", "status", "--porcelain", "--untracked-files=no"],
+            cwd=root,
+            check=True,
+            capture_output=True,
+            text=True,
+            timeout=10,
+        ).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return f"{commit}+dirty" if status else commit
+
+
+def machine() -> dict[str, Any]:
+    """Where and when a benchmark ran: CPU, cores, load, Python, torch and its threads, commit, date.
+
+    The load average is read when this is called: call it when the measurement ends, so that the
+    record says how busy the machine was while it ran.
+    """
+    try:
+        affinity: int | None = len(os.sched_getaffinity(0))
+    except AttributeError:  # pragma: no cover - not Linux
+        affinity = None
+    record: dict[str, Any] = {
+        "cpu": cpu_model(),
+        "cpu_count": os.cpu_count(),
+        "affinity_cpus": affinity,
+        "load_average": load_average(),
+        "platform": platform.platform(),
+        "processor": platform.processor() or platform.machine(),
+        "python": platform.python_version(),
+    }
+    try:
+        import torch
+    except ImportError:  # pragma: no cover - every textkg install has torch
+        record.update(torch=None, torch_threads=None, torch_interop_threads=None)
+    else:
+        record.update(
+            torch=torch.__version__,
+            torch_threads=torch.get_num_threads(),
+            torch_interop_threads=torch.get_num_interop_threads(),
+        )
+    record.update(git_commit=git_commit(), date=utc_now())
+    return record
+
+
+def command_line(argv: Sequence[str] | None = None, script: str | None = None) -> str:
+    """``python benchmarks/NAME.py ARGS`` as the user typed it (``argv`` default: ``sys.argv[1:]``)."""
+    if script is None:
+        script = Path(sys.argv[0]).name
+    args = sys.argv[1:] if argv is None else list(argv)
+    return shlex.join(["python", f"benchmarks/{Path(script).name}", *args])
+
+
+def result(benchmark: str, *, command: str | None = None, **payload: Any) -> dict[str, Any]:
+    """A results record: ``benchmark``, ``command``, ``machine``, ``date``, then ``payload``'s keys.
+
+    Args:
+        benchmark: The script's name without ``.py`` (``"eval_speed"``).
+        command: The command line (default: :func:`command_line` of this process).
+        payload: The measurements, usually ``rows=[...]``; a key of the schema is refused.
+
+    Raises:
+        ValueError: ``payload`` names one of the schema's keys.
+    """
+    clash = sorted(set(payload) & set(SCHEMA_KEYS))
+    if clash:
+        raise ValueError(f"payload keys {clash} are the schema's own")
+    return {
+        "benchmark": benchmark,
+        "command": command_line(script=f"{benchmark}.py") if command is None else command,
+        "machine": machine(),
+        "date": utc_now(),
+        **payload,
+    }
+
+
+def dumps(obj: Any, *, indent: int = 1) -> str:
+    """Strict JSON text with a final newline.
+
+    Raises:
+        ValueError: ``obj`` holds a NaN or an infinity (strict JSON has neither).
+    """
+    return json.dumps(obj, indent=indent, allow_nan=False) + "\n"
+
+
+def write_results(path: str | os.PathLike[str], obj: Any, *, indent: int = 1) -> Path:
+    """Write ``obj`` as strict JSON to ``path`` atomically and return the path.
+
+    The text is made first (a NaN raises before anything is written), then written to a
+    temporary file beside ``path`` and moved over it, so a reader never sees half a file.
+
+    Raises:
+        ValueError: ``obj`` holds a NaN or an infinity.
+    """
+    text = dumps(obj, indent=indent)
+    out = Path(path)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+        os.replace(tmp, out)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return out
+
+
+def add_common_flags(
+    parser: argparse.ArgumentParser,
+    *,
+    out: str | os.PathLike[str] | None = None,
+    seed: int | None = None,
+    threads: int | None = None,
+) -> argparse.ArgumentParser:
+    """Add ``--out PATH``, ``--seed N`` and ``--threads N`` with the given defaults.
+
+    A flag whose default is None is not added (a script without a seed has no ``--seed``).
+    ``--out`` gives a :class:`~pathlib.Path`; ``--threads`` must be a positive integer.
+    """
+    if out is not None:
+        parser.add_argument("--out", type=Path, default=Path(out), help=f"results JSON (default: {out})")
+    if seed is not None:
+        parser.add_argument("--seed", type=int, default=seed, help=f"random seed (default: {seed})")
+    if threads is not None:
+        parser.add_argument(
+            "--threads", type=_positive_int, default=threads, help=f"torch threads (default: {threads})"
+        )
+    return parser
+
+
+def set_threads(threads: int | None) -> None:
+    """Use ``threads`` torch threads (and as many for OpenMP in child processes); None leaves torch's."""
+    if threads is None:
+        return
+    import torch
+
+    os.environ["OMP_NUM_THREADS"] = str(threads)
+    torch.set_num_threads(threads)
+
+
+def _positive_int(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text}")
+    return value

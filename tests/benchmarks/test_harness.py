@@ -1,0 +1,145 @@
+"""benchmarks/_harness.py: the machine record, the strict atomic results file, the common flags (issue 30)."""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import math
+import re
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
+RESULTS = BENCHMARKS / "results"
+
+
+def _load(name: str):
+    spec = importlib.util.spec_from_file_location(f"bench_{name}", BENCHMARKS / f"{name}.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+harness = _load("_harness")
+
+
+def test_the_machine_record_says_where_and_when():
+    record = harness.machine()
+    assert {"cpu", "cpu_count", "load_average", "torch", "torch_threads", "git_commit", "date"} <= set(record)
+    assert record["cpu_count"] >= 1
+    assert record["torch"] == torch.__version__ and record["torch_threads"] == torch.get_num_threads()
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", record["date"])
+    assert record["load_average"] is None or len(record["load_average"]) == 3
+    json.dumps(record, allow_nan=False)  # strict JSON as it stands
+
+
+def test_git_commit_names_the_checkout_and_none_outside_git(tmp_path):
+    commit = harness.git_commit()
+    if commit is not None:  # an sdist or a copy without .git has none
+        assert re.fullmatch(r"[0-9a-f]{40}(\+dirty)?", commit)
+    assert harness.git_commit(tmp_path) is None
+
+
+def test_a_result_has_the_schema_keys_first_then_the_payload():
+    record = harness.result("eval_speed", command="python benchmarks/eval_speed.py --threads 1", rows=[{"a": 1}])
+    assert list(record)[:4] == ["benchmark", "command", "machine", "date"]
+    assert record["benchmark"] == "eval_speed" and record["rows"] == [{"a": 1}]
+    with pytest.raises(ValueError, match="machine"):
+        harness.result("x", machine="mine")
+
+
+def test_command_line_is_repo_relative_and_quoted():
+    assert harness.command_line(["--out", "a b.json"], "/anywhere/benchmarks/k_shot.py") == (
+        "python benchmarks/k_shot.py --out 'a b.json'"
+    )
+
+
+def test_results_are_strict_json_written_whole(tmp_path):
+    out = tmp_path / "deep" / "r.json"
+    assert harness.write_results(out, {"rows": [{"mrr": 0.25}]}) == out
+    assert json.loads(out.read_text()) == {"rows": [{"mrr": 0.25}]}
+    with pytest.raises(ValueError):
+        harness.write_results(out, {"rows": [{"mrr": math.nan}]})
+    with pytest.raises(ValueError):
+        harness.write_results(out, {"rows": [{"mrr": math.inf}]})
+    assert json.loads(out.read_text()) == {"rows": [{"mrr": 0.25}]}  # the previous file is untouched
+    assert [p.name for p in out.parent.iterdir()] == ["r.json"]  # no temporary file left behind
+
+
+def test_a_failed_write_leaves_the_old_file_and_no_temporary(tmp_path, monkeypatch):
+    out = tmp_path / "r.json"
+    harness.write_results(out, {"v": 1})
+
+    def broken_replace(src, dst):
+        raise OSError("disk full")
+
+    monkeypatch.setattr(harness.os, "replace", broken_replace)
+    with pytest.raises(OSError, match="disk full"):
+        harness.write_results(out, {"v": 2})
+    assert json.loads(out.read_text()) == {"v": 1}
+    assert [p.name for p in tmp_path.iterdir()] == ["r.json"]
+
+
+def test_common_flags_take_the_given_defaults_and_only_those_asked_for():
+    parser = harness.add_common_flags(argparse.ArgumentParser(), out="benchmarks/results/x.json", threads=2)
+    args = parser.parse_args([])
+    assert args.out == Path("benchmarks/results/x.json") and args.threads == 2 and not hasattr(args, "seed")
+    args = parser.parse_args(["--out", "y.json", "--threads", "1"])
+    assert args.out == Path("y.json") and args.threads == 1
+    with pytest.raises(SystemExit):
+        parser.parse_args(["--threads", "0"])
+    seeded = harness.add_common_flags(argparse.ArgumentParser(), seed=3)
+    assert seeded.parse_args([]).seed == 3 and seeded.parse_args(["--seed", "7"]).seed == 7
+
+
+def test_set_threads(monkeypatch):
+    before = torch.get_num_threads()
+    monkeypatch.setenv("OMP_NUM_THREADS", "9")
+    try:
+        harness.set_threads(1)
+        assert torch.get_num_threads() == 1
+        assert harness.os.environ["OMP_NUM_THREADS"] == "1"
+        harness.set_threads(None)  # leaves torch's choice
+        assert torch.get_num_threads() == 1
+    finally:
+        torch.set_num_threads(before)
+
+
+def _machine_keys(path: Path) -> set[str]:
+    data = json.loads(path.read_text())
+    records = data if isinstance(data, list) else [data, *(v for v in data.values() if isinstance(v, dict))]
+    return set().union(*(set(r["machine"]) for r in records if isinstance(r, dict) and "machine" in r))
+
+
+@pytest.mark.parametrize(
+    ("script", "function", "results"),
+    [
+        ("eval_speed", "machine_info", "eval_speed.json"),
+        ("health_setting", "machine_info", "health_setting_hpo_small.json"),
+        ("k_shot", "machine_info", "k_shot.json"),
+        ("reproduce_fb15k237", "machine_info", "reproduce_fb15k237.json"),
+        ("private_epoch", "machine", "private_epoch.json"),
+    ],
+)
+def test_a_script_on_the_harness_keeps_the_machine_keys_its_results_have(script, function, results, monkeypatch):
+    monkeypatch.syspath_prepend(str(BENCHMARKS))
+    module = _load(script)
+    old = _machine_keys(RESULTS / results)
+    assert old, f"{results} has no machine record"
+    new = getattr(module, function)()
+    assert old <= set(new), sorted(old - set(new))
+    assert {"cpu", "git_commit", "date", "load_average"} <= set(new)
+
+
+def test_the_scripts_find_the_harness_when_run_from_anywhere(tmp_path):
+    import subprocess
+
+    proc = subprocess.run(
+        [sys.executable, str(BENCHMARKS / "neighbour_vote.py"), "--help"], cwd=tmp_path, capture_output=True, text=True
+    )
+    assert proc.returncode == 0, proc.stderr
