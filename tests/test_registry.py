@@ -183,6 +183,13 @@ FAMILIES = {
         lambda: type("Other", (), {}),
         lambda m, obj, **kw: m.register_accountant("rdp", **kw)(obj),
     ),
+    "exchange method": (
+        "textkg.federated.cross_graph.methods",
+        "_METHODS",
+        "ppat",
+        lambda: "textkg.federated.cross_graph.runner:ProcrustesExchange",
+        lambda m, obj, **kw: m.register_exchange_method("ppat", obj, **kw),
+    ),
     "claim (accountant)": (
         "textkg.privacy.claims",
         "_CLAIMS",
