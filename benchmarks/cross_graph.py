@@ -308,6 +308,11 @@ def main(argv: list[str] | None = None) -> None:
         default=None,
         help="comma-separated exchange methods at every epsilon: procrustes, ppat, ppat-clear (default: the file's)",
     )
+    ap.add_argument(
+        "--append",
+        action="store_true",
+        help="keep the rows already in --out (same holders file) and add this command's; commands are listed",
+    )
     ap.add_argument("--out", default="benchmarks/results/cross_graph_hpo_small.json")
     args = ap.parse_args(argv)
     global PAIRED_NOISE
@@ -318,8 +323,16 @@ def main(argv: list[str] | None = None) -> None:
     seeds = [int(s) for s in args.seeds.split(",")]
     epsilons = [float(e) for e in args.epsilons.split(",")]
     rows: list[dict] = []
+    command = "python benchmarks/cross_graph.py " + " ".join(argv if argv is not None else sys.argv[1:])
+    commands = [command]
+    if args.append and Path(args.out).is_file():  # an earlier command's rows (and its alone rows)
+        earlier = json.loads(Path(args.out).read_text())
+        rows.extend(earlier["rows"])
+        commands = [*earlier.get("commands", [earlier["command"]]), command]
+        _ALONE_DONE.update(r["seed"] for r in rows if r["method"] == "alone")
     record = {
-        "command": "python benchmarks/cross_graph.py " + " ".join(argv if argv is not None else sys.argv[1:]),
+        "command": command,
+        "commands": commands,
         "date": time.strftime("%Y-%m-%d"),
         "machine": {
             "torch": torch.__version__,
