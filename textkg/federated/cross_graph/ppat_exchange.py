@@ -77,6 +77,10 @@ class PPATExchange:
         """Run the protocol (module docstring) and return the translated rows with the client's block;
         ``replies`` holds what the host sent back (the noisy labels, with the host's block)."""
         cfg, client_name, host_name = ex.ppat, sender.party.name, receiver.party.name
+        if receiver.step >= step:  # applied before a crash (resume): nothing is run or answered again
+            block = next((m["privacy"] for m in sender.ledger.sent if m["step"] == step), None)
+            message = {"step": step, "from": client_name, "to": host_name, "object": "translated rows"}
+            return {**message, "rows": None, "privacy": block, "replies": [], "resumed": True}
         names = sender.aligned[host_name]
         released, release_block = _release(step, sender, host_name, ex)
         host_rows = receiver.party.rows(names)
