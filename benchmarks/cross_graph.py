@@ -34,6 +34,12 @@ any privacy (entity unit, σ = 0; the split then follows the standard protocol, 
 (``control: no information eps=ε``, against its own ``alone`` rows): the gain of shrinking the aligned
 rows toward the receiver's mean, with nothing from the partner.
 
+``--methods procrustes,ppat,ppat-clear`` runs every ε with each exchange method
+(``exchange.method``; default: the holders file's own): ``procrustes`` keeps the rows' names above,
+``ppat`` (FKGE's PPAT, the file's ``exchange.ppat`` settings) gives ``ppat eps=ε`` and
+``ppat control: no information``, and ``ppat-clear`` is PPAT as FKGE publishes it
+(``ppat.client_release: clear``: only the host's votes are DP, the client's rows cross in the clear).
+
 Writes one JSON with the rows, the per-seed means, and the command; rewritten after every run.
 """
 
@@ -42,6 +48,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import dataclasses
+import itertools
 import json
 import math
 import platform
@@ -129,12 +136,39 @@ def _no_information():
         runner.send_release = send
 
 
+def with_method(config, spec: str | None):
+    """The holders with ``exchange.method`` from a ``--methods`` entry (None: as in the file)."""
+    from textkg.federated.cross_graph.ppat import PPATConfig
+
+    if spec is None:
+        return config
+    ex = config.exchange
+    ppat = ex.ppat if ex.method == "ppat" else PPATConfig()
+    if spec == "procrustes":
+        ex = dataclasses.replace(ex, method="procrustes", ppat=PPATConfig())
+    elif spec in ("ppat", "ppat-clear"):
+        release = "clear" if spec == "ppat-clear" else "gaussian"
+        ex = dataclasses.replace(ex, method="ppat", ppat=dataclasses.replace(ppat, client_release=release))
+    else:
+        raise SystemExit(f"--methods: unknown {spec!r}; choose from procrustes, ppat, ppat-clear")
+    return dataclasses.replace(config, exchange=ex)
+
+
+def _method_label(config) -> str:
+    """The rows' prefix: '' for procrustes (the names above), else ``ppat`` / ``ppat-clear``."""
+    ex = config.exchange
+    if ex.method == "procrustes":
+        return ""
+    return "ppat-clear" if ex.ppat.client_release == "clear" else ex.method
+
+
 def cross_graph_rows(
     config, seed: int, eps: float, work: Path, fraction: float = 1.0, *, control: bool = False
 ) -> list[dict]:
     from textkg.federated.cross_graph.runner import run_cross_graph
 
-    out = work / f"cg-s{seed}-e{eps}-f{fraction}{'-control' if control else ''}"
+    label = _method_label(config)
+    out = work / f"cg-s{seed}-e{eps}-f{fraction}{'-control' if control else ''}{label}"
     t0 = time.perf_counter()
     with _no_information() if control else contextlib.nullcontext():
         run_cross_graph(
@@ -158,6 +192,7 @@ def cross_graph_rows(
             method = "cross-graph no DP"
         else:
             method = "control: no information" if eps == 0 else f"cross-graph eps={eps:g}"
+            method = f"{label} {method.replace('cross-graph ', '')}" if label else method
         rows.append(
             {
                 **common,
@@ -271,17 +306,36 @@ def main(argv: list[str] | None = None) -> None:
         action="store_true",
         help="statement level: DP-SGD streams from a public seed per seed and holder, shared by the runs of a seed",
     )
+    ap.add_argument(
+        "--methods",
+        default=None,
+        help="comma-separated exchange methods at every epsilon: procrustes, ppat, ppat-clear (default: the file's)",
+    )
+    ap.add_argument(
+        "--append",
+        action="store_true",
+        help="keep the rows already in --out (same holders file) and add this command's; commands are listed",
+    )
     ap.add_argument("--out", default="benchmarks/results/cross_graph_hpo_small.json")
     args = ap.parse_args(argv)
     global PAIRED_NOISE
     PAIRED_NOISE = args.paired_noise
     torch.set_num_threads(1)
     config = load_holders(args.holders)
+    methods = args.methods.split(",") if args.methods else [None]
     seeds = [int(s) for s in args.seeds.split(",")]
     epsilons = [float(e) for e in args.epsilons.split(",")]
     rows: list[dict] = []
+    command = "python benchmarks/cross_graph.py " + " ".join(argv if argv is not None else sys.argv[1:])
+    commands = [command]
+    if args.append and Path(args.out).is_file():  # an earlier command's rows (and its alone rows)
+        earlier = json.loads(Path(args.out).read_text())
+        rows.extend(earlier["rows"])
+        commands = [*earlier.get("commands", [earlier["command"]]), command]
+        _ALONE_DONE.update(r["seed"] for r in rows if r["method"] == "alone")
     record = {
-        "command": "python benchmarks/cross_graph.py " + " ".join(argv if argv is not None else sys.argv[1:]),
+        "command": command,
+        "commands": commands,
         "date": time.strftime("%Y-%m-%d"),
         "machine": {
             "torch": torch.__version__,
@@ -294,8 +348,10 @@ def main(argv: list[str] | None = None) -> None:
     with tempfile.TemporaryDirectory(prefix="textkg-cross-graph-") as tmp:
         for seed in seeds:
             for eps in epsilons:
-                for fraction in [float(f) for f in args.aligned_fractions.split(",")]:
-                    rows.extend(cross_graph_rows(config, seed, eps, Path(tmp), fraction))
+                for fraction, method in itertools.product(
+                    [float(f) for f in args.aligned_fractions.split(",")], methods
+                ):
+                    rows.extend(cross_graph_rows(with_method(config, method), seed, eps, Path(tmp), fraction))
                     if args.no_information and _statement_level(config) and not math.isinf(eps):
                         rows.extend(cross_graph_rows(config, seed, eps, Path(tmp), fraction, control=True))
                     _write(args.out, record)

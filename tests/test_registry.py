@@ -212,6 +212,13 @@ FAMILIES = {
         lambda: lambda kg, split, which: None,
         lambda m, obj, **kw: m.register_candidate_protocol("blp", obj, **kw),
     ),
+    "exchange method": (
+        "textkg.federated.cross_graph.methods",
+        "_METHODS",
+        "ppat",
+        lambda: "textkg.federated.cross_graph.runner:ProcrustesExchange",
+        lambda m, obj, **kw: m.register_exchange_method("ppat", obj, **kw),
+    ),
     "claim (accountant)": (
         "textkg.privacy.claims",
         "_CLAIMS",

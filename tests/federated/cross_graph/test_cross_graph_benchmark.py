@@ -51,3 +51,21 @@ def test_the_statement_level_benchmark_pairs_each_budget_with_its_own_alone(tmp_
     assert 0 < rows["statement-level eps=2"]["privacy"]["epsilon"] <= 2.0
     summary = {s["method"]: s for s in record["summary"] if s["party"] == "alpha"}
     assert summary["statement-level eps=2"]["baseline"] == "alone eps=2"
+
+
+def test_the_benchmark_runs_ppat_beside_procrustes_and_appends(tmp_path, two_graphs, holders):
+    path = tmp_path / "holders.yaml"
+    quick = {"teachers": 2, "iterations": 1, "queries": 2, "teacher_steps": 1, "student_steps": 1, "generator_steps": 1}
+    config = holders(*two_graphs, method="ppat", ppat=quick)
+    config["exchange"]["rounds"] = 1
+    path.write_text(yaml.safe_dump(config))
+    out = tmp_path / "bench.json"
+    bench = _module()
+    bench.main(["--holders", str(path), "--epsilons", "4", "--methods", "procrustes,ppat", "--out", str(out)])
+    bench.main(["--holders", str(path), "--epsilons", "4", "--methods", "ppat-clear", "--append", "--out", str(out)])
+    record = json.loads(out.read_text())
+    methods = sorted(r["method"] for r in record["rows"] if r["party"] == "alpha")
+    assert methods == ["alone", "cross-graph eps=4", "ppat eps=4", "ppat-clear eps=4"] and len(record["commands"]) == 2
+    rows = {r["method"]: r for r in record["rows"] if r["party"] == "alpha"}
+    assert rows["ppat eps=4"]["privacy"]["answers"] == 2 and rows["ppat eps=4"]["privacy"]["epsilon"] <= 4.0
+    assert rows["ppat-clear eps=4"]["privacy"]["guarantee"] == "none"

@@ -10,6 +10,7 @@ A ``--holders`` YAML (or JSON) file::
       mix: 0.5
       fine_tune_epochs: 1
       unit: entity            # or statement: each holder trains with DP-SGD (its privacy block)
+      method: procrustes      # or ppat (FKGE's PPAT network, entity unit only); its settings under ppat:
     holders:
       - name: OMIM
         dataset: hpo-small    # any textkg dataset: a name, a BLP directory, an ontology file
@@ -31,6 +32,8 @@ from pathlib import Path
 from typing import Any
 
 from textkg.errors import ConfigError
+from textkg.federated.cross_graph.methods import check_exchange_method
+from textkg.federated.cross_graph.ppat import PPATConfig
 
 
 @dataclass(frozen=True)
@@ -124,6 +127,11 @@ class ExchangeConfig:
             (its own ``privacy`` block, whose ``target_epsilon`` covers its pre-training and every
             fine-tuning epoch), a release is post-processing of its DP model and adds no noise, and
             the received rows only add a candidate to a slot that costs what ``alone``'s costs.
+        method: The exchange method (:mod:`textkg.federated.cross_graph.methods`): ``procrustes`` (a
+            Gaussian release of the sender's rows and a Procrustes map) or ``ppat`` (FKGE's PPAT:
+            PATE teachers at the receiver, a student and a linear generator at the sender; entity unit).
+        ppat: :class:`~textkg.federated.cross_graph.ppat.PPATConfig` (a mapping in a file); only with
+            ``method: ppat``.
     """
 
     rounds: int = 1
@@ -137,8 +145,11 @@ class ExchangeConfig:
     reproducible_noise: int | None = None
     aligned_fraction: float = 1.0
     unit: str = "entity"
+    method: str = "procrustes"
+    ppat: PPATConfig = field(default_factory=PPATConfig)
 
     def __post_init__(self) -> None:
+        self._check_method()
         checks = [
             ("rounds", isinstance(self.rounds, int) and self.rounds >= 1, "an integer >= 1"),
             ("delta", 0.0 < self.delta < 1.0, "in (0, 1)"),
@@ -171,6 +182,30 @@ class ExchangeConfig:
             raise ConfigError("exchange.target_epsilon must be > 0", field="target_epsilon")
         if self.noise_multiplier is not None and not self.noise_multiplier >= 0:
             raise ConfigError("exchange.noise_multiplier must be >= 0", field="noise_multiplier")
+
+    def _check_method(self) -> None:
+        """``method`` is registered; ``ppat`` is a PPATConfig (from a mapping), given only with ``method: ppat``."""
+        try:
+            check_exchange_method(self.method)
+        except ConfigError as exc:
+            raise ConfigError(f"exchange.method: {exc.message}", field="method") from None
+        ppat = self.ppat
+        if isinstance(ppat, dict):
+            try:
+                ppat = PPATConfig(**ppat)
+            except TypeError as exc:
+                raise ConfigError(f"exchange.ppat: {exc}", field="ppat") from None
+            object.__setattr__(self, "ppat", ppat)
+        elif not isinstance(ppat, PPATConfig):
+            raise ConfigError(f"exchange.ppat must be a mapping, got {type(ppat).__name__}", field="ppat")
+        if self.method != "ppat" and ppat != PPATConfig():
+            raise ConfigError(f"exchange.ppat is for method ppat; method is {self.method!r}", field="ppat")
+        if self.method == "ppat" and self.unit != "entity":
+            msg = (
+                "exchange.method ppat needs exchange.unit entity: at the statement level a release is "
+                "post-processing of DP-SGD, and PATE's votes would protect nothing more"
+            )
+            raise ConfigError(msg, field="method")
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)

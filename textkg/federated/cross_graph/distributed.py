@@ -32,6 +32,7 @@ import torch
 
 from textkg.errors import ConfigError
 from textkg.federated.cross_graph.config import CrossGraphConfig, load_holders
+from textkg.federated.cross_graph.methods import get_exchange_method, list_exchange_methods
 from textkg.federated.cross_graph.psi import PSIParty, keep_fraction
 from textkg.federated.cross_graph.runner import (
     METRICS,
@@ -96,10 +97,22 @@ def _align(rank: int, config: CrossGraphConfig, rt) -> None:
             rt.aligned[names[a]] = keep_fraction(found, config.exchange.aligned_fraction, session=me.session)
 
 
+def check_one_way(config: CrossGraphConfig) -> None:
+    """Processes carry one message per exchange; an interactive method (``ppat``) runs in process only."""
+    if not get_exchange_method(config.exchange.method).one_way:
+        one_way = [m for m in list_exchange_methods() if get_exchange_method(m).one_way]
+        msg = (
+            f"exchange.method {config.exchange.method!r} is interactive and runs in process only; "
+            f"--processes carries {', '.join(one_way)}"
+        )
+        raise ConfigError(msg, field="method")
+
+
 def run_party(rank: int, config: CrossGraphConfig, out_dir: Path, init_method: str, *, progress: bool = False) -> dict:
     """Holder ``rank``'s whole federation in this process; returns its summary row."""
     from torch.distributed import rpc
 
+    check_one_way(config)
     torch.set_num_threads(1)
     ex, names = config.exchange, [h.name for h in config.holders]
     sigma = noise_multiplier_of(config)
@@ -130,6 +143,7 @@ def run_cross_graph_processes(config: CrossGraphConfig, out_dir: Path) -> dict:
 
     from textkg.training import checkpoint as ckpt
 
+    check_one_way(config)
     out_dir = Path(out_dir)
     if out_dir.exists() and any(out_dir.iterdir()):
         raise ConfigError(f"output directory {out_dir} is not empty", field="out")

@@ -176,3 +176,80 @@ class StatementLedger(PartyLedger):
     def load_state_dict(self, state: dict) -> None:  # the accountant is the PrivateTraining's (its own state)
         self.sent = list(state["sent"])
         self.exchanges = list(state["exchanges"])
+
+
+#: What the PPAT exchange's noisy votes protect (the host's side; the release side keeps :data:`UNIT`).
+VOTES_MECHANISM = (
+    "GNMax (Papernot et al. 2018, arXiv:1802.08908v1, Prop. 8): T teachers on disjoint parts of the host's "
+    "aligned rows vote real/fake on each query; N(0, sigma_votes^2) on each of the two counts; only the noisy "
+    "argmax leaves. One aligned row changes one teacher: each count moves by at most 1 (L2 sensitivity sqrt 2); "
+    "(alpha, alpha / sigma_votes^2)-RDP per answer, data-independent; the data-dependent analysis is not used"
+)
+
+
+class PPATLedger(PartyLedger):
+    """The ledger of a party under ``exchange.method: ppat`` (:mod:`textkg.federated.cross_graph.ppat`).
+
+    A party is the client (sender) of some exchanges and the host (receiver) of others. As client it
+    releases its aligned rows once per exchange under the Gaussian mechanism (σ_rows, as the
+    ``procrustes`` method does; everything it sends afterwards, the generated samples and the
+    translated rows, is post-processing of that release). As host it answers ``iterations ·
+    queries`` GNMax queries per exchange (σ_votes on each count), one
+    ``SampledGaussianEvent(1.0, σ_votes/√2)`` per answer (:func:`~textkg.federated.cross_graph.ppat.
+    gnmax_event`). Both compose in the party's one RDP accountant: the unit is the same (one aligned
+    entity's embedding), and the zero-out adjacency of the releases is one of the changes the votes'
+    bound covers (any change of one row).
+    """
+
+    def __init__(
+        self, party: str, *, delta: float, noise_multiplier: float, votes_noise: float, clip: float, secret: bool
+    ) -> None:
+        super().__init__(party, delta=delta, noise_multiplier=noise_multiplier, clip=clip, secret=secret)
+        self.votes_noise = votes_noise
+
+    @property
+    def rows_in_clear(self) -> bool:
+        """``ppat.client_release: clear`` (FKGE as published): the party's rows cross without noise."""
+        return self.noise_multiplier == 0 and self.votes_noise > 0
+
+    def block(self) -> dict:
+        block = super().block()
+        if self.rows_in_clear:  # no guarantee for the party; its votes alone are DP, reported beside
+            votes = self.accountant.get_epsilon(delta=self.delta) if self.accountant.steps else 0.0
+            block.update(
+                unit=UNIT + " (the noisy votes only; the party's rows cross in the clear as FKGE publishes)",
+                votes_guarantee="dp" if self.secret else "simulation",
+                votes_epsilon=votes,
+            )
+        block.update(
+            mechanism="ppat: Gaussian release of the client's rows (each clipped to C, N(0, sigma^2 C^2) on every "
+            "entry); " + VOTES_MECHANISM,
+            votes_noise=self.votes_noise,
+            releases=sum(m["object"] == "aligned rows" for m in self.sent),
+            answers=sum(m.get("labels", 0) for m in self.sent),
+            data_dependent_analysis=False,
+        )
+        return block
+
+    def record_release(self, *, step: int, to: str, rows: int) -> dict:
+        """Compose one Gaussian release of the party's aligned rows and log it; returns its block.
+        Rows in the clear compose nothing: they have no guarantee, and the block says ``none``."""
+        if not self.rows_in_clear:
+            self.accountant.step(SampledGaussianEvent(sample_rate=1.0, noise_multiplier=self.noise_multiplier))
+        self.sent.append({"step": step, "to": to, "object": "aligned rows", "rows": rows, "privacy": None})
+        block = self.block()
+        self.sent[-1]["privacy"] = block
+        return block
+
+    def record_votes(self, *, step: int, to: str, answers: int) -> dict:
+        """Compose ``answers`` GNMax answers and log them; returns the labels' privacy block."""
+        from textkg.federated.cross_graph.ppat import gnmax_event
+
+        self.accountant.step(gnmax_event(sigma=self.votes_noise, queries=answers))
+        self.sent.append({"step": step, "to": to, "object": "noisy teacher labels", "labels": answers, "privacy": None})
+        block = self.block()
+        self.sent[-1]["privacy"] = block
+        return block
+
+    def state_dict(self) -> dict:
+        return {**super().state_dict(), "method": "ppat", "votes_noise": self.votes_noise}

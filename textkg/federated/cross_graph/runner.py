@@ -42,6 +42,7 @@ from textkg._version import __version__
 from textkg.errors import ConfigError
 from textkg.federated.cross_graph.config import CrossGraphConfig
 from textkg.federated.cross_graph.ledger import PartyLedger, StatementLedger, planned_noise_multiplier
+from textkg.federated.cross_graph.methods import get_exchange_method
 from textkg.federated.cross_graph.party import Party
 from textkg.federated.cross_graph.procrustes import procrustes, release_rows
 from textkg.federated.cross_graph.psi import PSIParty, keep_fraction, private_intersection
@@ -109,10 +110,38 @@ def local_slot(rt: PartyRuntime, epochs: int, max_triples: int) -> bool:
 
 
 def exchange_step(step: int, rnd: int, sender: PartyRuntime, receiver: PartyRuntime, ex) -> dict:
-    """One directed exchange (module docstring, step 4); returns the transmitted message."""
-    message = send_release(step, sender, receiver.party.name, ex)
+    """One directed exchange (module docstring, step 4) by ``exchange.method``; returns the transmitted
+    message."""
+    message = get_exchange_method(ex.method).send(step, sender, receiver, ex)
     apply_release(step, rnd, receiver, message, ex)
     return message
+
+
+class ProcrustesExchange:
+    """``exchange.method: procrustes`` (the default): the sender's Gaussian release of its aligned rows
+    (:func:`send_release`) and the receiver's scaled orthogonal Procrustes map
+    (:mod:`textkg.federated.cross_graph.procrustes`)."""
+
+    name = "procrustes"
+    one_way = True
+
+    def noise_multiplier(self, config: CrossGraphConfig) -> float:
+        """σ given, or calibrated so that a party's ``(K − 1)·rounds`` releases meet ε."""
+        ex = config.exchange
+        if ex.noise_multiplier is not None:
+            return ex.noise_multiplier
+        releases = ex.rounds * (len(config.holders) - 1)
+        return planned_noise_multiplier(target_epsilon=float(ex.target_epsilon or 0), delta=ex.delta, releases=releases)
+
+    def ledger(self, name: str, config: CrossGraphConfig, sigma: float, secret: bool) -> PartyLedger:
+        ex = config.exchange
+        return PartyLedger(name, delta=ex.delta, noise_multiplier=sigma, clip=ex.clip, secret=secret)
+
+    def send(self, step: int, sender: PartyRuntime, receiver: PartyRuntime, ex) -> dict:
+        return send_release(step, sender, receiver.party.name, ex)
+
+    def translate(self, released: torch.Tensor, own: torch.Tensor, ex) -> torch.Tensor:
+        return procrustes(released, own)(released)
 
 
 def send_release(step: int, sender: PartyRuntime, to: str, ex) -> dict:
@@ -148,13 +177,13 @@ def apply_release(step: int, rnd: int, receiver: PartyRuntime, message: dict, ex
     before, snap = receiver.valid, party.snapshot()
     if ex.unit == "statement":  # the slot's one DP-SGD fine-tuning, from the updated rows: alone's cost
         kept_local, local_valid, local_snap = False, before, snap
-        _move_aligned_rows(party, names, released, ex.mix)
+        _move_aligned_rows(party, names, released, ex)
         party.train_epochs(ex.fine_tune_epochs)
     else:
         kept_local = local_slot(receiver, ex.fine_tune_epochs, ex.valid_max_triples)  # the slot without the update
         local_valid, local_snap = receiver.valid, party.snapshot()
         party.restore(snap)  # the same start, sampler included: a paired comparison
-        _move_aligned_rows(party, names, released, ex.mix)
+        _move_aligned_rows(party, names, released, ex)
         party.train_epochs(ex.fine_tune_epochs)
     after = party.valid_mrr(ex.valid_max_triples)
     if after > local_valid and after > before:
@@ -179,12 +208,12 @@ def apply_release(step: int, rnd: int, receiver: PartyRuntime, message: dict, ex
     receiver.save()
 
 
-def _move_aligned_rows(party: Party, names: list[str], released: torch.Tensor, mix: float) -> None:
-    """Map the received rows into the party's space (Procrustes on the aligned pairs) and move its
-    aligned rows a fraction ``mix`` toward them."""
+def _move_aligned_rows(party: Party, names: list[str], released: torch.Tensor, ex) -> None:
+    """Map the received rows into the party's space (the method's ``translate``: Procrustes on the
+    aligned pairs, or PPAT's rescaling) and move its aligned rows a fraction ``ex.mix`` toward them."""
     own = party.rows(names)
-    translated = procrustes(released, own)(released)
-    party.set_rows(names, (1 - mix) * own.double() + mix * translated)
+    translated = get_exchange_method(ex.method).translate(released, own, ex)
+    party.set_rows(names, (1 - ex.mix) * own.double() + ex.mix * translated)
 
 
 def run_cross_graph(
@@ -235,10 +264,7 @@ def noise_multiplier_of(config: CrossGraphConfig) -> float:
     ex = config.exchange
     if ex.unit == "statement":
         return 0.0
-    if ex.noise_multiplier is not None:
-        return ex.noise_multiplier
-    releases = ex.rounds * (len(config.holders) - 1)
-    return planned_noise_multiplier(target_epsilon=float(ex.target_epsilon or 0), delta=ex.delta, releases=releases)
+    return float(get_exchange_method(ex.method).noise_multiplier(config))
 
 
 def make_runtime(config: CrossGraphConfig, k: int, out_dir: Path, sigma: float) -> PartyRuntime:
@@ -249,8 +275,7 @@ def make_runtime(config: CrossGraphConfig, k: int, out_dir: Path, sigma: float) 
     key = SecretRandomness() if secret else SecretRandomness.from_seed(int(ex.reproducible_noise or 0) + k)
     if party.private is not None:
         return PartyRuntime(party, StatementLedger(spec.name, party.private), key)
-    ledger = PartyLedger(spec.name, delta=ex.delta, noise_multiplier=sigma, clip=ex.clip, secret=secret)
-    return PartyRuntime(party, ledger, key)
+    return PartyRuntime(party, get_exchange_method(ex.method).ledger(spec.name, config, sigma, secret), key)
 
 
 def planned_epochs(config: CrossGraphConfig, spec) -> int:
