@@ -238,6 +238,7 @@ def main(argv: list[str] | None = None) -> int:
                         "method": f"federated:{aggregation}",
                         "test": _test(m["test"]),
                         "epsilon": None if m["privacy"] is None else m["privacy"]["epsilon"],
+                        "privacy_block": m["privacy"],  # metrics.json's: guarantee dp or simulation
                         "clients": [
                             {
                                 "name": c["name"],
@@ -245,6 +246,7 @@ def main(argv: list[str] | None = None) -> int:
                                 "epsilon": None if c["privacy"] is None else c["privacy"]["epsilon"],
                                 "delta": None if c["privacy"] is None else c["privacy"]["delta"],
                                 "steps": None if c["privacy"] is None else c["privacy"].get("steps"),
+                                "privacy_block": c["privacy"],
                             }
                             for c in m["clients"]
                         ],
@@ -286,6 +288,7 @@ def _alone(args, cfg, label: str, tmp: Path, done) -> None:
                 "method": f"alone:{name}",
                 "test": _test(test),
                 "epsilon": None if holder.private is None else holder.private.epsilon(),
+                "privacy_block": None if holder.private is None else holder.private.report(),
                 "num_statements": holder.num_own,
                 "seconds": time.perf_counter() - t0,
             }
