@@ -46,7 +46,7 @@ def write_results(path: str, script: str, argv: list[str], settings: dict, rows:
     """Write a benchmark's rows with the command that made them (``benchmarks/results/*.json``)."""
     out = Path(path)
     out.parent.mkdir(parents=True, exist_ok=True)
-    record = {"command": f"python benchmarks/{script} " + " ".join(argv), "settings": settings, "rows": rows}
+    record = {"command": f"python benchmarks/{script} " + shlex.join(argv), "settings": settings, "rows": rows}
     out.write_text(json.dumps(record, indent=1) + "\n")
     print(f"wrote {out}", file=sys.stderr)
 
