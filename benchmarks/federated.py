@@ -47,7 +47,7 @@ sys.path.insert(0, str(ROOT))
 
 def write_results(path: str, script: str, argv: list[str], settings: dict, rows: list[dict]) -> None:
     """Write a benchmark's rows with the command that made them (``benchmarks/results/*.json``)."""
-    command = f"python benchmarks/{script} " + " ".join(argv)
+    command = f"python benchmarks/{script} " + shlex.join(argv)
     record = _harness.result(Path(script).stem, command=command, settings=settings, rows=rows)
     out = _harness.write_results(path, record)
     print(f"wrote {out}", file=sys.stderr)
@@ -240,6 +240,7 @@ def main(argv: list[str] | None = None) -> int:
                         "method": f"federated:{aggregation}",
                         "test": _test(m["test"]),
                         "epsilon": None if m["privacy"] is None else m["privacy"]["epsilon"],
+                        "privacy_block": m["privacy"],  # metrics.json's: guarantee dp or simulation
                         "clients": [
                             {
                                 "name": c["name"],
@@ -247,6 +248,7 @@ def main(argv: list[str] | None = None) -> int:
                                 "epsilon": None if c["privacy"] is None else c["privacy"]["epsilon"],
                                 "delta": None if c["privacy"] is None else c["privacy"]["delta"],
                                 "steps": None if c["privacy"] is None else c["privacy"].get("steps"),
+                                "privacy_block": c["privacy"],
                             }
                             for c in m["clients"]
                         ],
@@ -288,6 +290,7 @@ def _alone(args, cfg, label: str, tmp: Path, done) -> None:
                 "method": f"alone:{name}",
                 "test": _test(test),
                 "epsilon": None if holder.private is None else holder.private.epsilon(),
+                "privacy_block": None if holder.private is None else holder.private.report(),
                 "num_statements": holder.num_own,
                 "seconds": time.perf_counter() - t0,
             }

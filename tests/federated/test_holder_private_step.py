@@ -42,3 +42,44 @@ def test_a_holder_takes_the_private_step_of_textkg_train(tmp_path, train):
         assert getattr(holder.private, attr) == getattr(private, attr), attr
     if train["negatives"] == "all":
         assert holder.private.one_vs_all_temperature == 0.05
+
+
+def test_federate_runs_a_one_vs_all_recipe_under_dp_with_the_exact_step(tmp_path, monkeypatch, capsys):
+    """`textkg federate` with a 1-vs-all recipe under record-level DP runs the exact 1-vs-all private step
+    and is labelled ``dp`` (a declared --private-size). Before, `federate` refused the combination
+    ("1-vs-all under privacy is not supported by federate") although its holders supported it."""
+    import json
+
+    pytest.importorskip("flwr")
+    import textkg.training.private_training as private_training
+    from textkg.cli.main import main
+
+    calls = {"one-vs-all": 0, "sampled": 0}
+
+    class OneVsAll(private_training.OneVsAllPrivateStep):
+        def __call__(self, *args, **kwargs):
+            calls["one-vs-all"] += 1
+            return super().__call__(*args, **kwargs)
+
+    class Sampled(private_training.PrivateStep):
+        def __call__(self, *args, **kwargs):
+            calls["sampled"] += 1
+            return super().__call__(*args, **kwargs)
+
+    monkeypatch.setattr(private_training, "OneVsAllPrivateStep", OneVsAll)
+    monkeypatch.setattr(private_training, "PrivateStep", Sampled)
+    out = tmp_path / "fed"
+    config = tmp_path / "p2.json"  # 1-vs-all under privacy needs TransE with p = 2
+    config.write_text(json.dumps({"model": {"interaction_kwargs": {"p": 2}}}))
+    argv = ["federate", "--config", str(config), "--dataset", str(TINY), "--split", "transductive",
+            "--model", "glove-bow", "--dim", "8",
+            "--loss", "softmax", "--negatives", "all", "--temperature", "0.05", "--batch-size", "16",
+            "--privacy", "full", "--noise-multiplier", "1.0", "--private-size", "64",
+            "--partition", "random", "--clients", "2", "--rounds", "2", "--no-progress", "--out", str(out)]  # fmt: skip
+    assert main(argv) == 0
+    capsys.readouterr()
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert metrics["privacy"]["guarantee"] == "dp"
+    assert calls["one-vs-all"] > 0 and calls["sampled"] == 0
+    steps = sum(c["privacy"]["steps"] for c in metrics["clients"])
+    assert calls["one-vs-all"] == steps

@@ -118,8 +118,6 @@ def check_settings(cfg, fed: FederatedConfig) -> None:
             "(auto means the CPU here)",
             field="train.device",
         )
-    if cfg.train.negatives == "all" and cfg.privacy.mode != "none":
-        raise ConfigError("1-vs-all under privacy is not supported by federate", field="train.negatives")
     if cfg.privacy.mode == "none" and (cfg.privacy.target_epsilon or cfg.privacy.noise_multiplier) is not None:
         raise ConfigError(
             "--target-epsilon and --noise-multiplier set record-level DP, which is off: add --privacy "
