@@ -50,3 +50,16 @@ def oracle_metrics(ranks: list[float], ks=(1, 3, 10)) -> dict:
     for k in ks:
         out[f"hits@{k}"] = sum(r <= k for r in ranks) / len(ranks)
     return out
+
+
+def random_graph(n: int = 200, e: int = 40, r: int = 3, seed: int = 0) -> torch.Tensor:
+    """``(n, 3)`` seeded random statements over ``e`` entities and ``r`` relations."""
+    g = torch.Generator().manual_seed(seed)
+    return torch.stack(
+        [
+            torch.randint(0, e, (n,), generator=g),
+            torch.randint(0, r, (n,), generator=g),
+            torch.randint(0, e, (n,), generator=g),
+        ],
+        1,
+    )

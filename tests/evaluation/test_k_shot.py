@@ -7,6 +7,7 @@ import json
 
 import pytest
 import torch
+from eval_oracle import random_graph
 
 from textkg.data.known_links import NEW_IS_HEAD
 from textkg.errors import ConfigError
@@ -19,18 +20,6 @@ from textkg.models.known_links import NO_LINKS, LinkMethod, with_known_links
 # ---------------------------------------------------------------- the draw
 
 
-def _random_graph(n=200, e=40, r=3, seed=0):
-    g = torch.Generator().manual_seed(seed)
-    return torch.stack(
-        [
-            torch.randint(0, e, (n,), generator=g),
-            torch.randint(0, r, (n,), generator=g),
-            torch.randint(0, e, (n,), generator=g),
-        ],
-        1,
-    )
-
-
 SEEN = torch.arange(20)  # 20..39 are held out
 
 
@@ -39,7 +28,7 @@ def _statements(triples, entity):
 
 
 def test_draw_reveals_k_per_eligible_entity_and_counts_the_rest():
-    triples = _random_graph()
+    triples = random_graph()
     for k in (0, 1, 3, 5, 10):
         d = draw_k_shot(triples, SEEN, k, num_entities=40, seed=0)
         per = torch.bincount(d.links[:, 0], minlength=40)
@@ -56,7 +45,7 @@ def test_draw_reveals_k_per_eligible_entity_and_counts_the_rest():
 
 
 def test_revealed_statements_are_never_ranked_and_only_new_entities_queries_count():
-    triples = _random_graph()
+    triples = random_graph()
     d = draw_k_shot(triples, SEEN, 3, num_entities=40, seed=1)
     revealed = {(a, r, b) if role == NEW_IS_HEAD else (b, r, a) for a, r, b, role in d.links.tolist()}
     assert not revealed & {tuple(t) for t in d.queries.tolist()}
@@ -66,7 +55,7 @@ def test_revealed_statements_are_never_ranked_and_only_new_entities_queries_coun
 
 
 def test_draw_is_seeded_and_nested_over_k():
-    triples = _random_graph()
+    triples = random_graph()
     a = draw_k_shot(triples, SEEN, 3, num_entities=40, seed=7)
     b = draw_k_shot(triples, SEEN, 3, num_entities=40, seed=7)
     assert torch.equal(a.links, b.links) and torch.equal(a.queries, b.queries)

@@ -9,6 +9,7 @@ import math
 from types import SimpleNamespace
 
 import torch
+from eval_oracle import random_graph
 
 from textkg.data.known_links import NEW_IS_HEAD, NEW_IS_TAIL
 from textkg.evaluation import FilterIndex, compute_ranks
@@ -17,18 +18,6 @@ from textkg.evaluation.link_vote import LinkVote, LinkVoteScorer, rank_link_vote
 from textkg.models import build_model
 from textkg.models.config import ModelConfig
 from textkg.models.known_links import NO_LINKS, with_known_links
-
-
-def _graph(n=300, e=30, r=3, seed=0):
-    g = torch.Generator().manual_seed(seed)
-    return torch.stack(
-        [
-            torch.randint(0, e, (n,), generator=g),
-            torch.randint(0, r, (n,), generator=g),
-            torch.randint(0, e, (n,), generator=g),
-        ],
-        1,
-    )
 
 
 def _brute_voters(graph, seen, links, num_entities, k):
@@ -62,7 +51,7 @@ def _brute_voters(graph, seen, links, num_entities, k):
 
 
 def test_voters_and_votes_match_a_brute_force_oracle():
-    graph, seen = _graph(), torch.arange(30)
+    graph, seen = random_graph(300, 30), torch.arange(30)
     vote = LinkVote(graph, seen, num_entities=40, num_relations=3, k=5)
     links = torch.tensor([[31, 0, 3, NEW_IS_HEAD], [31, 1, 7, NEW_IS_TAIL], [32, 2, 11, NEW_IS_HEAD]])
     owners, ids, weights = vote.voters(links)
@@ -85,7 +74,7 @@ def test_voters_and_votes_match_a_brute_force_oracle():
 
 
 def test_an_unknown_item_gives_no_voters_and_no_vote():
-    vote = LinkVote(_graph(), torch.arange(30), num_entities=40, num_relations=3, k=4)
+    vote = LinkVote(random_graph(300, 30), torch.arange(30), num_entities=40, num_relations=3, k=4)
     owners, ids, weights = vote.voters(torch.tensor([[35, 0, 38, NEW_IS_HEAD]]))  # 38: never in the graph
     assert owners.tolist() == [35] and float(weights.sum()) == 0.0
 
