@@ -118,7 +118,8 @@ class TrainConfig:
             high-accuracy differentially private image classification through scale", §3.1); it
             is post-processing, so it costs no privacy.
         max_minutes: stop training after this wall time (``None`` = no limit),
-            checked after every step; a stopped run is validated at once.
+            checked after every step; a stopped run is validated at once. Refused under
+            ``--privacy full|confidential``: the private step count must not depend on wall time.
         checkpoint_every: also checkpoint every this many steps (``0`` = only per epoch).
         audit_candidates: for membership-inference audits, this many candidate
             statements (confidential ones when privacy is ``confidential`` or
@@ -339,6 +340,15 @@ class RunConfig:
     model_name: str = "transe"
 
     def __post_init__(self) -> None:
+        if self.train.max_minutes is not None and self.privacy.mode in PRIVATE_STEP_MODES:
+            # a wall-time stop makes the number of private steps, and so the released epsilon, depend on
+            # how long each step took, which depends on the realised (private) Poisson batch sizes
+            raise ConfigError(
+                f"--max-minutes cannot be used under --privacy {self.privacy.mode}: the number of private "
+                "steps (and so epsilon) must be fixed in advance from public inputs, and a wall-time stop "
+                "would make it depend on the private batch sizes; bound the run with --epochs instead",
+                field="train.max_minutes",
+            )
         if self.train.optimizer == "lazy-adam" and self.privacy.mode in PRIVATE_STEP_MODES:
             raise ConfigError(
                 "lazy-adam updates the rows a batch touched; DP-SGD noises every row at every step: use adam",
