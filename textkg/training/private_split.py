@@ -89,7 +89,7 @@ def check_given_partition(kg: KnowledgeGraph, cfg: RunConfig) -> None:
             (``kg.info["entity_partition"]``), naming the folder and the files it needs.
     """
     if kg.info.get("entity_partition") == PARTITION_FROM_STATEMENTS:
-        raise missing_entity_lists(kg.info.get("inductive_dir"), f"--privacy {cfg.privacy.mode}")
+        raise missing_entity_lists(str(kg.info.get("inductive_dir")), f"--privacy {cfg.privacy.mode}")
 
 
 def owner_test_statements(kg: KnowledgeGraph, split: Split, cfg: RunConfig) -> torch.Tensor | None:
