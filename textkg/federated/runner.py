@@ -58,6 +58,7 @@ from textkg.federated.grid import PARTITION_ID, InProcessGrid
 from textkg.federated.holder import DataHolder, trained_state
 from textkg.federated.partition import Partition, assign_statements, make_partition
 from textkg.privacy.claims import get_claim
+from textkg.training.config import PRIVATE_STEP_MODES
 
 __all__ = ["AGGREGATIONS", "DataHolder", "FederatedConfig", "Federation", "federate_inprocess", "trained_state"]
 
@@ -89,8 +90,21 @@ class Federation:
 
     @property
     def sizes(self) -> dict | None:
-        """Statements per holder, or ``None`` under client-level DP (a holder's count is about its data)."""
-        return None if self.fed.client_dp else self.part.sizes()
+        """Statements per holder, or ``None`` when a holder's count is private: under client-level DP
+        (it is about the holder's data) and under record-level DP with a declared size ``N̄`` (it is
+        private under add/remove adjacency; every holder's FedAvg weight is then ``N̄``)."""
+        return None if self.fed.client_dp or self.declared_size is not None else self.part.sizes()
+
+    @property
+    def declared_size(self) -> float | None:
+        """``N̄``, each holder's declared private size under record-level DP (``--private-size``, or
+        ``B / --sample-rate``); ``None`` without record-level DP or without a declared size."""
+        privacy = self.cfg.privacy
+        if privacy.mode not in PRIVATE_STEP_MODES:
+            return None
+        if privacy.sample_rate is not None:
+            return self.cfg.train.batch_size / privacy.sample_rate
+        return None if privacy.private_size is None else float(privacy.private_size)
 
     def holder(self, k: int, out_dir: Path) -> DataHolder:
         """Build holder ``k`` (its own statements, the shared ones, its trainer and ledger)."""
@@ -267,7 +281,7 @@ def write_outputs(
             "rounds": fed.rounds,
             "local_epochs": fed.local_epochs,
             "aggregation": fed.aggregation,
-            "weights": "equal (DP-FedAvg)" if fed.client_dp else "each holder's number of own statements",
+            "weights": _weights_rule(fedn),
             "selection": "none: the last round's global model",
             "upload": _upload_block(fed, cfg),
         },
@@ -427,6 +441,16 @@ def _upload_block(fed: FederatedConfig, cfg) -> dict:
         if dp
         else "none claimed: the rows and their choice are functions of the clear parameters",
     }
+
+
+def _weights_rule(fedn: Federation) -> str:
+    """``metrics.json``'s ``federated.weights``: what FedAvg weighs each holder by."""
+    if fedn.fed.client_dp:
+        return "equal (DP-FedAvg)"
+    if fedn.declared_size is not None:
+        size = f"{fedn.declared_size:g}"
+        return f"equal: each holder's declared private size N = {size} (public; the exact count is private)"
+    return "each holder's number of own statements"
 
 
 def _strategy_name(fed: FederatedConfig) -> str:
