@@ -20,6 +20,8 @@ from textkg.training.losses import list_losses
 PRIVACY_MODES = ("none", "full", "confidential", "public-only")
 #: modes that run a private (DP-SGD or simulation) step
 PRIVATE_STEP_MODES = ("full", "confidential")
+#: ``data.vocabulary``: see :class:`DataConfig`
+VOCABULARY_CHOICES = ("auto", "texts")
 PRIVACY_MECHANISMS = ("dp-sgd", "simulation")
 #: the registered accountants that claim ε (textkg.privacy.claims), listed from the registry itself
 PRIVACY_ACCOUNTANTS = tuple(registered_claims())
@@ -46,6 +48,11 @@ class DataConfig:
         public_entities: private runs: a file of entity ids, one per line, that get a
             structural row (the public vocabulary). ``None``: every entity of the
             graph that the split does not hold out (``docs/privacy.md``).
+        vocabulary: a BLP-format directory's entity and relation vocabulary. ``auto``
+            (default): the entities and relations of its statements, or under privacy every
+            entity and relation with a text (a public input); ``texts``: every entity and
+            relation with a text, always (a federation whose holders keep their statements
+            in their own files, ``--partition files``, sets it).
     """
 
     dataset: str = "hpo-small"
@@ -54,9 +61,11 @@ class DataConfig:
     inductive_dir: str | None = None
     description: str = "auto"
     public_entities: str | None = None
+    vocabulary: str = "auto"
 
     def __post_init__(self) -> None:
         _check_choice("split", self.split, list_splits(), prefix="data")
+        _check_choice("vocabulary", self.vocabulary, VOCABULARY_CHOICES, prefix="data")
 
 
 @dataclass(frozen=True)
