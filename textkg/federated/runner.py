@@ -353,13 +353,6 @@ def federate_inprocess(
     from textkg.training import checkpoint as ckpt
 
     out_dir = Path(out_dir)
-    if fed.partition == FILES:
-        raise ConfigError(
-            "the files partition keeps each holder's statements on its own node: run it on Flower's deployment "
-            "engine (textkg federate-app, one SuperNode per holder with --node-config data-file=...), or use "
-            "--partition column in one process",
-            field="partition",
-        )
     if resume:
         check_resumable(out_dir)
     elif out_dir.exists() and any(out_dir.iterdir()):
