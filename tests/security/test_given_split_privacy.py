@@ -104,3 +104,15 @@ def test_with_entity_lists_neighbours_give_the_same_release(tmp_path):
     assert ma["privacy"] == mb["privacy"] and ma["privacy"]["guarantee"] == "dp"
     for split in ("valid", "test"):  # public statements: the same queries, counted the same
         assert ma[split]["num_triples"] == mb[split]["num_triples"]
+
+
+def test_a_transductive_private_run_beside_an_inductive_split_without_lists_still_trains(tmp_path):
+    """The refusal is about the inductive split's partition: a transductive run on the same folder reads
+    train/dev/test.tsv only, and trains."""
+    data = _dataset(tmp_path, "d", extra=None, lists=False)
+    code = main(
+        ["train", "--dataset", str(data), "--inductive-dir", "ind_split", "--split", "transductive"]
+        + ["--description", "short", "--model", "transe", "--dim", "8", "--epochs", "1", "--batch-size", "16"]
+        + ["--privacy", "full", "--noise-multiplier", "1.0", "--private-size", "256", "--out", str(tmp_path / "run")]
+    )
+    assert code == 0

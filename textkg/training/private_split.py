@@ -57,7 +57,7 @@ def split_for_privacy(kg: KnowledgeGraph, cfg: RunConfig) -> tuple[Split, tuple[
         reasons to add to the privacy block's ``not_dp_because``.
     """
     split = make_split(kg, cfg.data.split, seed=cfg.data.split_seed)
-    if cfg.privacy.mode != "none" and split.seed is None:
+    if cfg.privacy.mode != "none" and split.seed is None and split.kind == "inductive":
         check_given_partition(kg, cfg)
     if cfg.privacy.mode == "none" or split.seed is None:  # not private, or given as files: public
         return split, ()
