@@ -12,10 +12,10 @@ match in everything but noised values.
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 
 import pytest
+from neighbours import message_view, neighbour_copy, shape_tree
 
 pytest.importorskip("flwr")
 
@@ -32,20 +32,7 @@ NOISED = {"public-loss"}
 
 
 def _dataset(tmp_path: Path, name: str, *, extra: bool) -> Path:
-    out = tmp_path / name
-    shutil.copytree(FIXTURE, out)
-    if extra:
-        with open(out / "train.tsv", "a", encoding="utf-8") as fh:
-            fh.write(EXTRA)
-    return out
-
-
-def _shape_tree(obj):
-    if isinstance(obj, dict):
-        return {k: _shape_tree(v) for k, v in obj.items()}
-    if isinstance(obj, list):
-        return [_shape_tree(v) for v in obj]
-    return type(obj).__name__ if obj is not None else None
+    return neighbour_copy(FIXTURE, tmp_path / name, append=("train.tsv", EXTRA) if extra else None)
 
 
 @pytest.fixture
@@ -61,7 +48,7 @@ def received(monkeypatch):
 
         def aggregate_train(server_round, replies):
             replies = list(replies)
-            log.append([_message(m.content) for m in replies])
+            log.append([message_view(m.content) for m in replies])
             return aggregate(server_round, replies)
 
         strategy.aggregate_train = aggregate_train
@@ -69,17 +56,6 @@ def received(monkeypatch):
 
     monkeypatch.setattr(runner, "make_strategy", spy)
     return log
-
-
-def _message(content) -> dict:
-    return {
-        "arrays": {
-            name: {k: (tuple(a.shape), a.dtype) for k, a in record.items()}
-            for name, record in content.array_records.items()
-        },
-        "metrics": {name: dict(record) for name, record in content.metric_records.items()},
-        "configs": {name: dict(record) for name, record in content.config_records.items()},
-    }
 
 
 def _public(message: dict) -> dict:
@@ -106,7 +82,7 @@ def test_neighbouring_holders_send_and_release_the_same_sizes(tmp_path, received
     ma, mb = (json.loads((d / "metrics.json").read_text()) for d in runs)
     assert ma["federated"] == mb["federated"] and ma["federated"]["sizes"] is None
     assert ma["federated"]["weights"].startswith("equal")
-    assert _shape_tree(ma) == _shape_tree(mb)
+    assert shape_tree(ma) == shape_tree(mb)
     for ca, cb in zip(ma["clients"], mb["clients"], strict=True):
         assert ca["num_statements"] is None and ca["num_examples"] == cb["num_examples"] == 64
         assert ca["privacy"] == cb["privacy"] and ca["privacy"]["guarantee"] == "dp"

@@ -27,6 +27,7 @@ import pytest
 pytest.importorskip("flwr")
 
 from holder_files import FLAGS, PRIVATE, make_holder_files, marker_statement
+from neighbours import message_view, shape_tree
 
 from textkg.errors import ConfigError
 from textkg.federated import app
@@ -56,7 +57,7 @@ class SpyGrid(InProcessGrid):
     def push_messages(self, messages):
         ids = []
         for message in messages:
-            self.sent.append(_view(message.content))
+            self.sent.append(message_view(message.content))
             _STATE["node"] = message.metadata.dst_node_id - 1
             try:
                 ids.extend(super().push_messages([message]))
@@ -66,16 +67,8 @@ class SpyGrid(InProcessGrid):
 
     def pull_messages(self, message_ids):
         replies = list(super().pull_messages(message_ids))
-        self.received.extend(_view(r.content) for r in replies)
+        self.received.extend(message_view(r.content) for r in replies)
         return replies
-
-
-def _view(content) -> dict:
-    return {
-        "arrays": {n: {k: (tuple(a.shape), a.dtype) for k, a in r.items()} for n, r in content.array_records.items()},
-        "metrics": {n: dict(r) for n, r in content.metric_records.items()},
-        "configs": {n: {k: str(v) for k, v in r.items()} for n, r in content.config_records.items()},
-    }
 
 
 def fresh(message, context):
@@ -103,14 +96,6 @@ def _serve(root: Path, *extra: str, neighbour: str | None = None):
     finally:
         _STATE["on"] = False
     return metrics, grid, holders, list(_OPENED)
-
-
-def _shape_tree(obj):
-    if isinstance(obj, dict):
-        return {k: _shape_tree(v) for k, v in obj.items()}
-    if isinstance(obj, list):
-        return [_shape_tree(v) for v in obj]
-    return type(obj).__name__ if obj is not None else None
 
 
 @pytest.mark.parametrize("privacy", [(), PRIVATE], ids=["public", "record-level-dp"])
@@ -155,7 +140,7 @@ def test_neighbouring_holder_files_send_the_server_the_same_messages(tmp_path):
     assert public(ga.sent, "d")[0] == public(gb.sent, "d_plus")[0]  # the first round's message: the same settings
     fa, fb = (json.loads((tmp_path / n / "out" / "federated.json").read_text()) for n in ("d", "d_plus"))
     assert fa == fb
-    assert _shape_tree(ma) == _shape_tree(mb) and ma["clients"][0]["privacy"] == mb["clients"][0]["privacy"]
+    assert shape_tree(ma) == shape_tree(mb) and ma["clients"][0]["privacy"] == mb["clients"][0]["privacy"]
     assert ma["federated"] == mb["federated"]
 
 

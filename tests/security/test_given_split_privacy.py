@@ -12,11 +12,11 @@ two releases must match in everything but noised values.
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 
 import pytest
 import torch
+from neighbours import neighbour_copy, shape_tree
 
 from textkg.cli.main import main
 
@@ -29,15 +29,9 @@ EXTRA_TEST_ENTITY = "/e/00\t/r/knows\t/e/04\n"
 
 
 def _dataset(tmp_path: Path, name: str, *, extra: str | None, lists: bool) -> Path:
-    out = tmp_path / name
-    shutil.copytree(FIXTURE, out)
-    if not lists:
-        for f in ENTITY_LISTS:
-            (out / "ind_split" / f).unlink()
-    if extra is not None:
-        with open(out / "ind_split" / "ind-train.tsv", "a", encoding="utf-8") as fh:
-            fh.write(extra)
-    return out
+    removed = () if lists else tuple(f"ind_split/{f}" for f in ENTITY_LISTS)
+    line = None if extra is None else ("ind_split/ind-train.tsv", extra)
+    return neighbour_copy(FIXTURE, tmp_path / name, append=line, remove=removed)
 
 
 def _train(dataset: Path, out: Path) -> int:
@@ -47,14 +41,6 @@ def _train(dataset: Path, out: Path) -> int:
         + ["--seed", "0", "--privacy", "full", "--noise-multiplier", "1.0", "--max-grad-norm", "1.0"]
         + ["--private-size", "128", "--out", str(out)]
     )
-
-
-def _shape_tree(obj):
-    if isinstance(obj, dict):
-        return {k: _shape_tree(v) for k, v in obj.items()}
-    if isinstance(obj, list):
-        return [_shape_tree(v) for v in obj]
-    return type(obj).__name__ if obj is not None else None
 
 
 @pytest.mark.parametrize("extra", [EXTRA_TRAIN, EXTRA_TEST_ENTITY])
@@ -100,7 +86,7 @@ def test_with_entity_lists_neighbours_give_the_same_release(tmp_path):
     ma, mb = (json.loads((d / "metrics.json").read_text()) for d in runs)
     for m in (ma, mb):
         m["train"].pop("history"), m["train"].pop("seconds")
-    assert _shape_tree(ma) == _shape_tree(mb)
+    assert shape_tree(ma) == shape_tree(mb)
     assert ma["privacy"] == mb["privacy"] and ma["privacy"]["guarantee"] == "dp"
     for split in ("valid", "test"):  # public statements: the same queries, counted the same
         assert ma[split]["num_triples"] == mb[split]["num_triples"]
