@@ -116,6 +116,10 @@ def test_a_holders_file_is_opened_by_its_own_node_only_and_no_message_carries_it
         assert not any(p in text for p in paths) and "holder-" not in text, name
     federated = json.loads((tmp_path / "out" / "federated.json").read_text())
     assert federated["sizes"] is None and federated["partition"] == "files"
+    import textkg
+
+    # the run reloads from the public side alone: its vocabulary (every entity with a text) is the model's
+    assert textkg.load(tmp_path / "out") is not None
     if privacy:
         assert all(r["metrics"]["metrics"]["num-examples"] == 64 for r in grid.received)
         assert metrics["privacy"]["guarantee"] == "dp"
