@@ -302,7 +302,7 @@ def _federated_config(args):
     """The :class:`~textkg.federated.runner.FederatedConfig` of ``federate``'s flags."""
     from textkg.federated.runner import FederatedConfig
 
-    default_k = 3 if args.partition in ("random", "relation") else None  # source and column set their own
+    default_k = 3 if args.partition in ("random", "relation", "files") else None  # source and column set their own
     return FederatedConfig(
         partition=args.partition,
         clients=args.clients if args.clients is not None else default_k,
@@ -431,11 +431,13 @@ def federate_app(args) -> dict:
     written = write_app(Path(args.app), cfg, fed, Path(args.out))
     holders = _holder_names(fed)
     app = shlex.quote(written["app"])
+    # the files partition: each node names its own holder file, which no other process sees
+    data_file = ' data-file="/path/to/this-holders-statements.tsv"' if fed.partition == "files" else ""
     link = "flower-superlink --insecure --disable-runtime-dependency-installation    # 127.0.0.1:8000"
     nodes = (
         [
             f"flower-supernode --insecure --superlink 127.0.0.1:8000 --port {9094 + k} "
-            f"--node-config 'partition-id={k} num-partitions={len(holders)}'    # {name}"
+            f"--node-config 'partition-id={k} num-partitions={len(holders)}{data_file}'    # {name}"
             for k, name in enumerate(holders)
         ]
         if holders

@@ -83,6 +83,7 @@ def load_blp_directory(
     inductive_dir: str | Path | None = None,
     name: str | None = None,
     vocabulary: str = "statements",
+    require_entity_lists: str | None = None,
 ) -> KnowledgeGraph:
     """Read and validate a BLP/KG-BERT directory.
 
@@ -106,6 +107,10 @@ def load_blp_directory(
             ``relation2text.txt``, whether or not a statement uses it. Private runs
             use ``"texts"``: the vocabulary is then a public input, not something
             computed from private statements (``docs/privacy.md``).
+        require_entity_lists: Why an inductive split must come with its ``*-ents.txt``
+            lists (e.g. ``"--privacy full"``), or ``None``. Without them the entity
+            partition is read off ``ind-train.tsv``; a private run refuses that before any
+            statement is read (:func:`missing_entity_lists`).
 
     Returns:
         A graph with triple sets ``train``/``valid``/``test`` and, when an
@@ -121,6 +126,9 @@ def load_blp_directory(
         raise DataError("not a dataset directory", file=directory)
     desc_path = _description_path(directory, description, description_file)
     ind_path = _inductive_path(directory, inductive_dir)
+    if require_entity_lists is not None and ind_path is not None:
+        if not all((ind_path / f).is_file() for f in ENTITY_LIST_FILES.values()):
+            raise missing_entity_lists(ind_path, require_entity_lists)
 
     files = {key: _TripleFile(directory / fname) for key, fname in TRIPLE_FILES.items()}
     if ind_path is not None:
@@ -164,6 +172,8 @@ def load_blp_directory(
             "vocabulary": vocabulary,
             "description_file": str(desc_path),
             "inductive_dir": None if ind_path is None else str(ind_path),
+            #: where an inductive split's entity partition comes from (``None``: no inductive split)
+            "entity_partition": _partition_source(ind_path, entity_lists),
             "relation_text": str(rel_path) if relation_texts is not None else "from ids",
         },
     )
@@ -324,6 +334,33 @@ def _check_inductive(files: dict[str, _TripleFile], lists: dict[str, set[str]] |
                     line=line,
                     field="head/tail",
                 )
+
+
+#: ``info["entity_partition"]`` of an inductive split without ``*-ents.txt`` lists
+PARTITION_FROM_STATEMENTS = "inferred from ind-train.tsv"
+
+
+def missing_entity_lists(ind_path: str | Path | None, why: str) -> DataError:
+    """The error for an inductive split without its ``*-ents.txt`` lists in a run that needs them (``why``)."""
+    return DataError(
+        f"{why} needs the inductive split's entity lists ({', '.join(ENTITY_LIST_FILES.values())}) in this "
+        "folder: without them the entity partition (training, validation and test entities, the structural "
+        "table's rows, the evaluation statements kept) is read off ind-train.tsv, whose statements are "
+        "private, so one private statement would change what is released. List every entity of each set, "
+        "one id per line",
+        file=ind_path,
+        field="inductive_dir",
+    )
+
+
+def _partition_source(ind_path: Path | None, entity_lists: dict[str, set[str]] | None) -> str | None:
+    """Where the entity partition of an inductive split comes from: the ``*-ents.txt`` lists, or the
+    statements themselves (a training entity is one that ``ind-train.tsv`` names)."""
+    if ind_path is None:
+        return None
+    if entity_lists is None:
+        return PARTITION_FROM_STATEMENTS
+    return "files: " + ", ".join(ENTITY_LIST_FILES.values())
 
 
 def _inferred_entity_sets(files: dict[str, _TripleFile]) -> dict[str, set[str]]:

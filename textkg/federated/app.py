@@ -59,7 +59,7 @@ from flwr.serverapp import Grid, ServerApp
 from textkg.errors import ConfigError
 from textkg.federated.checkpointing import DONE_KEY, HOLDER_DIR_KEY, load_holder_state, save_holder_state
 from textkg.federated.client_dp import holder_entry
-from textkg.federated.grid import NUM_PARTITIONS, PARTITION_ID, REPORT_KEY
+from textkg.federated.grid import DATA_FILE, NUM_PARTITIONS, PARTITION_ID, REPORT_KEY
 from textkg.federated.runner import (
     DataHolder,
     FederatedConfig,
@@ -382,7 +382,10 @@ def _holder(context: Context, settings: str, restore: tuple[Path, int] | None = 
             f"num-partitions is {context.node_config[NUM_PARTITIONS]}, the federation has {num} holders",
             field=NUM_PARTITIONS,
         )
-    holder = fedn.holder(k, Path(tempfile.gettempdir()))  # the trainer writes nothing in train_epochs
+    data_file = context.node_config.get(DATA_FILE)  # the files partition: this node's own file, read here only
+    holder = fedn.holder(  # the trainer writes nothing in train_epochs
+        k, Path(tempfile.gettempdir()), data_file=None if data_file is None else str(data_file)
+    )
     blob = None if saved is None else cast(bytes, saved["state"])
     if saved is None and restore is not None and fits:
         blob = load_holder_state(restore[0], holder.name, fits)

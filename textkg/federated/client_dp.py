@@ -39,9 +39,10 @@ holder's DP output, so every holder's record-level ledger is the same as
 without client-level DP (Dwork & Roth 2014, Prop. 2.1; the rounds compose
 adaptively in the holder's ledger as they do without it). ``metrics.json``
 then reports each holder's record-level ledger (``clients[*].privacy``): it is
-a function of the holder's statement count (sample rate ``B / N_k``, steps,
-default δ), which becomes a public input of the client-level guarantee, and
-is labelled so (:func:`client_privacy_block`).
+a function of the size the holder samples with (sample rate ``B / N``, steps,
+default δ: the declared ``N̄``, else its exact count ``N_k``), which becomes a
+public input of the client-level guarantee, and is labelled so
+(:func:`client_privacy_block`).
 """
 
 from __future__ import annotations
@@ -63,8 +64,9 @@ UNIT_WEIGHT_KEY = "unit-weight"
 DEFAULT_CLIENT_DELTA = 1e-5
 #: A public input of the client-level guarantee when the holders run record-level DP too.
 RECORD_LEDGER_INPUT = (
-    "each holder's number of (private) statements: its record-level ledger, released in clients[*].privacy, "
-    "is a function of it (sample rate B/N_k, steps, delta)"
+    "each holder's declared private size N (--private-size / --sample-rate), or without one its number of "
+    "(private) statements: its record-level ledger, released in clients[*].privacy, is a function of it "
+    "(sample rate B/N, steps, delta)"
 )
 
 

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from textkg.errors import ConfigError
 from textkg.federated.config import FederatedConfig
+from textkg.federated.partition import FILES
 
 
 def federate(
@@ -21,6 +22,13 @@ def federate(
     ``on_upload(holder, sent, upload)`` sees every upload; only the in-process engine can call it.
     See :func:`textkg.federated.runner.federate_inprocess` for what is written and how ``resume`` works.
     """
+    if fed.partition == FILES:
+        raise ConfigError(
+            "the files partition keeps each holder's statements on its own node: run it on Flower's deployment "
+            "engine (textkg federate-app, one SuperNode per holder with --node-config data-file=...), or use "
+            "--partition column in one process",
+            field="partition",
+        )
     if fed.engine == "simulation":
         from textkg.federated.simulation import simulate
 

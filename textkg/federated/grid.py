@@ -28,6 +28,8 @@ from flwr.supercore.task_identity import TaskIdentity
 
 #: ``node_config`` keys, as Flower's simulation engine sets them.
 PARTITION_ID, NUM_PARTITIONS = "partition-id", "num-partitions"
+#: ``node_config`` key of a holder's own statements file (the ``files`` partition; never sent to the server)
+DATA_FILE = "data-file"
 
 
 class InProcessGrid(Grid):
@@ -37,16 +39,18 @@ class InProcessGrid(Grid):
         client_app: The ClientApp every node runs.
         num_nodes: How many nodes (data holders).
         run_id: Id of the run the messages belong to.
+        node_configs: Extra ``node_config`` entries of each node (e.g. its ``data-file``).
     """
 
-    def __init__(self, client_app, num_nodes: int, *, run_id: int = 1) -> None:
+    def __init__(self, client_app, num_nodes: int, *, run_id: int = 1, node_configs=None) -> None:
         self._app = client_app
         self._run = Run.create_empty(run_id)
+        extra = [{}] * num_nodes if node_configs is None else list(node_configs)
         self._contexts = {
             k + 1: Context(
                 run_id=run_id,
                 node_id=k + 1,
-                node_config={PARTITION_ID: k, NUM_PARTITIONS: num_nodes},
+                node_config={PARTITION_ID: k, NUM_PARTITIONS: num_nodes, **extra[k]},
                 state=RecordDict(),
                 run_config={},
             )

@@ -17,6 +17,26 @@ def trained_state(model: torch.nn.Module) -> dict[str, torch.Tensor]:
     return {n: p.detach().clone() for n, p in model.named_parameters() if p.requires_grad}
 
 
+def fedavg_weight(num_own: int, private) -> int | float:
+    """The FedAvg weight a holder sends the server every round.
+
+    Without record-level DP: its own statements (every holder trains the shared ones, so counting
+    them would give a holder of 13 statements, hpo's DECIPHER, the weight of one with 5,000). Under
+    record-level DP with a declared size (``--private-size N̄`` or ``--sample-rate q``, N̄ = B/q) the
+    exact count is private under add/remove adjacency (docs/privacy.md), so the weight is the public
+    N̄, the same for every holder: equal weights. Without a declared size the run is ``simulation``
+    anyway (q = B/N_k) and the exact count stays the weight.
+
+    Args:
+        num_own: the holder's own statements.
+        private: its :class:`~textkg.training.private_training.PrivateTraining`, or ``None``.
+    """
+    if private is not None and private.size_source is not None:
+        size = float(private.public_size)
+        return int(size) if size.is_integer() else size
+    return max(num_own, 1)
+
+
 class DataHolder:
     """One client: its statements, its copy of the model, its trainer and (under privacy) its ledger.
 
@@ -73,10 +93,8 @@ class DataHolder:
                 extra_reasons=tuple(prep.split.extra.get("not_dp_because", ())),
             )
         self.upload_top_k = upload_top_k
-        # the FedAvg weight: the holder's own statements. Every holder trains the shared ones, so counting
-        # them would give a holder of 13 statements (hpo's DECIPHER) the weight of one with 5,000.
-        self.num_examples = max(len(own), 1)
-        self.num_own = len(own)
+        self.num_own = len(own)  # private under record-level DP: never sent, and released only in simulation
+        self.num_examples = fedavg_weight(len(own), self.private)
         self.trainer = Trainer(
             self.model,
             config=cfg,
@@ -133,10 +151,16 @@ class DataHolder:
         if self.private is not None:
             self.private.load_state_dict(state["privacy"])
 
+    @property
+    def size_is_private(self) -> bool:
+        """Whether the holder's statement count is private: record-level DP with a declared size N̄."""
+        return self.private is not None and self.private.size_source is not None
+
     def report(self) -> dict:
+        """What the holder tells the server (and ``metrics.json``'s ``clients``): public values only."""
         out = {
             "name": self.name,
-            "num_statements": self.num_own,
+            "num_statements": None if self.size_is_private else self.num_own,
             "num_examples": self.num_examples,
             "privacy": None if self.private is None else self.private.report(),
         }

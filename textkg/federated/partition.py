@@ -20,7 +20,13 @@ every client holds, such as the ontology itself. Schemes:
   per training statement, in the external ids of the dataset; every training
   statement must be listed (repeats of a duplicated statement follow its
   first listing; ``shared`` as the client name marks a shared statement);
-  clients are numbered in sorted name order.
+  clients are numbered in sorted name order;
+- ``files``: every holder keeps its statements in its own file, on its own node
+  (Flower's deployment engine: the SuperNode's ``--node-config data-file=...``,
+  read by :func:`read_holder_file`). The dataset the server and every node load
+  is the public side only (vocabulary, texts, validation and test statements),
+  so each of its training statements is ``SHARED``; clients are ``client-0`` ..
+  ``client-{K-1}``. No process but holder k's node opens holder k's file.
 
 Typical use::
 
@@ -42,7 +48,9 @@ from textkg.errors import ConfigError, DataError
 #: Assignment of a statement that every client holds.
 SHARED = -1
 #: Partition schemes by name.
-SCHEMES = ("random", "relation", "source", "column")
+SCHEMES = ("random", "relation", "source", "column", "files")
+#: the scheme whose holders each read their own file on their own node
+FILES = "files"
 #: ``source``: the disease id prefixes of ``hpo``, one client each.
 HPO_SOURCES = ("OMIM", "ORPHA", "DECIPHER")
 #: client name that marks a shared statement in a ``column`` file
@@ -117,7 +125,7 @@ def make_partition(
         raise ConfigError(f"unknown partition {scheme!r}; expected one of {', '.join(SCHEMES)}", field="partition")
     if train.ndim != 2 or train.shape[1] != 3:
         raise ConfigError(f"train must be (N, 3), got {tuple(train.shape)}", field="train")
-    if scheme in ("random", "relation"):
+    if scheme in ("random", "relation", FILES):
         if isinstance(num_clients, bool) or not isinstance(num_clients, int) or num_clients < 2:
             raise ConfigError(f"--clients must be an integer >= 2, got {num_clients!r}", field="clients")
     if scheme == "column" and column_file is None:
@@ -136,6 +144,10 @@ def make_partition(
         clients, assignment = _by_relation(kg, train, num_clients)
     elif scheme == "source":
         clients, assignment = _by_source(kg, train)
+    elif scheme == FILES:  # the holders' statements are in their own files: every statement here is public
+        assert num_clients is not None  # checked above
+        clients = tuple(f"client-{k}" for k in range(num_clients))
+        return Partition(scheme=scheme, clients=clients, assignment=torch.full((len(train),), SHARED))
     else:
         assert column_file is not None  # checked above for column
         clients, assignment = _from_column_file(kg, train, Path(column_file))
@@ -148,6 +160,53 @@ def make_partition(
     return part
 
 
+def read_holder_file(kg, split, path: str | Path) -> torch.Tensor:
+    """``(n, 3)`` one holder's own training statements, from its own file (the ``files`` scheme).
+
+    The file is a TSV of ``head<TAB>relation<TAB>tail`` lines in the external ids of the (public)
+    dataset. Only the holder's own node reads it; the public vocabulary decides what it may name.
+
+    Args:
+        kg: the public graph (its vocabulary).
+        split: the public split (an inductive split's held-out entities may not occur).
+        path: the holder's file.
+
+    Raises:
+        DataError: no such file, a malformed line, an entity or relation outside the public
+            vocabulary, or an entity the inductive split holds out (file, line and field named).
+    """
+    from textkg.data.io import read_triples
+
+    path = Path(path)
+    if not path.is_file():
+        raise DataError("no such holder file", file=path, field="data-file")
+    triples, lines = read_triples(path)
+    ent = {e: i for i, e in enumerate(kg.entities)}
+    rel = {r: i for i, r in enumerate(kg.relations)}
+    held = set()
+    if split.kind == "inductive":
+        held = set(split.valid_entities.tolist()) | set(split.test_entities.tolist())
+    ids = []
+    for line, (h, r, t) in zip(lines, triples, strict=True):
+        for name, value, table in (("head", h, ent), ("relation", r, rel), ("tail", t, ent)):
+            if value not in table:
+                unknown = f"unknown {name} {value!r}: not in the public vocabulary"
+                raise DataError(unknown, file=path, line=line, field=name)
+        row = (ent[h], rel[r], ent[t])
+        for name, e in (("head", row[0]), ("tail", row[2])):
+            if e in held:
+                raise DataError(
+                    f"entity {kg.entities[e]!r} is held out by the inductive split (valid/test)",
+                    file=path,
+                    line=line,
+                    field=name,
+                )
+        ids.append(row)
+    if not ids:
+        raise DataError("a holder file with no statement", file=path, field="data-file")
+    return torch.tensor(ids, dtype=torch.long).reshape(-1, 3)
+
+
 def assign_statements(
     part: Partition, kg, train: torch.Tensor, triples: torch.Tensor, *, seed: int = 0
 ) -> torch.Tensor | None:
@@ -156,7 +215,8 @@ def assign_statements(
     ``random`` hashes each statement as for training; ``relation`` gives a
     relation's statements to the holder of its training statements (``SHARED``
     for a relation no holder trains); ``source`` goes by the disease's source.
-    ``column`` lists training statements only: ``None`` (no rule for others).
+    ``column`` lists training statements only, and ``files`` holders keep theirs on their nodes:
+    ``None`` (no rule for others).
     """
     if part.scheme == "random":
         from textkg.training.private_training import statement_uniforms

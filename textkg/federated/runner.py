@@ -56,8 +56,9 @@ from textkg.federated.client_dp import UNIT_WEIGHT_KEY, holder_entry
 from textkg.federated.config import AGGREGATIONS, FederatedConfig
 from textkg.federated.grid import PARTITION_ID, InProcessGrid
 from textkg.federated.holder import DataHolder, trained_state
-from textkg.federated.partition import Partition, assign_statements, make_partition
+from textkg.federated.partition import FILES, Partition, assign_statements, make_partition, read_holder_file
 from textkg.privacy.claims import get_claim
+from textkg.training.config import PRIVATE_STEP_MODES
 
 __all__ = ["AGGREGATIONS", "DataHolder", "FederatedConfig", "Federation", "federate_inprocess", "trained_state"]
 
@@ -89,12 +90,36 @@ class Federation:
 
     @property
     def sizes(self) -> dict | None:
-        """Statements per holder, or ``None`` under client-level DP (a holder's count is about its data)."""
-        return None if self.fed.client_dp else self.part.sizes()
+        """Statements per holder, or ``None`` when a holder's count is private: under client-level DP
+        (it is about the holder's data) and under record-level DP with a declared size ``N̄`` (it is
+        private under add/remove adjacency; every holder's FedAvg weight is then ``N̄``)."""
+        if self.fed.client_dp or self.declared_size is not None or self.part.scheme == FILES:
+            return None  # under ``files`` the server never sees a holder's statements
+        return self.part.sizes()
 
-    def holder(self, k: int, out_dir: Path) -> DataHolder:
-        """Build holder ``k`` (its own statements, the shared ones, its trainer and ledger)."""
-        own = self.part.client_triples(self.prep.split.train, k, include_shared=False)
+    @property
+    def declared_size(self) -> float | None:
+        """``N̄``, each holder's declared private size under record-level DP (``--private-size``, or
+        ``B / --sample-rate``); ``None`` without record-level DP or without a declared size."""
+        privacy = self.cfg.privacy
+        if privacy.mode not in PRIVATE_STEP_MODES:
+            return None
+        if privacy.sample_rate is not None:
+            return self.cfg.train.batch_size / privacy.sample_rate
+        return None if privacy.private_size is None else float(privacy.private_size)
+
+    def holder(self, k: int, out_dir: Path, *, data_file: str | Path | None = None) -> DataHolder:
+        """Build holder ``k`` (its own statements, the shared ones, its trainer and ledger).
+
+        ``data_file``: the ``files`` partition's holder file (on holder ``k``'s node only); the other
+        schemes take holder ``k``'s statements from the dataset and must not be given one."""
+        if (self.part.scheme == FILES) != (data_file is not None):
+            needs = "takes no data-file" if data_file is not None else "reads a holder's file from its data-file"
+            raise ConfigError(f"the {self.part.scheme} partition {needs}", field="data-file")
+        if data_file is not None:
+            own = read_holder_file(self.prep.kg, self.prep.split, data_file)
+        else:
+            own = self.part.client_triples(self.prep.split.train, k, include_shared=False)
         decay = None if self.fed.noise_decay is None else (self.fed.noise_decay, self.fed.local_epochs)
         return DataHolder(
             self.part.clients[k],
@@ -142,6 +167,8 @@ def prepare_federation(cfg, fed: FederatedConfig) -> Federation:
         cfg = dataclasses.replace(cfg, model=dataclasses.replace(cfg.model, irreflexive="none"))
     if cfg.model.unseen_structure != "row":  # each holder sees other entities: every party keeps the unseen row
         cfg = dataclasses.replace(cfg, model=dataclasses.replace(cfg.model, unseen_structure="row"))
+    if fed.partition == FILES:  # the vocabulary must cover what the holders' own files name: every text
+        cfg = dataclasses.replace(cfg, data=dataclasses.replace(cfg.data, vocabulary="texts"))
     prep = prepare(cfg, device=torch.device("cpu"))  # validates every input before anything is written
     if fed.upload_top_k is not None:
         from textkg.federated.topk import STRUCTURAL_TABLE
@@ -267,7 +294,7 @@ def write_outputs(
             "rounds": fed.rounds,
             "local_epochs": fed.local_epochs,
             "aggregation": fed.aggregation,
-            "weights": "equal (DP-FedAvg)" if fed.client_dp else "each holder's number of own statements",
+            "weights": _weights_rule(fedn),
             "selection": "none: the last round's global model",
             "upload": _upload_block(fed, cfg),
         },
@@ -427,6 +454,16 @@ def _upload_block(fed: FederatedConfig, cfg) -> dict:
         if dp
         else "none claimed: the rows and their choice are functions of the clear parameters",
     }
+
+
+def _weights_rule(fedn: Federation) -> str:
+    """``metrics.json``'s ``federated.weights``: what FedAvg weighs each holder by."""
+    if fedn.fed.client_dp:
+        return "equal (DP-FedAvg)"
+    if fedn.declared_size is not None:
+        size = f"{fedn.declared_size:g}"
+        return f"equal: each holder's declared private size N = {size} (public; the exact count is private)"
+    return "each holder's number of own statements"
 
 
 def _strategy_name(fed: FederatedConfig) -> str:

@@ -59,8 +59,10 @@ def load_graph_and_split(cfg: RunConfig):
         cfg.data.description == "auto" and Path(cfg.data.dataset).is_dir()
     ):
         kwargs["description"] = cfg.data.description  # "auto" on a registered dataset: its one text
-    if cfg.privacy.mode != "none" and Path(cfg.data.dataset).is_dir():
+    if (cfg.data.vocabulary == "texts" or cfg.privacy.mode != "none") and Path(cfg.data.dataset).is_dir():
         kwargs["vocabulary"] = "texts"  # a public vocabulary, not one computed from private statements
+    if cfg.privacy.mode != "none" and cfg.data.split == "inductive" and Path(cfg.data.dataset).is_dir():
+        kwargs["require_entity_lists"] = f"--privacy {cfg.privacy.mode}"  # a public entity partition too
     kg = load_dataset(cfg.data.dataset, **kwargs)
     split, reasons = split_for_privacy(kg, cfg)
     if reasons:  # carried to the privacy block's not_dp_because

@@ -20,6 +20,8 @@ from textkg.training.losses import list_losses
 PRIVACY_MODES = ("none", "full", "confidential", "public-only")
 #: modes that run a private (DP-SGD or simulation) step
 PRIVATE_STEP_MODES = ("full", "confidential")
+#: ``data.vocabulary``: see :class:`DataConfig`
+VOCABULARY_CHOICES = ("auto", "texts")
 PRIVACY_MECHANISMS = ("dp-sgd", "simulation")
 #: the registered accountants that claim ε (textkg.privacy.claims), listed from the registry itself
 PRIVACY_ACCOUNTANTS = tuple(registered_claims())
@@ -46,6 +48,11 @@ class DataConfig:
         public_entities: private runs: a file of entity ids, one per line, that get a
             structural row (the public vocabulary). ``None``: every entity of the
             graph that the split does not hold out (``docs/privacy.md``).
+        vocabulary: a BLP-format directory's entity and relation vocabulary. ``auto``
+            (default): the entities and relations of its statements, or under privacy every
+            entity and relation with a text (a public input); ``texts``: every entity and
+            relation with a text, always (a federation whose holders keep their statements
+            in their own files, ``--partition files``, sets it).
     """
 
     dataset: str = "hpo-small"
@@ -54,9 +61,11 @@ class DataConfig:
     inductive_dir: str | None = None
     description: str = "auto"
     public_entities: str | None = None
+    vocabulary: str = "auto"
 
     def __post_init__(self) -> None:
         _check_choice("split", self.split, list_splits(), prefix="data")
+        _check_choice("vocabulary", self.vocabulary, VOCABULARY_CHOICES, prefix="data")
 
 
 @dataclass(frozen=True)
@@ -118,7 +127,8 @@ class TrainConfig:
             high-accuracy differentially private image classification through scale", §3.1); it
             is post-processing, so it costs no privacy.
         max_minutes: stop training after this wall time (``None`` = no limit),
-            checked after every step; a stopped run is validated at once.
+            checked after every step; a stopped run is validated at once. Refused under
+            ``--privacy full|confidential``: the private step count must not depend on wall time.
         checkpoint_every: also checkpoint every this many steps (``0`` = only per epoch).
         audit_candidates: for membership-inference audits, this many candidate
             statements (confidential ones when privacy is ``confidential`` or
@@ -339,6 +349,15 @@ class RunConfig:
     model_name: str = "transe"
 
     def __post_init__(self) -> None:
+        if self.train.max_minutes is not None and self.privacy.mode in PRIVATE_STEP_MODES:
+            # a wall-time stop makes the number of private steps, and so the released epsilon, depend on
+            # how long each step took, which depends on the realised (private) Poisson batch sizes
+            raise ConfigError(
+                f"--max-minutes cannot be used under --privacy {self.privacy.mode}: the number of private "
+                "steps (and so epsilon) must be fixed in advance from public inputs, and a wall-time stop "
+                "would make it depend on the private batch sizes; bound the run with --epochs instead",
+                field="train.max_minutes",
+            )
         if self.train.optimizer == "lazy-adam" and self.privacy.mode in PRIVATE_STEP_MODES:
             raise ConfigError(
                 "lazy-adam updates the rows a batch touched; DP-SGD noises every row at every step: use adam",

@@ -21,7 +21,12 @@ and different valid/test counts, all released. So under privacy:
   BLP's degree constraints (``min_neighbors``, ``min_relation_count``) read the
   statements and are not applied.
 
-Given splits are public inputs (docs/privacy.md, "Threat model") and pass through.
+Given splits are public inputs (docs/privacy.md, "Threat model") and pass through, with one
+exception: an inductive split given as ``ind-*.tsv`` files without its entity lists
+(``train-ents.txt``, ``dev-ents.txt``, ``test-ents.txt``) takes its entity partition from the
+private ``ind-train.tsv`` (a training entity is one a training statement names), so one private
+statement can move an entity between the partition's sets, a structural row and the test counts.
+Under privacy it is refused (:func:`check_given_partition`).
 """
 
 from __future__ import annotations
@@ -31,6 +36,7 @@ import dataclasses
 import torch
 
 from textkg.data import make_split
+from textkg.data.blp_format import PARTITION_FROM_STATEMENTS, missing_entity_lists
 from textkg.data.graph import KnowledgeGraph, Split, unique_triples
 from textkg.training.config import RunConfig
 from textkg.training.private_training import select_confidential
@@ -51,6 +57,8 @@ def split_for_privacy(kg: KnowledgeGraph, cfg: RunConfig) -> tuple[Split, tuple[
         reasons to add to the privacy block's ``not_dp_because``.
     """
     split = make_split(kg, cfg.data.split, seed=cfg.data.split_seed)
+    if cfg.privacy.mode != "none" and split.seed is None and split.kind == "inductive":
+        check_given_partition(kg, cfg)
     if cfg.privacy.mode == "none" or split.seed is None:  # not private, or given as files: public
         return split, ()
     if cfg.privacy.mode == "full":
@@ -68,6 +76,20 @@ def split_for_privacy(kg: KnowledgeGraph, cfg: RunConfig) -> tuple[Split, tuple[
     train = unique_triples(torch.cat([split.train, private]))
     extra = {**split.extra, "drawn_from": "unrestricted statements only (confidential ones added to train)"}
     return dataclasses.replace(split, train=train, extra=extra), ()
+
+
+def check_given_partition(kg: KnowledgeGraph, cfg: RunConfig) -> None:
+    """Refuse a given inductive split whose entity partition is read off the private statements.
+
+    :func:`textkg.pipeline.prepared.load_graph_and_split` refuses it earlier, before any statement is
+    read (``load_blp_directory(require_entity_lists=...)``); this check covers a graph loaded without.
+
+    Raises:
+        DataError: the graph's inductive split came without ``*-ents.txt`` lists
+            (``kg.info["entity_partition"]``), naming the folder and the files it needs.
+    """
+    if kg.info.get("entity_partition") == PARTITION_FROM_STATEMENTS:
+        raise missing_entity_lists(str(kg.info.get("inductive_dir")), f"--privacy {cfg.privacy.mode}")
 
 
 def owner_test_statements(kg: KnowledgeGraph, split: Split, cfg: RunConfig) -> torch.Tensor | None:
