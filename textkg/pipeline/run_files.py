@@ -48,7 +48,7 @@ CHAR_LM_KEYS = ("forward_model", "backward_model")
 _HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]{0,95}/[\w.-]{1,95}$")
 
 
-def _encoder_kwargs(model: dict) -> Iterator[tuple[str, dict]]:
+def encoder_kwargs(model: dict) -> Iterator[tuple[str, dict]]:
     """(field prefix, kwargs dict) of the encoder and of each part of a ``concat`` encoder."""
     kwargs = model.get("encoder_kwargs")
     if not isinstance(kwargs, dict):
@@ -158,7 +158,7 @@ def resolve_run_files(stored: dict, run: Path, cfg_file: Path) -> dict:
     model = out.get("model")
     if not isinstance(model, dict):
         return out
-    for where, kwargs in _encoder_kwargs(model):
+    for where, kwargs in encoder_kwargs(model):
         _check_common(kwargs, cfg_file=cfg_file, where=where)
         if kwargs.get("cache_dir") is not None:
             raise ConfigError(
@@ -197,7 +197,7 @@ def store_run_files(config: dict, run: Path, *, autoencoder_file: str | None) ->
     model = out.get("model")
     if not isinstance(model, dict):
         return out
-    for n, (_, kwargs) in enumerate(_encoder_kwargs(model)):
+    for n, (_, kwargs) in enumerate(encoder_kwargs(model)):
         kwargs.pop("cache_dir", None)  # this machine's cache, not part of the run
         for key in CHAR_LM_KEYS:
             if kwargs.get(key) is not None:
@@ -226,7 +226,7 @@ def check_storable(config: dict) -> None:
         return
     from textkg.encoders.charlm_files import check_char_lm_path
 
-    for where, kwargs in _encoder_kwargs(model):
+    for where, kwargs in encoder_kwargs(model):
         _check_common(kwargs, cfg_file=None, where=where)
         for key in CHAR_LM_KEYS:
             if kwargs.get(key) is not None:
