@@ -112,3 +112,15 @@ def test_an_autoencoder_path_outside_the_run_is_refused(tiny_run, tmp_path, caps
     (run / "config.json").write_text(json.dumps(cfg))
     assert main(["evaluate", str(run)]) == 2
     assert "text_module_kwargs.path" in capsys.readouterr().err
+
+
+def test_a_crafted_autoencoder_cannot_allocate_gigabytes(tmp_path):
+    import torch
+
+    from textkg.encoders.lstm_ae import load_autoencoder
+    from textkg.errors import ConfigError
+
+    path = tmp_path / "lstm_ae.pt"
+    torch.save({"config": {"token_dim": 10**9, "code_dim": 10**9, "num_layers": 1}, "state_dict": {}}, path)
+    with pytest.raises(ConfigError, match="out of bounds"):
+        load_autoencoder(path)
