@@ -124,3 +124,22 @@ def test_a_crafted_autoencoder_cannot_allocate_gigabytes(tmp_path):
     torch.save({"config": {"token_dim": 10**9, "code_dim": 10**9, "num_layers": 1}, "state_dict": {}}, path)
     with pytest.raises(ConfigError, match="out of bounds"):
         load_autoencoder(path)
+
+
+def test_federate_resume_checks_the_files_a_run_names(tmp_path, capsys):
+    """``federate --resume`` reads config.json itself (not through open_run): the same rules hold."""
+    run = tmp_path / "fed"
+    run.mkdir()
+    marker = tmp_path / "PWNED"
+    write_pickle_bomb(run / "fwd.pt", marker)
+    kwargs = {"forward_model": str(run / "fwd.pt"), "backward_model": str(run / "fwd.pt")}
+    config = {"model": {"encoder": "flair", "fusion": "text", "encoder_kwargs": kwargs}}
+    (run / "config.json").write_text(json.dumps(config))
+    (run / "federated.json").write_text(json.dumps({"settings": {}}))
+    (run / "checkpoint.pt").write_bytes(b"")
+    try:
+        code = main(["federate", "--resume", str(run), "--no-progress"])
+    except Exception as exc:  # on 7add106 the loader crashes after the pickle ran
+        code = repr(exc)
+    assert not marker.exists(), "the crafted pickle ran"
+    assert code == 2 and "forward_model" in capsys.readouterr().err
