@@ -12,8 +12,9 @@ places; each is checked here before any of it is read, and everything else exits
 ``word_embeddings``                    ``glove-6B-50d`` (the packaged GloVe) or ``null``
 ``model_name_or_path``                 ``null``, the packaged MiniLM folder, a Hugging Face hub id
                                        already in the local cache (read from there, never fetched),
-                                       or a folder under ``$TEXTKG_MODEL_DIRS`` (folders the user
-                                       trusts, ``os.pathsep``-separated)
+                                       a folder in the user's textkg cache (where ``textkg encoders
+                                       adapt`` writes), or a folder under ``$TEXTKG_MODEL_DIRS``
+                                       (folders the user trusts, ``os.pathsep``-separated)
 ``cache_dir``                          ``null`` (a cache is this machine's; set ``$TEXTKG_CACHE_DIR``)
 ====================================  ===============================================================
 
@@ -85,7 +86,11 @@ def _inside_run(value: Any, run: Path, *, suffix: str, cfg_file: Path | None, fi
 
 
 def _trusted_model_dirs() -> list[str]:
-    return [os.path.realpath(d) for d in os.environ.get(MODEL_DIRS_ENV, "").split(os.pathsep) if d]
+    """``$TEXTKG_MODEL_DIRS`` and the user's textkg cache (``textkg encoders adapt`` output), resolved."""
+    from textkg.training.features import default_cache_dir
+
+    given = [d for d in os.environ.get(MODEL_DIRS_ENV, "").split(os.pathsep) if d]
+    return [os.path.realpath(d) for d in (*given, default_cache_dir())]
 
 
 def _packaged_minilm() -> str | None:
@@ -130,7 +135,8 @@ def _model_folder(value: Any, *, cfg_file: Path | None, field: str, opening: boo
             )
     raise ConfigError(
         f"the run names the model folder {value!r}: a run's config may name only the packaged MiniLM, a hub "
-        f"id in the local cache, or a folder under ${MODEL_DIRS_ENV} (folders you trust)",
+        f"id in the local cache, a folder in your textkg cache, or one under ${MODEL_DIRS_ENV} (folders you "
+        "trust; add its parent there if you trust this one)",
         file=cfg_file,
         field=field,
     )
