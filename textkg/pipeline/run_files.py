@@ -90,7 +90,7 @@ def _trusted_model_dirs() -> list[str]:
     from textkg.training.features import default_cache_dir
 
     given = [d for d in os.environ.get(MODEL_DIRS_ENV, "").split(os.pathsep) if d]
-    return [os.path.realpath(d) for d in (*given, default_cache_dir())]
+    return [os.path.realpath(d) for d in [*given, str(default_cache_dir())]]
 
 
 def _packaged_minilm() -> str | None:

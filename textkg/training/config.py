@@ -397,7 +397,7 @@ class RunConfig:
         p = self.privacy
         if p.mode not in PRIVATE_STEP_MODES or (p.private_size is None and p.sample_rate is None):
             return
-        steps = p.private_size / self.train.batch_size if p.sample_rate is None else 1.0 / p.sample_rate
+        steps = 1.0 / p.sample_rate if p.sample_rate is not None else (p.private_size or 0) / self.train.batch_size
         if not math.isfinite(steps) or steps > MAX_PRIVATE_STEPS_PER_EPOCH:
             flag, field = (
                 ("--private-size", "privacy.private_size")
