@@ -5,12 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from security_helpers import TINY
 
 from textkg.cli.config_loading import build_run_config
 from textkg.cli.main import build_parser
 from textkg.pipeline.job import run
-
-TINY = Path(__file__).resolve().parents[1] / "fixtures" / "tiny_blp"
 
 
 def train_tiny(out: Path, *flags: str) -> Path:

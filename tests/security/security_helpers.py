@@ -6,6 +6,8 @@ import os
 import shutil
 from pathlib import Path
 
+TINY = Path(__file__).resolve().parents[1] / "fixtures" / "tiny_blp"
+
 
 def copy_run(run_dir: Path, dest: Path) -> Path:
     shutil.copytree(run_dir, dest)

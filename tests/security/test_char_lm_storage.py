@@ -11,7 +11,7 @@ import shutil
 
 import pytest
 import torch
-from security_helpers import write_pickle_bomb
+from security_helpers import TINY, write_pickle_bomb
 
 from textkg.cli.main import main
 from textkg.encoders.charlm import train_char_lm
@@ -69,8 +69,6 @@ def test_a_crafted_config_is_refused_before_anything_is_built(lms, tmp_path, edi
 
 
 def test_a_flair_run_carries_its_char_lms_and_opens_after_a_move(lms, tmp_path, capsys):
-    from conftest import TINY
-
     given = tmp_path / "given"
     shutil.copytree(lms[0].parent.parent, given)  # the user's own char LMs, deleted after training
     fwd, bwd = (given / p.parent.name / p.name for p in lms)
@@ -89,3 +87,19 @@ def test_a_flair_run_carries_its_char_lms_and_opens_after_a_move(lms, tmp_path, 
     capsys.readouterr()
     assert main(["predict", str(moved), "--description", "Abnormal enlargement of the kidney."]) == 0
     assert json.loads(capsys.readouterr().out)
+
+
+def test_the_recorded_config_names_the_runs_own_copies():
+    """What a run records (and what ``textkg sweep`` compares a finished point with)."""
+    from textkg.pipeline.run_files import stored_config
+
+    kwargs = {"forward_model": "/a/fwd.safetensors", "backward_model": "/b/bwd.safetensors", "cache_dir": "/c"}
+    recorded, copies = stored_config({"model": {"encoder_kwargs": kwargs}}, autoencoder_file=None)
+    assert recorded["model"]["encoder_kwargs"] == {
+        "forward_model": "char_lms/forward_model.safetensors",
+        "backward_model": "char_lms/backward_model.safetensors",
+    }
+    assert copies == [
+        ("/a/fwd.safetensors", "char_lms/forward_model.safetensors"),
+        ("/b/bwd.safetensors", "char_lms/backward_model.safetensors"),
+    ]

@@ -193,30 +193,42 @@ def resolve_run_files(stored: dict, run: Path, cfg_file: Path) -> dict:
     return out
 
 
-def store_run_files(config: dict, run: Path, *, autoencoder_file: str | None) -> dict:
-    """The config to write as ``run/config.json``, copying the char LMs it names into the run.
+def stored_config(config: dict, *, autoencoder_file: str | None) -> tuple[dict, list[tuple[str, str]]]:
+    """The config a run records, and the ``(source, name in the run)`` char LMs to copy for it.
 
-    Call :func:`check_storable` first (before anything is written). ``autoencoder_file``: the
-    run's saved LSTM autoencoder, recorded in place of ``text_module_kwargs.path``.
+    Pure: nothing is read or written. ``autoencoder_file``: the run's saved LSTM autoencoder,
+    recorded in place of ``text_module_kwargs.path``. ``cache_dir`` is dropped (this machine's).
     """
     out = copy.deepcopy(config)
+    copies: list[tuple[str, str]] = []
     model = out.get("model")
     if not isinstance(model, dict):
-        return out
+        return out, copies
     for n, (_, kwargs) in enumerate(encoder_kwargs(model)):
-        kwargs.pop("cache_dir", None)  # this machine's cache, not part of the run
+        kwargs.pop("cache_dir", None)
         for key in CHAR_LM_KEYS:
             if kwargs.get(key) is not None:
-                from textkg.encoders.charlm_files import config_path
-
-                (run / CHAR_LM_DIR).mkdir(parents=True, exist_ok=True)
                 name = f"{CHAR_LM_DIR}/{key}" + (f"-{n}" if n else "") + ".safetensors"
-                shutil.copyfile(kwargs[key], run / name)
-                shutil.copyfile(config_path(kwargs[key]), config_path(run / name))
+                copies.append((str(kwargs[key]), name))
                 kwargs[key] = name
     module_kwargs = model.get("text_module_kwargs")
     if isinstance(module_kwargs, dict) and "path" in module_kwargs and autoencoder_file is not None:
         module_kwargs["path"] = autoencoder_file
+    return out, copies
+
+
+def store_run_files(config: dict, run: Path, *, autoencoder_file: str | None) -> dict:
+    """The config to write as ``run/config.json`` (:func:`stored_config`), copying its char LMs into the run.
+
+    Call :func:`check_storable` first (before anything is written).
+    """
+    from textkg.encoders.charlm_files import config_path
+
+    out, copies = stored_config(config, autoencoder_file=autoencoder_file)
+    for source, name in copies:
+        (run / name).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(source, run / name)
+        shutil.copyfile(config_path(source), config_path(run / name))
     return out
 
 
