@@ -125,8 +125,9 @@ def _same_config(run_dir: Path, cfg: RunConfig) -> bool:
         return False
     stored = json.loads(path.read_text())
     stored.pop("textkg_version", None)
-    ae_file = AUTOENCODER_FILE if cfg.model.text_module == "lstm-ae" else None
-    recorded, _ = stored_config(cfg.to_dict(), autoencoder_file=ae_file)  # char LMs: the run's own copies
+    config = cfg.to_dict()
+    ae_file = AUTOENCODER_FILE if (config.get("model") or {}).get("text_module") == "lstm-ae" else None
+    recorded, _ = stored_config(config, autoencoder_file=ae_file)  # char LMs: the run's own copies
     return json.loads(json.dumps(recorded)) == stored
 
 
