@@ -143,3 +143,17 @@ def test_federate_resume_checks_the_files_a_run_names(tmp_path, capsys):
         code = repr(exc)
     assert not marker.exists(), "the crafted pickle ran"
     assert code == 2 and "forward_model" in capsys.readouterr().err
+
+
+def test_training_refuses_a_model_folder_its_run_could_not_name(tmp_path, capsys):
+    """A local transformer folder outside the trusted places: refused before anything is written."""
+    from security_helpers import TINY
+
+    folder = tmp_path / "my-bert"
+    folder.mkdir()
+    out = tmp_path / "run"
+    argv = ["train", "--dataset", str(TINY), "--model", "fused-transe", "--encoder-model", str(folder)]
+    assert main([*argv, "--epochs", "1", "--no-progress", "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert "TEXTKG_MODEL_DIRS" in err and "model_name_or_path" in err
+    assert not out.exists()
