@@ -157,3 +157,11 @@ def test_training_refuses_a_model_folder_its_run_could_not_name(tmp_path, capsys
     err = capsys.readouterr().err
     assert "TEXTKG_MODEL_DIRS" in err and "model_name_or_path" in err
     assert not out.exists()
+
+
+def test_a_deeply_nested_config_json_exits_2(tiny_run, tmp_path, capsys):
+    run = copy_run(tiny_run, tmp_path / "run")
+    (run / "config.json").write_text("[" * 100_000 + "]" * 100_000)
+    assert main(["evaluate", str(run)]) == 2
+    err = capsys.readouterr().err
+    assert "nested too deeply" in err and "Traceback" not in err

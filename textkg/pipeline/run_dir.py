@@ -15,6 +15,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
+from textkg.data.io import read_bytes
 from textkg.errors import ConfigError
 from textkg.pipeline.run_files import resolve_run_files
 from textkg.training import checkpoint as ckpt
@@ -26,10 +27,15 @@ METRICS = "metrics.json"
 
 
 def _read_json(path: Path) -> dict:
+    raw = read_bytes(path, line_limit=False)  # a regular file within the data-file size limit
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = json.loads(raw.decode("utf-8"))
     except json.JSONDecodeError as exc:
         raise ConfigError(f"not valid JSON ({exc.msg})", file=path, line=exc.lineno) from None
+    except UnicodeDecodeError:
+        raise ConfigError("not valid UTF-8", file=path) from None
+    except RecursionError:  # a crafted file of deeply nested brackets
+        raise ConfigError("JSON nested too deeply", file=path) from None
     if not isinstance(data, dict):
         raise ConfigError("expected a JSON object", file=path)
     return data
