@@ -99,16 +99,12 @@ def read_terms_obo(path: str | Path) -> list[NewTerm]:
 
 
 def _read(path: str | Path) -> str:
-    try:
-        data = Path(path).read_bytes()
-    except FileNotFoundError:
-        raise DataError("file not found", file=path) from None
-    except IsADirectoryError:
-        raise DataError("is a directory, not a file", file=path) from None
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise DataError("not valid UTF-8", file=path, line=data[: exc.start].count(b"\n") + 1) from None
+    """The file's text, bounded in size and line length like every data file (docs/security.md)."""
+    from textkg.data.io import read_text
+
+    if Path(path).is_dir():
+        raise DataError("is a directory, not a file", file=path)
+    return read_text(path, ("id", "name", "definition"))
 
 
 def _unique(terms: list[NewTerm], path: str | Path) -> list[NewTerm]:

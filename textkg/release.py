@@ -25,10 +25,12 @@ from textkg._version import __version__
 from textkg.errors import ConfigError
 from textkg.training import checkpoint as ckpt
 from textkg.training.checkpoint import atomic_write_bytes, atomic_write_json
+from textkg.training.features import AUTOENCODER_FILE
 
-#: copied as they are, when present (``lstm_ae.pt`` only for LSTM-autoencoder runs; it is read with
-#: ``weights_only=True``)
-COPIED = ("graph.json", "lstm_ae.pt")
+#: copied as they are when the run's config needs them (``lstm_ae.pt`` only for LSTM-autoencoder
+#: runs, read with ``weights_only=True``; the char LMs of a flair run, tensors + JSON, under
+#: ``char_lms/``): :func:`needed_files`. Only regular files are copied; a symlink is refused.
+COPIED = ("graph.json", "lstm_ae.pt", "char_lms/*.safetensors", "char_lms/*.json")
 #: the weights, converted from ``best_model.pt``: safetensors holds tensors only, so opening a bundle
 #: someone else made can never run their code (a pickle can)
 WEIGHTS = ckpt.BEST_MODEL_SAFETENSORS
@@ -80,6 +82,39 @@ def recompute_epsilon(privacy: dict) -> float:
     return float(get_privacy_spent(orders=orders, rdp=rdp, delta=privacy["delta"])[0])
 
 
+def needed_files(config: dict) -> list[str]:
+    """The files of a run, besides the weights, that its bundle needs, by the run's config.
+
+    ``graph.json`` always; ``lstm_ae.pt`` for a ``text_module: lstm-ae`` model; each char LM
+    (``.safetensors`` + ``.json``) the config names (already checked to lie inside the run by
+    :func:`textkg.pipeline.run_files.resolve_run_files`).
+    """
+    from textkg.pipeline.run_files import CHAR_LM_KEYS, encoder_kwargs
+
+    model = config.get("model") or {}
+    names = ["graph.json"]
+    if model.get("text_module") == "lstm-ae":
+        names.append(AUTOENCODER_FILE)
+    for _, kwargs in encoder_kwargs(model):
+        for key in CHAR_LM_KEYS:
+            if kwargs.get(key) is not None:
+                names += [kwargs[key], str(Path(kwargs[key]).with_suffix(".json"))]
+    return list(dict.fromkeys(names))
+
+
+def _regular_files(run_dir: Path, names: list[str]) -> None:
+    """Refuse (exit 2) a file the release reads that is a symlink, or not a regular file."""
+    for name in names:
+        path = run_dir / name
+        if path.is_symlink():
+            raise ConfigError(
+                "is a symlink: a release copies only the run's own regular files, never what a link points to",
+                file=path,
+            )
+        if path.exists() and not path.is_file():
+            raise ConfigError("is not a regular file", file=path)
+
+
 def _label(privacy: dict | None) -> str:
     return "none" if privacy is None else str(privacy.get("guarantee"))
 
@@ -90,8 +125,12 @@ def _check(run_dir: Path, out: Path, allow_simulation: bool) -> tuple[dict, dict
     opened = open_run(run_dir)  # config.json present, parsed, and from this major version
     if not (run_dir / "metrics.json").is_file():
         raise ConfigError("the run has not finished (no metrics.json); finish or resume it first", file=run_dir)
+    _regular_files(run_dir, ["config.json", "metrics.json", ckpt.BEST_MODEL, *needed_files(opened.stored)])
     if not (run_dir / ckpt.BEST_MODEL).is_file():
         raise ConfigError("the run has no best_model.pt", file=run_dir)
+    missing = [n for n in needed_files(opened.stored) if not (run_dir / n).is_file()]
+    if missing:
+        raise ConfigError(f"the run lacks {', '.join(missing)}, which its config needs", file=run_dir)
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         raise ConfigError("the release directory exists and is not empty; choose another --out", file=out, field="out")
     metrics = opened.metrics() or {}
@@ -244,9 +283,9 @@ def release(run_dir: str | Path, out: str | Path, *, allow_simulation: bool = Fa
     out.mkdir(parents=True, exist_ok=True)
     try:
         ckpt.save_safetensors(out / WEIGHTS, ckpt.load(run_dir / ckpt.BEST_MODEL))
-        for name in COPIED:
-            if (run_dir / name).is_file():
-                shutil.copyfile(run_dir / name, out / name)
+        for name in needed_files(config):
+            (out / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(run_dir / name, out / name, follow_symlinks=False)
         metrics = without_timings(metrics)
         public_config = _public_config(config)
         if warning is not None:
@@ -262,7 +301,7 @@ def release(run_dir: str | Path, out: str | Path, *, allow_simulation: bool = Fa
             "guarantee": label,
             "epsilon": privacy.get("epsilon"),
             "delta": privacy.get("delta"),
-            "files": {p.name: _sha256(p) for p in sorted(out.iterdir())},
+            "files": {p.relative_to(out).as_posix(): _sha256(p) for p in sorted(out.rglob("*")) if p.is_file()},
         }
         atomic_write_json(out / "RELEASE.json", manifest)
     except BaseException:

@@ -24,7 +24,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from textkg.errors import ConfigError
+from textkg.pipeline.run_files import stored_config
 from textkg.training.config import PRIVACY_MODES, RunConfig
+from textkg.training.features import AUTOENCODER_FILE
 
 SWEEP_FILE = "sweep.json"
 FRONTIER_FILE = "frontier.png"
@@ -123,7 +125,10 @@ def _same_config(run_dir: Path, cfg: RunConfig) -> bool:
         return False
     stored = json.loads(path.read_text())
     stored.pop("textkg_version", None)
-    return json.loads(json.dumps(cfg.to_dict())) == stored
+    config = cfg.to_dict()
+    ae_file = AUTOENCODER_FILE if (config.get("model") or {}).get("text_module") == "lstm-ae" else None
+    recorded, _ = stored_config(config, autoencoder_file=ae_file)  # char LMs: the run's own copies
+    return json.loads(json.dumps(recorded)) == stored
 
 
 def _run_point(cfg: RunConfig, run_dir: Path, *, progress: bool) -> dict:

@@ -130,7 +130,7 @@ def test_bad_input_exits_2_and_writes_nothing(toy_run, tmp_path, capsys):
     out = tmp_path / "placed.tsv"
     assert main(["place", str(toy_run), "--terms", str(bad), "--out", str(out)]) == 2
     err = capsys.readouterr().err
-    assert "bad.tsv:1: not valid UTF-8" in err and "Traceback" not in err
+    assert "bad.tsv:1, field 'definition': not valid UTF-8" in err and "Traceback" not in err
     assert not out.exists() and not list(tmp_path.glob(".placed.tsv.*"))
 
 

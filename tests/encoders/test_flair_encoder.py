@@ -29,11 +29,13 @@ def test_swapped_directions_rejected(char_lms):
         get_encoder("flair", forward_model=char_lms[1], backward_model=char_lms[0])
 
 
-def test_named_models_offline_are_config_errors(char_lms):
-    with pytest.raises(ConfigError, match="offline"):
+def test_named_models_and_pickles_are_config_errors(char_lms):
+    with pytest.raises(ConfigError, match="named model 'pubmed-forward' is a pickle"):
         get_encoder("flair", forward_model="pubmed-forward", backward_model=char_lms[1])
-    with pytest.raises(ConfigError, match="neither a file"):
+    with pytest.raises(ConfigError, match="a pickle"):
         get_encoder("flair", forward_model="no/such/file.pt", backward_model=char_lms[1])
+    with pytest.raises(ConfigError, match="does not exist"):
+        get_encoder("flair", forward_model="no/such/file.safetensors", backward_model=char_lms[1])
     with pytest.raises(ConfigError, match="word embeddings"):
         get_encoder("flair", forward_model=char_lms[0], backward_model=char_lms[1], word_embeddings="glove")
 

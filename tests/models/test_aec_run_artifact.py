@@ -110,7 +110,7 @@ def test_pretrained_autoencoder_file_replaces_in_run_pretraining(tmp_path, capsy
     for key, value in given.state_dict().items():
         assert torch.equal(used.state_dict()[key], value)
     config = json.loads((tmp_path / "run" / "config.json").read_text())
-    assert config["model"]["text_module_kwargs"] == {"path": str(path)}
+    assert config["model"]["text_module_kwargs"] == {"path": AUTOENCODER_FILE}  # the run's own copy
 
 
 @pytest.mark.parametrize(

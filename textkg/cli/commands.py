@@ -172,16 +172,11 @@ def predict(args) -> dict:
 
 
 def _read_batch_file(path: str) -> list[tuple[str, str]]:
+    from textkg.data.io import read_text
     from textkg.errors import DataError
 
     rows = []
-    try:
-        text = Path(path).read_bytes().decode("utf-8")
-    except FileNotFoundError:
-        raise DataError("file not found", file=path) from None
-    except UnicodeDecodeError as exc:
-        bad_line = Path(path).read_bytes()[: exc.start].count(b"\n") + 1
-        raise DataError("not valid UTF-8", file=path, line=bad_line) from None
+    text = read_text(path)  # bounded in size and line length like every data file (docs/security.md)
     for i, line in enumerate(text.splitlines(), start=1):
         if not line.strip():
             continue

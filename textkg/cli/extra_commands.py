@@ -278,6 +278,7 @@ def _federation_settings(run_dir: Path):
     import dataclasses
 
     from textkg.federated.runner import FederatedConfig
+    from textkg.pipeline.run_files import resolve_run_files
     from textkg.training.config import RunConfig
 
     files = {name: run_dir / name for name in ("config.json", "federated.json")}
@@ -285,7 +286,12 @@ def _federation_settings(run_dir: Path):
         if not path.is_file():
             raise ConfigError(f"cannot resume: no {path.name} (was the federation started?)", file=path)
     try:
-        cfg = RunConfig.from_dict(json.loads(files["config.json"].read_text()), source=str(files["config.json"]))
+        stored = json.loads(files["config.json"].read_text())
+        if not isinstance(stored, dict):
+            raise ConfigError("expected a JSON object", file=files["config.json"])
+        # the files it names: registered names or files inside the run only (docs/security.md)
+        stored = resolve_run_files(stored, run_dir, files["config.json"])
+        cfg = RunConfig.from_dict(stored, source=str(files["config.json"]))
         record = json.loads(files["federated.json"].read_text())
         if not isinstance(record.get("settings"), dict):
             raise ConfigError("cannot resume: no settings (written by an older textkg)", file=files["federated.json"])

@@ -15,6 +15,7 @@ Both are thin wrappers over :mod:`textkg.privacy`; invalid numbers are user erro
 from __future__ import annotations
 
 import math
+import sys
 import warnings
 
 from textkg.errors import ConfigError
@@ -39,8 +40,9 @@ def add_parsers(sub) -> None:
 
 
 def _check(args) -> None:
-    if not 0 < args.sample_rate <= 1:
-        raise ConfigError(f"must be in (0, 1], got {args.sample_rate}", field="sample-rate")
+    # a subnormal rate (1e-320) overflows the accountant's logarithms and stalls calibration
+    if not sys.float_info.min <= args.sample_rate <= 1:
+        raise ConfigError(f"must be in [{sys.float_info.min:.3g}, 1], got {args.sample_rate}", field="sample-rate")
     if args.steps < 1:
         raise ConfigError(f"must be >= 1, got {args.steps}", field="steps")
     if not 0 < args.delta < 1:

@@ -139,7 +139,9 @@ def load_file_dataset(source: FileSource, *, cache_dir: str | Path | None = None
 def _reader_versions() -> dict[str, str]:
     from importlib.metadata import PackageNotFoundError, version
 
-    versions = {}
+    # the guards of issue 36 (size limits, entity and context checks): a graph cached by an older
+    # reader may come from a file that they now refuse, so it must not be served from the cache
+    versions = {"textkg-guards": "1"}
     for package in ("fastobo", "rdflib"):
         try:
             versions[package] = version(package)

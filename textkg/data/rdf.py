@@ -30,6 +30,7 @@ from pathlib import Path
 
 from textkg.data.io import read_text
 from textkg.data.ontology import Ontology, OntologyTerm
+from textkg.data.untrusted_rdf import check_json_ld, check_rdf_xml
 from textkg.errors import DataError
 
 #: rdflib parser per file suffix.
@@ -43,6 +44,8 @@ RDF_FORMATS = {
     ".jsonld": "json-ld",
 }
 _SYNTAX_NAMES = {"xml": "RDF/XML", "turtle": "Turtle", "nt": "N-Triples", "n3": "N3", "json-ld": "JSON-LD"}
+#: checks run on a file's text before rdflib parses it
+_GUARDS = {"xml": check_rdf_xml, "json-ld": check_json_ld}
 
 _OBO = "http://purl.obolibrary.org/obo/"
 _RDF = "http://www.w3.org/1999/02/22-rdf-syntax-ns#"
@@ -95,9 +98,14 @@ def read_rdf(path: str | Path, *, rdf_syntax: str | None = None) -> Ontology:
         rdf_syntax: rdflib parser name (default: from the suffix, else RDF/XML).
 
     Raises:
-        DataError: missing or non-UTF-8 file, or a syntax error (with its line where the parser gives one).
+        DataError: missing or non-UTF-8 file, a file over the size limits, an entity bomb or
+            external entity (RDF/XML), a context that is not inline (JSON-LD), or a syntax error
+            (with its line where the parser gives one).
     """
-    graph = _parse(path, rdf_syntax or rdf_format(path) or "xml")
+    syntax = rdf_syntax or rdf_format(path) or "xml"
+    if syntax not in _SYNTAX_NAMES:  # another rdflib parser (TriX, RDFa, ...) would bypass the guards
+        raise DataError(f"RDF syntax must be one of {', '.join(_SYNTAX_NAMES)}, got {syntax!r}", file=path)
+    graph = _parse(path, syntax)
     from rdflib import URIRef
 
     classes = {str(s) for s in graph.subjects(URIRef(_RDF + "type"), URIRef(_OWL + "Class")) if isinstance(s, URIRef)}
@@ -118,7 +126,10 @@ def read_rdf(path: str | Path, *, rdf_syntax: str | None = None) -> Ontology:
 def _parse(path: str | Path, syntax: str):
     import rdflib
 
-    text = read_text(path)  # missing file, bad UTF-8: our errors
+    # missing file, bad UTF-8, over the size limits: our errors (one-line documents are fine in XML, JSON)
+    text = read_text(path, line_limit=syntax not in _GUARDS)
+    if syntax in _GUARDS:
+        _GUARDS[syntax](text, path)  # no entity bombs, nothing fetched or opened (textkg.data.untrusted_rdf)
     try:
         return rdflib.Graph().parse(data=text, format=syntax, publicID=Path(path).resolve().as_uri())
     except Exception as exc:  # rdflib's parsers raise their own types (BadSyntax, ParserError, SAXParseException)

@@ -9,9 +9,11 @@
 builds the character dictionary from the texts (plus upper/lower variants,
 because flair flips the case of ~2 % of lines during training), trains a
 ``flair.models.LanguageModel`` with ``flair.trainers.LanguageModelTrainer``,
-and returns ``<out_dir>/best-lm.pt`` — the checkpoint with the lowest
-validation loss. Perplexities are written to ``<out_dir>/metrics.json``.
-Everything is local: pass the returned path to ``FlairEmbeddings``.
+and returns ``<out_dir>/best-lm.safetensors`` — the model with the lowest
+validation loss, stored as tensors plus ``best-lm.json`` (never a pickle:
+:mod:`textkg.encoders.charlm_files`). Perplexities are written to
+``<out_dir>/metrics.json``. Everything is local: pass the returned path to the
+``flair`` encoder (``forward_model``/``backward_model``).
 
 CLI wiring (for the lead): ``textkg charlm train --dataset NAME --direction
 forward --out DIR`` = ``train_char_lm(list(kg.entity_descriptions),
@@ -35,6 +37,7 @@ import torch
 from textkg.errors import ConfigError
 
 from .base import validate_texts
+from .charlm_files import SUFFIX, load_char_lm, save_char_lm
 
 DIRECTIONS = ("forward", "backward")
 
@@ -127,7 +130,8 @@ def train_char_lm(
     Args:
         texts: The descriptions (blank ones raise DataError).
         direction: ``"forward"`` or ``"backward"``.
-        out_dir: Output folder (corpus, ``best-lm.pt``, ``loss.txt``, ``metrics.json``).
+        out_dir: Output folder (corpus, ``best-lm.safetensors`` + ``best-lm.json``, ``loss.txt``,
+            ``metrics.json``).
         hidden_size: LSTM hidden size (flair's published models use 2048; 256 is
             a CPU-friendly default; use 32 for tests).
         nlayers: LSTM layers.
@@ -145,7 +149,7 @@ def train_char_lm(
         verbose: Keep flair's INFO logging.
 
     Returns:
-        Path to ``<out_dir>/best-lm.pt``. ``<out_dir>/metrics.json`` holds
+        Path to ``<out_dir>/best-lm.safetensors``. ``<out_dir>/metrics.json`` holds
         ``valid_perplexity``, ``test_perplexity``, ``seconds`` and the settings.
 
     Raises:
@@ -193,6 +197,10 @@ def train_char_lm(
         if not verbose:
             # skip 1000-char samples per split (an instance patch of a method, on purpose)
             model.generate_text = lambda *a, **k: ("", 0.0)  # type: ignore[method-assign]
+        # flair's trainer saves with torch.save (a pickle): store tensors + JSON instead, and keep
+        # no per-epoch pickled checkpoints (instance patches, on purpose; issue 36 item 1)
+        model.save = lambda file: save_char_lm(model, file)  # type: ignore[method-assign]
+        model.save_checkpoint = lambda *a, **k: None  # type: ignore[method-assign]
         with warnings.catch_warnings():
             warnings.filterwarnings("ignore", category=FutureWarning)  # flair's GradScaler call
             trainer.train(
@@ -205,7 +213,7 @@ def train_char_lm(
                 patience=max(1, epochs // 4),
             )
         seconds = time.monotonic() - start
-        best = out / "best-lm.pt"
+        best = (out / "best-lm").with_suffix(SUFFIX)
         # flair validates (and saves the best model) only at the end of each training split
         # (~1M characters): a deadline mid-split would throw away everything trained since.
         # Keep the in-memory model when it validates better than the saved one.
@@ -246,15 +254,12 @@ def _validation_loss(model: Any, corpus: Any, *, mini_batch_size: int, sequence_
 
 def _keep_final_if_better(model: Any, best: Path, corpus: Any, *, mini_batch_size: int, sequence_length: int) -> bool:
     """Save ``model`` as ``best`` if there is none yet or it has the lower validation loss."""
-    from flair.models import LanguageModel
-
     if best.exists():
-        saved = LanguageModel.load_language_model(best)
+        saved = load_char_lm(best, has_decoder=True)
         kw = {"mini_batch_size": mini_batch_size, "sequence_length": sequence_length}
         if _validation_loss(model, corpus, **kw) >= _validation_loss(saved, corpus, **kw):
             return False
-    model.__dict__.pop("generate_text", None)
-    model.save(best)
+    save_char_lm(model, best)
     return True
 
 
@@ -262,10 +267,9 @@ def char_lm_perplexity(
     model_path: Path, corpus: Any, *, mini_batch_size: int, sequence_length: int
 ) -> dict[str, float]:
     """Validation and test perplexity (``exp`` of mean per-character cross-entropy)."""
-    from flair.models import LanguageModel
     from flair.trainers.language_model_trainer import LanguageModelTrainer
 
-    model = LanguageModel.load_language_model(model_path)
+    model = load_char_lm(model_path, has_decoder=True)
     trainer = LanguageModelTrainer(model, corpus)
     result = {}
     for part in ("valid", "test"):

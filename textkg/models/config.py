@@ -18,6 +18,11 @@ from textkg.models.interactions import get_interaction
 TEXT_MODULES = ("dkrl", "lstm-ae", "finetune", "top-layers")
 
 
+#: the widest entity vector a config may ask for (a wider one would exhaust memory while the model
+#: is built, before the memory estimate can refuse it; issue 36, item 11)
+MAX_DIM = 1 << 16
+
+
 @dataclass(frozen=True)
 class ModelConfig:
     """How to build a :class:`textkg.models.KGEModel`.
@@ -88,8 +93,8 @@ class ModelConfig:
             if not isinstance(value, dict):
                 raise ConfigError(f"must be a mapping, got {value!r}", field=f"model.{name}")
             object.__setattr__(self, name, dict(value))  # defensive copy
-        if isinstance(self.dim, bool) or not isinstance(self.dim, int) or self.dim < 1:
-            raise ConfigError(f"must be a positive integer, got {self.dim!r}", field="model.dim")
+        if isinstance(self.dim, bool) or not isinstance(self.dim, int) or not 1 <= self.dim <= MAX_DIM:
+            raise ConfigError(f"must be an integer in [1, {MAX_DIM:,}], got {self.dim!r}", field="model.dim")
         get_interaction(self.interaction, **self.interaction_kwargs).check_dim(self.dim)
         fusion = fusion_class(self.fusion)
         if fusion.uses_text and self.encoder is None:

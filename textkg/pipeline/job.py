@@ -38,6 +38,7 @@ from textkg.pipeline.report import (
     evaluate_split,
     extra_test_blocks,
 )
+from textkg.pipeline.run_files import check_storable, store_run_files
 from textkg.progress import reporting, stage
 from textkg.training import checkpoint as ckpt
 from textkg.training.audit_split import draw_audit_split
@@ -161,6 +162,8 @@ def run(
             field="out",
         )
     device = resolve_device(cfg.train.device)  # a device this machine lacks: refused before anything is written
+    if not resume:
+        check_storable(cfg.to_dict())  # a run that could not be opened again: refused before writing
     if device.type == "mps" and cfg.privacy.mode in PRIVATE_STEP_MODES:
         raise ConfigError(
             "private training adds the DP noise in float64, which MPS does not have; use --device cpu or cuda",
@@ -193,7 +196,9 @@ def run(
     if resume:
         trainer.restore(ckpt.load(out_dir / ckpt.CHECKPOINT))
     else:
-        ckpt.atomic_write_json(out_dir / "config.json", {"textkg_version": __version__, **cfg.to_dict()})
+        ae_file = AUTOENCODER_FILE if prep.autoencoder is not None else None
+        stored = store_run_files(cfg.to_dict(), out_dir, autoencoder_file=ae_file)  # copies the char LMs in
+        ckpt.atomic_write_json(out_dir / "config.json", {"textkg_version": __version__, **stored})
         ckpt.atomic_write_json(out_dir / "graph.json", graph_record(prep.kg, prep.split))
         if prep.autoencoder is not None:  # prediction codes new descriptions with the same autoencoder
             prep.autoencoder.save(out_dir / AUTOENCODER_FILE)

@@ -8,6 +8,7 @@ to ``config.json``; ``RunConfig.from_dict()`` reads it back (``--resume``).
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -28,6 +29,29 @@ PRIVACY_ACCOUNTANTS = tuple(registered_claims())
 NEGATIVES = ("sampled", "all")
 LR_SCHEDULES = ("constant", "cosine")
 OPTIMIZERS = ("adam", "lazy-adam")  # textkg.training.optim
+#: upper bounds on counts a config may ask for: beyond them a run would overflow or exhaust memory
+#: before doing anything useful, so it is refused up front (issue 36, item 11)
+MAX_COUNTS = {"epochs": 10**6, "batch_size": 10**8, "num_negatives": 10**6, "eval_every": 10**6}
+#: the most private steps in one epoch (N̄/B, or 1/q): the epoch's step plan is a list of this length
+MAX_PRIVATE_STEPS_PER_EPOCH = 10**7
+
+
+def check_number(value: Any, field: str, *, low: float = 0.0, high: float = math.inf, closed: bool = False) -> None:
+    """Refuse anything but a finite real number in ``(low, high]`` (``[low, high]`` when ``closed``).
+
+    NaN and infinities fail every comparison of the checks that used ``value <= 0``, so they
+    would pass them silently; here they are refused by name.
+    """
+    ok = (
+        not isinstance(value, bool)
+        and isinstance(value, (int, float))
+        and math.isfinite(value)
+        and (low <= value if closed else low < value)
+        and value <= high
+    )
+    if not ok:
+        bounds = (f">= {low:g}" if closed else f"> {low:g}") if math.isinf(high) else f"in ({low:g}, {high:g}]"
+        raise ConfigError(f"must be a finite number {bounds}, got {value!r}", field=field)
 
 
 @dataclass(frozen=True)
@@ -207,13 +231,16 @@ class TrainConfig:
         _check_choice("candidates", self.candidates, list_candidate_protocols(), prefix="train")
         if not isinstance(self.exclude_query, bool):
             raise ConfigError(f"must be true or false, got {self.exclude_query!r}", field="train.exclude_query")
-        for name in ("epochs", "batch_size", "num_negatives", "eval_every"):
-            if getattr(self, name) < 1:
-                raise ConfigError(f"must be >= 1, got {getattr(self, name)}", field=f"train.{name}")
-        if self.lr <= 0:
-            raise ConfigError(f"must be > 0, got {self.lr}", field="train.lr")
-        if not self.temperature > 0:
-            raise ConfigError(f"must be > 0, got {self.temperature}", field="train.temperature")
+        for name, high in MAX_COUNTS.items():
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= high:
+                raise ConfigError(f"must be an integer in [1, {high:,}], got {value!r}", field=f"train.{name}")
+        check_number(self.lr, "train.lr")
+        check_number(self.temperature, "train.temperature")
+        check_number(self.margin, "train.margin", closed=True)
+        check_number(self.weight_decay, "train.weight_decay", closed=True)
+        if self.max_minutes is not None:
+            check_number(self.max_minutes, "train.max_minutes")
         decay = self.ema_decay
         if isinstance(decay, bool) or not isinstance(decay, (int, float)) or not 0 <= decay < 1:
             raise ConfigError(f"must be a number in [0, 1), got {self.ema_decay!r}", field="train.ema_decay")
@@ -279,10 +306,11 @@ class PrivacyConfig:
 
     def __post_init__(self) -> None:
         _check_choice("mode", self.mode, PRIVACY_MODES, prefix="privacy")
-        if self.private_size is not None and self.private_size < 1:
-            raise ConfigError(f"must be >= 1, got {self.private_size}", field="privacy.private_size")
-        if self.sample_rate is not None and not 0 < self.sample_rate <= 1:
-            raise ConfigError(f"must be in (0, 1], got {self.sample_rate}", field="privacy.sample_rate")
+        size = self.private_size
+        if size is not None and (isinstance(size, bool) or not isinstance(size, int) or size < 1):
+            raise ConfigError(f"must be an integer >= 1, got {size!r}", field="privacy.private_size")
+        if self.sample_rate is not None:
+            check_number(self.sample_rate, "privacy.sample_rate", high=1.0)
         if self.private_size is not None and self.sample_rate is not None:
             raise ConfigError(
                 "give --private-size or --sample-rate, not both (each sets q)", field="privacy.sample_rate"
@@ -320,14 +348,13 @@ class PrivacyConfig:
             return
         if self.noise_multiplier is None and self.target_epsilon is None:
             raise ConfigError("privacy needs --noise-multiplier or --target-epsilon", field="privacy.noise_multiplier")
-        if self.noise_multiplier is not None and self.noise_multiplier <= 0:
-            raise ConfigError("must be > 0", field="privacy.noise_multiplier")
-        if self.target_epsilon is not None and self.target_epsilon <= 0:
-            raise ConfigError("must be > 0", field="privacy.target_epsilon")
-        if self.max_grad_norm <= 0:
-            raise ConfigError("must be > 0", field="privacy.max_grad_norm")
-        if self.delta is not None and not 0 < self.delta < 1:
-            raise ConfigError("must be in (0, 1)", field="privacy.delta")
+        if self.noise_multiplier is not None:
+            check_number(self.noise_multiplier, "privacy.noise_multiplier")
+        if self.target_epsilon is not None:
+            check_number(self.target_epsilon, "privacy.target_epsilon")
+        check_number(self.max_grad_norm, "privacy.max_grad_norm")
+        if self.delta is not None and not (isinstance(self.delta, (int, float)) and 0 < self.delta < 1):
+            raise ConfigError(f"must be in (0, 1), got {self.delta!r}", field="privacy.delta")
         if self.mode == "confidential":
             if not self.confidential_relations and self.confidential_fraction is None:
                 raise ConfigError(
@@ -358,6 +385,7 @@ class RunConfig:
                 "would make it depend on the private batch sizes; bound the run with --epochs instead",
                 field="train.max_minutes",
             )
+        self._check_private_steps()
         if self.train.optimizer == "lazy-adam" and self.privacy.mode in PRIVATE_STEP_MODES:
             raise ConfigError(
                 "lazy-adam updates the rows a batch touched; DP-SGD noises every row at every step: use adam",
@@ -381,6 +409,25 @@ class RunConfig:
                     f"negatives 'all' (1-vs-all) under privacy: {reason}; or use negatives 'sampled'",
                     field="train.negatives",
                 )
+
+    def _check_private_steps(self) -> None:
+        """Refuse a declared size or rate whose private steps per epoch (N̄/B = 1/q) overflow or exceed
+        :data:`MAX_PRIVATE_STEPS_PER_EPOCH`, before anything is read or built."""
+        p = self.privacy
+        if p.mode not in PRIVATE_STEP_MODES or (p.private_size is None and p.sample_rate is None):
+            return
+        steps = 1.0 / p.sample_rate if p.sample_rate is not None else (p.private_size or 0) / self.train.batch_size
+        if not math.isfinite(steps) or steps > MAX_PRIVATE_STEPS_PER_EPOCH:
+            flag, field = (
+                ("--private-size", "privacy.private_size")
+                if p.sample_rate is None
+                else ("--sample-rate", "privacy.sample_rate")
+            )
+            raise ConfigError(
+                f"{flag} gives {steps:.3g} private steps per epoch (N̄/B = 1/q), over the limit of "
+                f"{MAX_PRIVATE_STEPS_PER_EPOCH:,}; declare a smaller size, a larger rate or a larger --batch-size",
+                field=field,
+            )
 
     def to_dict(self) -> dict:
         return {
