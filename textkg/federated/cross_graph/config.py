@@ -34,6 +34,7 @@ from typing import Any
 from textkg.errors import ConfigError
 from textkg.federated.cross_graph.methods import check_exchange_method
 from textkg.federated.cross_graph.ppat import PPATConfig
+from textkg.federated.names import check_name
 
 
 @dataclass(frozen=True)
@@ -245,6 +246,7 @@ class CrossGraphConfig:
                 if not isinstance(entry.get(key), str) or not entry[key]:
                     msg = f"holder needs a '{key}' string"
                     raise ConfigError(msg, field=f"holders[{i}].{key}", file=source, line=line)
+            check_name(entry["name"], field=f"holders[{i}].name", file=source, line=line)
             try:
                 holders.append(HolderSpec(**entry))
             except TypeError as exc:
