@@ -120,8 +120,10 @@ class ExchangeConfig:
         fine_tune_epochs: Local epochs after an update, before the validation decides.
         valid_max_triples: Validation statements the keep/roll-back decision ranks (0: all).
         reproducible_noise: A public seed for the noise (tests): NOT secret, labelled not DP.
-        aligned_fraction: Use only this fraction of each intersection (a seeded hash of the ids, the
-            same at both ends): FKGE's ablation of the gain against the overlap size.
+        aligned_fraction: Use only this fraction of each intersection (a public hash of the ids, the
+            same at both ends): FKGE's ablation of the gain against the overlap size. Each party
+            subsamples its own items BEFORE the PSI, so nothing outside the sample is sent and a
+            partner learns only the intersection of the samples.
         unit: What the guarantee protects. ``entity`` (default): one aligned entity's embedding; each
             release is a Gaussian mechanism on the rows (``target_epsilon`` / ``noise_multiplier``).
             ``statement``: one training statement of the sender; every holder trains with DP-SGD

@@ -33,7 +33,7 @@ import torch
 from textkg.errors import ConfigError
 from textkg.federated.cross_graph.config import CrossGraphConfig, load_holders
 from textkg.federated.cross_graph.methods import get_exchange_method, list_exchange_methods
-from textkg.federated.cross_graph.psi import PSIParty, keep_fraction
+from textkg.federated.cross_graph.psi import PSIParty
 from textkg.federated.cross_graph.runner import (
     METRICS,
     apply_release,
@@ -83,18 +83,18 @@ def _align(rank: int, config: CrossGraphConfig, rt) -> None:
     for a, b in itertools.combinations(range(len(names)), 2):
         if rank not in (a, b):
             continue
-        me = PSIParty(rt.party.items(), session=f"{names[a]}|{names[b]}")
+        me = PSIParty(rt.party.items(), session=f"{names[a]}|{names[b]}", fraction=config.exchange.aligned_fraction)
         if rank == a:  # requester
             _send(b, ("psi-request", a, b), me.blind())
             reply, offer = _take(("psi-reply", a, b))
             found = me.intersect(reply, offer)
             _send(b, ("psi-result", a, b), found)
-            rt.aligned[names[b]] = keep_fraction(found, config.exchange.aligned_fraction, session=me.session)
+            rt.aligned[names[b]] = found
         else:  # responder
             request = _take(("psi-request", a, b))
             _send(a, ("psi-reply", a, b), (me.reblind(request), me.blind()))
             found = me.confirm(_take(("psi-result", a, b)))
-            rt.aligned[names[a]] = keep_fraction(found, config.exchange.aligned_fraction, session=me.session)
+            rt.aligned[names[a]] = found
 
 
 def check_one_way(config: CrossGraphConfig) -> None:
