@@ -19,7 +19,7 @@ def test_real_processes_match_the_in_process_federation(tmp_path, two_graphs, ho
     path.write_text(yaml.safe_dump(raw))
     argv = ["federate", "--mode", "cross-graph", "--holders", str(path), "--processes", "--no-progress"]
     assert main([*argv, "--out", str(tmp_path / "procs")]) == 0
-    assert json.loads(capsys.readouterr().out)["engine"] == "torch-rpc"
+    assert json.loads(capsys.readouterr().out)["engine"] == "grpc-mtls"
     run_cross_graph(CrossGraphConfig.from_dict(raw), tmp_path / "inproc", progress=False)
     for name in ("alpha", "beta"):
         procs = json.loads((tmp_path / "procs" / name / "metrics.json").read_text())

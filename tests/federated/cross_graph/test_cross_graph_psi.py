@@ -21,8 +21,8 @@ def test_the_transcript_reveals_only_the_intersection():
     t = private_intersection(a, b)
     raw = {hash_to_point(x, session="s") for x in A + B}
     # no item and no hash of an item crosses in the clear
-    assert not raw & set(t.request + t.reply + t.offer)
-    assert not {x.encode() for x in A + B} & set(t.request + t.reply + t.offer)
+    assert not raw & set(t.request + t.reply + t.offer + t.double_offer)
+    assert not {x.encode() for x in A + B} & set(t.request + t.reply + t.offer + t.double_offer)
     # B's view of A: |A| points; A's view of B: |B| points, nothing more
     assert len(t.request) == len(set(A)) and len(t.offer) == len(set(B))
     # the only points A can match are the intersection's: B's other items stay hidden from A,

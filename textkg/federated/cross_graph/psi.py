@@ -31,7 +31,8 @@ scalar in [1, ℓ) drawn from the OS CSPRNG:
 1. A → B: ``{H(x)^a}`` for x in A's sample, in a random order (A keeps the order);
 2. B → A: ``{(H(x)^a)^b}`` in the order received, and ``{H(y)^b}`` for y in B's sample, shuffled;
 3. A computes ``{(H(y)^b)^a}`` and keeps the x whose ``H(x)^ab`` is among them;
-4. A → B: the intersection of the samples (the items), which B checks against its own.
+4. A → B: ``{(H(y)^b)^a}`` in B's order; B keeps the y whose ``H(y)^ba`` is among the ``H(x)^ab`` it
+   sent. So B learns the intersection from the points, not from a list A could pad with guesses.
 
 A learns the intersection of the samples and the size of B's sample, B the same of A. Nothing else
 crosses: no item, no hash of an item, no shared salt. ``aligned_fraction < 1`` therefore discloses
@@ -146,22 +147,24 @@ class PSIParty:
         return [_mul(self._key, p) for p in blinded]
 
     def intersect(self, double_mine: Sequence[bytes], blinded_theirs: Sequence[bytes]) -> list[str]:
-        """Step 3: the items of this party whose doubly blinded point the other party also holds.
+        """Step 3 (the requester): the items of this party whose doubly blinded point the other also holds.
 
         Args:
             double_mine: ``H(x)^ab`` in the order of this party's last :meth:`blind`.
             blinded_theirs: ``H(y)^b`` for the other party's items.
         """
+        return self.match(double_mine, self.reblind(blinded_theirs))
+
+    def match(self, double_mine: Sequence[bytes], double_theirs: Sequence[bytes]) -> list[str]:
+        """The items of this party whose ``H(x)^ab`` (in its last :meth:`blind`'s order) is in ``double_theirs``.
+
+        The responder's step 4: ``double_mine`` is ``(H(y)^b)^a`` from the requester, ``double_theirs``
+        the reply it sent."""
         if len(double_mine) != len(self._order):
-            raise ConfigError("PSI reply does not match the request", field="psi")
-        theirs = set(self.reblind(blinded_theirs))
+            raise ConfigError("a PSI message does not match the points this party sent", field="psi")
+        theirs = {check_point(p) for p in double_theirs}
         mine = [check_point(p) for p in double_mine]
         return sorted(self.items[i] for i, p in zip(self._order, mine, strict=True) if p in theirs)
-
-    def confirm(self, intersection: Sequence[str]) -> list[str]:
-        """Step 4 at the responder: keep only claimed items that are its own (in its sample)."""
-        mine = set(self.items)
-        return sorted(x for x in intersection if x in mine)
 
     def key_bytes(self) -> bytes:
         """The secret scalar (for a test's transcript check only; never written anywhere)."""
@@ -188,12 +191,14 @@ class PSITranscript:
         request: A → B, ``H(x)^a`` (B's view of A's sample).
         reply: B → A, ``H(x)^ab`` in A's order.
         offer: B → A, ``H(y)^b`` (A's view of B's sample).
-        intersection: A → B, the items in both samples, sorted.
+        double_offer: A → B, ``H(y)^ba`` in B's order.
+        intersection: the items in both samples, sorted (what each side found).
     """
 
     request: tuple[bytes, ...]
     reply: tuple[bytes, ...]
     offer: tuple[bytes, ...]
+    double_offer: tuple[bytes, ...]
     intersection: tuple[str, ...]
 
 
@@ -204,6 +209,9 @@ def private_intersection(requester: PSIParty, responder: PSIParty) -> PSITranscr
     request = requester.blind()
     reply = responder.reblind(request)
     offer = responder.blind()
-    found = requester.intersect(reply, offer)
-    confirmed = responder.confirm(found)
-    return PSITranscript(tuple(request), tuple(reply), tuple(offer), tuple(confirmed))
+    double_offer = requester.reblind(offer)
+    found = requester.match(reply, double_offer)
+    confirmed = responder.match(double_offer, reply)
+    if found != confirmed:  # cannot happen between honest parties
+        raise ConfigError("the two PSI parties found different intersections", field="psi")
+    return PSITranscript(tuple(request), tuple(reply), tuple(offer), tuple(double_offer), tuple(confirmed))
