@@ -75,6 +75,8 @@ TIMEOUT_S = 600.0
 ENGINE = "grpc-mtls"
 #: a party's folder of the release frames it sent (what a resumed party sends again)
 OUTBOX = "outbox"
+#: a party's record of every frame it sent: header and size (:class:`~textkg.federated.cross_graph.transport.Outbox`)
+WIRE_LOG = "sent.jsonl"
 
 
 def check_one_way(config: CrossGraphConfig) -> None:
@@ -201,6 +203,7 @@ def run_party(
         credentials,
         timeout_s=timeout_s,
         max_message_bytes=max_message_bytes,
+        wire_log=rt.party.out_dir / WIRE_LOG,
     )
     try:
         start_party(rt, ex, ex.rounds * (len(names) - 1), resume=resume, progress=progress)

@@ -36,6 +36,7 @@ import sys
 import threading
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -63,22 +64,21 @@ class PeerMessageError(TextKGError):
 
 @dataclass(frozen=True)
 class ArraySpec:
-    """An array a kind of message must hold: its dtype and shape; ``None`` is a dimension bounded by ``bound``."""
+    """An array a kind of message must hold: its dtype, its shape (``None``: any size) and each dimension's bound."""
 
     dtype: str
     shape: tuple[int | None, ...]
-    bound: int
+    bounds: tuple[int, ...]
 
+
+_POINTS = ArraySpec("uint8", (None, 32), (MAX_ITEMS, 32))  # group elements (textkg.federated.cross_graph.psi)
 
 #: every kind of message: its arrays and its meta keys with their JSON types
 SCHEMAS: dict[str, tuple[dict[str, ArraySpec], dict[str, type]]] = {
-    "psi-request": ({"points": ArraySpec("uint8", (None, 32), MAX_ITEMS)}, {}),
-    "psi-reply": (
-        {"reply": ArraySpec("uint8", (None, 32), MAX_ITEMS), "offer": ArraySpec("uint8", (None, 32), MAX_ITEMS)},
-        {},
-    ),
-    "psi-result": ({"points": ArraySpec("uint8", (None, 32), MAX_ITEMS)}, {}),
-    "release": ({"rows": ArraySpec("float64", (None, None), MAX_DIM * MAX_ITEMS)}, {"privacy": dict}),
+    "psi-request": ({"points": _POINTS}, {}),
+    "psi-reply": ({"reply": _POINTS, "offer": _POINTS}, {}),
+    "psi-result": ({"points": _POINTS}, {}),
+    "release": ({"rows": ArraySpec("float64", (None, None), (MAX_ITEMS, MAX_DIM))}, {"privacy": dict}),
 }
 
 
@@ -163,11 +163,15 @@ def _read_arrays(kind: str, listed: object, body: memoryview) -> dict[str, np.nd
         if entry.get("dtype") != spec.dtype or set(entry) != {"name", "dtype", "shape"}:
             raise _refuse(f"{kind}.{name}: dtype must be {spec.dtype}, got {entry.get('dtype')!r}")
         ok = isinstance(shape, list) and len(shape) == len(spec.shape)
-        ok = ok and all(isinstance(d, int) and not isinstance(d, bool) and 0 <= d <= spec.bound for d in shape)
-        ok = ok and all(want is None or d == want for d, want in zip(shape, spec.shape, strict=True))
+        ok = ok and all(isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in shape)
+        ok = ok and all(
+            d <= most and (want is None or d == want)
+            for d, want, most in zip(shape, spec.shape, spec.bounds, strict=True)
+        )
         if not ok:
             want = "x".join("n" if d is None else str(d) for d in spec.shape)
-            raise _refuse(f"{kind}.{name}: shape must be {want} (each at most {spec.bound}), got {shape!r}")
+            most = "x".join(map(str, spec.bounds))
+            raise _refuse(f"{kind}.{name}: shape must be {want}, each at most {most}, got {shape!r}")
         nbytes = math.prod(shape) * DTYPES[spec.dtype].itemsize
         if offset + nbytes > len(body):
             raise _refuse(f"{kind}.{name}: {nbytes} bytes declared, {len(body) - offset} left in the frame")
@@ -286,6 +290,9 @@ class Outbox:
         addresses: ``{party: "HOST:PORT"}`` of every other party.
         credentials: This party's CA, certificate and key.
         timeout_s: How long a send waits for the receiver to come up and accept.
+        wire_log: A JSON-lines file that gets, for every frame sent, its header and its byte size (the
+            values left out): the owner's record of everything the party disclosed, and what the
+            neighbouring-datasets test compares.
     """
 
     def __init__(
@@ -296,8 +303,10 @@ class Outbox:
         *,
         timeout_s: float,
         max_message_bytes: int = MAX_MESSAGE_BYTES,
+        wire_log: Path | None = None,
     ) -> None:
         self.name, self.addresses, self.credentials = name, dict(addresses), credentials
+        self.wire_log = wire_log
         self.timeout_s, self.max_message_bytes = timeout_s, max_message_bytes
         self._channels: dict[str, Any] = {}
 
@@ -325,6 +334,10 @@ class Outbox:
     def send_frame(self, receiver: str, frame: bytes) -> None:
         import grpc
 
+        if self.wire_log is not None:
+            head = frame[len(MAGIC) + 4 : len(MAGIC) + 4 + struct.unpack_from("<I", frame, len(MAGIC))[0]]
+            with self.wire_log.open("a", encoding="utf-8") as f:
+                f.write(json.dumps({"header": json.loads(head), "bytes": len(frame)}) + "\n")
         try:
             self._stub(receiver)(frame, timeout=self.timeout_s, wait_for_ready=True)
         except grpc.RpcError as exc:
