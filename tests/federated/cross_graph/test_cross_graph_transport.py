@@ -221,3 +221,48 @@ def test_no_module_of_the_package_imports_pickle_or_torch_rpc_or_calls_eval():
                 assert node.func.id not in ("eval", "exec"), f"{path.name}:{node.lineno} calls {node.func.id}"
             if isinstance(node, ast.Attribute) and node.attr == "rpc":
                 raise AssertionError(f"{path.name}:{node.lineno} uses .rpc")
+
+
+def test_an_honest_party_process_stops_with_exit_2_when_its_partner_answers_with_a_pickle(
+    tmp_path, two_graphs, holders, capsys
+):
+    """The whole party (``python -m textkg.federated.cross_graph.distributed``'s main) against a
+    malicious beta that answers alpha's PSI request with a pickle payload: exit 2, a clear error,
+    no traceback, and the payload never runs."""
+    import threading
+
+    import yaml
+
+    from textkg.federated.cross_graph.distributed import _free_ports, main
+
+    creds = write_federation_certs(["alpha", "beta"], tmp_path / "tls")
+    tls = tmp_path / "tls"
+    raw = holders(*two_graphs, target_epsilon=4.0)
+    (tmp_path / "holders.yaml").write_text(yaml.safe_dump(raw))
+    attacker_box = Mailbox("beta", "127.0.0.1:0", creds["beta"], [("psi-request", "alpha", 0)])
+    (alpha_port,) = _free_ports(1)
+    peers = {"alpha": f"127.0.0.1:{alpha_port}", "beta": f"127.0.0.1:{attacker_box.port}"}
+    (tmp_path / "peers.yaml").write_text(yaml.safe_dump(peers))
+    marker = tmp_path / "pwned"
+
+    def attack() -> None:
+        attacker_box.take("psi-request", "alpha", timeout_s=120)  # alpha trained and asked
+        out = Outbox("beta", {"alpha": peers["alpha"]}, creds["beta"], timeout_s=10)
+        try:
+            out.send_frame("alpha", pickle.dumps(Marker(marker)))
+        except PeerMessageError:
+            pass  # refused, as it should be
+        out.close()
+
+    thread = threading.Thread(target=attack, daemon=True)
+    thread.start()
+    argv = ["--holders", str(tmp_path / "holders.yaml"), "--party", "alpha", "--peers", str(tmp_path / "peers.yaml")]
+    argv += ["--ca", str(tls / "ca.pem"), "--cert", str(tls / "alpha.pem"), "--key", str(tls / "alpha.key")]
+    argv += ["--out", str(tmp_path / "out"), "--timeout", "60"]
+    code = main(argv)
+    thread.join(30)
+    attacker_box.stop(0)
+    err = capsys.readouterr().err
+    assert code == 2 and "refused a message from beta" in err and "no magic bytes" in err
+    assert "Traceback" not in err and not marker.exists()
+    assert not (tmp_path / "out" / "alpha" / "metrics.json").exists()
