@@ -98,10 +98,14 @@ def test_received_values_outside_the_group_are_refused():
     """A point of small order, a non-canonical encoding, a wrong length or a non-point: ConfigError."""
     from textkg.federated.cross_graph.psi import PSIParty
 
+    from nacl.bindings import crypto_core_ed25519_add
+
     party = PSIParty(A, session="s")
     small_order = bytes([1] + [0] * 31)  # the identity
     not_canonical = bytes([0xED] + [0xFF] * 30 + [0x7F])  # p itself, reduced would be 0
-    for bad in (small_order, not_canonical, b"\x00" * 31, "HP:1", b"\x09" + bytes(31)):
+    # on the curve, outside the prime-order subgroup: H(x) plus the point of order 4 (y = 0)
+    with_torsion = crypto_core_ed25519_add(hash_to_point("HP:1", session="s"), bytes(32))
+    for bad in (small_order, not_canonical, with_torsion, b"\x00" * 31, "HP:1", b"\x09" + bytes(31)):
         with pytest.raises(ConfigError, match="prime-order group"):
             party.reblind([bad])
 

@@ -16,7 +16,8 @@ two ``map_to_curve`` calls, added), and the one ristretto255's ``from_hash`` use
 64 bytes, two Elligator maps, added). ristretto255 itself was the first choice: PyNaCl 1.6.2 does not
 bind ``crypto_core_ristretto255_*``, and the prime-order subgroup above gives the property that is
 needed here (no point outside a group of prime order, so no bit such as "on the twist" survives the
-blinding), with every received point checked to lie in it (:func:`check_point`).
+blinding). A received point that this party multiplies must lie in that group (:func:`_mul`); one it
+only compares with its own products is checked for type and length.
 
 **Why not the old x-only ladder.** Reading ``SHA-256(item)`` as a Curve25519 u-coordinate puts about
 half of the items on the quadratic twist, and X25519 keeps that bit through every blinding. A
@@ -72,18 +73,9 @@ def hash_to_point(item: str, *, session: str = "") -> bytes:
     )
 
 
-def check_point(point: object, *, field: str = "psi") -> bytes:
-    """``point`` if it is the canonical encoding of a non-identity element of the order-ℓ group, else ConfigError.
-
-    libsodium's ``crypto_core_ed25519_is_valid_point`` rejects non-canonical encodings, points of small
-    order and points outside the prime-order subgroup: a peer cannot send a point that leaks or
-    cancels a scalar's bits."""
-    if (
-        not isinstance(point, bytes)
-        or len(point) != POINT_BYTES
-        or not sodium.crypto_core_ed25519_is_valid_point(point)
-    ):
-        raise ConfigError("a PSI message holds a value that is not an element of the prime-order group", field=field)
+def _check_bytes(point: object) -> bytes:
+    if not isinstance(point, bytes) or len(point) != POINT_BYTES:
+        raise ConfigError("a PSI message holds a value that is not an element of the prime-order group", field="psi")
     return point
 
 
@@ -95,12 +87,18 @@ def random_scalar() -> bytes:
             return scalar
 
 
-def _mul(scalar: bytes, point: bytes) -> bytes:
-    """``point^scalar`` in the order-ℓ group (no clamping: the scalar is already in [1, ℓ))."""
+def _mul(scalar: bytes, point: object) -> bytes:
+    """``point^scalar`` in the order-ℓ group (no clamping: the scalar is already in [1, ℓ)).
+
+    libsodium's ``crypto_scalarmult_ed25519_noclamp`` refuses a non-canonical encoding, a point of
+    small order, a point outside the prime-order subgroup, and an identity result: a peer cannot send
+    a value that leaks or cancels bits of the scalar. Refused: ConfigError."""
     try:
-        return sodium.crypto_scalarmult_ed25519_noclamp(scalar, check_point(point))
-    except SodiumError:  # the identity: impossible for a valid point and a scalar in [1, ℓ)
-        raise ConfigError("a PSI point multiplied to the identity", field="psi") from None
+        return sodium.crypto_scalarmult_ed25519_noclamp(scalar, _check_bytes(point))
+    except SodiumError:
+        raise ConfigError(
+            "a PSI message holds a value that is not an element of the prime-order group", field="psi"
+        ) from None
 
 
 class PSIParty:
@@ -143,7 +141,7 @@ class PSIParty:
         """Step 2: raise each of the other party's points to this party's scalar, order kept.
 
         Raises:
-            ConfigError: A value that is not an element of the group (:func:`check_point`)."""
+            ConfigError: A value that is not an element of the group (:func:`_mul`)."""
         return [_mul(self._key, p) for p in blinded]
 
     def intersect(self, double_mine: Sequence[bytes], blinded_theirs: Sequence[bytes]) -> list[str]:
@@ -162,8 +160,8 @@ class PSIParty:
         the reply it sent."""
         if len(double_mine) != len(self._order):
             raise ConfigError("a PSI message does not match the points this party sent", field="psi")
-        theirs = {check_point(p) for p in double_theirs}
-        mine = [check_point(p) for p in double_mine]
+        theirs = set(double_theirs)  # this party's own products
+        mine = [_check_bytes(p) for p in double_mine]  # the peer's: only compared, never multiplied
         return sorted(self.items[i] for i, p in zip(self._order, mine, strict=True) if p in theirs)
 
     def key_bytes(self) -> bytes:
