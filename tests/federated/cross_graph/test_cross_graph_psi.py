@@ -96,9 +96,9 @@ def test_the_responder_cannot_tell_two_requests_apart_by_one_item_it_lacks():
 
 def test_received_values_outside_the_group_are_refused():
     """A point of small order, a non-canonical encoding, a wrong length or a non-point: ConfigError."""
-    from textkg.federated.cross_graph.psi import PSIParty
-
     from nacl.bindings import crypto_core_ed25519_add
+
+    from textkg.federated.cross_graph.psi import PSIParty
 
     party = PSIParty(A, session="s")
     small_order = bytes([1] + [0] * 31)  # the identity
