@@ -24,3 +24,10 @@ def test_a_holders_file_naming_a_party_dotdot_exits_2_and_writes_nothing_outside
     assert not (tmp_path / "x").exists() and not out.exists()  # validated before any folder is made
     with pytest.raises(ConfigError, match="not allowed"):
         CrossGraphConfig.from_dict(raw)
+
+
+def test_the_python_api_refuses_the_name_too():
+    from textkg.federated.cross_graph.config import HolderSpec
+
+    with pytest.raises(ConfigError, match="not allowed"):
+        HolderSpec(name="../x", dataset="d")

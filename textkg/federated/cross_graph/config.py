@@ -63,6 +63,9 @@ class HolderSpec:
     train: dict = field(default_factory=dict)
     privacy: dict = field(default_factory=dict)
 
+    def __post_init__(self) -> None:
+        check_name(self.name, field="name")  # it becomes the party's folder: also from the Python API
+
     @property
     def private(self) -> bool:
         """Whether the holder trains with DP-SGD on its own statements."""
