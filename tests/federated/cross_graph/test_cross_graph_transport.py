@@ -266,3 +266,73 @@ def test_an_honest_party_process_stops_with_exit_2_when_its_partner_answers_with
     assert code == 2 and "refused a message from beta" in err and "no magic bytes" in err
     assert "Traceback" not in err and not marker.exists()
     assert not (tmp_path / "out" / "alpha" / "metrics.json").exists()
+
+
+def test_a_party_binds_to_loopback_unless_told_otherwise():
+    from textkg.errors import ConfigError
+    from textkg.federated.cross_graph.distributed import default_listen
+
+    assert default_listen({"alpha": "omim.example.org:50051", "beta": "10.0.0.7:50052"}, "alpha") == "127.0.0.1:50051"
+    with pytest.raises(ConfigError, match="no address for 'gamma'"):
+        default_listen({"alpha": "h:1"}, "gamma")
+
+
+@pytest.mark.parametrize(
+    "peers, match",
+    [
+        ({"alpha": "h:1", "zeta": "h:2"}, "'zeta' is not a holder"),
+        ({"alpha": "h:1", "beta": "h:99999"}, "HOST:PORT"),
+        ({"alpha": "h:1", "beta": "nohost"}, "HOST:PORT"),
+        ({"alpha": "h:1", "../beta": "h:2"}, "not allowed"),
+        (["alpha"], "mapping"),
+    ],
+)
+def test_a_bad_peers_file_names_the_file_and_the_entry(tmp_path, peers, match):
+    from textkg.errors import ConfigError
+    from textkg.federated.cross_graph.distributed import load_peers
+
+    path = tmp_path / "peers.json"
+    path.write_text(json.dumps(peers))
+    with pytest.raises(ConfigError, match=match) as err:
+        load_peers(path, ["alpha", "beta"])
+    assert err.value.file == str(path)
+
+
+def _header(**change) -> dict:
+    head = {
+        "kind": "psi-request",
+        "sender": "beta",
+        "receiver": "alpha",
+        "step": 0,
+        "arrays": [{"name": "points", "dtype": "uint8", "shape": [1, 32]}],
+        "meta": {},
+    }
+    return {**head, **change}
+
+
+@pytest.mark.parametrize(
+    "header, body, match",
+    [
+        (_header(kind="exec"), bytes(32), "unknown kind"),
+        (_header(step=True), bytes(32), "step must be an integer"),
+        (_header(step=-1), bytes(32), "step must be an integer"),
+        ({**_header(), "code": "os.system"}, bytes(32), "exactly kind"),
+        (_header(meta={"privacy": {}}), bytes(32), "meta holds exactly nothing"),
+        (_header(), bytes(33), "1 bytes after"),
+        (_header(arrays=[]), b"", "holds the arrays points"),
+        (_header(arrays=[{"name": "points", "dtype": "uint8", "shape": [1, 32], "x": 1}]), bytes(32), "dtype"),
+        (_header(arrays=[{"name": "points", "dtype": "uint8", "shape": [-1, 32]}]), bytes(32), "shape must be"),
+        (_header(arrays=[{"name": "points", "dtype": "uint8", "shape": [10**8, 32]}]), bytes(32), "at most"),
+    ],
+)
+def test_every_header_field_is_checked_before_use(header, body, match):
+    with pytest.raises(PeerMessageError, match=match):
+        decode(_frame_with_header(header, body))
+
+
+def test_non_json_constants_and_a_lying_header_length_are_refused():
+    frame = _frame_with_header(_header(), bytes(32)).replace(b'"step": 0', b'"step": NaN')
+    with pytest.raises(PeerMessageError, match="not JSON"):
+        decode(frame)
+    with pytest.raises(PeerMessageError, match="more than the frame"):
+        decode(MAGIC + struct.pack("<I", 2**31) + b"{}")

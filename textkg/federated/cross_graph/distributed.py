@@ -348,6 +348,13 @@ def load_peers(path: str | Path, names: list[str]) -> dict[str, str]:
     return {str(k): str(v) for k, v in raw.items()}
 
 
+def default_listen(peers: dict[str, str], me: str) -> str:
+    """Loopback and this party's port from the peers file: another interface only when ``--listen`` says so."""
+    if me not in peers:
+        raise ConfigError(f"the peers file has no address for {me!r}; give its port there or --listen", field="peers")
+    return f"127.0.0.1:{peers[me].rpartition(':')[2]}"
+
+
 def main(argv: list[str] | None = None) -> int:
     """One party in its own process (module docstring); exit 2 with a message on a user or peer error."""
     ap = argparse.ArgumentParser(description="one party of a cross-graph federation (gRPC, mutual TLS)")
@@ -368,7 +375,7 @@ def main(argv: list[str] | None = None) -> int:
         config = load_holders(args.holders)
         names = [h.name for h in config.holders]
         peers = load_peers(args.peers, names)
-        listen = args.listen or f"127.0.0.1:{peers.get(args.party, ':').rpartition(':')[2]}"
+        listen = args.listen or default_listen(peers, args.party)
         row = run_party(
             config,
             args.party,
