@@ -41,3 +41,12 @@ def test_a_partition_file_naming_a_client_dotdot_is_refused_with_its_line(tmp_pa
     with pytest.raises(DataError, match="not allowed") as err:
         make_partition(kg, train, "column", column_file=path)
     assert err.value.line == 2 and err.value.field == "client" and err.value.file == str(path)
+
+
+def test_a_holder_state_file_cannot_leave_the_holder_folder(tmp_path):
+    from textkg.federated.checkpointing import holder_state_path, save_holder_state
+
+    assert holder_state_path(tmp_path, "client-0", 3) == tmp_path / "client-0" / "holder-round-3.pt"
+    with pytest.raises(ConfigError, match="not allowed"):
+        save_holder_state(tmp_path / "clients", "../x", 1, b"state")
+    assert not (tmp_path / "x").exists()
