@@ -290,9 +290,9 @@ class Outbox:
         addresses: ``{party: "HOST:PORT"}`` of every other party.
         credentials: This party's CA, certificate and key.
         timeout_s: How long a send waits for the receiver to come up and accept.
-        wire_log: A JSON-lines file that gets, for every frame sent, its header and its byte size (the
-            values left out): the owner's record of everything the party disclosed, and what the
-            neighbouring-datasets test compares.
+        wire_log: A JSON-lines file that gets, for every frame sent (written just before the send), its
+            header and its byte size (the values left out): the owner's record of everything the party
+            disclosed, and what the neighbouring-datasets test compares.
     """
 
     def __init__(
