@@ -50,6 +50,9 @@ MAGIC = b"TKGXG1\n"
 MAX_HEADER_BYTES = 4 * 1024 * 1024
 #: the default bound of a whole frame
 MAX_MESSAGE_BYTES = 256 * 1024 * 1024
+#: how often (ms) a send tries again to reach a peer that is not up yet (gRPC's default backs off to
+#: 120 s, so a party that starts late could leave its partner idle for minutes)
+RECONNECT_BACKOFF_MS = 1000
 #: the gRPC service and method every party serves
 SERVICE, METHOD = "textkg.crossgraph.Party", "Deliver"
 #: the array dtypes a frame may hold (little-endian, never an object dtype)
@@ -323,6 +326,8 @@ class Outbox:
                 ("grpc.ssl_target_name_override", receiver),  # the receiver's certificate must name it
                 ("grpc.max_send_message_length", self.max_message_bytes),
                 ("grpc.max_receive_message_length", 64 * 1024),
+                ("grpc.initial_reconnect_backoff_ms", RECONNECT_BACKOFF_MS),
+                ("grpc.max_reconnect_backoff_ms", RECONNECT_BACKOFF_MS),
             ]
             self._channels[receiver] = grpc.secure_channel(self.addresses[receiver], creds, options=options)
         return self._channels[receiver].unary_unary(f"/{SERVICE}/{METHOD}")
