@@ -196,6 +196,28 @@ def test_pld_epsilon_matches_dp_accounting_and_is_below_rdp():
     assert pld_epsilon([], delta=1e-5) == 0.0
 
 
+def test_pld_epsilon_composes_a_ledger_once_however_often_it_is_asked(monkeypatch):
+    """A run asks the same ledger's ε at every checkpoint and release; dp-accounting composes it once
+    (as a list, a tuple or from JSON), a ledger one step longer anew, and a bad delta still raises."""
+    from dp_accounting.pld import pld_privacy_accountant
+
+    from textkg.privacy.pld import _composed_epsilon, pld_epsilon
+
+    _composed_epsilon.cache_clear()  # another test may have asked this ledger
+    composed = []
+    real = pld_privacy_accountant.PLDAccountant.compose
+    monkeypatch.setattr(
+        pld_privacy_accountant.PLDAccountant, "compose", lambda self, e: composed.append(e) or real(self, e)
+    )
+    ledger = [(0.0271, 1.3, 17), (0.0271, 1.7, 4)]
+    first = pld_epsilon(ledger, delta=3e-6)
+    assert [pld_epsilon(x, delta=3e-6) for x in (ledger, tuple(ledger), [list(e) for e in ledger])] == [first] * 3
+    assert len(composed) == 1
+    assert pld_epsilon([*ledger[:1], (0.0271, 1.7, 5)], delta=3e-6) > first and len(composed) == 2
+    with pytest.raises(ValueError, match="delta"):
+        pld_epsilon(ledger, delta=0.0)
+
+
 def test_pld_calibration_never_overshoots_and_max_steps_is_the_last_allowed():
     from textkg.privacy.pld import pld_calibrate_noise_multiplier, pld_epsilon, pld_max_steps
 

@@ -26,10 +26,6 @@ PACKAGE = Path(__file__).resolve().parents[2] / "textkg"
 
 #: (path relative to textkg/, rule) -> why it is allowed. Keep it short and reviewed.
 ALLOWED: dict[tuple[str, str], str] = {
-    # TEMPORARY: the cross-graph multi-process mode still runs on torch.distributed.rpc; issue 36
-    # item 2 moves it onto a transport that never unpickles (another branch). THE LEAD DELETES
-    # THIS ENTRY AT MERGE, and the guard then holds for every file.
-    ("federated/cross_graph/distributed.py", "torch.distributed.rpc"): "issue 36 item 2, being replaced",
     # The GloVe vectors converted by textkg itself into the user's own cache folder (never a path a
     # run, bundle or data file names: textkg.pipeline.run_files refuses encoder_kwargs.cache_dir).
     ("encoders/glove.py", "unpickling loader .load"): "textkg's own cache file in the user's cache",

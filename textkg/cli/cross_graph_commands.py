@@ -31,9 +31,9 @@ def federate_cross_graph(args) -> dict:
 
     refuse_train_flags(args)
     if getattr(args, "engine", None) not in (None, "inprocess"):
-        raise ConfigError("--mode cross-graph runs in process, or with --processes on torch RPC", field="engine")
-    if args.resume and getattr(args, "processes", False):
-        raise ConfigError("--resume continues an in-process cross-graph run only", field="resume")
+        raise ConfigError(
+            "--mode cross-graph runs in process, or with --processes on gRPC (mutual TLS)", field="engine"
+        )
     if args.resume:
         out = Path(args.resume)
         holders = out / "holders.json"
@@ -48,7 +48,7 @@ def federate_cross_graph(args) -> dict:
     if getattr(args, "processes", False):
         from textkg.federated.cross_graph.distributed import run_cross_graph_processes
 
-        summary = run_cross_graph_processes(config, out)
+        summary = run_cross_graph_processes(config, out, resume=bool(args.resume))
     else:
         summary = run_cross_graph(config, out, resume=bool(args.resume), progress=not args.no_progress)
     print(f"wrote {out / 'metrics.json'}", file=sys.stderr)

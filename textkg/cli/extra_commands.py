@@ -93,7 +93,8 @@ def add_parsers(sub) -> None:
     fe.add_argument(
         "--processes",
         action="store_true",
-        help="--mode cross-graph: every holder in its own process (torch.distributed RPC) instead of in this one",
+        help="--mode cross-graph: every holder in its own process (gRPC over mutual TLS on 127.0.0.1) instead of "
+        "in this one",
     )
 
     fa = sub.add_parser(

@@ -33,6 +33,7 @@ import re
 from pathlib import Path
 
 from textkg.errors import ConfigError
+from textkg.federated.names import check_name
 
 #: Keys of the train message's ConfigRecord on the simulation engine: where the holders keep their
 #: states, and how many rounds the run had finished when this simulation started.
@@ -74,7 +75,7 @@ def load_checkpoint(out_dir: Path, cfg, fed) -> dict:
 
 def holder_state_path(holder_dir: Path, name: str, rounds: int) -> Path:
     """The file of holder ``name``'s state after ``rounds`` rounds (simulation engine; PRIVATE)."""
-    return Path(holder_dir) / name / f"holder-round-{rounds}.pt"
+    return Path(holder_dir) / check_name(name, field="holder") / f"holder-round-{rounds}.pt"
 
 
 def save_holder_state(holder_dir: Path, name: str, rounds: int, payload: bytes) -> None:

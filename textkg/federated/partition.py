@@ -44,6 +44,7 @@ from pathlib import Path
 import torch
 
 from textkg.errors import ConfigError, DataError
+from textkg.federated.names import check_name
 
 #: Assignment of a statement that every client holds.
 SHARED = -1
@@ -308,6 +309,7 @@ def _from_column_file(kg, train: torch.Tensor, path: Path) -> tuple[Sequence[str
             if client == SHARED_NAME:
                 assignment[i] = SHARED
             else:
+                check_name(client, field="client", file=path, line=n, error=DataError)  # becomes clients/<name>/
                 if client not in clients:
                     clients.append(client)
                 assignment[i] = clients.index(client)

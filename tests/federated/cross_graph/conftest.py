@@ -37,7 +37,7 @@ def holders_dict(a: Path, b: Path, **exchange) -> dict:
     }
 
 
-@pytest.fixture
+@pytest.fixture(scope="session")
 def holders():
     """:func:`holders_dict`: the two parties' settings with the exchange's keys given."""
     return holders_dict
@@ -46,3 +46,9 @@ def holders():
 @pytest.fixture
 def two_graphs(tmp_path) -> tuple[Path, Path]:
     return write_two_graphs(tmp_path / "data")
+
+
+@pytest.fixture(scope="module")
+def module_graphs(tmp_path_factory) -> tuple[Path, Path]:
+    """:func:`two_graphs` made once for a module whose tests only read them."""
+    return write_two_graphs(tmp_path_factory.mktemp("graphs"))

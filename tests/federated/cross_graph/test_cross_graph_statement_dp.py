@@ -115,6 +115,32 @@ def test_neighbouring_datasets_one_statement_apart_give_the_same_release_shapes_
     assert entity_sizes[0] + 1 == entity_sizes[1]  # what the statement level hides
 
 
+@pytest.mark.slow
+def test_neighbouring_datasets_give_identical_disclosures_on_the_wire_between_processes(tmp_path, two_graphs, holders):
+    """The same neighbours, each party in its own process (gRPC, mutual TLS). Every frame either party
+    sends (PSI points, releases with their privacy blocks: kinds, steps, array shapes and dtypes, byte
+    sizes, metadata) is the same; only the values differ. The parties' published blocks too."""
+    from textkg.federated.cross_graph.distributed import WIRE_LOG, run_cross_graph_processes
+
+    a, b = two_graphs
+    disclosed = []
+    for k in range(2):
+        if k == 1:
+            _with_extra_statement(a)
+        out = tmp_path / f"procs{k}"
+        run_cross_graph_processes(CrossGraphConfig.from_dict(_statement_config(holders, a, b)), out, timeout_s=300)
+        wire = {n: [json.loads(x) for x in (out / n / WIRE_LOG).read_text().splitlines()] for n in ("alpha", "beta")}
+        blocks = {n: json.loads((out / n / "metrics.json").read_text())["privacy"] for n in ("alpha", "beta")}
+        disclosed.append((wire, blocks))
+    assert [m["header"]["kind"] for m in disclosed[0][0]["alpha"]] == [
+        "psi-request",
+        "psi-result",
+        "release",
+        "release",
+    ]
+    assert disclosed[0] == disclosed[1]
+
+
 def test_the_entity_level_mode_is_unchanged(tmp_path, two_graphs, holders):
     """Pinned from the code before ``exchange.unit`` existed (commit 0f6cf6c), public noise seed."""
     messages: list[dict] = []

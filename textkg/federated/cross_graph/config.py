@@ -34,6 +34,7 @@ from typing import Any
 from textkg.errors import ConfigError
 from textkg.federated.cross_graph.methods import check_exchange_method
 from textkg.federated.cross_graph.ppat import PPATConfig
+from textkg.federated.names import check_name
 
 
 @dataclass(frozen=True)
@@ -61,6 +62,9 @@ class HolderSpec:
     model_overrides: dict = field(default_factory=dict)
     train: dict = field(default_factory=dict)
     privacy: dict = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        check_name(self.name, field="name")  # it becomes the party's folder: also from the Python API
 
     @property
     def private(self) -> bool:
@@ -119,8 +123,10 @@ class ExchangeConfig:
         fine_tune_epochs: Local epochs after an update, before the validation decides.
         valid_max_triples: Validation statements the keep/roll-back decision ranks (0: all).
         reproducible_noise: A public seed for the noise (tests): NOT secret, labelled not DP.
-        aligned_fraction: Use only this fraction of each intersection (a seeded hash of the ids, the
-            same at both ends): FKGE's ablation of the gain against the overlap size.
+        aligned_fraction: Use only this fraction of each intersection (a public hash of the ids, the
+            same at both ends): FKGE's ablation of the gain against the overlap size. Each party
+            subsamples its own items BEFORE the PSI, so nothing outside the sample is sent and a
+            partner learns only the intersection of the samples.
         unit: What the guarantee protects. ``entity`` (default): one aligned entity's embedding; each
             release is a Gaussian mechanism on the rows (``target_epsilon`` / ``noise_multiplier``).
             ``statement``: one training statement of the sender; every holder trains with DP-SGD
@@ -245,6 +251,7 @@ class CrossGraphConfig:
                 if not isinstance(entry.get(key), str) or not entry[key]:
                     msg = f"holder needs a '{key}' string"
                     raise ConfigError(msg, field=f"holders[{i}].{key}", file=source, line=line)
+            check_name(entry["name"], field=f"holders[{i}].name", file=source, line=line)
             try:
                 holders.append(HolderSpec(**entry))
             except TypeError as exc:

@@ -45,7 +45,7 @@ from textkg.federated.cross_graph.ledger import PartyLedger, StatementLedger, pl
 from textkg.federated.cross_graph.methods import get_exchange_method
 from textkg.federated.cross_graph.party import Party
 from textkg.federated.cross_graph.procrustes import procrustes, release_rows
-from textkg.federated.cross_graph.psi import PSIParty, keep_fraction, private_intersection
+from textkg.federated.cross_graph.psi import PSIParty, private_intersection
 from textkg.privacy.randomness import SecretRandomness
 
 CHECKPOINT = "checkpoint.pt"
@@ -242,9 +242,9 @@ def run_cross_graph(
     for rt in runtimes.values():
         start_party(rt, ex, releases, resume=resume, progress=progress)
     for a, b in itertools.combinations(names, 2):
-        pa = PSIParty(runtimes[a].party.items(), session=f"{a}|{b}")
-        pb = PSIParty(runtimes[b].party.items(), session=f"{a}|{b}")
-        found = keep_fraction(private_intersection(pa, pb).intersection, ex.aligned_fraction, session=f"{a}|{b}")
+        pa = PSIParty(runtimes[a].party.items(), session=f"{a}|{b}", fraction=ex.aligned_fraction)
+        pb = PSIParty(runtimes[b].party.items(), session=f"{a}|{b}", fraction=ex.aligned_fraction)
+        found = list(private_intersection(pa, pb).intersection)
         runtimes[a].aligned[b] = runtimes[b].aligned[a] = found
         _say(progress, f"PSI {a} x {b}: {len(found)} aligned entities")
     for step, (rnd, s, t) in enumerate(steps, 1):
