@@ -198,7 +198,7 @@ def run(
         if prep.autoencoder is not None:  # prediction codes new descriptions with the same autoencoder
             prep.autoencoder.save(out_dir / AUTOENCODER_FILE)
         if audit is not None:
-            ckpt.atomic_write_json(out_dir / "audit_split.json", audit)
+            ckpt.atomic_write_json(out_dir / "audit_split.json", audit, private=True)  # names member statements
         if init is not None:
             ckpt.atomic_write_json(out_dir / INIT_RECORD, init)
     stage(f"training {cfg.train.epochs} epochs", progress=progress)
@@ -252,7 +252,7 @@ def run(
         metrics["evaluation_filter"] = PUBLIC_FILTER_NOTE
         owner = _owner_metrics(prep, cfg)
         if owner:
-            ckpt.atomic_write_json(out_dir / PRIVATE_METRICS, {"note": PRIVATE_METRICS_NOTE, **owner})
+            ckpt.atomic_write_json(out_dir / PRIVATE_METRICS, {"note": PRIVATE_METRICS_NOTE, **owner}, private=True)
     ckpt.atomic_write_json(out_dir / "metrics.json", metrics)
     return metrics
 
