@@ -353,13 +353,17 @@ def _description_features(prep: Prepared) -> torch.Tensor:
     return cached_encode(get_encoder("bert"), entity_texts(prep.kg), cache_dir=default_cache_dir()).float()
 
 
-def extra_test_blocks(prep: Prepared, cfg: RunConfig) -> dict:
+def extra_test_blocks(prep: Prepared, cfg: RunConfig, *, progress: bool = False) -> dict:
     """What the post-run report adds to ``metrics.json``'s ``test`` block after the ranking metrics, in
-    this order (each only where it applies)."""
+    this order (each only where it applies); ``progress``: a stage line before each (where the time goes)."""
+    from textkg.progress import stage
+
     out: dict = {}
+    stage("placement of the held-out terms (where it applies)", progress=progress)
     placement = _placement(prep, cfg)  # inductive splits of graphs with an is_a relation only
     if placement is not None:
         out.update(placement)  # placement, placement_baselines[, placement_combined, placement_selection]
+    stage("the description neighbour vote (where it applies)", progress=progress)
     vote = _neighbour_vote(prep, cfg)  # inductive splits with descriptions only
     if vote is not None:
         out["neighbour_vote"] = vote
@@ -368,6 +372,7 @@ def extra_test_blocks(prep: Prepared, cfg: RunConfig) -> dict:
     k_shot = k_shot_report(prep, cfg) if placement is None else None
     if k_shot is not None:
         out.update(k_shot)
+    stage("placement with the terms' annotations (where it applies)", progress=progress)
     placed = _placement_known_links(prep, cfg)  # ontologies: placement with the terms' annotations
     if placed is not None:
         out["placement_known_links"] = placed
