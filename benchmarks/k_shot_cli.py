@@ -120,7 +120,7 @@ def main(argv: list[str] | None = None) -> int:
     selection = evaluated["k_shot_selection"]
     record = _harness.result(
         "k_shot_cli",
-        run=run,
+        run=Path(run).name,
         chosen=selection["chosen"],
         link_vote_weight=selection["link_vote"]["weight"],
         rows=rows,
