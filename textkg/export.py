@@ -31,6 +31,7 @@ import numpy as np
 import torch
 
 from textkg.errors import ConfigError
+from textkg.training.checkpoint import dir_mode
 
 FILES = (
     "entity_to_id.tsv.gz",
@@ -89,6 +90,7 @@ def export_run(run_dir: str | Path, out: str | Path, *, device: str = "auto") ->
         "files": list(FILES),
     }
     tmp = Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{out.name}."))
+    tmp.chmod(dir_mode())  # mkdtemp makes 0700; the export is for others to read
     try:
         _write_mapping(tmp / "entity_to_id.tsv.gz", kg.entities)
         _write_mapping(tmp / "relation_to_id.tsv.gz", kg.relations)

@@ -37,7 +37,9 @@ import torch
 from textkg.errors import ConfigError, DataError
 
 #: columns of the output TSV
-COLUMNS = ("term", "term_name", "rank", "parent", "parent_name", "score", "method", "listed", "nearest_terms", "note")
+COLUMNS = (
+    "term", "term_name", "rank", "parent", "parent_name", "score", "share", "method", "listed", "nearest_terms", "note",
+)  # fmt: skip
 NO_DEFINITION_NOTE = "no definition: placed from its name (and synonyms) only"
 
 
@@ -50,6 +52,11 @@ class NewTerm:
     definition: str = ""
     synonyms: list[str] = field(default_factory=list)
     listed_parents: list[str] = field(default_factory=list)
+    #: as the OBO file gives them (:class:`textkg.data.ontology.OntologyTerm`), written back to the fragment
+    synonym_scopes: list[str] = field(default_factory=list)
+    synonym_xrefs: list[list[str]] = field(default_factory=list)
+    definition_xrefs: list[str] = field(default_factory=list)
+    xrefs: list[str] = field(default_factory=list)
 
     @property
     def description(self) -> str:
@@ -94,7 +101,19 @@ def read_terms_obo(path: str | Path) -> list[NewTerm]:
             continue
         if not t.name:
             raise DataError(f"term {t.id} has no name", file=path, field="name")
-        terms.append(NewTerm(t.id, t.name, t.definition, list(t.synonyms), list(t.parents)))
+        terms.append(
+            NewTerm(
+                t.id,
+                t.name,
+                t.definition,
+                list(t.synonyms),
+                list(t.parents),
+                list(t.synonym_scopes),
+                [list(x) for x in t.synonym_xrefs],
+                list(t.definition_xrefs),
+                list(t.xrefs),
+            )
+        )
     return _unique(terms, path)
 
 
@@ -256,8 +275,10 @@ class Placer:
         min_score: float | None = None,
         annotations: dict[str, list[int]] | None = None,
     ) -> list[dict]:
-        """Rows of :data:`COLUMNS` (``top_k`` per term, best first, those scoring at least
-        ``min_score`` when given); terms already in the graph are left out.
+        """Rows of :data:`COLUMNS` (``top_k`` per term, best first, those whose ``share`` is at least
+        ``min_score`` when given); terms already in the graph are left out. ``share``: the suggestion's
+        softmax share of the term's scores over every candidate, in [0, 1] (the scale ``--min-score``
+        reads; not a calibrated probability). The evidence (``nearest_terms``) is on each term's first row.
 
         ``annotations``: ``{term id: entity ids}`` known links of the new terms (their diseases); their
         vote is added to the chosen method's standardised scores (:meth:`annotation_weight`)."""
@@ -287,6 +308,7 @@ class Placer:
                     s = self._with_annotations(s, batch, annotations, cands)
                 sim = unit[ids] @ unit[cands].T
             top = s.topk(min(top_k, len(cands)), dim=1)
+            shares = torch.softmax(s.double(), dim=1).gather(1, top.indices)
             near = sim.topk(min(evidence, len(cands)), dim=1) if evidence else None
             for b, term in enumerate(batch):
                 nearest = (
@@ -297,11 +319,11 @@ class Placer:
                     if near is not None
                     else ""
                 )
-                for rank, (value, col) in enumerate(
-                    zip(top.values[b].tolist(), top.indices[b].tolist(), strict=True), start=1
+                for rank, (value, share, col) in enumerate(
+                    zip(top.values[b].tolist(), shares[b].tolist(), top.indices[b].tolist(), strict=True), start=1
                 ):
                     parent = int(cands[col])
-                    if min_score is not None and value < min_score:
+                    if min_score is not None and share < min_score:
                         break
                     rows.append(
                         {
@@ -311,11 +333,12 @@ class Placer:
                             "parent": kg.entities[parent],
                             "parent_name": kg.entity_names[parent],
                             "score": round(float(value), 6),
+                            "share": round(float(share), 6),
                             "method": self.method,
                             "listed": ("yes" if kg.entities[parent] in term.listed_parents else "no")
                             if term.listed_parents
                             else "",
-                            "nearest_terms": nearest,
+                            "nearest_terms": nearest if rank == 1 else "",  # once per term
                             "note": "" if term.definition else NO_DEFINITION_NOTE,
                         }
                     )
@@ -375,6 +398,10 @@ def place_command(
 
     if (terms_tsv is None) == (obo is None):
         raise ConfigError("give exactly one of --terms FILE.tsv or --obo FILE.obo", field="terms")
+    if min_score is not None and not 0.0 <= min_score <= 1.0:
+        raise ConfigError(
+            f"is a share of the term's scores in [0, 1] (the TSV's share column), got {min_score}", field="min_score"
+        )
     outputs = {"out": out, "robot_template": robot_template, "obo_fragment": obo_fragment}
     paths = {k: check_output_path(v, k) for k, v in outputs.items() if v is not None}
     if len(set(paths.values())) < len(paths):
@@ -395,12 +422,14 @@ def place_command(
     new = [t for t in terms if t.id not in known]
     texts = {paths["out"]: render_tsv(rows, COLUMNS)}
     if "robot_template" in paths:
-        texts[paths["robot_template"]] = render_robot(rows, {t.id: t.definition for t in new})
+        texts[paths["robot_template"]] = render_robot(rows, new)
     if "obo_fragment" in paths:
         remark = f"textkg place suggestions from {run_dir} ({placer.method}); review before merging"
         texts[paths["obo_fragment"]] = render_obo(rows, new, remark=remark)
     write_all(texts)
-    listed = [r for r in rows if r["listed"]]
+    # placeable: a term whose file lists a parent in the training graph (a new parent cannot be suggested)
+    placeable = {t.id for t in new if any(p in known for p in t.listed_parents)}
+    listed = [r for r in rows if r["term"] in placeable]
     summary: dict[str, object] = {
         "out": str(out),
         **{k: str(v) for k, v in paths.items() if k != "out"},
@@ -423,7 +452,9 @@ def place_command(
             "rows_naming_an_entity_outside_the_graph": unknown,
             "vote_weight": placer.annotation_weight,
         }
-    if listed:  # the file lists parents: how often the first suggestion is one of them
+    if any(t.listed_parents for t in new):
+        summary["placeable_terms"] = len(placeable)
+    if listed:  # the file lists parents in the graph: how often the first suggestion is one of them
         firsts = [r for r in listed if r["rank"] == 1]
         if firsts:
             summary["first_suggestion_is_a_listed_parent"] = sum(r["listed"] == "yes" for r in firsts) / len(firsts)

@@ -15,7 +15,6 @@ codes it with the autoencoder saved as ``lstm_ae.pt``.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import torch
@@ -52,13 +51,16 @@ class Predictor:
                 file=self.run_dir,
             )
         self.config = opened.config
+        #: ``metrics.json``'s ``test`` block: the choices the run made on validation (``textkg train``, or
+        #: ``textkg evaluate --k-shot``, which saves its k-shot choice there)
+        self.choices: dict = (opened.metrics() or {}).get("test") or {}
         self.prepared = prepare(self.config, self.run_dir, device=self.device)
         self.model = self.prepared.model
         self.model.load_state_dict(ckpt.load_weights(self.run_dir))
         self.model.eval()
         self.kg = self.prepared.kg
         self._tokenizer = None  # loaded on first use (fine-tuned runs only)
-        self.vote_weight, self.spread_weight = _chosen_vote_weights(self.run_dir)
+        self.vote_weight, self.spread_weight = _chosen_vote_weights(self.choices)
         self._vote: NeighbourVote | None = None  # built on first use (runs whose evaluation chose the neighbour vote)
 
     def _encode(self, descriptions: list[str]) -> dict[str, torch.Tensor]:
@@ -138,8 +140,12 @@ class Predictor:
 
         ``known_links``: links the user already knows, a TSV file (:mod:`textkg.data.known_links`)
         or ``(m, 3)`` ``(relation id, entity id, role)``; the new entity's vector moves towards
-        where they put it (:mod:`textkg.models.known_links`, with the weight the run chose on
-        validation), and the known links themselves are not proposed again.
+        where they put it (:mod:`textkg.models.known_links`, by the method the run chose on
+        validation, ``test.k_shot_selection``, else the default, and ``scoring.known_links`` says
+        which), the link vote is added at the weight chosen there, and the known links themselves
+        are not proposed again. The scores are then what the k-shot evaluation measured
+        (:mod:`textkg.evaluation.k_shot`): the description neighbour vote, which it did not use,
+        is left out.
 
         Without ``relation``/``direction`` every relation and both directions
         are scored; all predictions are sorted by score. When the run's own
@@ -159,8 +165,9 @@ class Predictor:
         if links is not None:
             new = self._with_known_links(new, links)
             top_k += len(links)  # room for the known links, dropped below
-        weight = self.vote_weight if vote else 0.0
-        spread_weight = self.spread_weight if vote else 0.0
+        k_shot = links is not None  # score as the k-shot evaluation did: no description neighbour vote
+        weight = self.vote_weight if (vote and not k_shot) else 0.0
+        spread_weight = self.spread_weight if (vote and not k_shot) else 0.0
         link_weight = self.link_vote_weight if (vote and links is not None and len(links)) else 0.0
         if link_weight:
             from textkg.pipeline.report import link_vote_of
@@ -253,20 +260,36 @@ class Predictor:
         else:
             links = torch.as_tensor(known_links, dtype=torch.long).reshape(-1, 3)
         method = self.known_links_method
+        if self.k_shot_chosen_on_validation:
+            made_by = (self.choices.get("k_shot_selection") or {}).get("made_by", "textkg train")
+            reading = (
+                f"the description's vector moved by the known links with {method.key}, the method this run chose "
+                f"on validation ({made_by}; none: not at all; mix:c / fold-in:c, docs/k_shot.md); the description "
+                "neighbour vote is left out, as the k-shot evaluation measured"
+            )
+        else:
+            reading = (
+                f"the description's vector moved by the known links with {method.key}, the DEFAULT: this run made "
+                "no k-shot choice on validation (its graph has a placement task, or it predates the choice); "
+                "`textkg evaluate RUN --k-shot 0,1,3,5,10` makes one and saves it in the run's metrics.json"
+            )
         return links, {
             "count": len(links),
             "method": method.key,
-            "reading": "the description's vector moved by the known links as the run chose on validation "
-            "(none: not at all; mix:c / fold-in:c, docs/k_shot.md)",
+            "chosen_on_validation": self.k_shot_chosen_on_validation,
+            "reading": reading,
         }
+
+    @property
+    def k_shot_chosen_on_validation(self) -> bool:
+        """Whether the run's ``metrics.json`` holds a k-shot choice (``test.k_shot_selection.chosen``)."""
+        return bool((self.choices.get("k_shot_selection") or {}).get("chosen"))
 
     @property
     def link_vote_weight(self) -> float:
         """The link-vote weight the run chose on validation (``metrics.json`` →
         ``test.k_shot_selection.link_vote.weight``; 0: none, or a run from before the vote)."""
-        path = self.run_dir / "metrics.json"
-        test = (json.loads(path.read_text()).get("test") or {}) if path.is_file() else {}
-        value = ((test.get("k_shot_selection") or {}).get("link_vote") or {}).get("weight")
+        value = ((self.choices.get("k_shot_selection") or {}).get("link_vote") or {}).get("weight")
         return float(value) if isinstance(value, (int, float)) and value > 0 else 0.0
 
     @property
@@ -275,9 +298,7 @@ class Predictor:
         (``metrics.json`` → ``test.k_shot_selection.chosen``), else the default."""
         from textkg.models.known_links import LinkMethod
 
-        path = self.run_dir / "metrics.json"
-        test = (json.loads(path.read_text()).get("test") or {}) if path.is_file() else {}
-        chosen = (test.get("k_shot_selection") or {}).get("chosen")
+        chosen = (self.choices.get("k_shot_selection") or {}).get("chosen")
         temperature = self.config.train.temperature  # fold-in's softmax, as the run's evaluation used it
         return LinkMethod.from_key(chosen or LinkMethod().key, temperature=temperature)
 
@@ -286,7 +307,9 @@ class Predictor:
         from textkg.models.known_links import embed_with_known_links
 
         rows = torch.cat([torch.zeros(len(links), 1, dtype=torch.long), links], dim=1)
-        return embed_with_known_links(self.model, new, rows, method=self.known_links_method)
+        # the run's seed: fold-in samples its negatives as the k-shot evaluation did (same generator, same draws)
+        method, seed = self.known_links_method, self.config.train.seed
+        return embed_with_known_links(self.model, new, rows, method=method, seed=seed)
 
     def _drop_known(self, preds: list[dict], links: torch.Tensor, top_k: int) -> list[dict]:
         """``preds`` without the known links, at most ``top_k`` per (relation, direction)."""
@@ -315,13 +338,10 @@ class Predictor:
             ) from None
 
 
-def _chosen_vote_weights(run_dir: Path) -> tuple[float, float]:
-    """The neighbour-vote and spread weights the run chose on validation (0: the model alone, or no vote;
-    a run from before the spread has no ``spread_weight``: 0)."""
-    path = run_dir / "metrics.json"
-    if not path.is_file():
-        return 0.0, 0.0
-    block = (json.loads(path.read_text()).get("test") or {}).get("neighbour_vote") or {}
+def _chosen_vote_weights(test: dict) -> tuple[float, float]:
+    """The neighbour-vote and spread weights the run chose on validation (``test`` of ``metrics.json``; 0: the
+    model alone, or no vote; a run from before the spread has no ``spread_weight``: 0)."""
+    block = test.get("neighbour_vote") or {}
 
     def positive(key: str) -> float:
         value = block.get(key)

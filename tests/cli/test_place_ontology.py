@@ -55,14 +55,14 @@ def test_place_writes_tsv_robot_template_and_obo_fragment(inductive_run, tmp_pat
     assert placed <= {r.split("\t")[0] for r in rows}
     lines = robot.read_text(encoding="utf-8").splitlines()
     assert lines[1].split("\t") == [code for _, code in ROBOT_COLUMNS]
-    assert len(lines) == 2 + len(rows)
+    assert len(lines) == 2 + len({r.split("\t")[0] for r in rows})  # one row per term: its chosen parent
     first = dict(zip([c for c, _ in ROBOT_COLUMNS], lines[2].split("\t"), strict=True))
-    assert first["evidence"].startswith("textkg place: rank 1, score")
+    assert first["evidence"].startswith("textkg place: rank 1, share")
     doc = fastobo.load(str(frag))  # the fragment is valid OBO
     terms = {str(f.id): f for f in doc}
     assert placed <= set(terms)
     is_a = [c for c in terms["FX:0009001"] if type(c).__name__ == "IsAClause"]
-    assert len(is_a) == 2 and "nearest terms" in str(is_a[0].qualifiers)
+    assert len(is_a) == 1 and "nearest terms" in str(is_a[0].qualifiers)  # the chosen parent only
 
 
 def test_score_threshold_keeps_confident_suggestions(inductive_run, tmp_path, capsys):
@@ -70,12 +70,12 @@ def test_score_threshold_keeps_confident_suggestions(inductive_run, tmp_path, ca
     argv = ["place", str(inductive_run), "--obo", str(ONTOLOGY / "new_terms.obo"), "--top-k", "5"]
     assert main([*argv, "--out", str(out)]) == 0
     capsys.readouterr()
-    scores = sorted(float(r.split("\t")[5]) for r in out.read_text(encoding="utf-8").splitlines()[1:])
-    threshold = scores[len(scores) // 2]
+    shares = sorted(float(r.split("\t")[6]) for r in out.read_text(encoding="utf-8").splitlines()[1:])
+    threshold = shares[len(shares) // 2]
     assert main([*argv, "--out", str(out), "--min-score", str(threshold)]) == 0
     summary = json.loads(capsys.readouterr().out)
-    kept = [float(r.split("\t")[5]) for r in out.read_text(encoding="utf-8").splitlines()[1:]]
-    assert kept and min(kept) >= threshold and len(kept) == summary["suggestions"] < len(scores)
+    kept = [float(r.split("\t")[6]) for r in out.read_text(encoding="utf-8").splitlines()[1:]]
+    assert kept and min(kept) >= threshold and len(kept) == summary["suggestions"] < len(shares)
 
 
 def test_transductive_run_says_which_method(transductive_run, tmp_path, capsys):

@@ -179,3 +179,10 @@ def test_a_file_graph_is_cached_until_the_file_changes(tmp_path):
     changed = load_dataset(str(path), cache_dir=cache_dir)
     assert changed.num_entities == first.num_entities + 1
     assert len(list((cache_dir / "datasets").glob("file-fx.obo-*.pt"))) == 2 and cached.is_file()
+
+
+def test_unknown_dataset_message_lists_prefixes_and_suffixes():
+    with pytest.raises(ConfigError) as exc:
+        load_dataset("terms.xyz")
+    message = str(exc.value)
+    assert "obo:PATH" in message and ".obo" in message and ".ttl" in message

@@ -320,3 +320,31 @@ def test_the_vote_reads_only_the_hierarchy_it_is_given():
         hierarchy=public,
     )
     assert other == restricted and "placement_combined" in restricted
+
+
+def test_the_tuner_grid_ranks_without_close_at_1_and_chooses_as_with_it(monkeypatch):
+    """Issue 38: close@1 was a third of the tuner's time on hpo and no grid point reads it. Each point's
+    validation MRR equals the full metrics' (an oracle: ``rank_placement`` with close@1), and close@1
+    is computed only for the chosen combination's reported metrics."""
+    import textkg.evaluation.placement as placement
+
+    kg, split = _toy()
+    valid = placement_queries(kg, split, which="valid")
+    components = {"description": cosine_scorer(_features(0)), "model": _table_scorer(torch.rand(11, 11))}
+    calls = []
+    real = placement._close_at_1
+    monkeypatch.setattr(placement, "_close_at_1", lambda *a: calls.append(1) or real(*a))
+    combo = tune_combination(
+        components, valid, num_entities=11, features=_features(0), parent_edges=split.train[:, [0, 2]]
+    )
+    assert len(calls) == 1  # the final metrics' one batch; not one per grid point
+    vote = neighbour_vote_scorer(_features(0), split.train[:, [0, 2]], vote=combo.vote)
+    with_vote = {**components, "vote": vote}
+    tried = sorted(v for name, v in combo.tried.items() if name.startswith("combined"))
+    oracle = sorted(
+        rank_placement(combined_scorer(with_vote, weights), valid, num_entities=11).mrr
+        for weights in weight_grid(list(with_vote))
+    )
+    assert tried == pytest.approx(oracle, abs=1e-12)
+    assert combo.valid.mrr == pytest.approx(max(oracle), abs=1e-12)
+    assert combo.valid.close_at_1 == combo.valid.close_at_1  # reported, not NaN

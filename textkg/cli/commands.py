@@ -6,7 +6,7 @@ import dataclasses
 import sys
 from pathlib import Path
 
-from textkg.errors import ConfigError
+from textkg.errors import ConfigError, DataError
 
 
 def data_stats(args) -> dict:
@@ -140,11 +140,23 @@ def predict(args) -> dict:
     from textkg.predict import load_predictor
 
     known_links = getattr(args, "known_links", None)
-    if known_links and args.batch:
-        raise ConfigError("--known-links describes one new entity; give it with --description, not --batch")
+    if known_links:  # an empty or comments-only file exits 2 before the run is loaded
+        from textkg.data.known_links import link_lines
+
+        link_lines(known_links)
+    if args.batch:  # the files' own errors before the run is loaded
+        entities = _read_batch_file(args.batch)
+        names = [n for n, _ in entities]
+        if known_links and len(set(names)) < len(names):
+            raise DataError("with --known-links, each batch row needs its own name (first column)", file=args.batch)
     predictor = load_predictor(args.run_dir, device=args.device or "auto")
     if args.batch:
-        entities = _read_batch_file(args.batch)
+        links: dict = {}
+        if known_links:  # name, relation, entity, direction per line (textkg.data.known_links)
+            from textkg.data.known_links import read_known_links_by_name
+
+            kg = predictor.kg
+            links = read_known_links_by_name(known_links, names=names, entities=kg.entities, relations=kg.relations)
         return {
             "results": [
                 predictor.predict(
@@ -154,6 +166,7 @@ def predict(args) -> dict:
                     direction=args.direction,
                     top_k=args.top_k,
                     vote=not args.no_vote,
+                    **({"known_links": links[n]} if n in links else {}),
                 )
                 for n, d in entities
             ]
@@ -173,7 +186,6 @@ def predict(args) -> dict:
 
 def _read_batch_file(path: str) -> list[tuple[str, str]]:
     from textkg.data.io import read_text
-    from textkg.errors import DataError
 
     rows = []
     text = read_text(path)  # bounded in size and line length like every data file (docs/security.md)

@@ -25,7 +25,10 @@ def add_parsers(sub) -> None:
     pl_.add_argument("--out", required=True, help="output TSV (term, rank, parent, parent_name, score, evidence, note)")
     pl_.add_argument("--top-k", type=int, default=5, help="suggested parents per term (default 5)")
     pl_.add_argument(
-        "--min-score", type=float, help="keep only suggestions scoring at least this (the method's own score scale)"
+        "--min-score",
+        type=float,
+        help="keep only suggestions whose share is at least this, in [0, 1]: the suggestion's softmax share of the "
+        "term's scores over every candidate (the TSV's share column; not a calibrated probability)",
     )
     pl_.add_argument(
         "--method",

@@ -74,7 +74,9 @@ def build_parser() -> argparse.ArgumentParser:
         "--known-links",
         metavar="FILE",
         help="TSV of links the new entity already has: relation<TAB>entity id<TAB>direction (tail: "
-        "(new, relation, entity); head: (entity, relation, new)); used without retraining (docs/k_shot.md)",
+        "(new, relation, entity); head: (entity, relation, new)); with --batch, each line starts with the batch "
+        "row's name: name<TAB>relation<TAB>entity id<TAB>direction; used without retraining, as the run chose on "
+        "validation (docs/k_shot.md); a file without a link exits 2",
     )
     _add_device_flag(pr, "where the model and encoder run (not the run's train.device)")
 

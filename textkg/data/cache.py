@@ -60,6 +60,9 @@ def save_graph(kg: KnowledgeGraph, path: Path) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=path.name + ".", suffix=".tmp", dir=path.parent)
     try:
+        mask = os.umask(0)  # mkstemp makes 0600: the cache follows the umask, as open() would
+        os.umask(mask)
+        os.fchmod(fd, 0o666 & ~mask)
         with os.fdopen(fd, "wb") as fh:
             torch.save(state, fh)
         os.replace(tmp, path)

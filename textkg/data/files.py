@@ -65,6 +65,11 @@ def list_file_formats() -> tuple[str, ...]:
     return tuple(_FORMATS.names())
 
 
+def list_file_suffixes() -> tuple[str, ...]:
+    """File suffixes that select a registered format without a prefix (``.obo``, ``.ttl``, ...), sorted."""
+    return tuple(sorted({s for f in _FORMATS.values() for s in f.suffixes}))
+
+
 @dataclass(frozen=True)
 class FileSource:
     """A parsed dataset string: the format, the file and its options."""

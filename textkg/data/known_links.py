@@ -3,8 +3,11 @@
 One link per line, tab-separated: ``relation``, ``entity`` (the other entity's id in the graph),
 ``direction``: ``tail`` when the other entity is the tail, ``(new, relation, entity)``, and
 ``head`` when it is the head, ``(entity, relation, new)`` (the words of ``predict --direction``).
-Empty lines and lines starting with ``#`` are skipped. Every problem is a
-:class:`~textkg.errors.DataError` naming the file, the line and the field.
+Empty lines and lines starting with ``#`` are skipped; a file with no link at all (empty, or
+comments only) is an error, not a silent zero-shot. With ``predict --batch``, each line starts with
+one more column, ``name``: the batch row (its first column) whose known link it is
+(:func:`read_known_links_by_name`). Every problem is a :class:`~textkg.errors.DataError` naming
+the file, the line and the field.
 """
 
 from __future__ import annotations
@@ -68,25 +71,71 @@ def parse_known_links(
     return torch.tensor(out, dtype=torch.long).reshape(-1, 3)
 
 
-def read_known_links(path: str | Path, *, entities: Sequence[str], relations: Sequence[str]) -> torch.Tensor:
-    """:func:`parse_known_links` of a TSV file (line numbers are the file's own)."""
+def link_lines(path: str | Path) -> list[tuple[int, list[str]]]:
+    """``[(line number, tab-separated fields)]`` of the file's link lines (blank lines and ``#`` comments
+    skipped); none is an error."""
     try:
-        text = Path(path).read_bytes().decode("utf-8")
+        data = Path(path).read_bytes()
     except FileNotFoundError:
         raise DataError("file not found", file=path) from None
+    except IsADirectoryError:
+        raise DataError("is a directory, not a file", file=path) from None
+    try:
+        text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
+        raise DataError("not valid UTF-8", file=path, line=data[: exc.start].count(b"\n") + 1) from None
+    out = [
+        (line, raw.rstrip("\r").split("\t"))
+        for line, raw in enumerate(text.splitlines(), start=1)
+        if raw.strip() and not raw.lstrip().startswith("#")
+    ]
+    if not out:
         raise DataError(
-            "not valid UTF-8", file=path, line=Path(path).read_bytes()[: exc.start].count(b"\n") + 1
-        ) from None
-    links = []
-    for line, raw in enumerate(text.splitlines(), start=1):
-        if not raw.strip() or raw.lstrip().startswith("#"):
-            continue
-        try:
-            links.append(parse_known_links([raw.split("\t")], entities=entities, relations=relations, source=str(path)))
-        except DataError as exc:
-            raise DataError(exc.message, file=path, line=line, field=exc.field) from None
-    return torch.cat(links) if links else torch.zeros(0, 3, dtype=torch.long)
+            "no known link (the file is empty or has comments only); leave out --known-links for zero-shot", file=path
+        )
+    return out
+
+
+def _parse_line(path, line: int, fields: list[str], entities, relations) -> torch.Tensor:
+    try:
+        return parse_known_links([fields], entities=entities, relations=relations, source=str(path))
+    except DataError as exc:
+        raise DataError(exc.message, file=path, line=line, field=exc.field) from None
+
+
+def read_known_links(path: str | Path, *, entities: Sequence[str], relations: Sequence[str]) -> torch.Tensor:
+    """:func:`parse_known_links` of a TSV file (line numbers are the file's own); a file without a link
+    is a :class:`DataError`."""
+    links = [_parse_line(path, line, fields, entities, relations) for line, fields in link_lines(path)]
+    return torch.cat(links)
+
+
+def read_known_links_by_name(
+    path: str | Path, *, names: Sequence[str], entities: Sequence[str], relations: Sequence[str]
+) -> dict[str, torch.Tensor]:
+    """``{name: (m, 3) links}`` from a TSV of ``name, relation, entity, direction`` lines (``predict
+    --batch``: ``name`` is a batch row's first column; rows without a line get no links). A name that
+    is not in ``names`` is a :class:`DataError` naming the line."""
+    known = set(names)
+    out: dict[str, list[torch.Tensor]] = {}
+    for line, fields in link_lines(path):
+        if len(fields) != len(COLUMNS) + 1:
+            raise DataError(
+                f"expected {len(COLUMNS) + 1} tab-separated columns with --batch (name, {', '.join(COLUMNS)}), "
+                f"got {len(fields)}",
+                file=path,
+                line=line,
+            )
+        name = fields[0].strip()
+        if name not in known:
+            raise DataError(
+                f"no batch row is named {name!r} (the first column of the --batch file)",
+                file=path,
+                line=line,
+                field="name",
+            )
+        out.setdefault(name, []).append(_parse_line(path, line, fields[1:], entities, relations))
+    return {name: torch.cat(parts) for name, parts in out.items()}
 
 
 #: columns an annotation file must have (the ``phenotype.hpoa`` header names)

@@ -63,6 +63,12 @@ class OntologyTerm:
     relationships: list[tuple[str, str]] = field(default_factory=list)  # (relation id, target id)
     obsolete: bool = False
     alt_ids: list[str] = field(default_factory=list)
+    #: per synonym (same order as ``synonyms``): its OBO scope (``EXACT``, ``RELATED``, ...; ``RELATED``
+    #: when the file gives none, as OBO 1.4 reads it) and its xrefs; the definition's xrefs; the term's xrefs
+    synonym_scopes: list[str] = field(default_factory=list)
+    synonym_xrefs: list[list[str]] = field(default_factory=list)
+    definition_xrefs: list[str] = field(default_factory=list)
+    xrefs: list[str] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -237,13 +243,25 @@ def read_obo(path: str | Path) -> Ontology:
 #: what each fastobo clause type adds to a term: ``(term, clause, relation ids)``
 _CLAUSES: dict[str, Callable[[OntologyTerm, Any, Mapping[str, str]], None]] = {
     "NameClause": lambda t, c, _: setattr(t, "name", _one_line(c.name)),
-    "DefClause": lambda t, c, _: setattr(t, "definition", _one_line(c.definition)),
-    "SynonymClause": lambda t, c, _: t.synonyms.append(_one_line(c.synonym.desc)),
+    "DefClause": lambda t, c, _: _set_definition(t, c),
+    "SynonymClause": lambda t, c, _: _add_synonym(t, c.synonym),
+    "XrefClause": lambda t, c, _: t.xrefs.append(str(c.xref.id)),
     "AltIdClause": lambda t, c, _: t.alt_ids.append(str(c.alt_id)),
     "IsAClause": lambda t, c, _: t.parents.append(str(c.term)),
     "RelationshipClause": lambda t, c, r: t.relationships.append((r.get(str(c.typedef), str(c.typedef)), str(c.term))),
     "IsObsoleteClause": lambda t, c, _: setattr(t, "obsolete", bool(c.obsolete)),
 }
+
+
+def _set_definition(term: OntologyTerm, clause) -> None:
+    term.definition = _one_line(clause.definition)
+    term.definition_xrefs = [str(x.id) for x in clause.xrefs]
+
+
+def _add_synonym(term: OntologyTerm, synonym) -> None:
+    term.synonyms.append(_one_line(synonym.desc))
+    term.synonym_scopes.append(str(synonym.scope or "RELATED"))
+    term.synonym_xrefs.append([str(x.id) for x in synonym.xrefs])
 
 
 def _obo_term(frame, relation_ids: Mapping[str, str]) -> OntologyTerm:

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from textkg.data import cache, hpo
 from textkg.data.blp_format import load_blp_directory
-from textkg.data.files import file_source, list_file_formats, load_file_dataset
+from textkg.data.files import file_source, list_file_formats, list_file_suffixes, load_file_dataset
 from textkg.data.graph import KnowledgeGraph
 from textkg.errors import ConfigError
 from textkg.registry import Registry
@@ -59,7 +59,8 @@ def get_spec(name: str) -> DatasetSpec:
     if name not in _REGISTRY:
         raise ConfigError(
             f"unknown dataset {name!r}: not a registered name ({', '.join(list_datasets())}), a dataset "
-            f"directory, nor a file of a known format ({', '.join(f + ':PATH' for f in list_file_formats())})",
+            "directory, nor a file of a known format (a prefix: "
+            f"{', '.join(f + ':PATH' for f in list_file_formats())}; or a suffix: {', '.join(list_file_suffixes())})",
             field="dataset",
         )
     return _REGISTRY.get(name)

@@ -71,6 +71,17 @@ class KShotDraw:
     def num_queries(self) -> int:
         return int(self.head.sum() + self.tail.sum())
 
+    @property
+    def query_entities(self) -> torch.Tensor:
+        """``(num_queries,)`` the held-out entity each counted query is about, in the order of
+        :func:`k_shot_ranks` (head queries first: their tail; then tail queries: their head)."""
+        return torch.cat([self.queries[self.head, 2], self.queries[self.tail, 0]])
+
+    @property
+    def eligible(self) -> torch.Tensor:
+        """``(u,)`` sorted ids of the entities with links revealed (more than ``k`` statements; ``k >= 1``)."""
+        return torch.unique(self.links[:, 0])
+
 
 def parse_ks(text: str, *, field: str = "k_shot") -> tuple[int, ...]:
     """``"0,1,3"`` → ``(0, 1, 3)``: distinct non-negative integers, sorted."""
@@ -197,19 +208,27 @@ def choose(valid_mrr: dict[str, float]) -> str:
 
 
 def k_shot_block(
-    draw: KShotDraw, ranks: dict[str, torch.Tensor], chosen: str, *, seed: int, vote: dict | None = None
+    draw: KShotDraw,
+    ranks: dict[str, torch.Tensor],
+    chosen: str,
+    *,
+    seed: int,
+    vote: dict | None = None,
+    fixed: KShotDraw | None = None,
 ) -> dict:
     """One ``test.k_shot[k]`` entry: the chosen method, and the baselines on the same queries.
 
     ``vote``: ``{"final", "without_link_vote", "link_vote_only"}`` ranks when the link vote was chosen
     (:mod:`textkg.evaluation.link_vote`): the entry is then the chosen method plus the vote, and the
-    two parts are baselines."""
+    two parts are baselines. ``fixed``: the draw at the largest ``k``; the entry then also has
+    ``fixed_entities``, the same metrics on the queries of the entities eligible there, so that every
+    ``k`` is compared on one set of entities (the headline rows compare a shrinking set)."""
     if vote is not None:
-        block = k_shot_block(draw, {**ranks, "final": vote["final"]}, "final", seed=seed)
+        block = k_shot_block(draw, {**ranks, "final": vote["final"]}, "final", seed=seed, fixed=fixed)
         block["baselines"]["without_link_vote"] = summarise(vote["without_link_vote"])
         block["baselines"]["link_vote_only"] = summarise(vote["link_vote_only"])
         return block
-    return {
+    out = {
         **summarise(ranks[chosen]),
         "num_queries": draw.num_queries,
         "num_entities": draw.num_entities,
@@ -220,6 +239,16 @@ def k_shot_block(
             "eravg_no_text": summarise(ranks[ERAVG.key]) if draw.k else None,
         },
     }
+    if fixed is not None and fixed.k:
+        mask = torch.isin(draw.query_entities, fixed.eligible)
+        out["fixed_entities"] = {
+            **summarise(ranks[chosen][mask]),
+            "num_queries": int(mask.sum()),
+            "num_entities": int(len(fixed.eligible)),
+            "eligible_at_k": fixed.k,
+            "no_links": summarise(ranks[NO_LINKS.key][mask]),
+        }
+    return out
 
 
 def evaluate_k_shot(
@@ -313,6 +342,7 @@ def evaluate_k_shot(
         vote_valid = {w: sum(v) / len(v) for w, v in by_weight.items() if v}
         vote_weight = choose_weight(vote_valid) if vote_valid else 0.0
     blocks = {}
+    fixed = draw_k_shot(test, seen, max(ks), num_entities=num_entities, seed=seed)  # its entities: every k's
     for k in ks:
         draw = draw_k_shot(test, seen, k, num_entities=num_entities, seed=seed)
         test_ranks = ranks_of(draw, [NO_LINKS, ERAVG, chosen_method], test_candidates)
@@ -324,7 +354,7 @@ def evaluate_k_shot(
                 "without_link_vote": ranked["0"],
                 "link_vote_only": ranked["vote_only"],
             }
-        blocks[str(k)] = k_shot_block(draw, test_ranks, chosen, seed=seed, vote=vote)
+        blocks[str(k)] = k_shot_block(draw, test_ranks, chosen, seed=seed, vote=vote, fixed=fixed)
     if link_vote is None:
         vote_report: dict = {"weight": 0.0, "skipped": link_vote_skipped or "not asked"}
     else:
@@ -346,6 +376,8 @@ def evaluate_k_shot(
             "chosen": chosen,
             "fold_in_temperature": temperature,
             "chosen_on": "validation MRR averaged over k >= 1 (same protocol and seed)",
+            "fixed_entities": f"test.k_shot[k].fixed_entities: each k on the entities eligible at k = {max(ks)} "
+            "(more statements than that), so that the rows compare one set of entities",
             "valid_mrr": valid_mrr,
             "link_vote": vote_report,
         },

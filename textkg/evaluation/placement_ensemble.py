@@ -290,7 +290,11 @@ def tune_combination(
         best: tuple[float, VoteConfig] | None = None
         for v in votes:
             mrr = rank_placement(
-                vote_scorer(features, parent_edges, vote=v), valid, num_entities=num_entities, batch_size=batch_size
+                vote_scorer(features, parent_edges, vote=v),
+                valid,
+                num_entities=num_entities,
+                batch_size=batch_size,
+                with_close=False,  # only the MRR chooses
             ).mrr
             tried[v.name] = mrr
             if best is None or mrr > best[0]:
@@ -302,7 +306,7 @@ def tune_combination(
     best_weights: tuple[float, dict[str, float]] | None = None
     for weights in weight_grid(list(cached), weight_values):
         mrr = rank_placement(
-            _weighted_sum(cached, weights), valid, num_entities=num_entities, batch_size=batch_size
+            _weighted_sum(cached, weights), valid, num_entities=num_entities, batch_size=batch_size, with_close=False
         ).mrr
         tried["combined" + _weights_name(weights)] = mrr
         if best_weights is None or mrr > best_weights[0]:

@@ -320,7 +320,7 @@ def save_server_round(
         "holders": None,  # in clients/<name>/holder-round-<r>.pt (textkg.federated.checkpointing)
         "client_dp": client_dp_state(strategy) if fedn.fed.client_dp else None,
     }
-    ckpt.atomic_torch_save(out_dir / ckpt.CHECKPOINT, payload)
+    ckpt.atomic_torch_save(out_dir / ckpt.CHECKPOINT, payload, private=True)
 
 
 def _settings_path(value: str, grid: Grid) -> Path:

@@ -84,7 +84,7 @@ def save_holder_state(holder_dir: Path, name: str, rounds: int, payload: bytes) 
 
     path = holder_state_path(holder_dir, name, rounds)
     path.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write_bytes(path, payload)
+    atomic_write_bytes(path, payload, private=True)  # PRIVATE: the holder's noise generator and data
     for old in path.parent.iterdir():
         match = _HOLDER_FILE.fullmatch(old.name)
         if match and int(match.group(1)) < rounds - 1:

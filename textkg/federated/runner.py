@@ -386,7 +386,7 @@ def federate_inprocess(
             "python_random": random.getstate(),  # Flower orders the sampled nodes with `random`
             "client_dp": None if not fed.client_dp else client_dp_state(strategy),
         }
-        ckpt.atomic_torch_save(out_dir / ckpt.CHECKPOINT, payload)
+        ckpt.atomic_torch_save(out_dir / ckpt.CHECKPOINT, payload, private=True)
 
     def evaluate_fn(server_round: int, arrays) -> MetricRecord:
         if saved is not None and server_round == 0:  # the checkpoint's round, evaluated before the crash

@@ -200,25 +200,33 @@ class KnownLinksScorer:
 
     Built by :func:`with_known_links`; scores ``(h, r, c)`` from the model's interaction, its relation
     table and an entity matrix whose rows ``entities`` are ``vectors``, with the model's irreflexive
-    relations masked as the model masks them.
+    relations masked as the model masks them. The *query* entity uses ``matrix`` (its own known links
+    moved it); the *candidates* use ``candidate_matrix`` (default ``matrix``), the model's own vectors
+    when the caller passes them: a new entity is ranked against the graph as the run has it, as
+    ``textkg predict --known-links`` ranks it (another new entity's links are not the user's to give).
     """
 
-    def __init__(self, model, matrix: torch.Tensor) -> None:
+    def __init__(self, model, matrix: torch.Tensor, candidate_matrix: torch.Tensor | None = None) -> None:
         self.model = model
         self.matrix = matrix
+        self.candidate_matrix = matrix if candidate_matrix is None else candidate_matrix
 
     def score_tails(self, heads: torch.Tensor, relations: torch.Tensor, candidates: torch.Tensor) -> torch.Tensor:
         """``(b, c)`` scores of ``(heads[i], relations[i], candidates[j])``."""
         m, dev = self.model, self.matrix.device
         heads, relations, candidates = heads.to(dev), relations.to(dev), candidates.to(dev)
-        scores = m.interaction.score_tails(self.matrix[heads], m.relation_matrix()[relations], self.matrix[candidates])
+        scores = m.interaction.score_tails(
+            self.matrix[heads], m.relation_matrix()[relations], self.candidate_matrix[candidates]
+        )
         return m._mask_self(scores, heads, relations, candidates)
 
     def score_heads(self, relations: torch.Tensor, tails: torch.Tensor, candidates: torch.Tensor) -> torch.Tensor:
         """``(b, c)`` scores of ``(candidates[j], relations[i], tails[i])``."""
         m, dev = self.model, self.matrix.device
         relations, tails, candidates = relations.to(dev), tails.to(dev), candidates.to(dev)
-        scores = m.interaction.score_heads(m.relation_matrix()[relations], self.matrix[tails], self.matrix[candidates])
+        scores = m.interaction.score_heads(
+            m.relation_matrix()[relations], self.matrix[tails], self.candidate_matrix[candidates]
+        )
         return m._mask_self(scores, tails, relations, candidates)
 
 
@@ -237,7 +245,8 @@ def with_known_links(
         links: ``(m, 4)`` long ``(entity, relation, other, role)``: ``entity`` (not seen in training)
             has the known link ``(entity, relation, other)`` (role ``NEW_IS_HEAD``) or
             ``(other, relation, entity)`` (``NEW_IS_TAIL``). Every other vector, the links'
-            other entities included, is the model's own.
+            other entities included, is the model's own, and candidates are always the model's
+            own vectors (:class:`KnownLinksScorer`).
         method: how the links move the vectors (:class:`LinkMethod`).
         seed: fold-in's negative sampling.
         matrix: the model's ``(N, d)`` entity matrix when the caller has it (not changed).
@@ -250,6 +259,7 @@ def with_known_links(
         local = torch.cat([rows.unsqueeze(1), links[:, 1:]], dim=1)
         frozen = matrix.clone()  # the other entities' vectors: the model's own, not the moved ones
         matrix[entities] = move_by_links(model, frozen[entities], local, frozen, method=method, seed=seed)
+        return KnownLinksScorer(model, matrix, candidate_matrix=frozen)  # candidates as the run has them
     return KnownLinksScorer(model, matrix)
 
 
@@ -284,7 +294,7 @@ def with_known_links_many(
             for method, vectors in zip(group, moved, strict=True):
                 full = matrix.clone()
                 full[entities] = vectors
-                out[method.key] = KnownLinksScorer(model, full)
+                out[method.key] = KnownLinksScorer(model, full, candidate_matrix=matrix)
     for method in methods:
         if method.key not in out:
             out[method.key] = with_known_links(model, links, method=method, seed=seed, matrix=matrix)

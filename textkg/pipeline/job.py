@@ -203,12 +203,11 @@ def run(
         if prep.autoencoder is not None:  # prediction codes new descriptions with the same autoencoder
             prep.autoencoder.save(out_dir / AUTOENCODER_FILE)
         if audit is not None:
-            ckpt.atomic_write_json(out_dir / "audit_split.json", audit)
+            ckpt.atomic_write_json(out_dir / "audit_split.json", audit, private=True)  # names member statements
         if init is not None:
             ckpt.atomic_write_json(out_dir / INIT_RECORD, init)
     stage(f"training {cfg.train.epochs} epochs", progress=progress)
     state = trainer.fit(progress=progress)
-    stage("evaluating on the test statements", progress=progress)
     if private is not None and state.stopped == "privacy budget reached":
         print(
             f"warning: the privacy budget (--target-epsilon {cfg.privacy.target_epsilon:g}) stopped training "
@@ -216,6 +215,10 @@ def run(
             f"(epoch {state.epoch} of {cfg.train.epochs})",
             file=sys.stderr,
         )
+    stage("evaluating: ranking the validation statements", progress=progress)
+    valid = _final_valid(prep, cfg, progress)
+    stage("ranking the test statements", progress=progress)
+    test = evaluate_split(prep, cfg, "test", progress=progress).to_dict()
     metrics = {
         "textkg_version": __version__,
         "dataset": cfg.data.dataset,
@@ -243,21 +246,21 @@ def run(
             "stopped": state.stopped,
             "history": state.history,
         },
-        "valid": _final_valid(prep, cfg, progress),
-        "test": evaluate_split(prep, cfg, "test", progress=progress).to_dict(),
+        "valid": valid,
+        "test": test,
         "privacy": _privacy_block(prep, cfg, private),
     }
     if cfg.train.init_from is not None:
         metrics["train"]["initialised_from"] = init or _recorded_init(out_dir)
         if metrics["privacy"] is not None:
             metrics["privacy"]["initialised_from"] = metrics["train"]["initialised_from"]
-    metrics["test"].update(extra_test_blocks(prep, cfg))  # placement, the neighbour vote, k-shot
+    metrics["test"].update(extra_test_blocks(prep, cfg, progress=progress))  # placement, the neighbour vote, k-shot
     stage("evaluation done", progress=progress)
     if cfg.privacy.mode != "none":
         metrics["evaluation_filter"] = PUBLIC_FILTER_NOTE
         owner = _owner_metrics(prep, cfg)
         if owner:
-            ckpt.atomic_write_json(out_dir / PRIVATE_METRICS, {"note": PRIVATE_METRICS_NOTE, **owner})
+            ckpt.atomic_write_json(out_dir / PRIVATE_METRICS, {"note": PRIVATE_METRICS_NOTE, **owner}, private=True)
     ckpt.atomic_write_json(out_dir / "metrics.json", metrics)
     return metrics
 

@@ -353,13 +353,17 @@ def _description_features(prep: Prepared) -> torch.Tensor:
     return cached_encode(get_encoder("bert"), entity_texts(prep.kg), cache_dir=default_cache_dir()).float()
 
 
-def extra_test_blocks(prep: Prepared, cfg: RunConfig) -> dict:
+def extra_test_blocks(prep: Prepared, cfg: RunConfig, *, progress: bool = False) -> dict:
     """What the post-run report adds to ``metrics.json``'s ``test`` block after the ranking metrics, in
-    this order (each only where it applies)."""
+    this order (each only where it applies); ``progress``: a stage line before each (where the time goes)."""
+    from textkg.progress import stage
+
     out: dict = {}
+    stage("placement of the held-out terms (where it applies)", progress=progress)
     placement = _placement(prep, cfg)  # inductive splits of graphs with an is_a relation only
     if placement is not None:
         out.update(placement)  # placement, placement_baselines[, placement_combined, placement_selection]
+    stage("the description neighbour vote (where it applies)", progress=progress)
     vote = _neighbour_vote(prep, cfg)  # inductive splits with descriptions only
     if vote is not None:
         out["neighbour_vote"] = vote
@@ -368,6 +372,7 @@ def extra_test_blocks(prep: Prepared, cfg: RunConfig) -> dict:
     k_shot = k_shot_report(prep, cfg) if placement is None else None
     if k_shot is not None:
         out.update(k_shot)
+    stage("placement with the terms' annotations (where it applies)", progress=progress)
     placed = _placement_known_links(prep, cfg)  # ontologies: placement with the terms' annotations
     if placed is not None:
         out["placement_known_links"] = placed
@@ -404,7 +409,8 @@ def evaluate_run(
 
     ``exclude_query``: override the run's ``train.exclude_query`` protocol.
     ``k_shot``: also the k-shot protocol at these numbers of known links (:func:`k_shot_report`;
-    inductive runs only).
+    inductive runs only); the choice it makes on validation is saved in the run
+    (:func:`save_k_shot_choice`), so ``predict --known-links`` uses it.
     ``device``: where to evaluate (a name as for ``--device``, or a :class:`torch.device`);
     not the run's ``train.device``, which may name a device this machine lacks.
     """
@@ -430,4 +436,25 @@ def evaluate_run(
         if report is None:
             raise ConfigError("--k-shot needs a run on an inductive split (new entities)", field="k_shot")
         out["test"].update(report)
+        out["saved_k_shot_choice"] = save_k_shot_choice(run_dir, report, k_shot)
     return out
+
+
+def save_k_shot_choice(run_dir: Path, report: dict, ks: tuple[int, ...]) -> str | None:
+    """Write ``report``'s ``k_shot`` and ``k_shot_selection`` into the run's ``metrics.json`` ``test`` block
+    (atomically, strict JSON), replacing the ones there, so that every command that reads the run's choices
+    (``predict``, ``place``) uses the one made on validation; ``made_by`` says which command made it.
+    Returns the file written, or ``None`` when there was no choice to save (no ``k >= 1`` was asked, the
+    run has no ``metrics.json``: it has not finished) or the folder is a release bundle (its files are
+    listed with their hashes in ``RELEASE.json``, so it is never changed)."""
+    from textkg.pipeline.run_dir import METRICS, open_run
+
+    selection = report.get("k_shot_selection") or {}
+    metrics = open_run(run_dir).metrics()
+    if metrics is None or not selection.get("valid_mrr") or (Path(run_dir) / "RELEASE.json").is_file():
+        return None
+    selection = {**selection, "made_by": f"textkg evaluate --k-shot {','.join(map(str, ks))}"}
+    metrics["test"] = {**(metrics.get("test") or {}), "k_shot": report["k_shot"], "k_shot_selection": selection}
+    path = Path(run_dir) / METRICS
+    ckpt.atomic_write_json(path, metrics)
+    return str(path)

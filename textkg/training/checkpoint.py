@@ -26,9 +26,35 @@ CHECKPOINT = "checkpoint.pt"
 BEST_MODEL = "best_model.pt"
 
 
-def atomic_write_bytes(path: Path, data: bytes) -> None:
-    path = Path(path)
+def _umask() -> int:
+    mask = os.umask(0)  # the only way to read it; set back at once
+    os.umask(mask)
+    return mask
+
+
+def file_mode(*, private: bool = False) -> int:
+    """The mode a new file gets: ``0o666`` less the process umask (what ``open()`` would give), or
+    ``0o600`` for a ``private`` file (one that holds secret randomness, docs/security.md).
+    :func:`tempfile.mkstemp` always makes ``0o600``, so every atomic write sets this mode itself."""
+    return 0o600 if private else 0o666 & ~_umask()
+
+
+def dir_mode() -> int:
+    """``0o777`` less the umask: the mode ``mkdir`` gives (:func:`tempfile.mkdtemp` makes ``0o700``)."""
+    return 0o777 & ~_umask()
+
+
+def _temp_beside(path: Path, *, private: bool) -> tuple[int, str]:
+    """``(fd, name)`` of a new temporary file in ``path``'s folder, with :func:`file_mode`."""
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    os.fchmod(fd, file_mode(private=private))
+    return fd, tmp
+
+
+def atomic_write_bytes(path: Path, data: bytes, *, private: bool = False) -> None:
+    """Write ``data`` to ``path`` atomically; the file follows the umask unless ``private`` (``0o600``)."""
+    path = Path(path)
+    fd, tmp = _temp_beside(path, private=private)
     try:
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)
@@ -53,15 +79,17 @@ def strict_json(obj: Any) -> Any:
     return obj
 
 
-def atomic_write_json(path: Path, obj: Any) -> None:
-    """Write ``obj`` as strict JSON (undefined numbers become ``null``), atomically."""
+def atomic_write_json(path: Path, obj: Any, *, private: bool = False) -> None:
+    """Write ``obj`` as strict JSON (undefined numbers become ``null``), atomically (:func:`atomic_write_bytes`)."""
     text = json.dumps(strict_json(obj), indent=2, sort_keys=False, allow_nan=False)
-    atomic_write_bytes(path, (text + "\n").encode())
+    atomic_write_bytes(path, (text + "\n").encode(), private=private)
 
 
-def atomic_torch_save(path: Path, obj: Any) -> None:
+def atomic_torch_save(path: Path, obj: Any, *, private: bool = False) -> None:
+    """``torch.save`` to ``path`` atomically; the file follows the umask unless ``private`` (``0o600``:
+    a checkpoint, which holds every random generator's state, the noise generator's included)."""
     path = Path(path)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    fd, tmp = _temp_beside(path, private=private)
     os.close(fd)
     try:
         torch.save(obj, tmp)

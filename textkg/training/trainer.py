@@ -107,7 +107,7 @@ class Trainer:
             "privacy": None if self.private is None else self.private.state_dict(),
             "ema": self.ema,
         }
-        ckpt.atomic_torch_save(self.out_dir / ckpt.CHECKPOINT, payload)
+        ckpt.atomic_torch_save(self.out_dir / ckpt.CHECKPOINT, payload, private=True)  # the noise generator
 
     def _save_epoch(self, new_best: bool, *, use_ema: bool = False) -> None:
         """Checkpoint the finished epoch, then publish a new best model.

@@ -81,7 +81,7 @@ class PartyRuntime:
             "ledger": self.ledger.state_dict(),
             "privacy": self.party.privacy_state(),  # the DP-SGD ledger and key (statement level)
         }
-        ckpt.atomic_torch_save(self.party.out_dir / CHECKPOINT, payload)
+        ckpt.atomic_torch_save(self.party.out_dir / CHECKPOINT, payload, private=True)
         self.ledger.save(self.party.out_dir / LEDGER)
 
     def load(self) -> bool:
