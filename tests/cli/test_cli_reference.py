@@ -67,3 +67,10 @@ def test_confidential_relations_takes_names():
     train = next(sub for name, sub, _ in leaf_commands(build_parser()) if name == "textkg train")
     (action,) = [a for a in iter_flags(train) if a.dest == "confidential_relations"]
     assert "names" in action.help and "ids" not in action.help
+
+
+def test_a_default_of_zero_is_shown():
+    """0 == False in Python: a default of 0 must still appear in the reference."""
+    page = render()
+    section = page.split("\n## textkg charlm train\n", 1)[1].split("\n## ", 1)[0]
+    assert "| `--seed SEED` | random seed (default: 0) | `0` |" in section

@@ -71,8 +71,8 @@ def _flag_name(action: argparse.Action) -> str:
 def _default(action: argparse.Action) -> str:
     if action.required or not action.option_strings:
         return "required"
-    if action.default in (None, False, argparse.SUPPRESS):
-        return ""
+    if action.default is None or action.default is False or action.default == argparse.SUPPRESS:
+        return ""  # (not `in (None, False)`: a default of 0 equals False)
     return f"`{action.default}`"
 
 
@@ -92,6 +92,9 @@ def render(parser: argparse.ArgumentParser | None = None) -> str:
     lines += ["", "Global flags: `textkg --version` prints the version; `textkg COMMAND --help` a command's flags.", ""]
     for name, sub, help_ in commands:
         lines += [f"## {name}", "", _cell(help_) + ("." if help_ and not help_.endswith(".") else ""), ""]
+        if not list(iter_flags(sub)):
+            lines += ["No flags.", ""]
+            continue
         lines += ["| flag | meaning | default | choices |", "|---|---|---|---|"]
         for action in iter_flags(sub):
             choices = ", ".join(f"`{c}`" for c in action.choices) if action.choices else ""
