@@ -1,4 +1,4 @@
-"""``textkg`` command line: train, evaluate, predict and place with text-augmented KG embeddings, privately or not.
+"""``textkg`` command line: text-augmented, inductive knowledge-graph embeddings, with or without DP.
 
 User errors (:class:`textkg.errors.TextKGError`) are printed as one line
 ``error: <file:line, field 'x': message>`` on stderr with exit status 2 — no
