@@ -322,7 +322,7 @@ def _placement_note(run_dir: Path) -> str | None:
     """Why ``place`` may rank a new term's parents differently from ``predict``: ``predict`` scores every
     relation with the method above (on an ontology run, usually the model alone), while ``place`` ranks
     ``is_a`` parents with the method the run chose on its validation terms
-    (``metrics.json`` → ``test.placement_selection``; README's run: model alone 0.354, combined 0.544)."""
+    (``metrics.json`` → ``test.placement_selection``; README's run: model alone 0.355, combined 0.547)."""
     path = run_dir / "metrics.json"
     test = (json.loads(path.read_text()).get("test") or {}) if path.is_file() else {}
     selection = test.get("placement_selection")
