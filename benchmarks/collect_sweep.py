@@ -7,7 +7,7 @@ from pathlib import Path
 
 src, out, command = Path(sys.argv[1]), Path(sys.argv[2]), sys.argv[3]
 rows = []
-for r in ["none", "full-eps1", "full-eps4", "confidential-eps1", "confidential-eps4"]:
+for r in ["none", "public-only", "full-eps1", "full-eps4", "confidential-eps1", "confidential-eps4"]:
     d = src / r
     if not (d / "metrics.json").exists():
         continue

@@ -247,6 +247,9 @@ class Predictor:
                     "most like the known links"
                 )
             scoring["known_links"] = links_report
+        note = _placement_note(self.choices)
+        if note:
+            scoring["placement"] = note
         return {"entity": {"name": name, "description": description}, "scoring": scoring, "predictions": preds}
 
     def _known_links(self, known_links: torch.Tensor | str | Path | None) -> tuple[torch.Tensor | None, dict | None]:
@@ -336,6 +339,21 @@ class Predictor:
             raise ConfigError(
                 f"unknown relation {relation!r}; known: {', '.join(self.kg.relations)}", field="relation"
             ) from None
+
+
+def _placement_note(test: dict) -> str | None:
+    """Why ``place`` may rank a new term's parents differently from ``predict``: ``predict`` scores every
+    relation with the method above (on an ontology run, usually the model alone), while ``place`` ranks
+    ``is_a`` parents with the method the run chose on its validation terms (``test`` of ``metrics.json`` →
+    ``placement_selection``; README's run: model alone 0.355, combined 0.547)."""
+    selection = test.get("placement_selection")
+    if not isinstance(selection, dict) or not selection.get("chosen"):
+        return None
+    return (
+        f"textkg place ranks a new ontology term's parents with {selection['chosen']!r}, the placement method "
+        "this run chose on its validation terms; predict ranks every relation, is_a included, with 'method' "
+        "(docs/usage.md)"
+    )
 
 
 def _chosen_vote_weights(test: dict) -> tuple[float, float]:

@@ -225,6 +225,7 @@ def model_card(metrics: dict, config: dict, label: str) -> str:
             + ".",
             f"Randomness: {privacy.get('randomness')}.",
             "",
+            *group_privacy_lines(privacy["epsilon"], privacy["delta"]),
         ]
     lines += [
         "## Threat model",
@@ -247,6 +248,22 @@ def model_card(metrics: dict, config: dict, label: str) -> str:
         "",
     ]
     return "\n".join(lines)
+
+
+def group_privacy_lines(epsilon: float, delta: float, sizes: tuple[int, ...] = (2, 5, 10)) -> list[str]:
+    """The model card's group-privacy paragraph: what a person with k statements gets.
+
+    An (ε, δ)-DP mechanism is (kε, k·e^{(k−1)ε}·δ)-DP for groups of k (Dwork & Roth 2014, *The
+    Algorithmic Foundations of Differential Privacy*, §2.3, Theorem 2.2 and the remark after it).
+    """
+    cases = "; ".join(
+        f"k = {k}: ({k * epsilon:.3g}, {min(1.0, k * math.exp((k - 1) * epsilon) * delta):.2g})" for k in sizes
+    )
+    return [
+        "The unit is one statement. A person with k statements in the private set is protected only "
+        f"as a group, at (k·ε, k·e^((k−1)ε)·δ) (group privacy, Dwork & Roth 2014, §2.3): {cases}.",
+        "",
+    ]
 
 
 def without_timings(obj):

@@ -1,4 +1,7 @@
-"""``textkg federate --engine simulation``: the deployment engine's apps on Flower's simulation engine (Ray)."""
+"""``textkg federate --engine ray``: the deployment engine's apps on Flower's simulation engine (Ray).
+
+``ray`` was called ``simulation`` before issue 41 (that word is the privacy label for "not DP"); the old
+name is still accepted with a notice."""
 
 from __future__ import annotations
 
@@ -39,7 +42,7 @@ def test_simulation_engine_equals_the_in_process_engine(federate_base, tmp_path,
     ray_dirs = set(glob.glob(os.path.join(tempfile.gettempdir(), "textkg-ray-*")))
     assert one_thread(lambda: main([*argv, "--out", str(inproc)])) == 0
     capfd.readouterr()
-    assert one_thread(lambda: main([*argv, "--engine", "simulation", "--out", str(sim)])) == 0
+    assert one_thread(lambda: main([*argv, "--engine", "ray", "--out", str(sim)])) == 0
     summary = json.loads(capfd.readouterr().out)
     assert [r["round"] for r in summary["rounds"]] == [0, 1, 2]
     assert not ray.is_initialized()
@@ -57,7 +60,7 @@ def test_simulation_engine_equals_the_in_process_engine(federate_base, tmp_path,
     assert ma == mb
     fa, fb = (json.loads((d / "federated.json").read_text()) for d in (inproc, sim))
     assert (fa.pop("engine"), fb.pop("engine")) == ("flower-inprocess", "flower-simulation")
-    assert fb["settings"].pop("engine") == "simulation" and fa["settings"].pop("engine") == "inprocess"
+    assert fb["settings"].pop("engine") == "ray" and fa["settings"].pop("engine") == "inprocess"
     assert fa == fb
     assert (sim / "config.json").read_text() == (inproc / "config.json").read_text()
 
@@ -66,13 +69,24 @@ def test_simulation_without_ray_exits_2_naming_the_extra(federate_base, tmp_path
     """No Ray: exit 2 before anything is written, with the extra to install; the Python API raises."""
     monkeypatch.setitem(sys.modules, "ray", None)  # `import ray` raises ImportError
     out = tmp_path / "sim"
+    assert main([*federate_base, *FLAGS, "--engine", "ray", "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert "pip install 'textkg[ray]'" in err and "Ray" in err and "Traceback" not in err
+    assert not out.exists()
+    with pytest.raises(ConfigError, match=r"textkg\[ray\]"):
+        federate(None, FederatedConfig(engine="ray"), out)
+    assert not out.exists()
+
+
+def test_the_old_engine_name_is_read_as_ray_with_a_notice(federate_base, tmp_path, monkeypatch, capsys):
+    """``--engine simulation`` (the name before issue 41) still runs the Ray engine and says it was renamed;
+    a federated.json written with the old name resumes on the engine it ran on."""
+    monkeypatch.setitem(sys.modules, "ray", None)  # stop at the Ray check: nothing is trained
+    out = tmp_path / "sim"
     assert main([*federate_base, *FLAGS, "--engine", "simulation", "--out", str(out)]) == 2
     err = capsys.readouterr().err
-    assert "pip install 'textkg[simulation]'" in err and "Ray" in err and "Traceback" not in err
-    assert not out.exists()
-    with pytest.raises(ConfigError, match=r"textkg\[simulation\]"):
-        federate(None, FederatedConfig(engine="simulation"), out)
-    assert not out.exists()
+    assert "--engine simulation is now called --engine ray" in err and "textkg[ray]" in err
+    assert FederatedConfig(engine="simulation").engine == "ray"
 
 
 @pytest.mark.slow
@@ -85,7 +99,7 @@ def test_a_resumed_simulation_equals_an_uninterrupted_one(federate_base, tmp_pat
     pytest.importorskip("ray")
     args = [
         *federate_base,
-        *("--partition", "random", "--clients", "2", "--rounds", "2", "--engine", "simulation"),
+        *("--partition", "random", "--clients", "2", "--rounds", "2", "--engine", "ray"),
         *("--privacy", "full", "--target-epsilon", "2", "--reproducible-noise", "7"),
     ]
 
@@ -102,18 +116,18 @@ def test_resume_errors_and_unknown_engines(federate_base, tmp_path, capsys):
     """--resume of a simulation: nothing to resume, or another --engine than the run's, exit 2; an unknown
     engine names the known ones."""
     with pytest.raises(ConfigError, match="no checkpoint.pt"):
-        federate(None, FederatedConfig(engine="simulation"), tmp_path, resume=True)
+        federate(None, FederatedConfig(engine="ray"), tmp_path, resume=True)
     out = tmp_path / "inproc"
     assert main([*federate_base, "--partition", "random", "--clients", "2", "--rounds", "1", "--out", str(out)]) == 0
     (out / "metrics.json").unlink()
     capsys.readouterr()
-    assert main(["federate", "--resume", str(out), "--engine", "simulation"]) == 2
+    assert main(["federate", "--resume", str(out), "--engine", "ray"]) == 2
     err = capsys.readouterr().err
     assert "ran on --engine inprocess" in err and "Traceback" not in err
-    with pytest.raises(ConfigError, match="inprocess, simulation"):
-        FederatedConfig(engine="ray")
+    with pytest.raises(ConfigError, match="inprocess, ray"):
+        FederatedConfig(engine="flower")
     with pytest.raises(SystemExit):
-        main([*federate_base, "--engine", "ray", "--out", str(tmp_path / "x")])
+        main([*federate_base, "--engine", "flower", "--out", str(tmp_path / "x")])
 
 
 def test_partition_order_grid_gives_the_replies_in_the_in_process_order():

@@ -50,7 +50,7 @@ def add_parsers(sub) -> None:
         "export",
         help="a run's entity and relation vectors and vocabulary, for PyKEEN and numpy (.npy, id<TAB>label .tsv.gz)",
     )
-    ex.add_argument("run_dir")
+    ex.add_argument("run_dir", help="a finished run directory")
     ex.add_argument("--out", required=True, help="new or empty folder")
     _add_device_flag(ex, "where the model computes the vectors")
 

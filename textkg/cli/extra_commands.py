@@ -7,7 +7,7 @@ keep main.py small (``place`` and ``export``: :mod:`textkg.cli.curation_commands
 * ``textkg release RUN --out DIR [--allow-simulation]``
 * ``textkg tune --grid SECTION.KEY=V1,V2 [--grid ...] [--tune-epochs N] --out DIR [train flags]``
 * ``textkg federate --partition random|relation|source|column --clients K --rounds R --local-epochs E
-  [--engine inprocess|simulation] [train flags]``
+  [--engine inprocess|ray] [train flags]``
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ def add_parsers(sub) -> None:
     from textkg.cli.flags import _add_train_flags
 
     au = sub.add_parser("audit", help="membership-inference audit of a run trained with --audit-candidates")
-    au.add_argument("run_dir")
+    au.add_argument("run_dir", help="a finished run trained with --audit-candidates")
     au.add_argument("--attack", default="score", choices=list_attacks(), help="attack statistic (default: score)")
     au.add_argument(
         "--alpha", type=float, default=0.05, help="1 - confidence of the Clopper-Pearson intervals (default: 0.05)"
@@ -53,7 +53,7 @@ def add_parsers(sub) -> None:
         help="write only what the DP guarantee covers: weights, public config, "
         "privacy block, model card (docs/privacy.md)",
     )
-    rel.add_argument("run_dir")
+    rel.add_argument("run_dir", help="a finished run directory")
     rel.add_argument("--out", required=True, help="new or empty directory for the bundle")
     rel.add_argument(
         "--allow-simulation",
@@ -71,14 +71,14 @@ def add_parsers(sub) -> None:
     )
     _add_train_flags(fe)
     _add_federate_flags(fe)
-    from textkg.federated.config import ENGINES  # no Flower import: the parser works without it
+    from textkg.federated.config import DEPRECATED_ENGINES, ENGINES  # no Flower import: works without it
 
     fe.add_argument(
         "--engine",
         default=None,
-        choices=ENGINES,
-        help="inprocess: every holder in this process (default); simulation: Flower's simulation engine, "
-        "holders in Ray actors (pip install 'textkg[simulation]')",
+        choices=[*ENGINES, *DEPRECATED_ENGINES],
+        help="inprocess: every holder in this process (default); ray: Flower's simulation engine, "
+        "holders in Ray actors (pip install 'textkg[ray]'); simulation: the old name of ray (deprecated)",
     )
     from textkg.cli.cross_graph_commands import MODES
 
@@ -121,7 +121,7 @@ def add_parsers(sub) -> None:
     tu.add_argument("--tune-max-minutes", type=float, help="time limit per trial (default: the run's)")
 
     pl = sub.add_parser("plot", help="PNG plots of run / sweep directories into DIR/plots/")
-    pl.add_argument("run_dirs", nargs="+", metavar="DIR")
+    pl.add_argument("run_dirs", nargs="+", metavar="DIR", help="run or sweep directories")
     pl.add_argument("--out", help="where the comparison plots of several DIRs go (default: the first DIR's plots/)")
 
 
@@ -345,6 +345,12 @@ def federate(args) -> dict:
             "federated training runs on Flower, which is not installed: pip install 'textkg[federated]'",
             field="federate",
         ) from None
+    from textkg.federated.config import DEPRECATED_ENGINES
+
+    if args.engine in DEPRECATED_ENGINES:
+        new = DEPRECATED_ENGINES[args.engine]
+        print(f"notice: --engine {args.engine} is now called --engine {new}; the old name will go", file=sys.stderr)
+        args.engine = new
     if args.resume:  # every setting comes from the run directory, the engine too
         out = Path(args.resume)
         cfg, fed = _federation_settings(out)
@@ -352,7 +358,7 @@ def federate(args) -> dict:
             raise ConfigError(
                 f"this federation ran on --engine {fed.engine}; resume it there (leave --engine out)", field="engine"
             )
-    if (fed.engine if args.resume else args.engine) == "simulation":
+    if (fed.engine if args.resume else args.engine) == "ray":
         from textkg.federated.simulation import require_ray
 
         require_ray()

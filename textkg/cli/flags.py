@@ -27,8 +27,12 @@ def _add_train_flags(p: argparse.ArgumentParser) -> None:
         help="hpo, hpo-small, a BLP-format directory, or a file: FILE.obo, FILE.owl, FILE.ttl|.nt|.rdf, "
         "obo:/owl:/rdf:/pykeen:PATH, optionally #types=TYPE=ROOT,... (docs/datasets.md)",
     )
-    p.add_argument("--split", choices=["transductive", "inductive"])
-    p.add_argument("--split-seed", type=int)
+    p.add_argument(
+        "--split",
+        choices=["transductive", "inductive"],
+        help="transductive: every entity is seen in training; inductive: new entities held out for test",
+    )
+    p.add_argument("--split-seed", type=int, help="seed of the inductive split (which entities are held out)")
     p.add_argument("--inductive-dir", help="sub-directory with ind-*.tsv (BLP-format datasets)")
     # validated by the loader against its own table (importing it here would load torch on every call)
     p.add_argument(
@@ -46,21 +50,26 @@ def _add_train_flags(p: argparse.ArgumentParser) -> None:
         "(e.g. the output of textkg encoders adapt)",
     )
     p.add_argument("--fusion", help="override the preset's fusion")
-    p.add_argument("--dim", type=int)
-    p.add_argument("--structural-dropout", type=float)
+    p.add_argument("--dim", type=int, help="embedding dimension (overrides the --model preset's)")
+    p.add_argument(
+        "--structural-dropout",
+        type=float,
+        help="probability in [0, 1] that a training entity's structural row is replaced by the unseen row "
+        "(overrides the --model preset's)",
+    )
     p.add_argument(
         "--autoencoder",
         metavar="FILE",
         help="lstm-ae models (torchcoder-aec): use this pre-trained autoencoder "
         "(textkg encoders pretrain-aec) instead of pre-training one in the run",
     )
-    p.add_argument("--epochs", type=int)
-    p.add_argument("--batch-size", type=int)
-    p.add_argument("--lr", type=float)
+    p.add_argument("--epochs", type=int, help="passes over the training statements (under DP: expected passes)")
+    p.add_argument("--batch-size", type=int, help="statements per step (under DP: the expected Poisson batch size B)")
+    p.add_argument("--lr", type=float, help="Adam learning rate")
     p.add_argument(
         "--lr-schedule",
         choices=["constant", "cosine"],
-        help="cosine: decay the rate to 0 over --epochs (default constant)",
+        help="constant, or cosine: decay the rate to 0 over --epochs",
     )
     p.add_argument(
         "--ema-decay",
@@ -74,8 +83,12 @@ def _add_train_flags(p: argparse.ArgumentParser) -> None:
         choices=["adam", "lazy-adam"],
         help="lazy-adam: update only the entity rows a batch touched (large graphs; non-private, sampled negatives)",
     )
-    p.add_argument("--num-negatives", type=int)
-    p.add_argument("--loss", choices=["margin", "softplus", "softmax"])
+    p.add_argument("--num-negatives", type=int, help="--negatives sampled: corruptions per statement")
+    p.add_argument(
+        "--loss",
+        choices=["margin", "softplus", "softmax"],
+        help="margin (ranking), softplus (logistic) or softmax (cross-entropy over the statement and its negatives)",
+    )
     p.add_argument(
         "--negatives",
         choices=["sampled", "all"],
@@ -89,12 +102,20 @@ def _add_train_flags(p: argparse.ArgumentParser) -> None:
         help="--negatives all: draw this many candidate entities per "
         "step instead of every training entity (sampled softmax; 0 = all)",
     )
-    p.add_argument("--margin", type=float)
+    p.add_argument("--margin", type=float, help="--loss margin: the margin, in score units")
     p.add_argument("--temperature", type=float, help="softmax loss: divide scores by this")
-    p.add_argument("--seed", type=int)
-    p.add_argument("--eval-every", type=int)
-    p.add_argument("--valid-max-triples", type=int)
-    p.add_argument("--candidates", choices=["blp", "all", "split"])
+    p.add_argument(
+        "--seed", type=int, help="seed of initialisation and negatives (DP noise is secret unless --reproducible-noise)"
+    )
+    p.add_argument("--eval-every", type=int, help="validate every this many epochs (model selection by MRR)")
+    p.add_argument(
+        "--valid-max-triples", type=int, help="validate on a seeded subset of at most this many statements (0: all)"
+    )
+    p.add_argument(
+        "--candidates",
+        choices=["blp", "all", "split"],
+        help="candidate entities ranked in evaluation: blp (valid: train+valid entities, test: all), all, split",
+    )
     p.add_argument(
         "--exclude-query",
         action="store_true",
@@ -108,8 +129,10 @@ def _add_train_flags(p: argparse.ArgumentParser) -> None:
         help="report the description-kNN vote for new entities, alone and combined with the model "
         "(test.neighbour_vote; auto: inductive splits with descriptions, except graphs with a placement task)",
     )
-    p.add_argument("--max-minutes", type=float)
-    p.add_argument("--checkpoint-every", type=int)
+    p.add_argument("--max-minutes", type=float, help="stop training after this wall time, in minutes (unset: no limit)")
+    p.add_argument(
+        "--checkpoint-every", type=int, help="also checkpoint every this many steps (0: only once per epoch)"
+    )
     p.add_argument(
         "--init-from",
         metavar="RUN",
@@ -123,10 +146,26 @@ def _add_train_flags(p: argparse.ArgumentParser) -> None:
         help="none; full (every training statement private); confidential (DP on the confidential "
         "statements only); public-only (drop the confidential statements: the baseline, epsilon 0)",
     )
-    p.add_argument("--mechanism", choices=["dp-sgd", "simulation"])
-    p.add_argument("--noise-multiplier", type=float)
-    p.add_argument("--target-epsilon", type=float)
-    p.add_argument("--delta", type=float, help="delta of the guarantee (default 1/(10 N), N = --private-size)")
+    p.add_argument(
+        "--mechanism",
+        choices=["dp-sgd", "simulation"],
+        help="dp-sgd: Poisson sampling, per-example clipping, Gaussian noise (the only mechanism labelled dp); "
+        "simulation: the seed paper's batch-level clipping, always labelled simulation",
+    )
+    p.add_argument(
+        "--noise-multiplier",
+        type=float,
+        metavar="SIGMA",
+        help="sigma: noise standard deviation in units of --max-grad-norm (unset: calibrated to --target-epsilon)",
+    )
+    p.add_argument(
+        "--target-epsilon",
+        type=float,
+        metavar="EPS",
+        help="privacy budget epsilon (per statement, at --delta): sigma is calibrated to it, or with "
+        "--noise-multiplier training stops before exceeding it",
+    )
+    p.add_argument("--delta", type=float, help="delta of the guarantee (unset: 1/(10 N), N = --private-size)")
     p.add_argument(
         "--private-size",
         type=int,
@@ -138,9 +177,22 @@ def _add_train_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--sample-rate", type=float, metavar="Q", help="a PUBLIC Poisson sampling rate q (instead of --private-size)"
     )
-    p.add_argument("--max-grad-norm", type=float)
-    p.add_argument("--confidential-relations", help="comma-separated relation ids")
-    p.add_argument("--confidential-fraction", type=float)
+    p.add_argument(
+        "--max-grad-norm",
+        type=float,
+        metavar="C",
+        help="clipping bound C: the L2 norm of each private example's whole gradient",
+    )
+    p.add_argument(
+        "--confidential-relations",
+        metavar="NAMES",
+        help="comma-separated relation names (as in the dataset, e.g. has_phenotype) whose statements are confidential",
+    )
+    p.add_argument(
+        "--confidential-fraction",
+        type=float,
+        help="instead of --confidential-relations: a seeded random fraction in (0, 1] of training statements",
+    )
     p.add_argument("--orders", help="RDP orders, e.g. 2-64 (default: 1.1..10.9, 11..63, 128..1024)")
     p.add_argument(
         "--accountant",
@@ -164,4 +216,31 @@ def _add_train_flags(p: argparse.ArgumentParser) -> None:
     _add_device_flag(p, "train.device: where the run computes")
     p.add_argument("--out", help="run directory (must be new or empty)")
     p.add_argument("--resume", metavar="DIR", help="continue a run directory from its checkpoint")
-    p.add_argument("--no-progress", action="store_true")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
+    _note_config_defaults(p)
+
+
+def _note_config_defaults(p: argparse.ArgumentParser) -> None:
+    """Append each config-backed flag's config key and default to its help text.
+
+    The default is read from the frozen dataclass that the flag fills
+    (:data:`textkg.cli.config_loading.FLAG_FIELDS`), so it is documented once and ``--help`` and
+    docs/cli.md cannot drift from it; presets that set their own value are named.
+    """
+    import dataclasses
+
+    from textkg.cli.config_loading import FLAG_FIELDS, SECTIONS
+    from textkg.models.presets import PRESET_TRAIN_DEFAULTS
+
+    for action in p._actions:
+        if action.dest not in FLAG_FIELDS or action.help is None:
+            continue
+        section, name = FLAG_FIELDS[action.dest]
+        fields = {f.name: f for f in dataclasses.fields(SECTIONS[section])}
+        default = fields[name].default
+        shown = "unset" if default is None else "none" if default == () else repr(default).strip("'")
+        note = f"config {section}.{name}; default {shown}"
+        presets = sorted(n for n, d in PRESET_TRAIN_DEFAULTS.items() if section == "train" and name in d)
+        if presets:
+            note += f"; the presets {', '.join(presets)} set their own"
+        action.help = f"{action.help} [{note}]".replace("%", "%%")

@@ -1,4 +1,4 @@
-"""``textkg`` command line: data, train, evaluate, predict, charlm, encoders, audit, sweep, plot, account, calibrate.
+"""``textkg`` command line: text-augmented, inductive knowledge-graph embeddings, with or without DP.
 
 User errors (:class:`textkg.errors.TextKGError`) are printed as one line
 ``error: <file:line, field 'x': message>`` on stderr with exit status 2 — no
@@ -26,8 +26,10 @@ def build_parser() -> argparse.ArgumentParser:
     stats.add_argument(
         "dataset", help="any --dataset source: a name, a BLP directory, an OBO/OWL/RDF file, pykeen:PATH"
     )
-    stats.add_argument("--split", choices=["transductive", "inductive"])
-    stats.add_argument("--inductive-dir")
+    stats.add_argument(
+        "--split", choices=["transductive", "inductive"], help="also count the split's parts (default: none)"
+    )
+    stats.add_argument("--inductive-dir", help="sub-directory with ind-*.tsv (BLP-format datasets)")
 
     tr = sub.add_parser("train", help="train and evaluate a model")
     _add_train_flags(tr)
@@ -39,7 +41,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
 
     ev = sub.add_parser("evaluate", help="re-evaluate a run directory's best model")
-    ev.add_argument("run_dir")
+    ev.add_argument("run_dir", help="a finished run directory (textkg train --out)")
     ev.add_argument(
         "--exclude-query",
         action=argparse.BooleanOptionalAction,
@@ -53,17 +55,23 @@ def build_parser() -> argparse.ArgumentParser:
         help="also rank new entities' statements with k of them known, e.g. 0,1,3,5,10 (docs/k_shot.md)",
     )
 
-    pr = sub.add_parser("predict", help="zero-shot links for a brand-new entity")
-    pr.add_argument("run_dir")
+    pr = sub.add_parser(
+        "predict",
+        help="zero-shot links for a brand-new entity, scored as the run's evaluation chose (the output's "
+        "scoring says how); parents of new ontology terms: textkg place",
+    )
+    pr.add_argument("run_dir", help="a finished run directory or a release bundle")
     pr.add_argument("--description", "--text", help="the new entity's description")
     pr.add_argument("--name", help="the new entity's name")
     pr.add_argument("--relation", help="only this relation (default: all)")
     pr.add_argument(
         "--direction",
         choices=["head", "tail"],
-        help="the new entity is the head (predict tails) or the tail (predict heads)",
+        help="tail: predict tails, (new, relation, ?), the new entity is the head; head: predict heads, "
+        "(?, relation, new), the new entity is the tail. For an ontology's is_a (child is_a parent), "
+        "--direction tail gives the new term's parents (default: both)",
     )
-    pr.add_argument("--top-k", type=int, default=10)
+    pr.add_argument("--top-k", type=int, default=10, help="links per (relation, direction) (default: 10)")
     pr.add_argument(
         "--no-vote",
         action="store_true",
@@ -85,18 +93,20 @@ def build_parser() -> argparse.ArgumentParser:
 
     charlm = sub.add_parser("charlm", help="flair character language models").add_subparsers(dest="charlm_command")
     ct = charlm.add_parser("train", help="train a char LM on a dataset's descriptions")
-    ct.add_argument("--dataset", required=True)
+    ct.add_argument("--dataset", required=True, help="any --dataset source of textkg train")
     ct.add_argument(
         "--description",
         help="BLP-format datasets: which description file to train on "
         "(short, long, first-sentence; as for textkg train)",
     )
-    ct.add_argument("--direction", choices=["forward", "backward"], required=True)
-    ct.add_argument("--out", required=True)
-    ct.add_argument("--hidden-size", type=int, default=256)
-    ct.add_argument("--max-epochs", type=int, default=10)
-    ct.add_argument("--max-minutes", type=float, default=15.0)
-    ct.add_argument("--seed", type=int, default=0)
+    ct.add_argument(
+        "--direction", choices=["forward", "backward"], required=True, help="which way the LM reads the text"
+    )
+    ct.add_argument("--out", required=True, help="new directory for the LM and its metrics.json")
+    ct.add_argument("--hidden-size", type=int, default=256, help="LSTM hidden units (default: 256)")
+    ct.add_argument("--max-epochs", type=int, default=10, help="passes over the descriptions (default: 10)")
+    ct.add_argument("--max-minutes", type=float, default=15.0, help="wall-time limit in minutes (default: 15)")
+    ct.add_argument("--seed", type=int, default=0, help="random seed (default: 0)")
 
     enc = sub.add_parser("encoders", help="text encoders").add_subparsers(dest="encoders_command")
     enc.add_parser("list", help="list registered encoders")
@@ -105,21 +115,26 @@ def build_parser() -> argparse.ArgumentParser:
         help="fine-tune the packaged MiniLM on the ontology's own (name, definition/synonym) pairs of "
         "training terms (SapBERT-style); prints the folder for --encoder-model",
     )
-    ad.add_argument("--dataset", required=True)
-    ad.add_argument("--split", default="inductive", choices=["transductive", "inductive"])
-    ad.add_argument("--epochs", type=int, default=1)
-    ad.add_argument("--batch-size", type=int, default=64)
-    ad.add_argument("--lr", type=float, default=2e-5)
-    ad.add_argument("--max-minutes", type=float, default=15.0)
-    ad.add_argument("--max-pairs", type=int, default=None)
-    ad.add_argument("--seed", type=int, default=0)
+    ad.add_argument("--dataset", required=True, help="an ontology --dataset source (e.g. hpo)")
+    ad.add_argument(
+        "--split",
+        default="inductive",
+        choices=["transductive", "inductive"],
+        help="whose training terms give the pairs; inductive keeps held-out terms out (default: inductive)",
+    )
+    ad.add_argument("--epochs", type=int, default=1, help="passes over the pairs (default: 1)")
+    ad.add_argument("--batch-size", type=int, default=64, help="pairs per step (default: 64)")
+    ad.add_argument("--lr", type=float, default=2e-5, help="AdamW learning rate (default: 2e-5)")
+    ad.add_argument("--max-minutes", type=float, default=15.0, help="wall-time limit in minutes (default: 15)")
+    ad.add_argument("--max-pairs", type=int, default=None, help="use at most this many pairs (default: all)")
+    ad.add_argument("--seed", type=int, default=0, help="random seed (default: 0)")
     pa = enc.add_parser("pretrain-aec", help="pre-train the LSTM autoencoder on a dataset's descriptions")
-    pa.add_argument("--dataset", required=True)
+    pa.add_argument("--dataset", required=True, help="any --dataset source of textkg train")
     pa.add_argument("--encoder", default="glove-bow", help="token-level encoder feeding the autoencoder")
-    pa.add_argument("--code-dim", type=int, default=128)
-    pa.add_argument("--epochs", type=int, default=5)
-    pa.add_argument("--out", required=True)
-    pa.add_argument("--seed", type=int, default=0)
+    pa.add_argument("--code-dim", type=int, default=128, help="size of the autoencoder's code (default: 128)")
+    pa.add_argument("--epochs", type=int, default=5, help="passes over the descriptions (default: 5)")
+    pa.add_argument("--out", required=True, help="new directory for lstm_ae.pt (textkg train --autoencoder)")
+    pa.add_argument("--seed", type=int, default=0, help="random seed (default: 0)")
 
     from textkg.cli import extra_commands
 

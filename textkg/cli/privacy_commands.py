@@ -27,15 +27,15 @@ def add_parsers(sub) -> None:
     ac = sub.add_parser("account", help="epsilon of T steps of the Sampled Gaussian Mechanism")
     ac.add_argument("--sample-rate", type=float, required=True, help="Poisson sampling rate q = B/N")
     ac.add_argument("--noise-multiplier", type=float, required=True, help="sigma")
-    ac.add_argument("--steps", type=int, required=True)
-    ac.add_argument("--delta", type=float, required=True)
+    ac.add_argument("--steps", type=int, required=True, help="T, the number of noisy steps")
+    ac.add_argument("--delta", type=float, required=True, help="delta of the (epsilon, delta) guarantee")
     ac.add_argument("--orders", help=orders_help)
 
     ca = sub.add_parser("calibrate", help="smallest sigma reaching a target epsilon for planned steps")
-    ca.add_argument("--target-epsilon", type=float, required=True)
-    ca.add_argument("--delta", type=float, required=True)
-    ca.add_argument("--sample-rate", type=float, required=True)
-    ca.add_argument("--steps", type=int, required=True)
+    ca.add_argument("--target-epsilon", type=float, required=True, help="the budget epsilon to stay under")
+    ca.add_argument("--delta", type=float, required=True, help="delta of the (epsilon, delta) guarantee")
+    ca.add_argument("--sample-rate", type=float, required=True, help="Poisson sampling rate q = B/N")
+    ca.add_argument("--steps", type=int, required=True, help="T, the planned number of noisy steps")
     ca.add_argument("--orders", help=orders_help)
 
 

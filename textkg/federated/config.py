@@ -9,9 +9,12 @@ from textkg.errors import ConfigError
 from textkg.federated.client_dp import DEFAULT_CLIENT_DELTA
 from textkg.federated.partition import SCHEMES
 
-#: every holder in this process, or Flower's simulation engine (no Flower import here: the CLI's parser
-#: reads it)
-ENGINES = ("inprocess", "simulation")
+#: every holder in this process, or Flower's simulation engine with the holders in Ray actors (no Flower
+#: import here: the CLI's parser reads it). ``ray`` was called ``simulation`` until issue 41, a word the
+#: privacy label uses for "not DP"; the old name is still accepted (the CLI prints a notice).
+ENGINES = ("inprocess", "ray")
+#: old engine name → its name now
+DEPRECATED_ENGINES = {"simulation": "ray"}
 
 #: Server aggregations by name.
 AGGREGATIONS = ("fedavg", "row")
@@ -38,9 +41,10 @@ class FederatedConfig:
         client_clip: C, the L2 bound of each holder's whole update.
         client_delta: δ of the client-level guarantee.
         engine: ``inprocess`` (default: every holder in this process, one after
-            another; ``checkpoint.pt`` and ``--resume``) or ``simulation``
+            another; ``checkpoint.pt`` and ``--resume``) or ``ray``
             (Flower's simulation engine: the deployment apps, holders in Ray
-            actors; needs ``textkg[simulation]``; no checkpoint). Same outputs.
+            actors; needs ``textkg[ray]``). Same outputs. ``simulation``, its
+            name before issue 41, is read as ``ray``.
         upload_top_k: ``None`` (default): every holder uploads every trained
             tensor. K: it uploads only the K structural-table rows that moved
             most in the round, plus every other tensor whole, and the server
@@ -94,6 +98,8 @@ class FederatedConfig:
                 f"unknown aggregation {self.aggregation!r}; expected one of {', '.join(AGGREGATIONS)}",
                 field="aggregation",
             )
+        if self.engine in DEPRECATED_ENGINES:  # run folders written before the rename resume as before
+            object.__setattr__(self, "engine", DEPRECATED_ENGINES[self.engine])
         if self.engine not in ENGINES:
             raise ConfigError(f"unknown engine {self.engine!r}; expected one of {', '.join(ENGINES)}", field="engine")
         if self.partition not in SCHEMES:

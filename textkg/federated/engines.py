@@ -1,4 +1,4 @@
-"""Which engine runs a federation: every holder in this process, or Flower's simulation engine.
+"""Which engine runs a federation: every holder in this process, or Flower's simulation engine (``ray``).
 
 The one dispatcher above :mod:`textkg.federated.runner` (the in-process engine and the toolkit both
 engines share) and :mod:`textkg.federated.simulation` (Ray actors), so neither imports the other's
@@ -29,7 +29,7 @@ def federate(
             "--partition column in one process",
             field="partition",
         )
-    if fed.engine == "simulation":
+    if fed.engine == "ray":
         from textkg.federated.simulation import simulate
 
         if on_upload is not None:

@@ -1,4 +1,4 @@
-"""``textkg federate --engine simulation``: the deployment engine's apps on Flower's simulation engine (Ray).
+"""``textkg federate --engine ray``: the deployment engine's apps on Flower's simulation engine (Ray).
 
 Flower's simulation engine (``flwr.simulation.run_simulation``) runs a
 ServerApp in a thread of this process and every ClientApp message in a pool of
@@ -51,7 +51,7 @@ from textkg.federated.config import ENGINES  # noqa: F401  (re-exported: where t
 #: ``federated.json``'s ``engine``.
 ENGINE = "flower-simulation"
 #: The extra that installs Ray.
-EXTRA = "simulation"
+EXTRA = "ray"
 #: Ray's object store (bytes): the messages of a few holders at a time; Ray spills to its directory beyond.
 OBJECT_STORE_BYTES = 200 * 1024**2
 
@@ -62,7 +62,7 @@ def require_ray() -> None:
         import ray  # noqa: F401
     except ImportError:
         raise ConfigError(
-            f"--engine simulation runs on Flower's simulation engine, which needs Ray: pip install 'textkg[{EXTRA}]'",
+            f"--engine ray runs on Flower's simulation engine, which needs Ray: pip install 'textkg[{EXTRA}]'",
             field="engine",
         ) from None
 
