@@ -336,16 +336,30 @@ def parent_of_nearest_scorer(
     return score
 
 
+def standardise(scores: torch.Tensor) -> torch.Tensor:
+    """``(b, c)`` scores shifted and scaled per row to mean 0 and variance 1 (float64).
+
+    A constant row becomes all zeros. The map is increasing per row, so it
+    keeps every row's ranking and ties.
+    """
+    s = scores.double()
+    centred = s - s.mean(1, keepdim=True)
+    std = centred.pow(2).mean(1, keepdim=True).sqrt()
+    return torch.where(std > 0, centred / torch.where(std > 0, std, torch.ones_like(std)), torch.zeros_like(s))
+
+
 #: How the CLI names each placement method to a curator.
 METHOD_LABELS = {
     "model": "the trained model",
     "description-nn": "the most similar existing term by description (baseline, no training)",
     "parent-of-nearest": "the parents of the most similar existing terms (baseline, no training)",
+    "tfidf-nn": "the existing term sharing the most words (TF-IDF; baseline, no training)",
 }
 _COMPONENT_LABELS = {
     "model": "the trained model",
     "description": "description similarity",
     "vote": "the parents of the most similar existing terms",
+    "rerank": "a re-ranker reading the words of both terms",
 }
 
 
@@ -476,4 +490,5 @@ __all__ = [
     "placement_ranks",
     "placement_reading",
     "rank_placement",
+    "standardise",
 ]

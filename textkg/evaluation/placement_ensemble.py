@@ -52,6 +52,7 @@ from textkg.evaluation.placement import (
     parent_of_nearest_scorer,
     placement_queries,
     rank_placement,
+    standardise,
 )
 
 #: Components of the combined scorer, in the order weights are listed.
@@ -169,18 +170,6 @@ def vote_scorer(
         return key * 4 + (cosine(terms, candidates).double() + 1)  # cosine + 1 lies in [0, 2]
 
     return score
-
-
-def standardise(scores: torch.Tensor) -> torch.Tensor:
-    """``(b, c)`` scores shifted and scaled per row to mean 0 and variance 1 (float64).
-
-    A constant row becomes all zeros. The map is increasing per row, so it
-    keeps every row's ranking and ties.
-    """
-    s = scores.double()
-    centred = s - s.mean(1, keepdim=True)
-    std = centred.pow(2).mean(1, keepdim=True).sqrt()
-    return torch.where(std > 0, centred / torch.where(std > 0, std, torch.ones_like(std)), torch.zeros_like(s))
 
 
 def combined_scorer(components: Mapping[str, PlacementScorer], weights: Mapping[str, float]) -> PlacementScorer:
@@ -315,6 +304,52 @@ def tune_combination(
     return Combination(weights=weights, vote=vote, valid=metrics, tried=tried)
 
 
+#: The vote the re-ranker reads (the best on ``hpo``'s validation terms, docs/results/placement.md), and the
+#: first stage whose top candidates are its hard negatives: description + 0.1 x vote, standardised.
+RERANK_VOTE = VoteConfig(k=20, temperature=0.1)
+RERANK_FIRST_STAGE = {"description": 1.0, "vote": 0.1}
+#: Weights tried for one component added to a tuned combination (whose largest weight is 1); 0 leaves it out.
+ADDED_WEIGHT_VALUES = (0.0, 0.1, 0.3, 1.0, 3.0, 10.0)
+
+
+def tune_added_weight(
+    components: Mapping[str, PlacementScorer],
+    weights: Mapping[str, float],
+    name: str,
+    scorer: PlacementScorer,
+    valid: PlacementQueries,
+    *,
+    num_entities: int,
+    values: Sequence[float] = ADDED_WEIGHT_VALUES,
+    batch_size: int = 256,
+) -> tuple[dict[str, float], dict[str, float]]:
+    """The weight of one more component ``name`` added to a tuned combination, chosen on validation.
+
+    Tries ``weights`` plus ``name`` at each of ``values`` (in order; on a tie the
+    earlier, so 0, "left out", wins a tie), then ``name`` alone.
+
+    Returns:
+        ``(weights, tried)``: the chosen weighting (``name`` included, possibly at 0)
+        and the validation MRR of each weighting tried, by name.
+    """
+    everything = {**components, name: scorer}
+    cached = {n: _memoised(s) for n, s in everything.items() if weights.get(n, 0) > 0 or n == name}
+    options = [{**weights, name: float(v)} for v in values]
+    options.append({**{n: 0.0 for n in weights}, name: 1.0})
+    tried: dict[str, float] = {}
+    best: tuple[float, dict[str, float]] | None = None
+    for w in options:
+        if not any(v > 0 for v in w.values()):
+            continue
+        mrr = rank_placement(_weighted_sum(cached, w), valid, num_entities=num_entities, batch_size=batch_size).mrr
+        tried["combined" + _weights_name(w)] = mrr
+        if best is None or mrr > best[0]:
+            best = (mrr, w)
+    if best is None:
+        raise ConfigError("no weighting to try: values holds no positive weight", field="values")
+    return best[1], tried
+
+
 def evaluate_combined(
     components: Mapping[str, PlacementScorer],
     valid: PlacementQueries,
@@ -327,6 +362,8 @@ def evaluate_combined(
     votes: Sequence[VoteConfig] = DEFAULT_VOTES,
     weight_values: Sequence[float] = DEFAULT_WEIGHT_VALUES,
     batch_size: int = 256,
+    added: tuple[str, PlacementScorer] | None = None,
+    reported: Mapping[str, PlacementScorer] | None = None,
 ) -> dict:
     """Tune the combination on ``valid``, report it on ``test``, and choose the method to suggest on ``valid``.
 
@@ -337,6 +374,11 @@ def evaluate_combined(
         baselines: The named baselines (``description-nn``, ``parent-of-nearest``)
             that compete with the model and the combination for the choice.
         features, parent_edges, votes, weight_values, batch_size: See :func:`tune_combination`.
+        added: ``(name, scorer)`` of one more component (the re-ranker) whose weight is chosen on
+            ``valid`` after the others' (:func:`tune_added_weight`); the combination without it is
+            reported beside it (``placement_combined_without_<name>``).
+        reported: Scorers reported on ``valid`` beside the others but never chosen
+            (e.g. ``tfidf-nn``, which ``textkg place`` does not offer).
 
     Returns:
         ``{"placement_combined": test metrics of the combination,
@@ -360,6 +402,24 @@ def evaluate_combined(
         # the tuner only picks a vote when it was given the features and the parent statements
         assert features is not None and parent_edges is not None
         scorers["vote"] = neighbour_vote_scorer(features, parent_edges, vote=combo.vote)
+    out: dict = {}
+    if added is not None:
+        name, scorer = added
+        weights, tried = tune_added_weight(
+            scorers, combo.weights, name, scorer, valid, num_entities=num_entities, batch_size=batch_size
+        )
+        out[f"placement_combined_without_{name}"] = rank_placement(
+            combined_scorer(scorers, combo.weights), test, num_entities=num_entities, batch_size=batch_size
+        ).to_dict()
+        scorers[name] = scorer
+        combo = Combination(
+            weights=weights,
+            vote=combo.vote,
+            valid=rank_placement(
+                combined_scorer(scorers, weights), valid, num_entities=num_entities, batch_size=batch_size
+            ),
+            tried={**combo.tried, **tried},
+        )
     test_metrics = rank_placement(
         combined_scorer(scorers, combo.weights), test, num_entities=num_entities, batch_size=batch_size
     )
@@ -376,8 +436,11 @@ def evaluate_combined(
     )
     on_valid["combined"] = combo.valid
     chosen = max(on_valid, key=lambda name: (on_valid[name].mrr, -list(on_valid).index(name)))
+    for name, s in (reported or {}).items():
+        on_valid[name] = rank_placement(s, valid, num_entities=num_entities, batch_size=batch_size)
     return {
         "placement_combined": test_metrics.to_dict(),
+        **out,
         "placement_selection": {
             "chosen": chosen,
             "criterion": "validation placement MRR",
@@ -438,8 +501,10 @@ def evaluate_placement(
     batch_size: int = 256,
     hierarchy: torch.Tensor | None = None,
     combine: bool = True,
+    texts: Sequence[str] | None = None,
+    rerank: object = None,
 ) -> dict | None:
-    """Placement metrics of a model, of the two text baselines and of the combined scorer.
+    """Placement metrics of a model, of the text baselines and of the combined scorer.
 
     Args:
         model: Scorer with ``score_tails(heads (b,), relations (b,), candidates (c,)) -> (b, c)``;
@@ -458,15 +523,25 @@ def evaluate_placement(
         combine: Tune the combined scorer on the validation placement queries
             (:mod:`textkg.evaluation.placement_ensemble`) when there are any and
             ``text_features`` is given.
+        texts: The text each entity id is read from (a new term's: what it arrives
+            with, e.g. its name alone); adds the ``tfidf-nn`` baseline (reported, not
+            chosen) and makes the re-ranker possible. ``None``: neither.
+        rerank: With ``texts``, a hierarchy and validation terms: a
+            :class:`~textkg.evaluation.placement_rerank.RerankConfig` fits the re-ranker on
+            training terms, a fitted :class:`~textkg.evaluation.placement_rerank.Reranker` is
+            used as is; its weight in the combination is chosen on validation
+            (``placement_selection.combined.weights.rerank``; 0 = not used).
 
     Returns:
         ``{"placement": {...}, "placement_baselines": {"description-nn": {...},
-        "parent-of-nearest": {...}}}`` (:meth:`PlacementMetrics.to_dict` each,
+        "parent-of-nearest": {...}, "tfidf-nn": {...}}}`` (:meth:`PlacementMetrics.to_dict` each,
         on test; baselines ``{}`` without ``text_features``), plus, when the
         combination was tuned, ``"placement_combined"`` (its test metrics) and
         ``"placement_selection"`` (the method chosen on validation, every
         method's validation metrics and the combination's settings; see
-        :func:`~textkg.evaluation.placement_ensemble.evaluate_combined`).
+        :func:`~textkg.evaluation.placement_ensemble.evaluate_combined`); with the
+        re-ranker, ``"placement_rerank"`` (its fitted weights) and
+        ``"placement_combined_without_rerank"``.
         ``None`` when there are no test placement queries.
     """
     queries = placement_queries(kg, split, relation=relation, hierarchy=hierarchy)
@@ -487,22 +562,48 @@ def evaluate_placement(
     baselines = {"description-nn": cosine_scorer(text_features)}
     if len(edges):
         baselines["parent-of-nearest"] = parent_of_nearest_scorer(text_features, edges, k=k)
+    reported = {}
+    if texts is not None:
+        from textkg.evaluation.placement_text import tfidf_scorer
+
+        reported["tfidf-nn"] = tfidf_scorer(texts, split.train_entities)
     out["placement_baselines"] = {
         name: rank_placement(s, queries, num_entities=n, batch_size=batch_size).to_dict()
-        for name, s in baselines.items()
+        for name, s in {**baselines, **reported}.items()
     }
     valid = placement_queries(kg, split, relation=relation, hierarchy=hierarchy, which="valid") if combine else None
-    if valid is not None:
-        out.update(
-            evaluate_combined(
-                {"model": model_score, "description": baselines["description-nn"]},
-                valid,
-                queries,
-                num_entities=n,
-                baselines=baselines,
-                features=text_features,
-                parent_edges=edges,
-                batch_size=batch_size,
-            )
+    if valid is None:
+        return out
+    added = None
+    if texts is not None and rerank is not None and len(edges):
+        from textkg.evaluation.placement_rerank import fitted_reranker
+
+        vote = neighbour_vote_scorer(text_features, edges, vote=RERANK_VOTE)
+        first_stage = combined_scorer({"description": baselines["description-nn"], "vote": vote}, RERANK_FIRST_STAGE)
+        reranker, scorer = fitted_reranker(
+            rerank,
+            texts=texts,
+            names=kg.entity_names,
+            scorers={"description": baselines["description-nn"], "vote": vote},
+            first_stage=first_stage,
+            parent_edges=edges,
+            candidates=max(queries.groups, key=len),
+            fit_on=split.train_entities,
         )
+        added = ("rerank", scorer)
+        out["placement_rerank"] = reranker.to_dict()
+    out.update(
+        evaluate_combined(
+            {"model": model_score, "description": baselines["description-nn"]},
+            valid,
+            queries,
+            num_entities=n,
+            baselines=baselines,
+            features=text_features,
+            parent_edges=edges,
+            batch_size=batch_size,
+            added=added,
+            reported=reported,
+        )
+    )
     return out
