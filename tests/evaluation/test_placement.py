@@ -289,6 +289,9 @@ def test_train_reports_placement_first(tmp_path, capsys, monkeypatch):
         return torch.randn(prep.kg.num_entities, 8, generator=torch.Generator().manual_seed(0))
 
     monkeypatch.setattr(pipeline, "_description_features", fake_features)
+    monkeypatch.setattr(  # the names-only block encodes the held-out terms' names alone
+        pipeline, "_new_description_features", lambda prep, cfg, texts: torch.randn(len(texts), 8)
+    )
     out = tmp_path / "run"
     assert (
         main(
@@ -317,7 +320,7 @@ def test_train_reports_placement_first(tmp_path, capsys, monkeypatch):
     assert list(summary)[0] == "placement" and {"out", "test", "valid", "privacy"} <= set(summary)
     assert summary["placement"]["reading"].startswith("New terms: the suggestions come from ")
     assert summary["placement"]["next"].startswith(f"textkg place {out} ")
-    assert set(summary["placement"]["baselines"]) == {"description-nn", "parent-of-nearest"}
+    assert set(summary["placement"]["baselines"]) == {"description-nn", "parent-of-nearest", "tfidf-nn"}
     metrics = json.loads((out / "metrics.json").read_text())
     assert metrics["test"]["placement"] == summary["placement"]["model"]
     assert metrics["test"]["placement"]["num_queries"] > 50 and len(calls) == 1
@@ -363,6 +366,7 @@ def _private_hpo_small_run(monkeypatch, tmp_path, *privacy):
         "_description_features",
         lambda prep: torch.randn(prep.kg.num_entities, 8, generator=torch.Generator().manual_seed(0)),
     )
+    monkeypatch.setattr(pipeline, "_new_description_features", lambda prep, cfg, texts: torch.randn(len(texts), 8))
     out = tmp_path / "run"
     argv = "train --dataset hpo-small --split inductive --model transe --epochs 1 --dim 8 --valid-max-triples 20"
     argv += " --no-progress --noise-multiplier 1.0 --batch-size 512"
@@ -387,7 +391,7 @@ def test_private_run_placement_reads_no_private_statement(tmp_path, monkeypatch)
     out = _private_hpo_small_run(monkeypatch, tmp_path, "--privacy", "full")
     assert seen["hierarchy"] is not None and len(seen["hierarchy"]) == 0
     metrics = json.loads((out / "metrics.json").read_text())
-    assert set(metrics["test"]["placement_baselines"]) == {"description-nn"}
+    assert set(metrics["test"]["placement_baselines"]) == {"description-nn", "tfidf-nn"}  # text only
     # the combination has no hierarchy to vote with: model and description only, tuned on validation
     combined = metrics["test"]["placement_selection"]["combined"]
     assert combined["vote"] is None and set(combined["weights"]) == {"model", "description"}

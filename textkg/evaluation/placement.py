@@ -293,6 +293,31 @@ def model_scorer(model, relation: int) -> PlacementScorer:
     return score
 
 
+class NewRowsModel:
+    """A model whose entities ``ids`` are read from ``vectors`` (e.g. new terms re-read from their names alone).
+
+    Offers the ``score_tails`` that :func:`model_scorer` calls; the other entities keep the model's vectors.
+
+    Args:
+        model: A :class:`~textkg.models.kge.KGEModel` in eval mode.
+        ids: ``(n,)`` entity ids to replace.
+        vectors: ``(n, d)`` their vectors (:meth:`KGEModel.embed_new_entities`).
+    """
+
+    def __init__(self, model, ids: torch.Tensor, vectors: torch.Tensor) -> None:
+        with torch.no_grad():
+            entities = model.entity_matrix().detach().clone()
+            entities[ids.to(entities.device)] = vectors.to(entities)
+        self.entities, self.relations = entities, model.relation_matrix().detach()
+        self.interaction = model.interaction
+
+    def score_tails(self, heads: torch.Tensor, relations: torch.Tensor, candidates: torch.Tensor) -> torch.Tensor:
+        device = self.entities.device
+        return self.interaction.score_tails(
+            self.entities[heads.to(device)], self.relations[relations.to(device)], self.entities[candidates.to(device)]
+        )
+
+
 def cosine_scorer(features: torch.Tensor) -> PlacementScorer:
     """``description-nn``: cosine similarity of ``(num_entities, D)`` description features."""
     x = torch.nn.functional.normalize(features.detach().float(), dim=1)
@@ -481,6 +506,7 @@ __all__ = [
     "DEFAULT_NEIGHBOURS",
     "DEFAULT_PARENT_RELATION",
     "METHOD_LABELS",
+    "NewRowsModel",
     "PlacementMetrics",
     "PlacementQueries",
     "cosine_scorer",

@@ -54,6 +54,8 @@ from textkg.evaluation.placement import (
     rank_placement,
     standardise,
 )
+from textkg.evaluation.placement_rerank import RerankConfig, Reranker, fitted_reranker
+from textkg.evaluation.placement_text import tfidf_scorer
 
 #: Components of the combined scorer, in the order weights are listed.
 COMPONENTS = ("model", "description", "vote")
@@ -377,7 +379,7 @@ def evaluate_combined(
         added: ``(name, scorer)`` of one more component (the re-ranker) whose weight is chosen on
             ``valid`` after the others' (:func:`tune_added_weight`); the combination without it is
             reported beside it (``placement_combined_without_<name>``).
-        reported: Scorers reported on ``valid`` beside the others but never chosen
+        reported: Scorers reported on ``valid`` (``valid_reported_only``) but never chosen
             (e.g. ``tfidf-nn``, which ``textkg place`` does not offer).
 
     Returns:
@@ -436,8 +438,10 @@ def evaluate_combined(
     )
     on_valid["combined"] = combo.valid
     chosen = max(on_valid, key=lambda name: (on_valid[name].mrr, -list(on_valid).index(name)))
-    for name, s in (reported or {}).items():
-        on_valid[name] = rank_placement(s, valid, num_entities=num_entities, batch_size=batch_size)
+    not_chosen = {
+        name: rank_placement(s, valid, num_entities=num_entities, batch_size=batch_size).to_dict()
+        for name, s in (reported or {}).items()
+    }
     return {
         "placement_combined": test_metrics.to_dict(),
         **out,
@@ -445,6 +449,7 @@ def evaluate_combined(
             "chosen": chosen,
             "criterion": "validation placement MRR",
             "valid": {name: m.to_dict() for name, m in on_valid.items()},
+            **({"valid_reported_only": not_chosen} if not_chosen else {}),
             "combined": combo.to_dict(),
         },
     }
@@ -502,7 +507,7 @@ def evaluate_placement(
     hierarchy: torch.Tensor | None = None,
     combine: bool = True,
     texts: Sequence[str] | None = None,
-    rerank: object = None,
+    rerank: RerankConfig | Reranker | None = None,
 ) -> dict | None:
     """Placement metrics of a model, of the text baselines and of the combined scorer.
 
@@ -564,8 +569,6 @@ def evaluate_placement(
         baselines["parent-of-nearest"] = parent_of_nearest_scorer(text_features, edges, k=k)
     reported = {}
     if texts is not None:
-        from textkg.evaluation.placement_text import tfidf_scorer
-
         reported["tfidf-nn"] = tfidf_scorer(texts, split.train_entities)
     out["placement_baselines"] = {
         name: rank_placement(s, queries, num_entities=n, batch_size=batch_size).to_dict()
@@ -576,8 +579,6 @@ def evaluate_placement(
         return out
     added = None
     if texts is not None and rerank is not None and len(edges):
-        from textkg.evaluation.placement_rerank import fitted_reranker
-
         vote = neighbour_vote_scorer(text_features, edges, vote=RERANK_VOTE)
         first_stage = combined_scorer({"description": baselines["description-nn"], "vote": vote}, RERANK_FIRST_STAGE)
         reranker, scorer = fitted_reranker(

@@ -60,7 +60,7 @@ class RerankConfig:
 
     top_k: int = 50
     num_terms: int = 3000
-    batch_size: int = 128
+    batch_size: int = 64
     steps: int = 100
     l2: float = 1e-3
     seed: int = 0
@@ -184,21 +184,25 @@ def fit_reranker(
     xs, ys = [], []
     for start in range(0, len(terms), config.batch_size):
         batch = terms[start : start + config.batch_size]
-        keep = ~torch.isin(candidates, batch)  # no term of the batch is a candidate: it cannot vote for itself
-        cands = candidates[keep]
+        # a term of the batch is no candidate (it would vote for its own parents), unless it is another's parent:
+        # then it stays a candidate and its own query is dropped
+        needed = {p for t in batch.tolist() for p in parents_of[t]} & set(batch.tolist())
+        cands = candidates[~torch.isin(candidates, batch) | torch.isin(candidates, torch.tensor(sorted(needed), dtype=torch.long))]
         column = {int(e): i for i, e in enumerate(cands.tolist())}
         with torch.no_grad():
             f = features(batch, cands)  # (b, c, F)
             top = first_stage(batch, cands).topk(min(config.top_k, len(cands)), dim=1).indices  # (b, K)
         for row, term in enumerate(batch.tolist()):
             pos = [column[p] for p in parents_of[term] if p in column]
-            if not pos:
+            if not pos or term in needed:
                 continue
             listed = top[row].tolist()
             extra = [p for p in pos if p not in listed]
             index = torch.tensor((listed[: len(listed) - len(extra)] + extra) if extra else listed)
             xs.append(f[row, index])
             ys.append(torch.isin(index, torch.tensor(pos)))
+    if not xs:
+        raise ConfigError("no training term kept a parent among its candidates to fit the re-ranker on")
     x = torch.stack(xs).double()  # (n, K, F)
     y = torch.stack(ys)  # (n, K)
     w = torch.zeros(x.shape[2], dtype=torch.float64, requires_grad=True)

@@ -68,11 +68,12 @@ class TfIdf:
         return cls(vocabulary=vocabulary, idf=idf)
 
     def transform(self, texts: Sequence[str], *, binary: bool = False) -> torch.Tensor:
-        """``(n, V)`` sparse CSR rows: term frequency (or presence, ``binary``) x IDF, L2-normalised.
+        """``(n, V)`` sparse COO rows: term frequency (or presence, ``binary``) x IDF, L2-normalised.
 
         Words outside the vocabulary are dropped; a text with none gives a zero row.
         """
-        rows, cols, vals = [], [], []
+        rows: list[int] = []
+        cols, vals = [], []
         for i, text in enumerate(texts):
             counts = Counter(self.vocabulary[w] for w in words(text) if w in self.vocabulary)
             if not counts:
@@ -83,16 +84,21 @@ class TfIdf:
             rows += [i] * len(col)
             cols.append(col)
             vals.append(v / v.norm())
-        size = (len(texts), len(self.vocabulary))
-        if not cols:
-            return torch.sparse_coo_tensor(torch.zeros(2, 0, dtype=torch.long), torch.zeros(0), size).to_sparse_csr()
-        index = torch.stack([torch.tensor(rows, dtype=torch.long), torch.cat(cols)])
-        return torch.sparse_coo_tensor(index, torch.cat(vals), size).coalesce().to_sparse_csr()
+        return _sparse(rows, cols, vals, (len(texts), len(self.vocabulary)))
+
+
+def _sparse(rows: list[int], cols: list[torch.Tensor], vals: list[torch.Tensor], size: tuple[int, int]) -> torch.Tensor:
+    """A coalesced ``size`` sparse COO matrix from per-row column and value pieces."""
+    if not cols:
+        index, values = torch.zeros(2, 0, dtype=torch.long), torch.zeros(0)
+    else:
+        index, values = torch.stack([torch.tensor(rows, dtype=torch.long), torch.cat(cols)]), torch.cat(vals)
+    return torch.sparse_coo_tensor(index, values, size, check_invariants=False).coalesce()
 
 
 def _rows(matrix: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
-    """Dense ``(len(ids), V)`` rows of a sparse CSR matrix."""
-    return torch.index_select(matrix.to_sparse_coo(), 0, ids.long()).to_dense()
+    """Dense ``(len(ids), V)`` rows of a sparse COO matrix."""
+    return torch.index_select(matrix, 0, ids.long()).to_dense()
 
 
 def _pairwise(queries: torch.Tensor, candidates: torch.Tensor) -> PlacementScorer:
@@ -103,7 +109,7 @@ def _pairwise(queries: torch.Tensor, candidates: torch.Tensor) -> PlacementScore
         key = (cands.data_ptr(), len(cands))
         if key not in cache:  # the candidates' rows, transposed once per candidate set
             cache.clear()
-            cache[key] = torch.index_select(candidates.to_sparse_coo(), 0, cands.long()).coalesce()
+            cache[key] = torch.index_select(candidates, 0, cands.long()).coalesce()
         return torch.sparse.mm(cache[key], _rows(queries, terms).T).T.contiguous()  # (b, c)
 
     return score
@@ -126,12 +132,12 @@ def containment_scorer(texts: Sequence[str], names: Sequence[str], fit_on: torch
     """
     model = TfIdf.fit([names[i] for i in fit_on.tolist()])
     present = model.transform(texts, binary=True)
-    present = torch.sparse_csr_tensor(
-        present.crow_indices(), present.col_indices(), torch.ones_like(present.values()), present.shape
-    )  # 1 where the word occurs in the new term's text
+    present = torch.sparse_coo_tensor(
+        present.indices(), torch.ones_like(present.values()), present.shape, check_invariants=False
+    ).coalesce()  # 1 where the word occurs in the new term's text
     squared = model.idf.pow(2)
-    rows, cols = [], []
-    vals = []
+    rows: list[int] = []
+    cols, vals = [], []
     for i, name in enumerate(names):  # name weights idf^2 / sum idf^2: the share of the name's weight
         col = sorted({model.vocabulary[w] for w in words(name) if w in model.vocabulary})
         if col:
@@ -139,12 +145,7 @@ def containment_scorer(texts: Sequence[str], names: Sequence[str], fit_on: torch
             rows += [i] * len(col)
             cols.append(c)
             vals.append(squared[c] / squared[c].sum())
-    size = (len(names), len(model.vocabulary))
-    if cols:
-        index = torch.stack([torch.tensor(rows, dtype=torch.long), torch.cat(cols)])
-        weights = torch.sparse_coo_tensor(index, torch.cat(vals), size).coalesce().to_sparse_csr()
-    else:
-        weights = torch.sparse_coo_tensor(torch.zeros(2, 0, dtype=torch.long), torch.zeros(0), size).to_sparse_csr()
+    weights = _sparse(rows, cols, vals, (len(names), len(model.vocabulary)))
     return _pairwise(present, weights)
 
 
