@@ -149,6 +149,9 @@ class Placer:
             raise ConfigError("the run has not finished (no metrics.json)", file=self.run_dir)
         metrics = json.loads(metrics_path.read_text())
         self.selection = (metrics.get("test") or {}).get("placement_selection")
+        # what validation chose for terms read from their names alone (test.placement_names_only), and the re-ranker
+        self.names_only = (metrics.get("test") or {}).get("placement_names_only") or {}
+        self.reranker = (metrics.get("test") or {}).get("placement_rerank")
         self.held_out_terms = bool((metrics.get("test") or {}).get("placement"))
         if not self.held_out_terms and _run_split(self.run_dir) != "transductive":
             raise ConfigError(
@@ -159,6 +162,8 @@ class Placer:
             )
         self.asked = method != "auto"
         self.method = self._method(method)
+        names_selection = self.names_only.get("placement_selection")
+        self.names_method = names_selection["chosen"] if names_selection and not self.asked else self.method
         self.predictor = Predictor(self.run_dir, device=device)
         prep, kg = self.predictor.prepared, self.predictor.kg
         if DEFAULT_PARENT_RELATION not in kg.relations:
@@ -217,8 +222,12 @@ class Placer:
             new = cached_encode(get_encoder("bert"), texts, cache_dir=default_cache_dir())
         return existing.float(), new.float()
 
-    def _scorer(self, new_emb: torch.Tensor | None, features: torch.Tensor):
-        """The chosen method's ``score(terms, candidates)`` over ids where new term ``i`` is ``N + i``."""
+    def _scorer(
+        self, new_emb: torch.Tensor | None, features: torch.Tensor, words: tuple[list[str], list[str]], names_only=False
+    ):
+        """The chosen method's ``score(terms, candidates)`` over ids where new term ``i`` is ``N + i``
+        (``names_only``: the method and weights chosen for terms read from their names alone; ``words``: every
+        id's text and name, for the re-ranker)."""
         from textkg.evaluation.placement import cosine_scorer, parent_of_nearest_scorer
         from textkg.evaluation.placement_ensemble import VoteConfig, combined_scorer, neighbour_vote_scorer
 
@@ -238,17 +247,52 @@ class Placer:
                 )
 
         components = {"model": model_score, "description": cosine_scorer(features)}
-        if self.method == "model":
+        method, selection = (
+            (self.names_method, self.names_only.get("placement_selection"))
+            if names_only
+            else (
+                self.method,
+                self.selection,
+            )
+        )
+        if method == "model":
             return model_score
-        if self.method == "description-nn":
+        if method == "description-nn":
             return components["description"]
-        if self.method == "parent-of-nearest":
+        if method == "parent-of-nearest":
             return parent_of_nearest_scorer(features, self.parent_edges)
-        assert self.selection is not None and self.method == "combined"
-        combo = self.selection["combined"]
+        assert selection is not None and method == "combined"
+        combo = selection["combined"]
         if combo.get("vote") is not None:
             components["vote"] = neighbour_vote_scorer(features, self.parent_edges, vote=VoteConfig(**combo["vote"]))
-        return combined_scorer(components, combo["weights"])
+        weights = {c: w for c, w in combo["weights"].items() if w > 0}
+        if "rerank" in weights:  # validation gave the re-ranker a weight: its fitted form is test.placement_rerank
+            if not self.reranker:
+                raise ConfigError(
+                    "the run's combination weighs the re-ranker, but metrics.json has no fitted one",
+                    file=self.run_dir / "metrics.json",
+                    field="test.placement_rerank",
+                )
+            components["rerank"] = self._rerank(features, *words)
+        return combined_scorer(components, weights)
+
+    def _rerank(self, features: torch.Tensor, texts: list[str], names: list[str]):
+        """The run's fitted re-ranker (:mod:`textkg.evaluation.placement_rerank`) over existing + new terms."""
+        from textkg.evaluation.placement import cosine_scorer
+        from textkg.evaluation.placement_ensemble import RERANK_VOTE, neighbour_vote_scorer
+        from textkg.evaluation.placement_rerank import Reranker, fitted_reranker
+
+        vote = neighbour_vote_scorer(features, self.parent_edges, vote=RERANK_VOTE)
+        scorers = {"description": cosine_scorer(features), "vote": vote}
+        reranker = Reranker(**self.reranker)  # type: ignore[arg-type]
+        return fitted_reranker(
+            reranker,
+            texts=texts,
+            names=names,
+            scorers=scorers,
+            parent_edges=self.parent_edges,
+            fit_on=self.predictor.prepared.split.train_entities,
+        )[1]
 
     def place(
         self,
@@ -275,10 +319,13 @@ class Placer:
         if not terms:
             return []
         texts = [t.description for t in terms]
-        new_emb = self.predictor.embed(texts) if self.method in ("model", "combined") else None
+        methods = {self.method} | ({self.names_method} if any(not t.definition for t in terms) else set())
+        new_emb = self.predictor.embed(texts) if methods & {"model", "combined"} else None
         existing, new = self._description_features(texts)
         features = torch.cat([existing, new])
-        score = self._scorer(new_emb, features)
+        words = (list(kg.entity_descriptions) + texts, list(kg.entity_names) + [t.name for t in terms])
+        score = self._scorer(new_emb, features, words)
+        names_score = self._scorer(new_emb, features, words, names_only=True) if len(methods) > 1 else score
         unit = torch.nn.functional.normalize(features, dim=1)
         n, cands = kg.num_entities, self.candidates
         rows = []
@@ -287,6 +334,10 @@ class Placer:
             ids = torch.arange(n + start, n + start + len(batch))
             with torch.no_grad():
                 s = score(ids, cands)
+                bare = torch.tensor([not t.definition for t in batch])  # a name alone: the names-only choice
+                if names_score is not score and bare.any():
+                    s = s.double()
+                    s[bare] = names_score(ids[bare], cands).double()
                 if annotations:
                     s = self._with_annotations(s, batch, annotations, cands)
                 sim = unit[ids] @ unit[cands].T
@@ -315,7 +366,7 @@ class Placer:
                             "parent": kg.entities[parent],
                             "parent_name": kg.entity_names[parent],
                             "score": round(float(value), 6),
-                            "method": self.method,
+                            "method": self.method if term.definition else self.names_method,
                             "listed": ("yes" if kg.entities[parent] in term.listed_parents else "no")
                             if term.listed_parents
                             else "",

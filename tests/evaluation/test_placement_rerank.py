@@ -200,5 +200,7 @@ def test_placement_queries_on_the_planted_graph():
     kg, split = _planted()
     q = placement_queries(kg, split)
     assert q is not None and q.num_queries == P * TEST_CHILDREN
-    m = rank_placement(tfidf_scorer(list(kg.entity_descriptions), split.train_entities), q, num_entities=len(kg.entities))
+    m = rank_placement(
+        tfidf_scorer(list(kg.entity_descriptions), split.train_entities), q, num_entities=len(kg.entities)
+    )
     assert m.mrr > 0.9

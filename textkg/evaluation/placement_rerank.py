@@ -187,7 +187,9 @@ def fit_reranker(
         # a term of the batch is no candidate (it would vote for its own parents), unless it is another's parent:
         # then it stays a candidate and its own query is dropped
         needed = {p for t in batch.tolist() for p in parents_of[t]} & set(batch.tolist())
-        cands = candidates[~torch.isin(candidates, batch) | torch.isin(candidates, torch.tensor(sorted(needed), dtype=torch.long))]
+        cands = candidates[
+            ~torch.isin(candidates, batch) | torch.isin(candidates, torch.tensor(sorted(needed), dtype=torch.long))
+        ]
         column = {int(e): i for i, e in enumerate(cands.tolist())}
         with torch.no_grad():
             f = features(batch, cands)  # (b, c, F)
@@ -234,10 +236,10 @@ def fitted_reranker(
     texts: Sequence[str],
     names: Sequence[str],
     scorers: Mapping[str, PlacementScorer],
-    first_stage: PlacementScorer,
     parent_edges: torch.Tensor,
-    candidates: torch.Tensor,
     fit_on: torch.Tensor,
+    first_stage: PlacementScorer | None = None,
+    candidates: torch.Tensor | None = None,
 ) -> tuple[Reranker, PlacementScorer]:
     """The re-ranker (fitted per ``rerank`` when a config, else as given) and its scorer.
 
@@ -246,10 +248,13 @@ def fitted_reranker(
         texts: What each entity id is read from.
         names: Each entity id's name.
         scorers: ``{"description": ..., "vote": ...}`` component scorers.
-        first_stage: The scorer whose top candidates are the hard negatives.
         parent_edges: ``(m, 2)`` ``(child, parent)`` statements the priors and positives read.
-        candidates: ``(c,)`` candidate parents of the training terms fitted on.
         fit_on: Entity ids whose texts fit the TF-IDF vocabulary (training terms).
+        first_stage: The scorer whose top candidates are the hard negatives (to fit only).
+        candidates: ``(c,)`` candidate parents of the training terms fitted on (to fit only).
+
+    Raises:
+        ConfigError: ``rerank`` is a config but ``first_stage`` or ``candidates`` is missing.
     """
     from textkg.evaluation.placement_text import containment_scorer, tfidf_scorer
 
@@ -262,6 +267,8 @@ def fitted_reranker(
         hierarchy_priors(parent_edges, len(texts)),
     )
     if isinstance(rerank, RerankConfig):
+        if first_stage is None or candidates is None:
+            raise ConfigError("fitting the re-ranker needs first_stage and candidates", field="rerank")
         rerank = fit_reranker(features, first_stage, parent_edges, candidates, config=rerank)
     return rerank, reranker_scorer(rerank, features)
 
