@@ -478,6 +478,10 @@ def place_command(
             "rows_naming_an_entity_outside_the_graph": unknown,
             "vote_weight": placer.annotation_weight,
         }
+    held_out = set(placer.predictor.kg.entities) - known  # the run's own held-out terms: never proposed
+    only_held = [t for t in new if t.listed_parents and set(t.listed_parents) <= held_out]
+    if held_out and any(t.listed_parents for t in new):
+        summary["terms_whose_listed_parents_are_all_held_out"] = len(only_held)
     if listed:  # the file lists parents: how often the first suggestion is one of them
         firsts = [r for r in listed if r["rank"] == 1]
         if firsts:

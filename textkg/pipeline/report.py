@@ -194,6 +194,8 @@ def _placement(prep: Prepared, cfg: RunConfig) -> dict | None:
             )
             if names_only is not None:
                 out["placement_names_only"] = names_only
+    if out is not None:  # terms textkg place can never propose as parents: they are not training terms
+        out["placement_held_out_terms"] = len(torch.cat([prep.split.valid_entities, prep.split.test_entities]).unique())
     return out
 
 
