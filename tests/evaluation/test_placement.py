@@ -330,6 +330,12 @@ def test_train_reports_placement_first(tmp_path, capsys, monkeypatch):
     assert summary["placement"]["chosen_on_validation"] == selection["chosen"] == max(valid_mrr, key=valid_mrr.get)
     assert set(valid_mrr) == {"model", "description-nn", "parent-of-nearest", "combined"}
     assert summary["placement"]["combined"] == metrics["test"]["placement_combined"]
+    # issue 37: the same terms from their names alone, what place can never propose, and too few steps
+    names_only = metrics["test"]["placement_names_only"]
+    assert names_only["placement"]["num_queries"] == metrics["test"]["placement"]["num_queries"]
+    assert summary["placement"]["names_only"]["reading"].startswith("New terms read from their names alone:")
+    assert f"{metrics['test']['placement_held_out_terms']:,} held-out" in summary["placement"]["held_out_terms"]
+    assert summary["warning"] == metrics["train"]["warning"] and "training steps" in summary["warning"]
 
 
 def test_hierarchy_limits_what_placement_reads():
