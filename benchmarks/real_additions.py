@@ -188,6 +188,14 @@ def main() -> None:
             "cpu_seconds_per_1000_terms": 1000 * (time.perf_counter() - t0) / len(terms),
         }
     assert placer is not None
+    if placer.selection and placer.selection["combined"]["weights"].get("rerank", 0) > 0:  # the simplest alternative
+        placer.method = "combined"
+        placer.selection["combined"]["weights"]["rerank"] = 0.0
+        placed = placer.place(terms, top_k=args.top_k, evidence=0)
+        order = {}
+        for r in placed:
+            order.setdefault(r["term"], []).append(r["parent"])
+        rows["combined without the re-ranker"] = summarise(ranks_of(order, gold))
     rows["tfidf-nn"] = summarise(ranks_of(tfidf_order(placer, terms, args.top_k), gold))
     held = set(placer.predictor.kg.entities) - placer.training_ids()
     pairs = [(t, p) for t, g in gold.items() for p in g]
