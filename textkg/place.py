@@ -278,21 +278,13 @@ class Placer:
 
     def _rerank(self, features: torch.Tensor, texts: list[str], names: list[str]):
         """The run's fitted re-ranker (:mod:`textkg.evaluation.placement_rerank`) over existing + new terms."""
-        from textkg.evaluation.placement import cosine_scorer
-        from textkg.evaluation.placement_ensemble import RERANK_VOTE, neighbour_vote_scorer
-        from textkg.evaluation.placement_rerank import Reranker, fitted_reranker
+        from textkg.evaluation.placement_eval import saved_reranker
 
-        vote = neighbour_vote_scorer(features, self.parent_edges, vote=RERANK_VOTE)
-        scorers = {"description": cosine_scorer(features), "vote": vote}
-        reranker = Reranker(**self.reranker)  # type: ignore[arg-type]
-        return fitted_reranker(
-            reranker,
-            texts=texts,
-            names=names,
-            scorers=scorers,
-            parent_edges=self.parent_edges,
-            fit_on=self.predictor.prepared.split.train_entities,
-        )[1]
+        assert self.reranker is not None
+        train = self.predictor.prepared.split.train_entities
+        return saved_reranker(
+            self.reranker, features=features, parent_edges=self.parent_edges, texts=texts, names=names, fit_on=train
+        )
 
     def place(
         self,

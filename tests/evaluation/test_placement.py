@@ -31,7 +31,7 @@ from textkg.evaluation.placement import (
     placement_ranks,
     placement_reading,
 )
-from textkg.evaluation.placement_ensemble import evaluate_placement
+from textkg.evaluation.placement_eval import evaluate_placement
 
 IS_A, HAS = 0, 1
 ROOT, A, B, A1, A2, B1, N, C, D, X, M = range(11)
@@ -383,7 +383,7 @@ def _private_hpo_small_run(monkeypatch, tmp_path, *privacy):
 def test_private_run_placement_reads_no_private_statement(tmp_path, monkeypatch):
     """Adversary's view: under ``--privacy full`` every training statement is private, so the released
     placement block has no parent-of-nearest baseline and a close@1 built from public statements only."""
-    from textkg.evaluation import placement_ensemble as placement_module  # where evaluate_placement looks
+    from textkg.evaluation import placement_eval as placement_module  # where evaluate_placement looks
 
     seen = {}
 
@@ -408,7 +408,7 @@ def test_confidential_run_placement_votes_with_public_statements_only(tmp_path, 
     that parent-of-nearest or the combination's vote reads is a public one, and some private ``is_a``
     statements existed to leak."""
     from textkg.evaluation import placement_ensemble
-    from textkg.evaluation import placement_ensemble as placement_module  # where evaluate_placement looks
+    from textkg.evaluation import placement_eval as placement_module  # where evaluate_placement looks
 
     seen, read = {}, []
     original = placement_module.evaluate_placement
@@ -428,9 +428,9 @@ def test_confidential_run_placement_votes_with_public_statements_only(tmp_path, 
     monkeypatch.setattr(
         placement_module, "parent_of_nearest_scorer", recording(placement_module.parent_of_nearest_scorer)
     )
-    monkeypatch.setattr(
-        placement_ensemble, "neighbour_vote_scorer", recording(placement_ensemble.neighbour_vote_scorer)
-    )
+    vote = placement_ensemble.neighbour_vote_scorer
+    for module in (placement_ensemble, placement_module):  # the tuner's votes and the re-ranker's
+        monkeypatch.setattr(module, "neighbour_vote_scorer", recording(vote))
     out = _private_hpo_small_run(monkeypatch, tmp_path, "--privacy", "confidential", "--confidential-fraction", "0.5")
     is_a = json.loads((out / "graph.json").read_text())["relations"].index("is_a")
     public = {(h, t) for h, r, t in seen["hierarchy"].tolist() if r == is_a}

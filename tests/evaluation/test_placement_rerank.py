@@ -13,7 +13,7 @@ import torch
 
 from textkg.data.graph import KnowledgeGraph, Split
 from textkg.evaluation.placement import NewRowsModel, placement_queries, rank_placement
-from textkg.evaluation.placement_ensemble import evaluate_placement
+from textkg.evaluation.placement_eval import evaluate_placement
 from textkg.evaluation.placement_rerank import (
     PairFeatures,
     RerankConfig,

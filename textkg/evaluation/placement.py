@@ -389,7 +389,7 @@ _COMPONENT_LABELS = {
 
 
 def placement_reading(result: dict) -> str:
-    """One sentence a curator can read, from :func:`textkg.evaluation.placement_ensemble.evaluate_placement`'s result.
+    """One sentence a curator can read, from :func:`textkg.evaluation.placement_eval.evaluate_placement`'s result.
 
     With a ``placement_selection`` the sentence leads with the method chosen on
     validation terms, named, and puts the others' test numbers beside it;

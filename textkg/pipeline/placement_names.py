@@ -21,7 +21,7 @@ from collections.abc import Callable
 import torch
 
 from textkg.evaluation.placement import NewRowsModel
-from textkg.evaluation.placement_ensemble import evaluate_placement
+from textkg.evaluation.placement_eval import evaluate_placement
 from textkg.evaluation.placement_rerank import Reranker
 from textkg.pipeline.prepared import Prepared
 from textkg.training.config import RunConfig

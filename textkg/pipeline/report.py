@@ -159,7 +159,7 @@ def _placement(prep: Prepared, cfg: RunConfig) -> dict | None:
     ``full`` mode), since metrics.json is released; the combination is tuned on
     validation statements, which are public inputs."""
     from textkg.evaluation.placement import placement_queries
-    from textkg.evaluation.placement_ensemble import evaluate_placement
+    from textkg.evaluation.placement_eval import evaluate_placement
 
     if placement_queries(prep.kg, prep.split) is None:
         return None
