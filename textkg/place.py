@@ -283,7 +283,13 @@ class Placer:
         assert self.reranker is not None
         train = self.predictor.prepared.split.train_entities
         return saved_reranker(
-            self.reranker, features=features, parent_edges=self.parent_edges, texts=texts, names=names, fit_on=train
+            self.reranker,
+            features=features,
+            parent_edges=self.parent_edges,
+            texts=texts,
+            names=names,
+            fit_on=train,
+            file=str(self.run_dir / "metrics.json"),
         )
 
     def place(

@@ -207,3 +207,14 @@ def test_place_uses_the_reranker_when_validation_weighs_it(toy_run):
     placer.reranker = None
     with pytest.raises(ConfigError, match="no fitted one"):
         placer.place([term], top_k=3)
+    # a tampered metrics.json is data: a bad weight is refused with the file and field, never evaluated
+    for bad in ({"weights": {"tfidf": "__import__('os')"}}, {"weights": {**rows_weights(), "depth": float("nan")}}):
+        placer.reranker = bad
+        with pytest.raises(ConfigError, match="test.placement_rerank.weights"):
+            placer.place([term], top_k=3)
+
+
+def rows_weights():
+    from textkg.evaluation.placement_rerank import PRIOR_FEATURES, SCORED_FEATURES
+
+    return {name: 1.0 for name in SCORED_FEATURES + PRIOR_FEATURES}

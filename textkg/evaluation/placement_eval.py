@@ -155,12 +155,14 @@ def saved_reranker(
     texts: Sequence[str],
     names: Sequence[str],
     fit_on: torch.Tensor,
+    file: str | None = None,
 ):
-    """The scorer of a re-ranker saved in a run's ``metrics.json`` (``test.placement_rerank``), over the
-    same pair features :func:`evaluate_placement` fitted it on (``textkg place``: existing + new terms)."""
+    """The scorer of a re-ranker saved in a run's ``metrics.json`` (``test.placement_rerank``, checked by
+    :meth:`Reranker.from_dict`), over the same pair features :func:`evaluate_placement` fitted it on
+    (``textkg place``: existing + new terms)."""
     vote = neighbour_vote_scorer(features, parent_edges, vote=RERANK_VOTE)
     return fitted_reranker(
-        Reranker(**saved),
+        Reranker.from_dict(saved, file=file),
         texts=texts,
         names=names,
         scorers={"description": cosine_scorer(features), "vote": vote},

@@ -91,6 +91,31 @@ class Reranker:
     def to_dict(self) -> dict:
         return {"weights": dict(self.weights), "num_terms": self.num_terms, "train_loss": self.train_loss}
 
+    @classmethod
+    def from_dict(cls, saved: object, *, file: str | None = None) -> Reranker:
+        """A re-ranker from :meth:`to_dict`'s output as read from a run's ``metrics.json`` (data from
+        outside the process: exactly the six feature names, each a finite number).
+
+        Raises:
+            ConfigError: Anything else, naming ``file`` and the field.
+        """
+        import math
+
+        field = "test.placement_rerank.weights"
+        weights = saved.get("weights") if isinstance(saved, dict) else None
+        names = SCORED_FEATURES + PRIOR_FEATURES
+        if not isinstance(weights, dict) or set(weights) != set(names):
+            raise ConfigError(f"expected a weight for each of {', '.join(names)}", file=file, field=field)
+        for name, w in weights.items():
+            if isinstance(w, bool) or not isinstance(w, int | float) or not math.isfinite(w):
+                raise ConfigError(f"weight of {name!r} must be a finite number, got {w!r}", file=file, field=field)
+        assert isinstance(saved, dict)
+        return cls(
+            weights={n: float(weights[n]) for n in names},
+            num_terms=int(saved.get("num_terms") or 0),
+            train_loss=float(saved.get("train_loss") or 0.0),
+        )
+
 
 def hierarchy_priors(parent_edges: torch.Tensor, num_entities: int) -> torch.Tensor:
     """``(num_entities, 2)`` ``[log(1 + #children), depth]`` from ``(m, 2)`` ``(child, parent)`` statements.

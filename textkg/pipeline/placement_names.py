@@ -86,7 +86,7 @@ def names_only_placement(
         batch_size=batch_size,
         hierarchy=hierarchy,
         texts=texts,
-        rerank=None if reranker is None else Reranker(**reranker),
+        rerank=None if reranker is None else Reranker.from_dict(reranker),
     )
 
 
