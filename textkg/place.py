@@ -164,6 +164,9 @@ class Placer:
             raise ConfigError("the run has not finished (no metrics.json)", file=self.run_dir)
         metrics = json.loads(metrics_path.read_text())
         self.selection = (metrics.get("test") or {}).get("placement_selection")
+        # what validation chose for terms read from their names alone (test.placement_names_only), and the re-ranker
+        self.names_only = (metrics.get("test") or {}).get("placement_names_only") or {}
+        self.reranker = (metrics.get("test") or {}).get("placement_rerank")
         self.held_out_terms = bool((metrics.get("test") or {}).get("placement"))
         if not self.held_out_terms and _run_split(self.run_dir) != "transductive":
             raise ConfigError(
@@ -174,6 +177,8 @@ class Placer:
             )
         self.asked = method != "auto"
         self.method = self._method(method)
+        names_selection = self.names_only.get("placement_selection")
+        self.names_method = names_selection["chosen"] if names_selection and not self.asked else self.method
         self.predictor = Predictor(self.run_dir, device=device)
         prep, kg = self.predictor.prepared, self.predictor.kg
         if DEFAULT_PARENT_RELATION not in kg.relations:
@@ -232,8 +237,12 @@ class Placer:
             new = cached_encode(get_encoder("bert"), texts, cache_dir=default_cache_dir())
         return existing.float(), new.float()
 
-    def _scorer(self, new_emb: torch.Tensor | None, features: torch.Tensor):
-        """The chosen method's ``score(terms, candidates)`` over ids where new term ``i`` is ``N + i``."""
+    def _scorer(
+        self, new_emb: torch.Tensor | None, features: torch.Tensor, words: tuple[list[str], list[str]], names_only=False
+    ):
+        """The chosen method's ``score(terms, candidates)`` over ids where new term ``i`` is ``N + i``
+        (``names_only``: the method and weights chosen for terms read from their names alone; ``words``: every
+        id's text and name, for the re-ranker)."""
         from textkg.evaluation.placement import cosine_scorer, parent_of_nearest_scorer
         from textkg.evaluation.placement_ensemble import VoteConfig, combined_scorer, neighbour_vote_scorer
 
@@ -253,17 +262,50 @@ class Placer:
                 )
 
         components = {"model": model_score, "description": cosine_scorer(features)}
-        if self.method == "model":
+        method, selection = (
+            (self.names_method, self.names_only.get("placement_selection"))
+            if names_only
+            else (
+                self.method,
+                self.selection,
+            )
+        )
+        if method == "model":
             return model_score
-        if self.method == "description-nn":
+        if method == "description-nn":
             return components["description"]
-        if self.method == "parent-of-nearest":
+        if method == "parent-of-nearest":
             return parent_of_nearest_scorer(features, self.parent_edges)
-        assert self.selection is not None and self.method == "combined"
-        combo = self.selection["combined"]
+        assert selection is not None and method == "combined"
+        combo = selection["combined"]
         if combo.get("vote") is not None:
             components["vote"] = neighbour_vote_scorer(features, self.parent_edges, vote=VoteConfig(**combo["vote"]))
-        return combined_scorer(components, combo["weights"])
+        weights = {c: w for c, w in combo["weights"].items() if w > 0}
+        if "rerank" in weights:  # validation gave the re-ranker a weight: its fitted form is test.placement_rerank
+            if not self.reranker:
+                raise ConfigError(
+                    "the run's combination weighs the re-ranker, but metrics.json has no fitted one",
+                    file=self.run_dir / "metrics.json",
+                    field="test.placement_rerank",
+                )
+            components["rerank"] = self._rerank(features, *words)
+        return combined_scorer(components, weights)
+
+    def _rerank(self, features: torch.Tensor, texts: list[str], names: list[str]):
+        """The run's fitted re-ranker (:mod:`textkg.evaluation.placement_rerank`) over existing + new terms."""
+        from textkg.evaluation.placement_eval import saved_reranker
+
+        assert self.reranker is not None
+        train = self.predictor.prepared.split.train_entities
+        return saved_reranker(
+            self.reranker,
+            features=features,
+            parent_edges=self.parent_edges,
+            texts=texts,
+            names=names,
+            fit_on=train,
+            file=str(self.run_dir / "metrics.json"),
+        )
 
     def place(
         self,
@@ -292,10 +334,13 @@ class Placer:
         if not terms:
             return []
         texts = [t.description for t in terms]
-        new_emb = self.predictor.embed(texts) if self.method in ("model", "combined") else None
+        methods = {self.method} | ({self.names_method} if any(not t.definition for t in terms) else set())
+        new_emb = self.predictor.embed(texts) if methods & {"model", "combined"} else None
         existing, new = self._description_features(texts)
         features = torch.cat([existing, new])
-        score = self._scorer(new_emb, features)
+        words = (list(kg.entity_descriptions) + texts, list(kg.entity_names) + [t.name for t in terms])
+        score = self._scorer(new_emb, features, words)
+        names_score = self._scorer(new_emb, features, words, names_only=True) if len(methods) > 1 else score
         unit = torch.nn.functional.normalize(features, dim=1)
         n, cands = kg.num_entities, self.candidates
         rows = []
@@ -304,6 +349,10 @@ class Placer:
             ids = torch.arange(n + start, n + start + len(batch))
             with torch.no_grad():
                 s = score(ids, cands)
+                bare = torch.tensor([not t.definition for t in batch])  # a name alone: the names-only choice
+                if names_score is not score and bare.any():
+                    s = s.double()
+                    s[bare] = names_score(ids[bare], cands).double()
                 if annotations:
                     s = self._with_annotations(s, batch, annotations, cands)
                 sim = unit[ids] @ unit[cands].T
@@ -334,7 +383,7 @@ class Placer:
                             "parent_name": kg.entity_names[parent],
                             "score": round(float(value), 6),
                             "share": round(float(share), 6),
-                            "method": self.method,
+                            "method": self.method if term.definition else self.names_method,
                             "listed": ("yes" if kg.entities[parent] in term.listed_parents else "no")
                             if term.listed_parents
                             else "",
@@ -452,6 +501,10 @@ def place_command(
             "rows_naming_an_entity_outside_the_graph": unknown,
             "vote_weight": placer.annotation_weight,
         }
+    held_out = set(placer.predictor.kg.entities) - known  # the run's own held-out terms: never proposed
+    only_held = [t for t in new if t.listed_parents and set(t.listed_parents) <= held_out]
+    if held_out and any(t.listed_parents for t in new):
+        summary["terms_whose_listed_parents_are_all_held_out"] = len(only_held)
     if any(t.listed_parents for t in new):
         summary["placeable_terms"] = len(placeable)
     if listed:  # the file lists parents in the graph: how often the first suggestion is one of them

@@ -172,3 +172,49 @@ def test_every_method_the_run_may_choose(toy_run, method):
         assert rows[0]["parent"] == "dog"
     if method == "description-nn":  # the most similar description: a dog or a dog breed
         assert rows[0]["parent"] in {"dog", *CATEGORIES["dog"][1]}
+
+
+def test_a_name_alone_is_placed_with_the_names_only_choice(toy_run):
+    """A term without a definition is placed with the method and weights chosen on the validation terms read
+    from their names alone (``test.placement_names_only``), and its rows say so."""
+    from textkg.place import NewTerm, Placer
+
+    metrics = json.loads((toy_run / "metrics.json").read_text())["test"]
+    names_only = metrics["placement_names_only"]
+    assert set(names_only["placement_baselines"]) == {"description-nn", "parent-of-nearest", "tfidf-nn"}
+    assert names_only["placement"]["num_queries"] == metrics["placement"]["num_queries"]  # the same queries
+    placer = Placer(toy_run)
+    assert placer.names_method == names_only["placement_selection"]["chosen"]
+    rows = placer.place([NewTerm("NEW:1", "poodle dog"), NewTerm("NEW:2", "rose", CATEGORIES["flower"][0])], top_k=2)
+    bare = [r for r in rows if r["term"] == "NEW:1"]
+    full = [r for r in rows if r["term"] == "NEW:2"]
+    assert {r["method"] for r in bare} == {placer.names_method} and {r["note"] for r in bare} == {NO_DEFINITION_NOTE}
+    assert {r["method"] for r in full} == {placer.method} and full[0]["parent"] == "flower"
+
+
+def test_place_uses_the_reranker_when_validation_weighs_it(toy_run):
+    """The combination with the re-ranker at a positive weight (as validation may choose) places terms; a
+    metrics.json that weighs it without a fitted one is refused, not silently ignored."""
+    from textkg.place import NewTerm, Placer
+
+    placer = Placer(toy_run)
+    assert placer.reranker is not None and set(placer.reranker["weights"]) >= {"tfidf", "containment"}
+    placer.method = "combined"
+    placer.selection["combined"]["weights"] = {"description": 1.0, "rerank": 1.0}
+    term = NewTerm("NEW:1", "dachshund", CATEGORIES["dog"][0])
+    rows = placer.place([term], top_k=3)
+    assert [r["rank"] for r in rows] == [1, 2, 3] and rows[0]["parent"] == "dog"
+    placer.reranker = None
+    with pytest.raises(ConfigError, match="no fitted one"):
+        placer.place([term], top_k=3)
+    # a tampered metrics.json is data: a bad weight is refused with the file and field, never evaluated
+    for bad in ({"weights": {"tfidf": "__import__('os')"}}, {"weights": {**rows_weights(), "depth": float("nan")}}):
+        placer.reranker = bad
+        with pytest.raises(ConfigError, match="test.placement_rerank.weights"):
+            placer.place([term], top_k=3)
+
+
+def rows_weights():
+    from textkg.evaluation.placement_rerank import PRIOR_FEATURES, SCORED_FEATURES
+
+    return {name: 1.0 for name in SCORED_FEATURES + PRIOR_FEATURES}

@@ -31,7 +31,7 @@ from textkg.evaluation.placement import (
     placement_ranks,
     placement_reading,
 )
-from textkg.evaluation.placement_ensemble import evaluate_placement
+from textkg.evaluation.placement_eval import evaluate_placement
 
 IS_A, HAS = 0, 1
 ROOT, A, B, A1, A2, B1, N, C, D, X, M = range(11)
@@ -289,6 +289,9 @@ def test_train_reports_placement_first(tmp_path, capsys, monkeypatch):
         return torch.randn(prep.kg.num_entities, 8, generator=torch.Generator().manual_seed(0))
 
     monkeypatch.setattr(pipeline, "_description_features", fake_features)
+    monkeypatch.setattr(  # the names-only block encodes the held-out terms' names alone
+        pipeline, "_new_description_features", lambda prep, cfg, texts: torch.randn(len(texts), 8)
+    )
     out = tmp_path / "run"
     assert (
         main(
@@ -317,7 +320,7 @@ def test_train_reports_placement_first(tmp_path, capsys, monkeypatch):
     assert list(summary)[0] == "placement" and {"out", "test", "valid", "privacy"} <= set(summary)
     assert summary["placement"]["reading"].startswith("New terms: the suggestions come from ")
     assert summary["placement"]["next"].startswith(f"textkg place {out} ")
-    assert set(summary["placement"]["baselines"]) == {"description-nn", "parent-of-nearest"}
+    assert set(summary["placement"]["baselines"]) == {"description-nn", "parent-of-nearest", "tfidf-nn"}
     metrics = json.loads((out / "metrics.json").read_text())
     assert metrics["test"]["placement"] == summary["placement"]["model"]
     assert metrics["test"]["placement"]["num_queries"] > 50 and len(calls) == 1
@@ -327,6 +330,12 @@ def test_train_reports_placement_first(tmp_path, capsys, monkeypatch):
     assert summary["placement"]["chosen_on_validation"] == selection["chosen"] == max(valid_mrr, key=valid_mrr.get)
     assert set(valid_mrr) == {"model", "description-nn", "parent-of-nearest", "combined"}
     assert summary["placement"]["combined"] == metrics["test"]["placement_combined"]
+    # issue 37: the same terms from their names alone, what place can never propose, and too few steps
+    names_only = metrics["test"]["placement_names_only"]
+    assert names_only["placement"]["num_queries"] == metrics["test"]["placement"]["num_queries"]
+    assert summary["placement"]["names_only"]["reading"].startswith("New terms read from their names alone:")
+    assert f"{metrics['test']['placement_held_out_terms']:,} held-out" in summary["placement"]["held_out_terms"]
+    assert summary["warning"] == metrics["train"]["warning"] and "training steps" in summary["warning"]
 
 
 def test_hierarchy_limits_what_placement_reads():
@@ -363,6 +372,7 @@ def _private_hpo_small_run(monkeypatch, tmp_path, *privacy):
         "_description_features",
         lambda prep: torch.randn(prep.kg.num_entities, 8, generator=torch.Generator().manual_seed(0)),
     )
+    monkeypatch.setattr(pipeline, "_new_description_features", lambda prep, cfg, texts: torch.randn(len(texts), 8))
     out = tmp_path / "run"
     argv = "train --dataset hpo-small --split inductive --model transe --epochs 1 --dim 8 --valid-max-triples 20"
     argv += " --no-progress --noise-multiplier 1.0 --batch-size 512"
@@ -373,7 +383,7 @@ def _private_hpo_small_run(monkeypatch, tmp_path, *privacy):
 def test_private_run_placement_reads_no_private_statement(tmp_path, monkeypatch):
     """Adversary's view: under ``--privacy full`` every training statement is private, so the released
     placement block has no parent-of-nearest baseline and a close@1 built from public statements only."""
-    from textkg.evaluation import placement_ensemble as placement_module  # where evaluate_placement looks
+    from textkg.evaluation import placement_eval as placement_module  # where evaluate_placement looks
 
     seen = {}
 
@@ -387,7 +397,7 @@ def test_private_run_placement_reads_no_private_statement(tmp_path, monkeypatch)
     out = _private_hpo_small_run(monkeypatch, tmp_path, "--privacy", "full")
     assert seen["hierarchy"] is not None and len(seen["hierarchy"]) == 0
     metrics = json.loads((out / "metrics.json").read_text())
-    assert set(metrics["test"]["placement_baselines"]) == {"description-nn"}
+    assert set(metrics["test"]["placement_baselines"]) == {"description-nn", "tfidf-nn"}  # text only
     # the combination has no hierarchy to vote with: model and description only, tuned on validation
     combined = metrics["test"]["placement_selection"]["combined"]
     assert combined["vote"] is None and set(combined["weights"]) == {"model", "description"}
@@ -398,7 +408,7 @@ def test_confidential_run_placement_votes_with_public_statements_only(tmp_path, 
     that parent-of-nearest or the combination's vote reads is a public one, and some private ``is_a``
     statements existed to leak."""
     from textkg.evaluation import placement_ensemble
-    from textkg.evaluation import placement_ensemble as placement_module  # where evaluate_placement looks
+    from textkg.evaluation import placement_eval as placement_module  # where evaluate_placement looks
 
     seen, read = {}, []
     original = placement_module.evaluate_placement
@@ -418,9 +428,9 @@ def test_confidential_run_placement_votes_with_public_statements_only(tmp_path, 
     monkeypatch.setattr(
         placement_module, "parent_of_nearest_scorer", recording(placement_module.parent_of_nearest_scorer)
     )
-    monkeypatch.setattr(
-        placement_ensemble, "neighbour_vote_scorer", recording(placement_ensemble.neighbour_vote_scorer)
-    )
+    vote = placement_ensemble.neighbour_vote_scorer
+    for module in (placement_ensemble, placement_module):  # the tuner's votes and the re-ranker's
+        monkeypatch.setattr(module, "neighbour_vote_scorer", recording(vote))
     out = _private_hpo_small_run(monkeypatch, tmp_path, "--privacy", "confidential", "--confidential-fraction", "0.5")
     is_a = json.loads((out / "graph.json").read_text())["relations"].index("is_a")
     public = {(h, t) for h, r, t in seen["hierarchy"].tolist() if r == is_a}

@@ -29,13 +29,13 @@ from textkg.evaluation.placement_ensemble import (
     VoteConfig,
     combined_scorer,
     evaluate_combined,
-    evaluate_placement,
     neighbour_vote_scorer,
     standardise,
     tune_combination,
     vote_scorer,
     weight_grid,
 )
+from textkg.evaluation.placement_eval import evaluate_placement
 
 IS_A = 0
 ROOT, A, B, A1, A2, B1, B2, V1, V2, T1, T2 = range(11)

@@ -77,6 +77,7 @@ def train(args) -> dict | None:
             "baselines": placement.get("placement_baselines", {}),
             "next": f"textkg place {out} --obo NEW.obo --out placed.tsv (or --terms FILE.tsv: id, name, definition)",
         }
+        summary["placement"].update(_placement_extras(placement))
     vote = metrics["test"].get("neighbour_vote")
     if vote and "combined" in vote:  # new entities: what their nearest known neighbours add to the model
         gain = vote["combined"]["mrr"] - metrics["test"]["mrr"]
@@ -90,6 +91,8 @@ def train(args) -> dict | None:
             "combined": vote["combined"]["mrr"],
             "vote_only": vote["vote_only"]["mrr"],
         }
+    if metrics["train"].get("warning"):
+        summary["warning"] = metrics["train"]["warning"]
     return {
         **summary,
         "out": str(out),
@@ -97,6 +100,30 @@ def train(args) -> dict | None:
         "valid": metrics["valid"],
         "privacy": metrics["privacy"],
     }
+
+
+def _placement_extras(placement: dict) -> dict:
+    """The summary's names-only reading and what an inductive run cannot propose (issue 37)."""
+    from textkg.evaluation.placement import placement_reading
+
+    out: dict = {}
+    names = placement.get("placement_names_only")
+    if names and names.get("placement_selection"):
+        reading = placement_reading(names).replace("New terms:", "New terms read from their names alone:", 1)
+        out["names_only"] = {
+            "reading": reading,
+            "chosen_on_validation": names["placement_selection"]["chosen"],
+            "combined": names["placement_combined"],
+            "baselines": names.get("placement_baselines", {}),
+        }
+    held = placement.get("placement_held_out_terms")
+    if held:
+        out["held_out_terms"] = (
+            f"{held:,} held-out (validation and test) terms are not in the training graph, so textkg place "
+            "never proposes them as parents; to place real additions, train on the whole release "
+            "(--split transductive)"
+        )
+    return out
 
 
 def _spread_words(vote: dict) -> str:

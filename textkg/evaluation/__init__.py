@@ -16,7 +16,7 @@ Typical use::
 from textkg.evaluation.filtering import FilterIndex
 from textkg.evaluation.metrics import DEFAULT_KS, RankingMetrics, evaluate, rank_metrics
 from textkg.evaluation.placement import PlacementMetrics
-from textkg.evaluation.placement_ensemble import evaluate_placement
+from textkg.evaluation.placement_eval import evaluate_placement
 from textkg.evaluation.ranking import DIRECTIONS, RankResult, Scorer, compute_ranks, realistic_ranks
 
 __all__ = [

@@ -306,6 +306,31 @@ def model_scorer(model, relation: int) -> PlacementScorer:
     return score
 
 
+class NewRowsModel:
+    """A model whose entities ``ids`` are read from ``vectors`` (e.g. new terms re-read from their names alone).
+
+    Offers the ``score_tails`` that :func:`model_scorer` calls; the other entities keep the model's vectors.
+
+    Args:
+        model: A :class:`~textkg.models.kge.KGEModel` in eval mode.
+        ids: ``(n,)`` entity ids to replace.
+        vectors: ``(n, d)`` their vectors (:meth:`KGEModel.embed_new_entities`).
+    """
+
+    def __init__(self, model, ids: torch.Tensor, vectors: torch.Tensor) -> None:
+        with torch.no_grad():
+            entities = model.entity_matrix().detach().clone()
+            entities[ids.to(entities.device)] = vectors.to(entities)
+        self.entities, self.relations = entities, model.relation_matrix().detach()
+        self.interaction = model.interaction
+
+    def score_tails(self, heads: torch.Tensor, relations: torch.Tensor, candidates: torch.Tensor) -> torch.Tensor:
+        device = self.entities.device
+        return self.interaction.score_tails(
+            self.entities[heads.to(device)], self.relations[relations.to(device)], self.entities[candidates.to(device)]
+        )
+
+
 def cosine_scorer(features: torch.Tensor) -> PlacementScorer:
     """``description-nn``: cosine similarity of ``(num_entities, D)`` description features."""
     x = torch.nn.functional.normalize(features.detach().float(), dim=1)
@@ -349,21 +374,35 @@ def parent_of_nearest_scorer(
     return score
 
 
+def standardise(scores: torch.Tensor) -> torch.Tensor:
+    """``(b, c)`` scores shifted and scaled per row to mean 0 and variance 1 (float64).
+
+    A constant row becomes all zeros. The map is increasing per row, so it
+    keeps every row's ranking and ties.
+    """
+    s = scores.double()
+    centred = s - s.mean(1, keepdim=True)
+    std = centred.pow(2).mean(1, keepdim=True).sqrt()
+    return torch.where(std > 0, centred / torch.where(std > 0, std, torch.ones_like(std)), torch.zeros_like(s))
+
+
 #: How the CLI names each placement method to a curator.
 METHOD_LABELS = {
     "model": "the trained model",
     "description-nn": "the most similar existing term by description (baseline, no training)",
     "parent-of-nearest": "the parents of the most similar existing terms (baseline, no training)",
+    "tfidf-nn": "the existing term sharing the most words (TF-IDF; baseline, no training)",
 }
 _COMPONENT_LABELS = {
     "model": "the trained model",
     "description": "description similarity",
     "vote": "the parents of the most similar existing terms",
+    "rerank": "a re-ranker reading the words of both terms",
 }
 
 
 def placement_reading(result: dict) -> str:
-    """One sentence a curator can read, from :func:`textkg.evaluation.placement_ensemble.evaluate_placement`'s result.
+    """One sentence a curator can read, from :func:`textkg.evaluation.placement_eval.evaluate_placement`'s result.
 
     With a ``placement_selection`` the sentence leads with the method chosen on
     validation terms, named, and puts the others' test numbers beside it;
@@ -480,6 +519,7 @@ __all__ = [
     "DEFAULT_NEIGHBOURS",
     "DEFAULT_PARENT_RELATION",
     "METHOD_LABELS",
+    "NewRowsModel",
     "PlacementMetrics",
     "PlacementQueries",
     "cosine_scorer",
@@ -489,4 +529,5 @@ __all__ = [
     "placement_ranks",
     "placement_reading",
     "rank_placement",
+    "standardise",
 ]

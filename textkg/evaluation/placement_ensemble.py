@@ -48,10 +48,8 @@ from textkg.evaluation.placement import (
     PlacementQueries,
     PlacementScorer,
     cosine_scorer,
-    model_scorer,
-    parent_of_nearest_scorer,
-    placement_queries,
     rank_placement,
+    standardise,
 )
 
 #: Components of the combined scorer, in the order weights are listed.
@@ -169,18 +167,6 @@ def vote_scorer(
         return key * 4 + (cosine(terms, candidates).double() + 1)  # cosine + 1 lies in [0, 2]
 
     return score
-
-
-def standardise(scores: torch.Tensor) -> torch.Tensor:
-    """``(b, c)`` scores shifted and scaled per row to mean 0 and variance 1 (float64).
-
-    A constant row becomes all zeros. The map is increasing per row, so it
-    keeps every row's ranking and ties.
-    """
-    s = scores.double()
-    centred = s - s.mean(1, keepdim=True)
-    std = centred.pow(2).mean(1, keepdim=True).sqrt()
-    return torch.where(std > 0, centred / torch.where(std > 0, std, torch.ones_like(std)), torch.zeros_like(s))
 
 
 def combined_scorer(components: Mapping[str, PlacementScorer], weights: Mapping[str, float]) -> PlacementScorer:
@@ -319,6 +305,48 @@ def tune_combination(
     return Combination(weights=weights, vote=vote, valid=metrics, tried=tried)
 
 
+#: Weights tried for one component added to a tuned combination (whose largest weight is 1); 0 leaves it out.
+ADDED_WEIGHT_VALUES = (0.0, 0.1, 0.3, 1.0, 3.0, 10.0)
+
+
+def tune_added_weight(
+    components: Mapping[str, PlacementScorer],
+    weights: Mapping[str, float],
+    name: str,
+    scorer: PlacementScorer,
+    valid: PlacementQueries,
+    *,
+    num_entities: int,
+    values: Sequence[float] = ADDED_WEIGHT_VALUES,
+    batch_size: int = 256,
+) -> tuple[dict[str, float], dict[str, float]]:
+    """The weight of one more component ``name`` added to a tuned combination, chosen on validation.
+
+    Tries ``weights`` plus ``name`` at each of ``values`` (in order; on a tie the
+    earlier, so 0, "left out", wins a tie), then ``name`` alone.
+
+    Returns:
+        ``(weights, tried)``: the chosen weighting (``name`` included, possibly at 0)
+        and the validation MRR of each weighting tried, by name.
+    """
+    everything = {**components, name: scorer}
+    cached = {n: _memoised(s) for n, s in everything.items() if weights.get(n, 0) > 0 or n == name}
+    options = [{**weights, name: float(v)} for v in values]
+    options.append({**{n: 0.0 for n in weights}, name: 1.0})
+    tried: dict[str, float] = {}
+    best: tuple[float, dict[str, float]] | None = None
+    for w in options:
+        if not any(v > 0 for v in w.values()):
+            continue
+        mrr = rank_placement(_weighted_sum(cached, w), valid, num_entities=num_entities, batch_size=batch_size).mrr
+        tried["combined" + _weights_name(w)] = mrr
+        if best is None or mrr > best[0]:
+            best = (mrr, w)
+    if best is None:
+        raise ConfigError("no weighting to try: values holds no positive weight", field="values")
+    return best[1], tried
+
+
 def evaluate_combined(
     components: Mapping[str, PlacementScorer],
     valid: PlacementQueries,
@@ -331,6 +359,8 @@ def evaluate_combined(
     votes: Sequence[VoteConfig] = DEFAULT_VOTES,
     weight_values: Sequence[float] = DEFAULT_WEIGHT_VALUES,
     batch_size: int = 256,
+    added: tuple[str, PlacementScorer] | None = None,
+    reported: Mapping[str, PlacementScorer] | None = None,
 ) -> dict:
     """Tune the combination on ``valid``, report it on ``test``, and choose the method to suggest on ``valid``.
 
@@ -341,6 +371,11 @@ def evaluate_combined(
         baselines: The named baselines (``description-nn``, ``parent-of-nearest``)
             that compete with the model and the combination for the choice.
         features, parent_edges, votes, weight_values, batch_size: See :func:`tune_combination`.
+        added: ``(name, scorer)`` of one more component (the re-ranker) whose weight is chosen on
+            ``valid`` after the others' (:func:`tune_added_weight`); the combination without it is
+            reported beside it (``placement_combined_without_<name>``).
+        reported: Scorers reported on ``valid`` (``valid_reported_only``) but never chosen
+            (e.g. ``tfidf-nn``, which ``textkg place`` does not offer).
 
     Returns:
         ``{"placement_combined": test metrics of the combination,
@@ -364,6 +399,24 @@ def evaluate_combined(
         # the tuner only picks a vote when it was given the features and the parent statements
         assert features is not None and parent_edges is not None
         scorers["vote"] = neighbour_vote_scorer(features, parent_edges, vote=combo.vote)
+    out: dict = {}
+    if added is not None:
+        name, scorer = added
+        weights, tried = tune_added_weight(
+            scorers, combo.weights, name, scorer, valid, num_entities=num_entities, batch_size=batch_size
+        )
+        out[f"placement_combined_without_{name}"] = rank_placement(
+            combined_scorer(scorers, combo.weights), test, num_entities=num_entities, batch_size=batch_size
+        ).to_dict()
+        scorers[name] = scorer
+        combo = Combination(
+            weights=weights,
+            vote=combo.vote,
+            valid=rank_placement(
+                combined_scorer(scorers, weights), valid, num_entities=num_entities, batch_size=batch_size
+            ),
+            tried={**combo.tried, **tried},
+        )
     test_metrics = rank_placement(
         combined_scorer(scorers, combo.weights), test, num_entities=num_entities, batch_size=batch_size
     )
@@ -380,12 +433,18 @@ def evaluate_combined(
     )
     on_valid["combined"] = combo.valid
     chosen = max(on_valid, key=lambda name: (on_valid[name].mrr, -list(on_valid).index(name)))
+    not_chosen = {
+        name: rank_placement(s, valid, num_entities=num_entities, batch_size=batch_size).to_dict()
+        for name, s in (reported or {}).items()
+    }
     return {
         "placement_combined": test_metrics.to_dict(),
+        **out,
         "placement_selection": {
             "chosen": chosen,
             "criterion": "validation placement MRR",
             "valid": {name: m.to_dict() for name, m in on_valid.items()},
+            **({"valid_reported_only": not_chosen} if not_chosen else {}),
             "combined": combo.to_dict(),
         },
     }
@@ -422,91 +481,10 @@ __all__ = [
     "VoteConfig",
     "combined_scorer",
     "evaluate_combined",
-    "evaluate_placement",
     "neighbour_vote_scorer",
     "standardise",
+    "tune_added_weight",
     "tune_combination",
     "vote_scorer",
     "weight_grid",
 ]
-
-
-def evaluate_placement(
-    model,
-    kg,
-    split,
-    *,
-    text_features: torch.Tensor | None = None,
-    relation: str | None = None,
-    k: int = DEFAULT_NEIGHBOURS,
-    batch_size: int = 256,
-    hierarchy: torch.Tensor | None = None,
-    combine: bool = True,
-) -> dict | None:
-    """Placement metrics of a model, of the two text baselines and of the combined scorer.
-
-    Args:
-        model: Scorer with ``score_tails(heads (b,), relations (b,), candidates (c,)) -> (b, c)``;
-            put in eval mode by the caller.
-        kg, split: The graph and its inductive split.
-        text_features: ``(num_entities, D)`` description features for the
-            baselines and the combination; ``None`` leaves them out.
-        relation: The parent relation (default ``"is_a"``; see :func:`placement_queries`).
-        k: Neighbours of ``parent-of-nearest``.
-        batch_size: New terms scored at once.
-        hierarchy: ``(m, 3)`` training statements that ``close@1``,
-            ``parent-of-nearest`` and the combination's vote may read (``None``:
-            all of ``split.train``). ``parent-of-nearest`` and the vote are left
-            out when none of them is a parent statement (a private run whose
-            every ``is_a`` statement is private).
-        combine: Tune the combined scorer on the validation placement queries
-            (:mod:`textkg.evaluation.placement_ensemble`) when there are any and
-            ``text_features`` is given.
-
-    Returns:
-        ``{"placement": {...}, "placement_baselines": {"description-nn": {...},
-        "parent-of-nearest": {...}}}`` (:meth:`PlacementMetrics.to_dict` each,
-        on test; baselines ``{}`` without ``text_features``), plus, when the
-        combination was tuned, ``"placement_combined"`` (its test metrics) and
-        ``"placement_selection"`` (the method chosen on validation, every
-        method's validation metrics and the combination's settings; see
-        :func:`~textkg.evaluation.placement_ensemble.evaluate_combined`).
-        ``None`` when there are no test placement queries.
-    """
-    queries = placement_queries(kg, split, relation=relation, hierarchy=hierarchy)
-    if queries is None:
-        return None
-    n = kg.num_entities
-    model_score = model_scorer(model, queries.relation)
-    out = {
-        "placement": rank_placement(model_score, queries, num_entities=n, batch_size=batch_size).to_dict(),
-        "placement_baselines": {},
-    }
-    if text_features is None:
-        return out
-    if tuple(text_features.shape[:1]) != (n,) or text_features.ndim != 2:
-        raise ConfigError(f"text_features must be ({n}, D), got {tuple(text_features.shape)}", field="text_features")
-    statements = split.train if hierarchy is None else hierarchy
-    edges = statements[statements[:, 1] == queries.relation][:, [0, 2]]
-    baselines = {"description-nn": cosine_scorer(text_features)}
-    if len(edges):
-        baselines["parent-of-nearest"] = parent_of_nearest_scorer(text_features, edges, k=k)
-    out["placement_baselines"] = {
-        name: rank_placement(s, queries, num_entities=n, batch_size=batch_size).to_dict()
-        for name, s in baselines.items()
-    }
-    valid = placement_queries(kg, split, relation=relation, hierarchy=hierarchy, which="valid") if combine else None
-    if valid is not None:
-        out.update(
-            evaluate_combined(
-                {"model": model_score, "description": baselines["description-nn"]},
-                valid,
-                queries,
-                num_entities=n,
-                baselines=baselines,
-                features=text_features,
-                parent_edges=edges,
-                batch_size=batch_size,
-            )
-        )
-    return out

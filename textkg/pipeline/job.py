@@ -250,6 +250,9 @@ def run(
         "test": test,
         "privacy": _privacy_block(prep, cfg, private),
     }
+    few = few_steps_warning(state.step, state.epoch, stopped=state.stopped)
+    if few:
+        metrics["train"]["warning"] = few
     if cfg.train.init_from is not None:
         metrics["train"]["initialised_from"] = init or _recorded_init(out_dir)
         if metrics["privacy"] is not None:
@@ -263,6 +266,23 @@ def run(
             ckpt.atomic_write_json(out_dir / PRIVATE_METRICS, {"note": PRIVATE_METRICS_NOTE, **owner}, private=True)
     ckpt.atomic_write_json(out_dir / "metrics.json", metrics)
     return metrics
+
+
+#: Fewer optimiser steps than this in a finished run get a warning (issue 37: 3 epochs of a 2,874-term
+#: ontology were 21 steps, and the model alone scored 0.285 against 0.466 after 50 epochs).
+MIN_STEPS = 300
+
+
+def few_steps_warning(steps: int, epochs: int, *, stopped: str | None = None) -> str | None:
+    """A sentence when a run took fewer than :data:`MIN_STEPS` optimiser steps (else ``None``): on a small
+    graph a few epochs are a few steps, and the model is likely undertrained."""
+    if steps >= MIN_STEPS or steps == 0 or stopped is not None:
+        return None
+    per_epoch = max(1, steps // max(1, epochs))
+    return (
+        f"only {steps} training steps ({epochs} epochs of {per_epoch}): the model is likely undertrained on a "
+        f"graph this small; --epochs {-(-MIN_STEPS // per_epoch)} gives at least {MIN_STEPS} steps"
+    )
 
 
 INIT_RECORD = "init_from.json"

@@ -159,22 +159,44 @@ def _placement(prep: Prepared, cfg: RunConfig) -> dict | None:
     ``full`` mode), since metrics.json is released; the combination is tuned on
     validation statements, which are public inputs."""
     from textkg.evaluation.placement import placement_queries
-    from textkg.evaluation.placement_ensemble import evaluate_placement
+    from textkg.evaluation.placement_eval import evaluate_placement
 
     if placement_queries(prep.kg, prep.split) is None:
         return None
     # a private run's hierarchy (close@1, parent-of-nearest, vote) is its public training statements only
     hierarchy = None if prep.private_mask is None else prep.split.train[~prep.private_mask]
+    from textkg.evaluation.placement_rerank import RerankConfig
+    from textkg.pipeline.placement_names import names_only_placement
+
     prep.model.eval()
+    features = _description_features(prep)
+    batch_size = max(1, min(cfg.train.eval_batch_size, 256))
     with torch.no_grad():
-        return evaluate_placement(
+        out = evaluate_placement(
             prep.model,
             prep.kg,
             prep.split,
-            text_features=_description_features(prep),
-            batch_size=max(1, min(cfg.train.eval_batch_size, 256)),
+            text_features=features,
+            batch_size=batch_size,
             hierarchy=hierarchy,
+            texts=list(prep.kg.entity_descriptions),
+            rerank=RerankConfig(seed=cfg.train.seed),
         )
+        if out is not None and out.get("placement_selection"):  # the same terms, from their names alone
+            names_only = names_only_placement(
+                prep,
+                cfg,
+                features=features,
+                encode=lambda texts: _new_description_features(prep, cfg, texts),
+                hierarchy=hierarchy,
+                reranker=out.get("placement_rerank"),
+                batch_size=batch_size,
+            )
+            if names_only is not None:
+                out["placement_names_only"] = names_only
+    if out is not None:  # terms textkg place can never propose as parents: they are not training terms
+        out["placement_held_out_terms"] = len(torch.cat([prep.split.valid_entities, prep.split.test_entities]).unique())
+    return out
 
 
 def _placement_size(prep: Prepared) -> tuple[int, int] | None:
@@ -351,6 +373,22 @@ def _description_features(prep: Prepared) -> torch.Tensor:
     from textkg.training.features import default_cache_dir
 
     return cached_encode(get_encoder("bert"), entity_texts(prep.kg), cache_dir=default_cache_dir()).float()
+
+
+def _new_description_features(prep: Prepared, cfg: RunConfig, texts: list[str]) -> torch.Tensor:
+    """``(n, D)`` features of new texts in :func:`_description_features`' space (the model's own
+    frozen pooled encoder, else the default ``bert`` encoder's; cached on disk)."""
+    from textkg.training.unseen_structure import pooled_features
+
+    if pooled_features(prep.model) is not None:
+        from textkg.training.features import text_inputs
+
+        inputs = text_inputs(cfg.model, texts, seed=cfg.train.seed, autoencoder=prep.autoencoder)
+        return inputs["text_features"].float().cpu()
+    from textkg.encoders import cached_encode, get_encoder
+    from textkg.training.features import default_cache_dir
+
+    return cached_encode(get_encoder("bert"), texts, cache_dir=default_cache_dir()).float()
 
 
 def extra_test_blocks(prep: Prepared, cfg: RunConfig, *, progress: bool = False) -> dict:

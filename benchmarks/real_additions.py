@@ -1,0 +1,222 @@
+"""Real additions between two releases of an ontology other than HPO: does ``textkg place`` find their parents?
+
+The ``cellxgene-ontology-guide`` wheel (PyPI; CC BY 4.0 / CC0 ontologies, read here as data) ships
+several releases each of CL, UBERON, MONDO, EFO, ... as zstd-compressed JSON: per term its label,
+description, synonyms, deprecation and ancestors with their distance (distance 1 = a direct parent).
+For one ontology and two releases this script
+
+1. writes the **older** release as an OBO file (live, labelled terms; ``is_a`` = the distance-1
+   ancestors) and trains on it as a curator would, with default settings
+   (``textkg train --dataset OLD.obo --split inductive --model fused-transe``);
+2. takes the terms the **newer** release added under parents that the older one has (the real
+   additions), at most ``--cap`` of them (a seeded sample), and places them with ``textkg place``'s
+   :class:`~textkg.place.Placer`, once per method (``auto``: what the run chose on its validation
+   terms; then each method by name);
+3. adds the simplest word-level alternative, TF-IDF nearest term, over the same candidates;
+4. reports each method's MRR / Hits@1 / Hits@10 over the (new term, true parent) pairs (the term's
+   other true parents filtered out; a parent outside the top ``--top-k`` counts as rank infinity, so
+   the MRR is a lower bound within ``1/top_k``), and how many pairs name a parent the inductive run
+   held out (it can never propose those: ``unreachable``).
+
+Usage (the wheel is fetched once with ``pip download --no-deps cellxgene-ontology-guide -d DIR``)::
+
+    nice -n 10 python benchmarks/real_additions.py --wheel DIR/cellxgene_ontology_guide-*.whl \
+        --ontology CL --old v2025-02-13 --new v2025-04-10
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import time
+import zipfile
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import _harness
+
+#: Decompressed size limit of one release (bytes): the wheel is data, bounded like any input.
+MAX_RELEASE_BYTES = 2 << 30
+METHODS = ("auto", "model", "description-nn", "parent-of-nearest", "combined")
+
+
+def read_release(wheel: Path, ontology: str, version: str) -> dict:
+    """``{id: term}`` of one release in the wheel (zstd JSON; ``zstandard`` is a benchmark-only dependency)."""
+    import zstandard
+
+    name = f"cellxgene_ontology_guide/data/{ontology}-ontology-{version}.json.zst"
+    with zipfile.ZipFile(wheel) as z:
+        raw = z.read(name)
+    return json.loads(zstandard.ZstdDecompressor().decompress(raw, max_output_size=MAX_RELEASE_BYTES))
+
+
+def live_terms(release: dict, prefix: str) -> dict[str, dict]:
+    """Non-deprecated, labelled terms of the ontology's own prefix, each with its direct parents among them."""
+    live = {
+        k: v
+        for k, v in release.items()
+        if k.startswith(prefix + ":") and not v.get("deprecated") and (v.get("label") or "").strip()
+    }
+    for v in live.values():
+        v["parents"] = sorted(a for a, d in (v.get("ancestors") or {}).items() if d == 1 and a in live)
+    return live
+
+
+def _quote(text: str) -> str:
+    return text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", " ")
+
+
+def write_obo(terms: dict[str, dict], path: Path) -> None:
+    """An OBO 1.4 file of ``terms`` (id, name, def, synonyms, is_a)."""
+    lines = ["format-version: 1.4", "ontology: release", ""]
+    for tid, t in sorted(terms.items()):
+        lines += ["[Term]", f"id: {tid}", f"name: {' '.join(t['label'].split())}"]
+        if (t.get("description") or "").strip():
+            lines.append(f'def: "{_quote(t["description"].strip())}" []')
+        for s in dict.fromkeys(t.get("synonyms") or []):
+            if s.strip():
+                lines.append(f'synonym: "{_quote(s.strip())}" EXACT []')
+        lines += [f"is_a: {p}" for p in t["parents"]]
+        lines.append("")
+    path.write_text("\n".join(lines), encoding="utf-8")
+
+
+def additions(old: dict[str, dict], new: dict[str, dict], *, cap: int, seed: int) -> list[tuple[str, dict, list[str]]]:
+    """``(id, term, true parents in old)`` of terms new in ``new`` with at least one parent in ``old``."""
+    import random
+
+    found = []
+    for tid, t in sorted(new.items()):
+        if tid in old:
+            continue
+        gold = [p for p in t["parents"] if p in old]
+        if gold:
+            found.append((tid, t, gold))
+    random.Random(seed).shuffle(found)
+    return sorted(found[:cap], key=lambda x: x[0])
+
+
+def ranks_of(order: dict[str, list[str]], gold: dict[str, list[str]]) -> list[float]:
+    """Filtered rank of each (term, true parent) pair in each term's ranked list (inf beyond the list)."""
+    out = []
+    for term, parents in gold.items():
+        ranked = order.get(term, [])
+        for p in parents:
+            others = set(parents) - {p}
+            kept = [c for c in ranked if c not in others]
+            out.append(float(kept.index(p) + 1) if p in kept else float("inf"))
+    return out
+
+
+def summarise(ranks: list[float]) -> dict:
+    n = len(ranks)
+    return {
+        "mrr": sum(1 / r for r in ranks) / n,
+        "hits@1": sum(r <= 1 for r in ranks) / n,
+        "hits@10": sum(r <= 10 for r in ranks) / n,
+        "num_pairs": n,
+    }
+
+
+def tfidf_order(placer, terms, top_k: int) -> dict[str, list[str]]:
+    """TF-IDF nearest term over the placer's candidates: the candidates ranked by TF-IDF cosine to each new term."""
+    import torch
+
+    from textkg.evaluation.placement_text import tfidf_scorer
+
+    kg = placer.predictor.kg
+    texts = list(kg.entity_descriptions) + [t.description for t in terms]
+    score = tfidf_scorer(texts, placer.predictor.prepared.split.train_entities)
+    ids = torch.arange(kg.num_entities, kg.num_entities + len(terms))
+    top = score(ids, placer.candidates).topk(min(top_k, len(placer.candidates)), dim=1).indices
+    names = [kg.entities[int(c)] for c in placer.candidates.tolist()]
+    return {t.id: [names[c] for c in row] for t, row in zip(terms, top.tolist(), strict=True)}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--wheel", type=Path, required=True)
+    parser.add_argument("--ontology", default="CL")
+    parser.add_argument("--old", required=True, help="older release version, e.g. v2025-02-13")
+    parser.add_argument("--new", required=True, help="newer release version")
+    parser.add_argument("--cap", type=int, default=400, help="at most this many new terms (a seeded sample)")
+    parser.add_argument("--top-k", type=int, default=100)
+    parser.add_argument("--work", type=Path, default=Path("runs/real_additions"))
+    parser.add_argument("--train-args", default="", help="extra textkg train flags (default: none)")
+    _harness.add_common_flags(parser, out="benchmarks/results/real_additions.json", seed=0, threads=1)
+    args = parser.parse_args()
+    _harness.set_threads(args.threads)
+    from textkg.place import NewTerm, Placer
+
+    key = f"{args.ontology}:{args.old}->{args.new}"
+    old = live_terms(read_release(args.wheel, args.ontology, args.old), args.ontology)
+    new = live_terms(read_release(args.wheel, args.ontology, args.new), args.ontology)
+    added = additions(old, new, cap=args.cap, seed=args.seed)
+    work = args.work / f"{args.ontology}-{args.old}"
+    work.mkdir(parents=True, exist_ok=True)
+    obo = work / "old.obo"
+    write_obo(old, obo)
+    run = work / "run"
+    started = time.perf_counter()
+    if not (run / "metrics.json").is_file():
+        cmd = ["textkg", "train", "--dataset", str(obo), "--split", "inductive", "--model", "fused-transe"]
+        cmd += [*args.train_args.split(), "--seed", str(args.seed), "--no-progress", "--out", str(run)]
+        subprocess.run(cmd, check=True)
+    train_seconds = time.perf_counter() - started
+    terms = [
+        NewTerm(tid, t["label"], (t.get("description") or "").strip(), list(t.get("synonyms") or []))
+        for tid, t, _ in added
+    ]
+    gold = {tid: g for tid, _, g in added}
+    rows: dict[str, dict] = {}
+    placer = None
+    for method in METHODS:
+        try:
+            placer = Placer(run, method=method)
+        except Exception as exc:  # e.g. the run chose no combination: say so in the row
+            rows[method] = {"skipped": str(exc)}
+            continue
+        t0 = time.perf_counter()
+        placed = placer.place(terms, top_k=args.top_k, evidence=0)
+        order: dict[str, list[str]] = {}
+        for r in placed:
+            order.setdefault(r["term"], []).append(r["parent"])
+        rows[method if method != "auto" else f"auto ({placer.method})"] = {
+            **summarise(ranks_of(order, gold)),
+            "wall_seconds_per_1000_terms": 1000 * (time.perf_counter() - t0) / len(terms),
+        }
+    assert placer is not None
+    if placer.selection and placer.selection["combined"]["weights"].get("rerank", 0) > 0:  # the simplest alternative
+        placer.method = "combined"
+        placer.selection["combined"]["weights"]["rerank"] = 0.0
+        placed = placer.place(terms, top_k=args.top_k, evidence=0)
+        order = {}
+        for r in placed:
+            order.setdefault(r["term"], []).append(r["parent"])
+        rows["combined without the re-ranker"] = summarise(ranks_of(order, gold))
+    rows["tfidf-nn"] = summarise(ranks_of(tfidf_order(placer, terms, args.top_k), gold))
+    held = set(placer.predictor.kg.entities) - placer.training_ids()
+    pairs = [(t, p) for t, g in gold.items() for p in g]
+    payload = {
+        "key": key,
+        "old_terms": len(old),
+        "new_terms_under_existing_parents": len(added),
+        "without_definition": sum(1 for t in terms if not t.definition),
+        "pairs": len(pairs),
+        "unreachable_pairs_parent_held_out": sum(1 for _, p in pairs if p in held),
+        "terms_whose_parents_are_all_held_out": sum(1 for g in gold.values() if set(g) <= held),
+        "parent_was_a_leaf": sum(1 for _, p in pairs if not any(p in t["parents"] for t in old.values())),
+        "train_seconds": train_seconds,
+        "train": json.loads((run / "metrics.json").read_text())["train"].get("warning"),
+        "methods": rows,
+    }
+    print(json.dumps(payload, indent=1))
+    previous = json.loads(args.out.read_text()) if args.out.is_file() else {}
+    runs = {**previous.get("runs", {}), key: payload}
+    _harness.write_results(args.out, _harness.result("real_additions", runs=runs))
+
+
+if __name__ == "__main__":
+    main()

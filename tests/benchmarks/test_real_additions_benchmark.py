@@ -1,0 +1,51 @@
+"""``benchmarks/real_additions.py``'s conversion and scoring: a release to OBO and back, the real
+additions it selects, and the filtered ranks it scores them with."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _module():
+    spec = importlib.util.spec_from_file_location("real_additions_bench", ROOT / "benchmarks" / "real_additions.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+OLD = {
+    "X:1": {"label": "cell", "description": 'a "unit" of life', "ancestors": {}},
+    "X:2": {"label": "neuron", "description": "", "synonyms": ["nerve cell"], "ancestors": {"X:1": 1}},
+    "X:3": {"label": "gone", "deprecated": True, "ancestors": {"X:1": 1}},
+    "Y:1": {"label": "imported", "ancestors": {}},
+}
+NEW = {
+    **OLD,
+    "X:4": {"label": "motor neuron", "ancestors": {"X:2": 1, "X:1": 2}},  # a real addition under X:2
+    "X:5": {"label": "orphan", "ancestors": {"X:9": 1}},  # its parent is new too: not placeable
+}
+
+
+def test_release_to_obo_reads_back_as_the_same_ontology(tmp_path):
+    from textkg.data.ontology import read_obo
+
+    bench = _module()
+    old = bench.live_terms(OLD, "X")
+    assert set(old) == {"X:1", "X:2"} and old["X:2"]["parents"] == ["X:1"]  # deprecated and other prefixes left out
+    bench.write_obo(old, tmp_path / "old.obo")
+    onto = read_obo(tmp_path / "old.obo")
+    assert onto.terms["X:1"].definition == 'a "unit" of life' and list(onto.terms["X:2"].parents) == ["X:1"]
+    assert list(onto.terms["X:2"].synonyms) == ["nerve cell"]
+
+
+def test_additions_are_new_terms_under_old_parents_and_ranks_are_filtered():
+    bench = _module()
+    old, new = bench.live_terms(OLD, "X"), bench.live_terms(NEW, "X")
+    added = bench.additions(old, new, cap=10, seed=0)
+    assert [(tid, gold) for tid, _, gold in added] == [("X:4", ["X:2"])]
+    ranks = bench.ranks_of({"a": ["p2", "x", "p1"], "b": ["y"]}, {"a": ["p1", "p2"], "b": ["z"]})
+    assert ranks == [2.0, 1.0, float("inf")]  # p1: p2 filtered out; z never listed
+    assert bench.summarise([1.0, 2.0, float("inf"), 4.0])["mrr"] == (1 + 0.5 + 0 + 0.25) / 4

@@ -1,0 +1,311 @@
+"""A learned re-ranker for placement: pair features of (new term, candidate parent), fitted on the graph itself.
+
+The combined scorer (:mod:`.placement_ensemble`) reads each new term as one
+pooled MiniLM vector. The re-ranker adds what a pooled vector loses, the words:
+for each (term, candidate) pair it reads a few cached features
+
+* ``description``: MiniLM description cosine, standardised per term;
+* ``vote``: the neighbour vote (``parent-of-nearest``'s family), standardised per term;
+* ``tfidf``: TF-IDF cosine of the two texts (:func:`.placement_text.tfidf_scorer`);
+* ``containment``: the share of the candidate's name words found in the new
+  term's text (:func:`.placement_text.containment_scorer`);
+* ``children`` and ``depth``: ``log(1 + #children)`` and the ``is_a`` depth of
+  the candidate in the training hierarchy (a prior: real additions go under
+  terms that already have children, rarely under the root);
+
+and scores it with a linear function ``w . f``, a listwise learning-to-rank
+model (ListNet-style softmax cross-entropy, Cao et al. 2007, ICML, eq. 2 with a
+top-one probability; the multi-parent form sums the positives' probabilities).
+It is fitted on **training** terms: each sampled training term plays a new term,
+its candidates are the other training terms (the sampled batch itself left out,
+so a term never votes for its own parents), the positives are its training
+parents and the negatives the current first-stage scorer's own top ``k``
+(hard negatives). Only public inputs and the hierarchy the caller passes are
+read (under privacy, the public training statements).
+
+Its score joins the combination as one more standardised component, with its
+weight chosen on validation terms (:func:`.placement_ensemble.tune_added_weight`);
+when validation gives it weight 0 it is not used, and the result says so.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import torch
+
+from textkg.errors import ConfigError
+from textkg.evaluation.placement import PlacementScorer, standardise
+
+#: Pair features, in the order of :attr:`Reranker.weights` (the last two are candidate priors).
+SCORED_FEATURES = ("description", "vote", "tfidf", "containment")
+PRIOR_FEATURES = ("children", "depth")
+#: Longest ``is_a`` path followed when computing depths (a cycle stops here).
+_MAX_DEPTH = 64
+
+
+@dataclass(frozen=True)
+class RerankConfig:
+    """How the re-ranker is fitted.
+
+    Attributes:
+        top_k: Hard negatives per training term: the first-stage scorer's top ``top_k``.
+        num_terms: Training terms sampled to fit on (all when fewer).
+        batch_size: Training terms scored at once.
+        steps: L-BFGS iterations.
+        l2: Ridge penalty on the weights.
+        seed: Seeds the sample of training terms (the fit itself is deterministic).
+    """
+
+    top_k: int = 50
+    num_terms: int = 3000
+    batch_size: int = 64
+    steps: int = 100
+    l2: float = 1e-3
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        for name in ("top_k", "num_terms", "batch_size", "steps"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ConfigError(f"{name} must be a positive integer, got {value!r}", field=name)
+        if not self.l2 >= 0:
+            raise ConfigError(f"l2 must be >= 0, got {self.l2!r}", field="l2")
+
+
+@dataclass(frozen=True)
+class Reranker:
+    """A fitted re-ranker: one weight per feature.
+
+    Attributes:
+        weights: ``{feature name: weight}`` in :data:`SCORED_FEATURES` + :data:`PRIOR_FEATURES` order.
+        num_terms: Training terms it was fitted on.
+        train_loss: Final mean listwise loss on them.
+    """
+
+    weights: dict[str, float]
+    num_terms: int
+    train_loss: float
+
+    def to_dict(self) -> dict:
+        return {"weights": dict(self.weights), "num_terms": self.num_terms, "train_loss": self.train_loss}
+
+    @classmethod
+    def from_dict(cls, saved: object, *, file: str | None = None) -> Reranker:
+        """A re-ranker from :meth:`to_dict`'s output as read from a run's ``metrics.json`` (data from
+        outside the process: exactly the six feature names, each a finite number).
+
+        Raises:
+            ConfigError: Anything else, naming ``file`` and the field.
+        """
+        import math
+
+        field = "test.placement_rerank.weights"
+        weights = saved.get("weights") if isinstance(saved, dict) else None
+        names = SCORED_FEATURES + PRIOR_FEATURES
+        if not isinstance(weights, dict) or set(weights) != set(names):
+            raise ConfigError(f"expected a weight for each of {', '.join(names)}", file=file, field=field)
+        for name, w in weights.items():
+            if isinstance(w, bool) or not isinstance(w, int | float) or not math.isfinite(w):
+                raise ConfigError(f"weight of {name!r} must be a finite number, got {w!r}", file=file, field=field)
+        assert isinstance(saved, dict)
+        return cls(
+            weights={n: float(weights[n]) for n in names},
+            num_terms=int(saved.get("num_terms") or 0),
+            train_loss=float(saved.get("train_loss") or 0.0),
+        )
+
+
+def hierarchy_priors(parent_edges: torch.Tensor, num_entities: int) -> torch.Tensor:
+    """``(num_entities, 2)`` ``[log(1 + #children), depth]`` from ``(m, 2)`` ``(child, parent)`` statements.
+
+    Depth is the length of the shortest ``is_a`` path up to a term without parents
+    (0 for such a term), capped at 64.
+    """
+    edges = parent_edges.long().reshape(-1, 2)
+    child, parent = edges.T
+    children = torch.bincount(parent, minlength=num_entities).double()
+    depth = torch.full((num_entities,), float(_MAX_DEPTH), dtype=torch.float64)
+    has_parent = torch.zeros(num_entities, dtype=torch.bool)
+    has_parent[child] = True
+    depth[~has_parent] = 0
+    for _ in range(_MAX_DEPTH):  # relax: depth(child) = 1 + min depth(parent)
+        proposal = torch.full_like(depth, float(_MAX_DEPTH)).scatter_reduce(0, child, depth[parent] + 1, reduce="amin")
+        new = torch.minimum(depth, proposal)
+        if torch.equal(new, depth):
+            break
+        depth = new
+    return torch.stack([children.log1p(), depth], dim=1).float()
+
+
+class PairFeatures:
+    """``(b, c, f)`` features of terms against candidates (module docstring).
+
+    Args:
+        scorers: ``{name: scorer}`` for each of :data:`SCORED_FEATURES`.
+        priors: ``(num_entities, 2)`` from :func:`hierarchy_priors`.
+    """
+
+    names = SCORED_FEATURES + PRIOR_FEATURES
+
+    def __init__(self, scorers: Mapping[str, PlacementScorer], priors: torch.Tensor) -> None:
+        missing = set(SCORED_FEATURES) - set(scorers)
+        if missing:
+            raise ConfigError(f"pair features need scorers for {sorted(missing)}", field="scorers")
+        self.scorers = [scorers[name] for name in SCORED_FEATURES]
+        self.priors = priors.float()
+
+    def __call__(self, terms: torch.Tensor, candidates: torch.Tensor) -> torch.Tensor:
+        scored = [standardise(s(terms, candidates)).float() for s in self.scorers]  # each (b, c)
+        prior = self.priors[candidates]  # (c, 2), standardised over the candidates
+        prior = (prior - prior.mean(0)) / prior.std(0, unbiased=False).clamp_min(1e-6)
+        return torch.cat([torch.stack(scored, dim=2), prior.expand(len(terms), -1, -1)], dim=2)
+
+
+def reranker_scorer(reranker: Reranker, features: PairFeatures) -> PlacementScorer:
+    """``score(terms, candidates) = features(terms, candidates) . w``."""
+    w = torch.tensor([reranker.weights[name] for name in features.names], dtype=torch.float32)
+
+    def score(terms: torch.Tensor, candidates: torch.Tensor) -> torch.Tensor:
+        return features(terms, candidates) @ w
+
+    return score
+
+
+def fit_reranker(
+    features: PairFeatures,
+    first_stage: PlacementScorer,
+    parent_edges: torch.Tensor,
+    candidates: torch.Tensor,
+    *,
+    config: RerankConfig = RerankConfig(),
+) -> Reranker:
+    """Fit the re-ranker's weights on training terms (module docstring).
+
+    Args:
+        features: The pair features.
+        first_stage: The current scorer whose top ``config.top_k`` are the hard negatives.
+        parent_edges: ``(m, 2)`` ``(child, parent)`` training statements (the positives).
+        candidates: ``(c,)`` training entities a parent is chosen from.
+        config: Sample size, negatives, optimiser.
+
+    Raises:
+        ConfigError: No training term has a parent among ``candidates``.
+    """
+    edges = parent_edges.long().reshape(-1, 2)
+    size = int(max(int(candidates.max()), int(edges.max()) if len(edges) else 0)) + 1
+    is_cand = torch.zeros(size, dtype=torch.bool)
+    is_cand[candidates.long()] = True
+    edges = edges[is_cand[edges[:, 0]] & is_cand[edges[:, 1]]]
+    terms = torch.unique(edges[:, 0])
+    if not len(terms):
+        raise ConfigError("no training term has a parent among the candidates to fit the re-ranker on")
+    g = torch.Generator().manual_seed(config.seed)
+    terms = torch.sort(terms[torch.randperm(len(terms), generator=g)[: config.num_terms]]).values
+    parents_of: dict[int, list[int]] = {}
+    for c, p in edges.tolist():
+        parents_of.setdefault(c, []).append(p)
+    xs, ys = [], []
+    for start in range(0, len(terms), config.batch_size):
+        batch = terms[start : start + config.batch_size]
+        # a term of the batch is no candidate (it would vote for its own parents), unless it is another's parent:
+        # then it stays a candidate and its own query is dropped
+        needed = {p for t in batch.tolist() for p in parents_of[t]} & set(batch.tolist())
+        cands = candidates[
+            ~torch.isin(candidates, batch) | torch.isin(candidates, torch.tensor(sorted(needed), dtype=torch.long))
+        ]
+        column = {int(e): i for i, e in enumerate(cands.tolist())}
+        with torch.no_grad():
+            f = features(batch, cands)  # (b, c, F)
+            top = first_stage(batch, cands).topk(min(config.top_k, len(cands)), dim=1).indices  # (b, K)
+        for row, term in enumerate(batch.tolist()):
+            pos = [column[p] for p in parents_of[term] if p in column]
+            if not pos or term in needed:
+                continue
+            listed = top[row].tolist()
+            extra = [p for p in pos if p not in listed]
+            index = torch.tensor((listed[: len(listed) - len(extra)] + extra) if extra else listed)
+            xs.append(f[row, index])
+            ys.append(torch.isin(index, torch.tensor(pos)))
+    if not xs:
+        raise ConfigError("no training term kept a parent among its candidates to fit the re-ranker on")
+    x = torch.stack(xs).double()  # (n, K, F)
+    y = torch.stack(ys)  # (n, K)
+    w = torch.zeros(x.shape[2], dtype=torch.float64, requires_grad=True)
+    opt = torch.optim.LBFGS([w], max_iter=config.steps, line_search_fn="strong_wolfe")
+
+    def loss_fn() -> torch.Tensor:
+        s = x @ w
+        return (
+            torch.logsumexp(s, 1) - torch.logsumexp(s.masked_fill(~y, float("-inf")), 1)
+        ).mean() + config.l2 * w.pow(2).sum()
+
+    def closure() -> torch.Tensor:
+        opt.zero_grad()
+        loss = loss_fn()
+        loss.backward()
+        return loss
+
+    opt.step(closure)
+    with torch.no_grad():
+        final = float(loss_fn())
+    return Reranker(
+        weights=dict(zip(PairFeatures.names, w.detach().tolist(), strict=True)), num_terms=len(xs), train_loss=final
+    )
+
+
+def fitted_reranker(
+    rerank: RerankConfig | Reranker,
+    *,
+    texts: Sequence[str],
+    names: Sequence[str],
+    scorers: Mapping[str, PlacementScorer],
+    parent_edges: torch.Tensor,
+    fit_on: torch.Tensor,
+    first_stage: PlacementScorer | None = None,
+    candidates: torch.Tensor | None = None,
+) -> tuple[Reranker, PlacementScorer]:
+    """The re-ranker (fitted per ``rerank`` when a config, else as given) and its scorer.
+
+    Args:
+        rerank: A config to fit with, or a fitted re-ranker (e.g. from a run's metrics).
+        texts: What each entity id is read from.
+        names: Each entity id's name.
+        scorers: ``{"description": ..., "vote": ...}`` component scorers.
+        parent_edges: ``(m, 2)`` ``(child, parent)`` statements the priors and positives read.
+        fit_on: Entity ids whose texts fit the TF-IDF vocabulary (training terms).
+        first_stage: The scorer whose top candidates are the hard negatives (to fit only).
+        candidates: ``(c,)`` candidate parents of the training terms fitted on (to fit only).
+
+    Raises:
+        ConfigError: ``rerank`` is a config but ``first_stage`` or ``candidates`` is missing.
+    """
+    from textkg.evaluation.placement_text import containment_scorer, tfidf_scorer
+
+    features = PairFeatures(
+        {
+            **scorers,
+            "tfidf": tfidf_scorer(texts, fit_on),
+            "containment": containment_scorer(texts, names, fit_on),
+        },
+        hierarchy_priors(parent_edges, len(texts)),
+    )
+    if isinstance(rerank, RerankConfig):
+        if first_stage is None or candidates is None:
+            raise ConfigError("fitting the re-ranker needs first_stage and candidates", field="rerank")
+        rerank = fit_reranker(features, first_stage, parent_edges, candidates, config=rerank)
+    return rerank, reranker_scorer(rerank, features)
+
+
+__all__ = [
+    "PRIOR_FEATURES",
+    "SCORED_FEATURES",
+    "PairFeatures",
+    "RerankConfig",
+    "Reranker",
+    "fit_reranker",
+    "fitted_reranker",
+    "hierarchy_priors",
+    "reranker_scorer",
+]

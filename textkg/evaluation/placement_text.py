@@ -1,0 +1,152 @@
+"""Word-level comparisons of a new term's text with a candidate's: TF-IDF and name-token overlap.
+
+The MiniLM features that the other placement scorers read pool a text into one
+vector. These scorers compare words: a new term ``"Cyst of the left kidney"``
+shares ``kidney`` and ``cyst`` with ``"Renal cyst"``'s text only through the
+encoder, but shares ``cyst`` with it literally.
+
+* :class:`TfIdf`: a vocabulary and inverse document frequencies fitted on the
+  candidates' texts (public training terms), ``idf(w) = log((1 + n) / (1 + df(w))) + 1``
+  (the smoothed form of scikit-learn's ``TfidfVectorizer``; Salton & Buckley 1988
+  for TF-IDF weighting), rows L2-normalised.
+* :func:`tfidf_scorer`: the ``tfidf-nn`` baseline, the cosine of the TF-IDF
+  vectors of the new term's text and the candidate's (the simplest word-level
+  alternative a curator would try).
+* :func:`containment_scorer`: the fraction of a candidate's *name* words
+  (IDF-weighted) that occur in the new term's text: a parent's name is often
+  contained in its children's names (``"Abnormality of the kidney"`` above
+  ``"Abnormality of the renal tubule"``).
+
+Texts are read as data only: lower-cased ASCII word pieces, no code run.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import torch
+
+from textkg.evaluation.placement import PlacementScorer
+
+_WORD = re.compile(r"[a-z0-9]+")
+#: Function words that carry no placement signal (a fixed list: the texts do not choose it).
+STOP_WORDS = frozenset(
+    "a an and are as at be by for from in into is it its of on or that the their this to which with".split()
+)
+
+
+def words(text: str) -> list[str]:
+    """Lower-cased alphanumeric words of ``text``, stop words removed."""
+    return [w for w in _WORD.findall(text.lower()) if w not in STOP_WORDS]
+
+
+@dataclass(frozen=True, eq=False)
+class TfIdf:
+    """A TF-IDF vocabulary fitted on a set of documents.
+
+    Attributes:
+        vocabulary: Word -> column.
+        idf: ``(V,)`` float inverse document frequency per column.
+    """
+
+    vocabulary: dict[str, int]
+    idf: torch.Tensor
+
+    @classmethod
+    def fit(cls, documents: Sequence[str]) -> TfIdf:
+        """Vocabulary and smoothed IDF of ``documents`` (module docstring)."""
+        df: Counter[str] = Counter()
+        for doc in documents:
+            df.update(set(words(doc)))
+        vocabulary = {w: i for i, w in enumerate(sorted(df))}
+        n = len(documents)
+        idf = torch.tensor([math.log((1 + n) / (1 + df[w])) + 1 for w in vocabulary], dtype=torch.float32)
+        return cls(vocabulary=vocabulary, idf=idf)
+
+    def transform(self, texts: Sequence[str], *, binary: bool = False) -> torch.Tensor:
+        """``(n, V)`` sparse COO rows: term frequency (or presence, ``binary``) x IDF, L2-normalised.
+
+        Words outside the vocabulary are dropped; a text with none gives a zero row.
+        """
+        rows: list[int] = []
+        cols, vals = [], []
+        for i, text in enumerate(texts):
+            counts = Counter(self.vocabulary[w] for w in words(text) if w in self.vocabulary)
+            if not counts:
+                continue
+            col = torch.tensor(sorted(counts), dtype=torch.long)
+            tf = torch.ones(len(col)) if binary else torch.tensor([float(counts[c]) for c in col.tolist()])
+            v = tf * self.idf[col]
+            rows += [i] * len(col)
+            cols.append(col)
+            vals.append(v / v.norm())
+        return _sparse(rows, cols, vals, (len(texts), len(self.vocabulary)))
+
+
+def _sparse(rows: list[int], cols: list[torch.Tensor], vals: list[torch.Tensor], size: tuple[int, int]) -> torch.Tensor:
+    """A coalesced ``size`` sparse COO matrix from per-row column and value pieces."""
+    if not cols:
+        index, values = torch.zeros(2, 0, dtype=torch.long), torch.zeros(0)
+    else:
+        index, values = torch.stack([torch.tensor(rows, dtype=torch.long), torch.cat(cols)]), torch.cat(vals)
+    return torch.sparse_coo_tensor(index, values, size, check_invariants=False).coalesce()
+
+
+def _rows(matrix: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
+    """Dense ``(len(ids), V)`` rows of a sparse COO matrix."""
+    return torch.index_select(matrix, 0, ids.long()).to_dense()
+
+
+def _pairwise(queries: torch.Tensor, candidates: torch.Tensor) -> PlacementScorer:
+    """``score(terms, candidates) = queries[terms] . candidates[candidates]`` for sparse ``(n, V)`` rows."""
+    cache: dict[tuple[int, int], torch.Tensor] = {}
+
+    def score(terms: torch.Tensor, cands: torch.Tensor) -> torch.Tensor:
+        key = (cands.data_ptr(), len(cands))
+        if key not in cache:  # the candidates' rows, transposed once per candidate set
+            cache.clear()
+            cache[key] = torch.index_select(candidates, 0, cands.long()).coalesce()
+        return torch.sparse.mm(cache[key], _rows(queries, terms).T).T.contiguous()  # (b, c)
+
+    return score
+
+
+def tfidf_scorer(texts: Sequence[str], fit_on: torch.Tensor) -> PlacementScorer:
+    """``tfidf-nn``: cosine of TF-IDF vectors of ``texts`` (one per entity id), IDF fitted on ``fit_on`` ids' texts."""
+    model = TfIdf.fit([texts[i] for i in fit_on.tolist()])
+    x = model.transform(texts)
+    return _pairwise(x, x)
+
+
+def containment_scorer(texts: Sequence[str], names: Sequence[str], fit_on: torch.Tensor) -> PlacementScorer:
+    """IDF-weighted share of a candidate's name words that occur in the new term's text, in ``[0, 1]``.
+
+    Args:
+        texts: What each entity id's new term is read from (its description, or its name alone).
+        names: Each entity id's name.
+        fit_on: Entity ids whose names fit the IDF (the candidates: public training terms).
+    """
+    model = TfIdf.fit([names[i] for i in fit_on.tolist()])
+    present = model.transform(texts, binary=True)
+    present = torch.sparse_coo_tensor(
+        present.indices(), torch.ones_like(present.values()), present.shape, check_invariants=False
+    ).coalesce()  # 1 where the word occurs in the new term's text
+    squared = model.idf.pow(2)
+    rows: list[int] = []
+    cols, vals = [], []
+    for i, name in enumerate(names):  # name weights idf^2 / sum idf^2: the share of the name's weight
+        col = sorted({model.vocabulary[w] for w in words(name) if w in model.vocabulary})
+        if col:
+            c = torch.tensor(col, dtype=torch.long)
+            rows += [i] * len(col)
+            cols.append(c)
+            vals.append(squared[c] / squared[c].sum())
+    weights = _sparse(rows, cols, vals, (len(names), len(model.vocabulary)))
+    return _pairwise(present, weights)
+
+
+__all__ = ["STOP_WORDS", "TfIdf", "containment_scorer", "tfidf_scorer", "words"]
