@@ -102,11 +102,14 @@ def train(args: argparse.Namespace, run: Run) -> None:
 
 
 def _owner(private: dict, relation: str) -> dict:
+    """The owner's test: every confidential statement at the new terms, ``relation``'s, and each relation's MRR."""
     owner = private["confidential_test"]
+    by_relation = {f"mrr {k}": v["mrr"] for k, v in sorted(owner["subsets"].items()) if k.startswith("relation:")}
     return {
         "confidential_mrr": owner["mrr"],
         "has_phenotype_mrr": owner["subsets"].get(f"relation:{relation}", {}).get("mrr"),
         "has_phenotype_hits_at_10": owner["subsets"].get(f"relation:{relation}", {}).get("hits@10"),
+        **by_relation,
     }
 
 

@@ -73,6 +73,7 @@ def test_each_dp_row_is_set_beside_its_control(result):
         for key, value in beside["minus_control"][part].items():
             assert value == pytest.approx(dp[part][key] - control[part][key])
     assert "has_phenotype_mrr" in beside["minus_control"]["owner_only"]  # here: the /r/likes statements
+    assert dp["owner_only"]["mrr relation:/r/likes"] == dp["owner_only"]["has_phenotype_mrr"]
 
 
 def test_the_ceiling_trains_the_annotations_without_privacy_and_popularity_needs_no_model(result):
