@@ -20,7 +20,11 @@ each ε), on the same inductive split and model:
   server aggregation in ``--aggregations`` (``row``: a table row averaged over the
   holders that changed it; ``fedavg``: Flower's FedAvg over whole tensors);
 - ``alone:<holder>``: the holder trains R × E epochs on its own statements
-  (plus the shared, public ones), no federation.
+  (plus the shared, public ones), no federation;
+- ``public-only``: the control of every private row (issue 39): the shared, public statements
+  alone for the same R × E epochs, on the same split, no private statement read (ε = 0). A DP
+  row below it gains nothing from the private statements. Only where the partition shares
+  statements (``source``); under ``random`` nothing is public and no control applies.
 
 Every row is the test metrics of the final model on the whole test split
 (BLP protocol, public filter). Writes one JSON with the rows and the commands;
@@ -43,6 +47,9 @@ import _harness
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+METHODS = ("centralized", "federated", "alone", "public-only")
+#: the control's row: the shared (public) statements alone, same epochs and split, ε = 0
+PUBLIC_ONLY = "public-only"
 
 
 def write_results(path: str, script: str, argv: list[str], settings: dict, rows: list[dict]) -> None:
@@ -140,7 +147,9 @@ def main(argv: list[str] | None = None) -> int:
         "--train-args", default="", help='more `textkg train` flags for every row, e.g. "--negatives sampled --lr 0.01"'
     )
     p.add_argument(
-        "--methods", default="centralized,federated,alone", help="comma-separated kinds of rows to run (all three)"
+        "--methods",
+        default="centralized,federated,alone,public-only",
+        help="comma-separated kinds of rows to run (all four)",
     )
     p.add_argument("--partition", default="source")
     p.add_argument("--clients", type=int, default=None)
@@ -166,9 +175,9 @@ def main(argv: list[str] | None = None) -> int:
     from textkg.pipeline.job import run
 
     methods = set(args.methods.split(","))
-    unknown = methods - {"centralized", "federated", "alone"}
+    unknown = methods - set(METHODS)
     if unknown:
-        p.error(f"--methods: unknown {', '.join(sorted(unknown))}; expected centralized, federated, alone")
+        p.error(f"--methods: unknown {', '.join(sorted(unknown))}; expected {', '.join(METHODS)}")
     flags = _central_privacy(args, args.clients, args.seed)
     record = sys.argv[1:] if argv is None else argv
 
@@ -257,28 +266,40 @@ def main(argv: list[str] | None = None) -> int:
                         "seconds": time.perf_counter() - t0,
                     }
                 )
-            if "alone" in methods:
-                _alone(args, fed_cfg, label, Path(tmp), done)  # the same privacy as in the federation
+            if methods & {"alone", "public-only"}:  # the same privacy and split as in the federation
+                _alone(
+                    args, fed_cfg, label, Path(tmp), done, holders="alone" in methods, public="public-only" in methods
+                )
     return 0
 
 
-def _alone(args, cfg, label: str, tmp: Path, done) -> None:
-    """Each holder trains R × E epochs on its own statements (and the shared ones), no federation."""
+def _alone(args, cfg, label: str, tmp: Path, done, *, holders: bool = True, public: bool = False) -> None:
+    """Each holder trains R × E epochs on its own statements (and the shared ones), no federation;
+    with ``public``, the control: the shared statements alone, without privacy, on the same split."""
+    import dataclasses
+
     import torch
 
     from textkg.federated.partition import make_partition
     from textkg.federated.runner import DataHolder, trained_state
     from textkg.pipeline.job import evaluate_split, prepare
+    from textkg.training.config import PrivacyConfig
 
     prep = prepare(cfg)
     part = make_partition(prep.kg, prep.split.train, args.partition, num_clients=args.clients, seed=cfg.train.seed)
     shared = prep.split.train[part.assignment == -1]
     initial = trained_state(prep.model)
-    for k, name in enumerate(part.clients):
+    todo = [
+        (name, cfg, part.client_triples(prep.split.train, k, include_shared=False))
+        for k, name in enumerate(part.clients)
+    ]
+    todo = todo if holders else []
+    if public and len(shared):  # no private statement at all, so no privacy is needed: ε = 0
+        todo.append((PUBLIC_ONLY, dataclasses.replace(cfg, privacy=PrivacyConfig()), shared[:0]))
+    for name, holder_cfg, own in todo:
         t0 = time.perf_counter()
         torch.manual_seed(cfg.train.seed)
-        own = part.client_triples(prep.split.train, k, include_shared=False)
-        holder = DataHolder(name, prep, cfg, own, shared, tmp / f"alone-{label}-{name}")
+        holder = DataHolder(name, prep, holder_cfg, own, shared, tmp / f"alone-{label}-{name}")
         new, _ = holder.fit(initial, args.rounds * args.local_epochs)
         holder.close()
         prep.model.load_state_dict(new, strict=False)
@@ -287,9 +308,9 @@ def _alone(args, cfg, label: str, tmp: Path, done) -> None:
         done(
             {
                 "privacy": label,
-                "method": f"alone:{name}",
+                "method": name if name == PUBLIC_ONLY else f"alone:{name}",
                 "test": _test(test),
-                "epsilon": None if holder.private is None else holder.private.epsilon(),
+                "epsilon": 0.0 if name == PUBLIC_ONLY else None if holder.private is None else holder.private.epsilon(),
                 "privacy_block": None if holder.private is None else holder.private.report(),
                 "num_statements": holder.num_own,
                 "seconds": time.perf_counter() - t0,

@@ -1,10 +1,20 @@
 """The health setting: the ontology public, the annotations confidential. Does DP on them pay?
 
-Issue 27's question on the embedded graph. ``is_a`` is public; ``has_phenotype``,
-``gene_has_phenotype`` and ``gene_associated_with_disease`` are confidential. For each seed:
+Issue 27's question on the embedded graph, with issue 39's controls. ``is_a`` is public;
+``has_phenotype``, ``gene_has_phenotype`` and ``gene_associated_with_disease`` are confidential.
+For each seed, every run after the first starts from run 1 and trains ``--epochs`` more epochs
+(DPKGE's recipe, Han et al. 2022, Algorithm 1: the private steps interleaved with the public ones):
 
-1. ``public-only`` (U-only, the simplest alternative): trains on ``is_a`` alone, never reads an annotation;
-2. ``confidential`` at each ε: DP-SGD on the annotations, started from run 1 (DPKGE's recipe).
+1. ``public-only`` (U-only): trains on ``is_a`` alone, never reads an annotation;
+2. ``public-only continued`` (**the control**): run 1 continued for the same public steps with the
+   same schedule and seed, still without an annotation. A DP row that beats run 1 but not this one
+   gains from the extra public training, not from the private statements;
+3. ``confidential eps=E``: DP-SGD on the annotations at each ε, the public steps as in run 2;
+4. ``non-private annotations (ceiling)``: the same steps with the annotations trained without
+   privacy (the private step at σ = 1e-9 and a clipping bound that never binds; labelled
+   ``simulation``): what the annotations can give at most on this schedule;
+5. ``relation popularity`` (no model, owner's test only): the candidates that fill the slot most often
+   among the training statements, read from run 1's ``private_metrics.json``.
 
 Each row reports what a user asks:
 
@@ -12,9 +22,12 @@ Each row reports what a user asks:
 * the owner's test (``private_metrics.json``, never released): the confidential statements at the
   new terms, overall and ``has_phenotype`` alone.
 
+``controls`` sets every DP row beside its control (same seed) with the differences; ``summary``
+gives the mean and sd over seeds.
+
 Usage::
 
-    python benchmarks/health_setting.py --dataset hpo-small --seeds 0,1,2 --epsilons 1,4 \\
+    nice -n 10 python benchmarks/health_setting.py --dataset hpo-small --seeds 0,1,2 --epsilons 1,4 \\
         --runs runs/health --out benchmarks/results/health_setting_hpo_small.json
 """
 
@@ -23,16 +36,26 @@ from __future__ import annotations
 import argparse
 import datetime
 import json
+import shlex
 import statistics
 import subprocess
 import sys
 from pathlib import Path
+from typing import NamedTuple
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # benchmarks/: the shared harness
 import _harness
 
 CONFIDENTIAL = "has_phenotype,gene_has_phenotype,gene_associated_with_disease"
 PRIVACY_KEYS = ("guarantee", "epsilon", "delta", "sample_rate", "private_size", "mode")
+PUBLIC, CONTROL, CEILING, POPULARITY = (
+    "public-only",
+    "public-only continued",
+    "non-private annotations (ceiling)",
+    "relation popularity",
+)
+#: the ceiling's private step: no noise to speak of, a clipping bound no gradient reaches
+CEILING_FLAGS = ("--mechanism", "simulation", "--noise-multiplier", "1e-9", "--max-grad-norm", "1000")
 
 
 def machine_info() -> dict:
@@ -42,44 +65,113 @@ def machine_info() -> dict:
     return record
 
 
-def train(args: argparse.Namespace, out: Path, *flags: str) -> None:
-    if (out / "metrics.json").is_file():  # done before: the JSON is rebuilt from the run directory
+class Run(NamedTuple):
+    """One ``textkg train`` of the benchmark: its row name, seed, folder and privacy flags."""
+
+    name: str
+    seed: int
+    out: Path
+    flags: tuple[str, ...]
+
+
+def plan(args: argparse.Namespace, seed: int) -> list[Run]:
+    """The runs of one seed, in the order they must train (every run after the first starts from it)."""
+    public = args.runs / f"public-only-seed{seed}"
+    warm = ("--init-from", str(public))
+    size = ("--private-size", str(args.private_size))
+    runs = [
+        Run(PUBLIC, seed, public, ("--privacy", "public-only")),
+        Run(CONTROL, seed, args.runs / f"public-only-continued-seed{seed}", ("--privacy", "public-only", *warm)),
+    ]
+    for eps in args.epsilons.split(","):
+        flags = ("--privacy", "confidential", *size, "--target-epsilon", eps, *warm)
+        runs.append(Run(f"confidential eps={eps}", seed, args.runs / f"confidential-eps{eps}-seed{seed}", flags))
+    if args.ceiling:
+        flags = ("--privacy", "confidential", *size, *CEILING_FLAGS, *warm)
+        runs.append(Run(CEILING, seed, args.runs / f"non-private-annotations-seed{seed}", flags))
+    return runs
+
+
+def train(args: argparse.Namespace, run: Run) -> None:
+    if (run.out / "metrics.json").is_file():  # done before: the JSON is rebuilt from the run directory
         return
     cmd = [sys.executable, "-m", "textkg", "train", "--dataset", args.dataset, "--split", "inductive"]
-    cmd += ["--model", args.model, "--epochs", str(args.epochs), "--confidential-relations", CONFIDENTIAL]
-    cmd += [*flags, "--out", str(out)]
+    cmd += ["--model", args.model, "--epochs", str(args.epochs), "--confidential-relations", args.confidential]
+    cmd += [*shlex.split(args.train_args), "--seed", str(run.seed), *run.flags, "--out", str(run.out)]
     subprocess.run(cmd, check=True)
 
 
-def row(name: str, seed: int, run_dir: Path) -> dict:
-    metrics = json.loads((run_dir / "metrics.json").read_text())
-    private = json.loads((run_dir / "private_metrics.json").read_text())
+def _owner(private: dict, relation: str) -> dict:
+    """The owner's test: every confidential statement at the new terms, ``relation``'s, and each relation's MRR."""
     owner = private["confidential_test"]
-    popular = private.get("confidential_test_baselines", {}).get("relation-popularity")
+    by_relation = {f"mrr {k}": v["mrr"] for k, v in sorted(owner["subsets"].items()) if k.startswith("relation:")}
+    return {
+        "confidential_mrr": owner["mrr"],
+        "has_phenotype_mrr": owner["subsets"].get(f"relation:{relation}", {}).get("mrr"),
+        "has_phenotype_hits_at_10": owner["subsets"].get(f"relation:{relation}", {}).get("hits@10"),
+        **by_relation,
+    }
+
+
+def row(run: Run, relation: str = "has_phenotype") -> dict:
+    """A run's row: the released test (``metrics.json``), the owner's (``private_metrics.json``), privacy."""
+    metrics = json.loads((run.out / "metrics.json").read_text())
+    private = json.loads((run.out / "private_metrics.json").read_text())
     test = metrics["test"]
-    placement = test.get("placement", {})
-    combined = test.get("placement_combined", {})
     privacy = metrics["privacy"]
     return {
-        "run": name,
-        "seed": seed,
-        "run_dir": str(run_dir),
+        "run": run.name,
+        "seed": run.seed,
+        "run_dir": str(run.out),
+        "initialised_from": (metrics["train"].get("initialised_from") or {}).get("run"),
+        "epochs": metrics["train"]["epochs"],
         "released": {
             "test_is_a_mrr_new_terms": test["mrr"],
-            "placement_model_mrr": placement.get("mrr"),
-            "placement_combined_mrr": combined.get("mrr"),
+            "placement_model_mrr": test.get("placement", {}).get("mrr"),
+            "placement_combined_mrr": test.get("placement_combined", {}).get("mrr"),
         },
-        "owner_only": {
-            "confidential_mrr": owner["mrr"],
-            "has_phenotype_mrr": owner["subsets"].get("relation:has_phenotype", {}).get("mrr"),
-            "has_phenotype_hits_at_10": owner["subsets"].get("relation:has_phenotype", {}).get("hits@10"),
-            # the same statements ranked by how often a candidate fills the slot in training (no model)
-            "popularity_has_phenotype_mrr": None
-            if popular is None
-            else popular["subsets"].get("relation:has_phenotype", {}).get("mrr"),
-        },
+        "owner_only": _owner(private, relation),
         "privacy": {k: privacy.get(k) for k in PRIVACY_KEYS},
     }
+
+
+def popularity_row(run: Run, relation: str = "has_phenotype") -> dict:
+    """The owner's test ranked by relation popularity (no model; read from ``run``'s baselines)."""
+    private = json.loads((run.out / "private_metrics.json").read_text())
+    popular = private["confidential_test_baselines"]["relation-popularity"]
+    return {
+        "run": POPULARITY,
+        "seed": run.seed,
+        "run_dir": str(run.out),
+        "released": {},
+        "owner_only": _owner({"confidential_test": popular}, relation),
+        "privacy": None,
+    }
+
+
+def controls(rows: list[dict]) -> list[dict]:
+    """Every DP row beside its control (``public-only continued``, same seed), and the differences.
+
+    Raises:
+        ValueError: a DP row has no control of its seed (the comparison would be with a model that
+            trained fewer public steps).
+    """
+    control = {r["seed"]: r for r in rows if r["run"] == CONTROL}
+    out = []
+    for r in rows:
+        if not r["run"].startswith("confidential"):
+            continue
+        if r["seed"] not in control:
+            raise ValueError(f"{r['run']} (seed {r['seed']}) has no '{CONTROL}' row of its seed")
+        c = control[r["seed"]]
+        if r["initialised_from"] != c["initialised_from"]:
+            raise ValueError(f"{r['run']} (seed {r['seed']}) and its control start from different models")
+        delta = {
+            part: {k: r[part][k] - c[part][k] for k in r[part] if r[part][k] is not None and c[part][k] is not None}
+            for part in ("released", "owner_only")
+        }
+        out.append({"run": r["run"], "seed": r["seed"], "control": c["run_dir"], "minus_control": delta})
+    return out
 
 
 def summary(rows: list[dict]) -> dict:
@@ -97,49 +189,46 @@ def summary(rows: list[dict]) -> dict:
     return out
 
 
-def main(argv: list[str] | None = None) -> dict:
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--dataset", default="hpo-small")
     p.add_argument("--model", default="fused-transe")
-    p.add_argument("--epochs", type=int, default=5)
+    p.add_argument("--epochs", type=int, default=5, help="of run 1, and of every run continued from it")
     p.add_argument("--seeds", default="0,1,2")
     p.add_argument("--epsilons", default="1,4")
+    p.add_argument("--confidential", default=CONFIDENTIAL, help="the confidential relations (comma-separated)")
+    p.add_argument("--relation", default="has_phenotype", help="the owner's relation of interest")
     p.add_argument("--private-size", type=int, default=20000, help="the declared public size of the annotations")
+    p.add_argument("--no-ceiling", dest="ceiling", action="store_false", help="leave the non-private ceiling out")
+    p.add_argument("--train-args", default="", help="more flags for every textkg train (e.g. '--dim 8')")
     p.add_argument("--runs", type=Path, required=True, help="run directories go here (reused when finished)")
     p.add_argument("--out", type=Path, required=True)
-    args = p.parse_args(argv)
+    return p.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> dict:
+    args = parse_args(argv)
     rows = []
     for seed in (int(s) for s in args.seeds.split(",")):
-        public = args.runs / f"public-only-seed{seed}"
-        train(args, public, "--seed", str(seed), "--privacy", "public-only")
-        rows.append(row("public-only", seed, public))
-        for eps in args.epsilons.split(","):
-            run_dir = args.runs / f"confidential-eps{eps}-seed{seed}"
-            train(
-                args,
-                run_dir,
-                "--seed",
-                str(seed),
-                "--privacy",
-                "confidential",
-                "--private-size",
-                str(args.private_size),
-                "--target-epsilon",
-                eps,
-                "--init-from",
-                str(public),
-            )
-            rows.append(row(f"confidential eps={eps}", seed, run_dir))
+        runs = plan(args, seed)
+        for run in runs:
+            train(args, run)
+            rows.append(row(run, args.relation))
+        rows.append(popularity_row(runs[0], args.relation))
     result = {
         "question": "the health setting on "
         + args.dataset
-        + ": is_a public, the annotations confidential; does DP on the annotations beat public-only?",
+        + ": is_a public, the annotations confidential; does DP on the annotations beat public-only "
+        "continued for the same public steps?",
         "commands": [" ".join(["python", "benchmarks/health_setting.py", *(argv or sys.argv[1:])])],
         "note": "released: metrics.json (is_a of new terms, placement); owner_only: private_metrics.json "
-        "confidential_test (the annotations at the new terms, never released)",
+        "confidential_test (the annotations at the new terms, never released). Every run but public-only "
+        "starts from public-only and trains --epochs more epochs; 'public-only continued' is the control "
+        "of every DP row (controls).",
         "machine": machine_info(),
         "date": datetime.date.today().isoformat(),
         "rows": rows,
+        "controls": controls(rows),
         "summary": summary(rows),
     }
     _harness.write_results(args.out, result)

@@ -1,0 +1,95 @@
+"""``benchmarks/health_setting.py`` on a tiny graph: every DP row has its control beside it.
+
+The control (issue 39) is the public-only model continued for the same public steps, with the same
+schedule and seed, from the same model as the DP run. Without it a DP row that starts from a
+public-only model is compared with a model that trained fewer public steps.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.slow  # four tiny training runs in subprocesses (~20 s of CPU)
+
+ROOT = Path(__file__).resolve().parents[2]
+FIXTURE = ROOT / "tests" / "fixtures" / "tiny_blp"
+
+
+def _module():
+    spec = importlib.util.spec_from_file_location("health_setting_bench", ROOT / "benchmarks" / "health_setting.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="module")
+def result(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("health")
+    data = tmp / "d"
+    shutil.copytree(FIXTURE, data)  # no ind-*.tsv: the inductive split is generated, the owner's test exists
+    argv = ["--dataset", str(data), "--model", "transe", "--epochs", "1", "--seeds", "0", "--epsilons", "4"]
+    argv += ["--confidential", "/r/likes", "--relation", "/r/likes", "--private-size", "256"]
+    argv += ["--train-args", "--description short --dim 8 --batch-size 32", "--runs", str(tmp / "runs")]
+    out = tmp / "health.json"
+    _module().main([*argv, "--out", str(out)])
+    return json.loads(out.read_text())  # strict JSON: json.loads would read NaN, the harness refuses it
+
+
+def test_every_row_a_user_compares_is_there(result):
+    names = [r["run"] for r in result["rows"]]
+    assert names == [
+        "public-only",
+        "public-only continued",
+        "confidential eps=4",
+        "non-private annotations (ceiling)",
+        "relation popularity",
+    ]
+
+
+def test_the_control_continues_the_same_model_for_the_same_public_steps_without_an_annotation(result):
+    rows = {r["run"]: r for r in result["rows"]}
+    public, control, dp = rows["public-only"], rows["public-only continued"], rows["confidential eps=4"]
+    assert control["initialised_from"] == dp["initialised_from"] == public["run_dir"]
+    assert control["epochs"] == dp["epochs"] == public["epochs"]
+    assert control["privacy"]["mode"] == "public-only" and control["privacy"]["epsilon"] == 0.0
+    assert dp["privacy"]["mode"] == "confidential" and 0 < dp["privacy"]["epsilon"] <= 4
+    for name in ("public-only continued", "confidential eps=4"):  # the same config but for the privacy block
+        cfg = json.loads((Path(rows[name]["run_dir"]) / "config.json").read_text())
+        assert cfg["train"]["seed"] == 0 and cfg["train"]["epochs"] == 1
+        assert cfg["train"]["init_from"] == public["run_dir"]
+
+
+def test_each_dp_row_is_set_beside_its_control(result):
+    rows = {r["run"]: r for r in result["rows"]}
+    [beside] = result["controls"]
+    assert beside["run"] == "confidential eps=4" and beside["control"] == rows["public-only continued"]["run_dir"]
+    dp, control = rows["confidential eps=4"], rows["public-only continued"]
+    for part in ("released", "owner_only"):
+        for key, value in beside["minus_control"][part].items():
+            assert value == pytest.approx(dp[part][key] - control[part][key])
+    assert "has_phenotype_mrr" in beside["minus_control"]["owner_only"]  # here: the /r/likes statements
+    assert dp["owner_only"]["mrr relation:/r/likes"] == dp["owner_only"]["has_phenotype_mrr"]
+
+
+def test_the_ceiling_trains_the_annotations_without_privacy_and_popularity_needs_no_model(result):
+    rows = {r["run"]: r for r in result["rows"]}
+    ceiling = rows["non-private annotations (ceiling)"]
+    assert ceiling["privacy"]["guarantee"] == "simulation" and ceiling["privacy"]["epsilon"] is None
+    popular = rows["relation popularity"]
+    assert popular["released"] == {} and 0 < popular["owner_only"]["has_phenotype_mrr"] <= 1
+    assert set(result["summary"]) == set(rows)
+
+
+def test_a_dp_row_without_its_control_is_refused():
+    module = _module()
+    dp = {"run": "confidential eps=1", "seed": 3, "initialised_from": "a", "released": {}, "owner_only": {}}
+    control = {**dp, "run": "public-only continued", "seed": 4, "run_dir": "c"}
+    with pytest.raises(ValueError, match="no 'public-only continued' row of its seed"):
+        module.controls([dp, control])
+    with pytest.raises(ValueError, match="start from different models"):
+        module.controls([dp, {**control, "seed": 3, "initialised_from": "b"}])
