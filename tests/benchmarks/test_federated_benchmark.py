@@ -9,22 +9,19 @@ and whose other statements are shared.
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import shutil
 from pathlib import Path
 
 import pytest
 import torch
+from bench_module import load_benchmark
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURE = ROOT / "tests" / "fixtures" / "tiny_blp"
 
 
 def _module():
-    spec = importlib.util.spec_from_file_location("federated_bench", ROOT / "benchmarks" / "federated.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_benchmark("federated.py", "federated_bench")
 
 
 def _cfg(data: Path, *privacy: str):

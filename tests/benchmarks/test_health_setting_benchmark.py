@@ -7,12 +7,12 @@ public-only model is compared with a model that trained fewer public steps.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import shutil
 from pathlib import Path
 
 import pytest
+from bench_module import load_benchmark
 
 pytestmark = pytest.mark.slow  # four tiny training runs in subprocesses (~20 s of CPU)
 
@@ -21,10 +21,7 @@ FIXTURE = ROOT / "tests" / "fixtures" / "tiny_blp"
 
 
 def _module():
-    spec = importlib.util.spec_from_file_location("health_setting_bench", ROOT / "benchmarks" / "health_setting.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_benchmark("health_setting.py", "health_setting_bench")
 
 
 @pytest.fixture(scope="module")

@@ -2,19 +2,17 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
+
+from bench_module import load_benchmark
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURE = ROOT / "tests" / "fixtures" / "tiny_blp_ind"
 
 
 def _module():
-    spec = importlib.util.spec_from_file_location("k_shot_bench", ROOT / "benchmarks" / "k_shot.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_benchmark("k_shot.py", "k_shot_bench")
 
 
 def test_the_benchmark_trains_from_a_data_path_and_reports_every_k(tmp_path):

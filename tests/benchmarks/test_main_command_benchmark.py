@@ -2,19 +2,17 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
+
+from bench_module import load_benchmark
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURE = ROOT / "tests" / "fixtures" / "tiny_blp_ind"
 
 
 def _module():
-    spec = importlib.util.spec_from_file_location("main_command_bench", ROOT / "benchmarks" / "main_command.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_benchmark("main_command.py", "main_command_bench")
 
 
 def test_the_benchmark_times_each_stage_of_a_train_command(tmp_path, capsys):

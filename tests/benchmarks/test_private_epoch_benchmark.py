@@ -2,21 +2,18 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
 
 import pytest
+from bench_module import load_benchmark
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURE = ROOT / "tests" / "fixtures"
 
 
 def _module():
-    spec = importlib.util.spec_from_file_location("private_epoch_bench", ROOT / "benchmarks" / "private_epoch.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_benchmark("private_epoch.py", "private_epoch_bench")
 
 
 @pytest.mark.slow  # two worker processes: about 15 s

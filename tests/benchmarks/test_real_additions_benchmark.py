@@ -3,17 +3,15 @@ additions it selects, and the filtered ranks it scores them with."""
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
+
+from bench_module import load_benchmark
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def _module():
-    spec = importlib.util.spec_from_file_location("real_additions_bench", ROOT / "benchmarks" / "real_additions.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_benchmark("real_additions.py", "real_additions_bench")
 
 
 OLD = {

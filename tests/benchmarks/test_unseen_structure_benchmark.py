@@ -3,21 +3,18 @@ grid's default point gives what ``textkg evaluate`` gives for the run (the libra
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
 
 import pytest
+from bench_module import load_benchmark
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURE = ROOT / "tests" / "fixtures" / "tiny_blp_ind"
 
 
 def _module():
-    spec = importlib.util.spec_from_file_location("unseen_structure_bench", ROOT / "benchmarks" / "unseen_structure.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_benchmark("unseen_structure.py", "unseen_structure_bench")
 
 
 def test_the_benchmark_ranks_row_and_the_grid_and_its_default_matches_the_run(tmp_path):
