@@ -70,13 +70,13 @@ def main(argv: list[str] | None = None) -> int:
     if (args.attacker is None) != (args.victim is None):
         p.error("--attacker and --victim go together")
 
-    import torch
     from federated import write_results  # benchmarks/federated.py, beside this script
 
     from textkg.cli.config_loading import build_run_config
     from textkg.cli.main import build_parser
     from textkg.federated.attacks import CuriousHolder, audit_entities, server_entity_attack
     from textkg.federated.engines import FederatedConfig, federate
+    from textkg.training.checkpoint import load as load_checkpoint
 
     epsilons = [None] * (not args.skip_clear) + [float(e) for e in args.target_epsilons.split(",") if e]
     ks = [int(k) for k in args.upload_top_k.split(",") if k.strip()]
@@ -153,7 +153,7 @@ def main(argv: list[str] | None = None) -> int:
             out = Path(tmp) / f"fed-{len(rows)}"
             m = federate(cfg, fed, out, progress=False, on_upload=observe)
             if spy is not None:
-                spy.finish(torch.load(out / "best_model.pt"))  # the last round, read from the final global model
+                spy.finish(load_checkpoint(out / "best_model.pt"))  # the last round, read from the final global model
                 for r in spy.results:
                     row = {
                         "attack": "client",

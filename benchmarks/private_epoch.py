@@ -4,7 +4,7 @@ Usage::
 
     OMP_NUM_THREADS=1 python benchmarks/private_epoch.py --data ../shared/data/fb15k237 \\
         [--inductive-dir ind_rebuilt_seed0] [--preset cpu-private] [--batch-size 4096] \\
-        [--steps 3] [--repeats 3] [--threads 1] [--profile] [--cache DIR] [--set SECTION.KEY=JSON] \\
+        [--steps 3] [--repeats 3] [--threads 1] [--profile] [--set SECTION.KEY=JSON] \\
         [--out benchmarks/results/private_epoch.json]
 
 Setting: the preset's model built by the library's own pipeline
@@ -68,21 +68,6 @@ def _config(args, private: bool):
     return build_config(parse_args(argv))
 
 
-def _prepared(args, cfg, prepare):
-    """:func:`prepare` once per setting; later workers load it from ``--cache`` (the encode is minutes)."""
-    import torch
-
-    if not args.cache:
-        return prepare(cfg)
-    path = Path(args.cache) / f"{args.preset}-{cfg.privacy.mode}.pt"
-    if path.is_file():
-        return torch.load(path, weights_only=False)  # our own file, written below
-    prep = prepare(cfg)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    torch.save(prep, path)
-    return prep
-
-
 def worker(args, method: str) -> dict:
     import torch
 
@@ -90,7 +75,7 @@ def worker(args, method: str) -> dict:
 
     torch.set_num_threads(args.threads)
     cfg = _config(args, private=method == "dp")
-    prep = _prepared(args, cfg, prepare)
+    prep = prepare(cfg)  # the text features come from the on-disk feature cache; nothing pickled
     with tempfile.TemporaryDirectory() as tmp:
         trainer, private, _ = build_trainer(prep, cfg, Path(tmp))
         prep.model.train()
@@ -186,7 +171,6 @@ def main(argv=None) -> dict | None:
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--methods", default="nonprivate,dp")
     ap.add_argument("--profile", action="store_true")
-    ap.add_argument("--cache", default="", help="folder for the prepared data and model (reused by later workers)")
     ap.add_argument("--set", action="append", default=[], help="SECTION.KEY=JSON, as reproduce_fb15k237.py")
     ap.add_argument("--tag", default="")
     ap.add_argument("--out", default=str(ROOT / "benchmarks/results/private_epoch.json"))

@@ -50,6 +50,7 @@ and PrimeKG uses the measured per-row and per-step costs (see ``project``).
 from __future__ import annotations
 
 import argparse
+import importlib.metadata
 import json
 import math
 import os
@@ -92,11 +93,9 @@ def _zipf(rng, n: int, size: int, exponent: float):
 
 def glove_words() -> list[str]:
     """The fixed description vocabulary: alphabetic words of GloVe's ranks ``WORDS``."""
-    from gensim.models import KeyedVectors
+    from textkg.encoders.glove import glove_vectors
 
-    from textkg.encoders.glove import glove_kv_path
-
-    index = KeyedVectors.load(str(glove_kv_path()), mmap="r").key_to_index
+    index, _ = glove_vectors()
     keys = sorted(index, key=index.__getitem__)  # by frequency rank
     return [w for w in keys[WORDS[0] : WORDS[1]] if isinstance(w, str) and w.isalpha()]
 
@@ -601,7 +600,7 @@ def run(args, argv: list[str] | None) -> None:
         "machine": {
             "cpus": os.cpu_count(),
             "python": platform.python_version(),
-            "torch": __import__("torch").__version__,
+            "torch": importlib.metadata.version("torch"),
             "memory_gib": round(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30, 1),
             "note": "shared machine: other jobs ran at the same time; see loadavg_before/after of each row",
         },

@@ -20,7 +20,7 @@ def _module():
 def test_dp_and_nonprivate_steps_are_timed_and_compared(tmp_path):
     out = tmp_path / "private_epoch.json"
     argv = ["--data", str(FIXTURE / "tiny_blp"), "--inductive-dir", "ind_split", "--batch-size", "16"]
-    argv += ["--private-size", "200", "--steps", "1", "--repeats", "1", "--cache", str(tmp_path / "cache")]
+    argv += ["--private-size", "200", "--steps", "1", "--repeats", "1"]
     argv += ["--set", 'data.description="auto"']
     argv += ["--set", 'model.encoder="glove-bow"', "--set", "model.encoder_kwargs={}", "--set", "model.dim=8"]
     result = _module().main([*argv, "--out", str(out)])
@@ -30,4 +30,3 @@ def test_dp_and_nonprivate_steps_are_timed_and_compared(tmp_path):
     dp = next(r for r in result["runs"] if r["method"] == "dp")
     assert dp["steps_per_epoch"] == round(200 / 16) and dp["peak_rss_mb"] > 0
     assert result["summary"]["step_ratio_cpu_ms_per_step_median"] > 0 and result["machine"]["torch"]
-    assert (tmp_path / "cache" / "cpu-private-full.pt").is_file()
