@@ -58,7 +58,11 @@ class _Table:
 def _graph(seed: int = 0) -> torch.Tensor:
     g = torch.Generator().manual_seed(seed)
     return torch.stack(
-        [torch.randint(0, 8, (30,), generator=g), torch.randint(0, R, (30,), generator=g), torch.randint(0, 8, (30,), generator=g)],
+        [
+            torch.randint(0, 8, (30,), generator=g),
+            torch.randint(0, R, (30,), generator=g),
+            torch.randint(0, 8, (30,), generator=g),
+        ],
         dim=1,
     )
 
@@ -94,7 +98,9 @@ def _link_vote_cases() -> dict[str, torch.Tensor]:
 
     graph = _graph(6)
     vote = LinkVote(graph, torch.arange(8), num_entities=N, num_relations=R, k=3)
-    links = torch.tensor([[9, 0, 1, NEW_IS_HEAD], [9, 1, 2, NEW_IS_TAIL], [10, int(graph[0, 1]), int(graph[0, 2]), NEW_IS_HEAD]])
+    links = torch.tensor(
+        [[9, 0, 1, NEW_IS_HEAD], [9, 1, 2, NEW_IS_TAIL], [10, int(graph[0, 1]), int(graph[0, 2]), NEW_IS_HEAD]]
+    )
     base = _Table(torch.randn(N, N, generator=torch.Generator().manual_seed(7)))
     queries, relations, cands = torch.tensor([9, 10, 11, 3]), torch.tensor([0, 1, 2, 0]), torch.arange(N)
     out = {}
@@ -150,9 +156,9 @@ def _placement_cases() -> dict[str, torch.Tensor]:
         fit_on=CANDIDATES,
     )
     out["reranker"] = rerank(terms, CANDIDATES)
-    out["combined_scorer[model+rerank]"] = combined_scorer({**components, "rerank": rerank}, {"model": 1.0, "rerank": 0.3})(
-        terms, CANDIDATES
-    )
+    out["combined_scorer[model+rerank]"] = combined_scorer(
+        {**components, "rerank": rerank}, {"model": 1.0, "rerank": 0.3}
+    )(terms, CANDIDATES)
     return out
 
 
@@ -175,7 +181,9 @@ def _placement_links_cases(tmp: Path) -> dict[str, torch.Tensor]:
     placer = Placer.__new__(Placer)
     placer.run_dir, placer.relation = tmp, 0
     split = SimpleNamespace(train=train)
-    placer.predictor = SimpleNamespace(prepared=SimpleNamespace(split=split, private_mask=None), kg=SimpleNamespace(num_entities=13))
+    placer.predictor = SimpleNamespace(
+        prepared=SimpleNamespace(split=split, private_mask=None), kg=SimpleNamespace(num_entities=13)
+    )
     batch = [NewTerm(id="T11", name="a"), NewTerm(id="T12", name="b"), NewTerm(id="T10", name="c")]
     annotations = {"T11": [7, 8], "T12": [9]}
     out["Placer._with_annotations"] = placer._with_annotations(base(terms, CANDIDATES), batch, annotations, CANDIDATES)
@@ -199,8 +207,7 @@ def _decode(saved: dict) -> torch.Tensor:
 def _assert_pinned(got: torch.Tensor, saved: dict, name: str) -> None:
     want = _decode(saved)
     assert got.dtype == want.dtype and got.shape == want.shape, name
-    # bitwise where the old code's operations are kept; 1 ulp-scale slack only for float32 rounding
-    torch.testing.assert_close(got, want, rtol=0, atol=1e-6 if got.dtype == torch.float32 else 0, msg=name)
+    assert torch.equal(got, want), f"{name}: max difference {(got - want).abs().max().item()}"  # bit for bit
 
 
 @pytest.fixture(scope="module")
@@ -222,7 +229,9 @@ def test_the_one_standardise_gives_each_old_variants_numbers(reference, variant)
     inputs = standardise_inputs()
     names, options = VARIANTS[variant]
     for name in names:
-        _assert_pinned(standardise(inputs[name], **options), reference["standardise"][variant][name], f"{variant}/{name}")
+        _assert_pinned(
+            standardise(inputs[name], **options), reference["standardise"][variant][name], f"{variant}/{name}"
+        )
 
 
 def _old_standardise_outputs() -> dict:
