@@ -251,3 +251,40 @@ if __name__ == "__main__":  # rewrite the reference (on the reference commit onl
         callers = {name: _encode(t) for name, t in caller_cases(Path(tmp)).items()}
     record = {"commit": sys.argv[1] if len(sys.argv) > 1 else None, "standardise": _old_standardise_outputs()}
     REFERENCE.write_text(json.dumps({**record, "callers": callers}, indent=0, allow_nan=False) + "\n")
+
+
+def _b54adb0_standardise(scores: torch.Tensor) -> torch.Tensor:
+    """``textkg.evaluation.neighbour_vote.standardise`` as on b54adb0 (unmasked rows), the one predict used."""
+    scores = scores.float()
+    return (scores - scores.mean(1, keepdim=True)) / scores.std(1, keepdim=True).clamp_min(1e-12)
+
+
+@pytest.mark.slow
+def test_predict_scores_are_b54adb0s_sum_of_the_standardised_model_and_the_votes(tmp_path):
+    """``textkg predict`` with a chosen vote and spread: each score is b54adb0's formula from its parts,
+    ``standardise(model row) + weight x vote + spread_weight x spread``, bit for bit."""
+    from test_neighbour_vote import _train
+
+    from textkg.predict import load_predictor
+    from textkg.training.features import entity_texts
+
+    metrics = _train(tmp_path)
+    metrics["test"]["neighbour_vote"].update(weight=0.5, spread_weight=0.25)
+    (tmp_path / "run" / "metrics.json").write_text(json.dumps(metrics))
+    predictor = load_predictor(tmp_path / "run", device="cpu")
+    kg = predictor.kg
+    h, r, _ = predictor.prepared.split.train[0].tolist()
+    text = entity_texts(kg)[h] + " and more"
+    top_k = kg.num_entities
+    out = predictor.predict(description=text, relation=kg.relations[r], direction="tail", top_k=top_k)
+    with torch.no_grad():
+        new, inputs = predictor._embed([text])
+        ents, rel = predictor.model.entity_matrix(), predictor.model.relation_matrix()[r : r + 1]
+        features = predictor._vote_features([text], inputs)
+        assert predictor._vote is not None
+        want = _b54adb0_standardise(predictor.model.interaction.score_tails(new, rel, ents)).cpu()
+        want = want + 0.5 * predictor._vote.votes_for_new(features, torch.tensor([r]), "tail")
+        want = want + 0.25 * predictor._vote.spread_for_new(features, torch.tensor([r]), "tail")
+    got = {p["entity"]: p["score"] for p in out["predictions"]}
+    assert len(got) == kg.num_entities
+    assert all(got[kg.entities[i]] == float(want[0, i]) for i in range(kg.num_entities))
