@@ -124,12 +124,16 @@ def command_line(argv: Sequence[str] | None = None, script: str | None = None) -
     return shlex.join(["python", f"benchmarks/{Path(script).name}", *args])
 
 
-def result(benchmark: str, *, command: str | None = None, **payload: Any) -> dict[str, Any]:
+def result(
+    benchmark: str, *, command: str | None = None, machine_extra: dict[str, Any] | None = None, **payload: Any
+) -> dict[str, Any]:
     """A results record: ``benchmark``, ``command``, ``machine``, ``date``, then ``payload``'s keys.
 
     Args:
         benchmark: The script's name without ``.py`` (``"eval_speed"``).
         command: The command line (default: :func:`command_line` of this process).
+        machine_extra: Keys added to :func:`machine`'s record (a script's own, e.g. the load
+            average before it ran, or names its results had before the harness, kept for readers).
         payload: The measurements, usually ``rows=[...]``; a key of the schema is refused.
 
     Raises:
@@ -141,7 +145,7 @@ def result(benchmark: str, *, command: str | None = None, **payload: Any) -> dic
     return {
         "benchmark": benchmark,
         "command": command_line(script=f"{benchmark}.py") if command is None else command,
-        "machine": machine(),
+        "machine": {**machine(), **(machine_extra or {})},
         "date": utc_now(),
         **payload,
     }

@@ -12,7 +12,11 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # benchmarks/: the shared harness
+import _harness
 
 
 def main() -> None:
@@ -25,7 +29,7 @@ def main() -> None:
         d = json.loads(f.read_text())
         d.pop("roc", None)
         rows.append({"file": f.name, **d})
-    Path(args.out).write_text(json.dumps({"audits": rows}, indent=1) + "\n")
+    _harness.write_results(args.out, _harness.result("collect_audit", source=str(args.root), audits=rows))
     print(
         "| run | attack | members / non-members | AUC | TPR @ FPR 1% | TPR @ FPR 0.1% "
         "| ε lower bound (95%) | accounted ε |"

@@ -18,7 +18,11 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # benchmarks/: the shared harness
+import _harness
 
 
 def row(run_dir: Path, commands: dict[str, dict]) -> dict:
@@ -71,12 +75,13 @@ def main() -> None:
             commands[Path(entry["run_dir"]).name] = entry
     runs = sorted(d for d in Path(args.root).iterdir() if (d / "metrics.json").is_file())
     rows = [row(d, commands) for d in runs]
-    record = {
-        "benchmark": "privacy-utility on inductive FB15k-237 (ind_rebuilt_seed0, BLP protocol), one CPU thread per run",
-        "source": str(args.root),
-        "rows": rows,
-    }
-    Path(args.out).write_text(json.dumps(record, indent=1) + "\n")
+    record = _harness.result(
+        "collect_private_table",
+        description="privacy-utility on inductive FB15k-237 (ind_rebuilt_seed0, BLP protocol), one CPU thread per run",
+        source=str(args.root),
+        rows=rows,
+    )
+    _harness.write_results(args.out, record)
     print(markdown(rows))
 
 

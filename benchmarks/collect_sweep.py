@@ -5,6 +5,9 @@ import json
 import sys
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # benchmarks/: the shared harness
+import _harness
+
 src, out, command = Path(sys.argv[1]), Path(sys.argv[2]), sys.argv[3]
 rows = []
 for r in ["none", "public-only", "full-eps1", "full-eps4", "confidential-eps1", "confidential-eps4"]:
@@ -25,5 +28,6 @@ for r in ["none", "public-only", "full-eps1", "full-eps4", "confidential-eps1", 
             "audit": a,
         }
     )
-out.write_text(json.dumps({"source": str(src), "command": command, "rows": rows}, indent=1) + "\n")
+# "command" is the sweep's own command (the runs'), as before the harness
+_harness.write_results(out, _harness.result("collect_sweep", command=command, source=str(src), rows=rows))
 print(out, len(rows))

@@ -23,8 +23,6 @@ space (both centred on the first party's mean) and the share of entities whose n
 from __future__ import annotations
 
 import argparse
-import json
-import platform
 import sys
 import tempfile
 import time
@@ -34,6 +32,8 @@ import torch
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))  # the shared harness
+import _harness  # noqa: E402
 
 
 def alignment(translated: torch.Tensor, own: torch.Tensor) -> dict:
@@ -86,24 +86,18 @@ def main(argv: list[str] | None = None) -> None:
             share = train_ppat(gen, teachers, label)
             rows.append({"method": f"ppat iterations={n}", **alignment(gen.translate(), own), "real_share": share})
             print(rows[-1]["method"], rows[-1]["mean_cosine"], rows[-1]["nearest_is_own"], file=sys.stderr)
-    record = {
-        "command": "python benchmarks/cross_graph_ppat_alignment.py " + " ".join(argv or sys.argv[1:]),
-        "date": time.strftime("%Y-%m-%d"),
-        "machine": {
-            "torch": torch.__version__,
-            "threads": torch.get_num_threads(),
-            "python": platform.python_version(),
-        },
-        "host": host_spec.name,
-        "client": client_spec.name,
-        "aligned": len(names),
-        "ppat": dataclasses.asdict(ex.ppat),
-        "rows": rows,
-        "seconds": time.perf_counter() - t0,
-    }
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(record, indent=1, allow_nan=False) + "\n")
+    record = _harness.result(
+        "cross_graph_ppat_alignment",
+        command=_harness.command_line(argv, "cross_graph_ppat_alignment.py"),
+        machine_extra={"threads": torch.get_num_threads()},  # the key this file had before the harness
+        host=host_spec.name,
+        client=client_spec.name,
+        aligned=len(names),
+        ppat=dataclasses.asdict(ex.ppat),
+        rows=rows,
+        seconds=time.perf_counter() - t0,
+    )
+    out = _harness.write_results(args.out, record)
     print(f"wrote {out}", file=sys.stderr)
 
 

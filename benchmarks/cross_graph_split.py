@@ -8,16 +8,21 @@ Usage::
 A relation's domain is the first component of its name (``/film/actor/...`` → ``film``). Graph
 ``a`` keeps the train/dev/test statements whose relation is in ``--domains``, graph ``b`` the
 others; both keep every entity text. The graphs overlap on the entities that occur in both. Writes
-``OUT/a``, ``OUT/b`` and ``OUT/holders.yaml`` (TransE, transductive, the given dim and epochs).
+``OUT/a``, ``OUT/b``, ``OUT/holders.yaml`` (TransE, transductive, the given dim and epochs) and
+``OUT/split.json`` (the harness's record: command, machine, statements kept per graph and file).
 """
 
 from __future__ import annotations
 
 import argparse
 import shutil
+import sys
 from pathlib import Path
 
 import yaml
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # benchmarks/: the shared harness
+import _harness
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -31,6 +36,7 @@ def main(argv: list[str] | None = None) -> None:
     args = ap.parse_args(argv)
     data, out = Path(args.data), Path(args.out)
     domains = set(args.domains.split(","))
+    counts: dict[str, dict[str, int]] = {}
     for name, keep in (("a", True), ("b", False)):
         d = out / name
         d.mkdir(parents=True, exist_ok=True)
@@ -40,6 +46,7 @@ def main(argv: list[str] | None = None) -> None:
             lines = (data / f).read_text().splitlines()
             kept = [x for x in lines if (x.split("\t")[1].split("/")[1] in domains) == keep]
             (d / f).write_text("\n".join(kept) + "\n")
+            counts.setdefault(name, {})[f] = len(kept)
     holder = {
         "model": "transe",
         "data": {"split": "transductive"},
@@ -54,6 +61,15 @@ def main(argv: list[str] | None = None) -> None:
         ],
     }
     (out / "holders.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
+    # how the split was made: the command, the machine and the statements each graph kept
+    record = _harness.result(
+        "cross_graph_split",
+        command=_harness.command_line(argv, "cross_graph_split.py"),
+        data=str(data),
+        domains=sorted(domains),
+        statements=counts,
+    )
+    _harness.write_results(out / "split.json", record)
     print(out / "holders.yaml")
 
 

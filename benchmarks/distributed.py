@@ -17,12 +17,14 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # benchmarks/: the shared harness
+import _harness
 
 
 def run_one(nproc: int, args, extra: list[str], workdir: Path) -> dict:
@@ -54,6 +56,7 @@ def run_one(nproc: int, args, extra: list[str], workdir: Path) -> dict:
 
 def main(argv: list[str] | None = None) -> None:
     argv = sys.argv[1:] if argv is None else argv
+    command = _harness.command_line(argv, "distributed.py")  # the extra train flags after -- included
     extra: list[str] = []
     if "--" in argv:
         cut = argv.index("--")
@@ -76,14 +79,14 @@ def main(argv: list[str] | None = None) -> None:
     base = rows[0]["train_seconds"]
     for r in rows:
         r["speedup_over_first"] = base / r["train_seconds"] if r["train_seconds"] else None
-    record = {
-        "benchmark": "data-parallel training throughput (textkg train --nproc N, gloo on the CPU)",
-        "command": "python benchmarks/distributed.py " + " ".join(sys.argv[1:] if argv is None else argv),
-        "machine": {"cpus": os.cpu_count(), "python": platform.python_version()},
-        "rows": rows,
-    }
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps(record, indent=1) + "\n")
+    record = _harness.result(
+        "distributed",
+        command=command,
+        machine_extra={"cpus": os.cpu_count()},  # the key this file had before the harness
+        description="data-parallel training throughput (textkg train --nproc N, gloo on the CPU)",
+        rows=rows,
+    )
+    _harness.write_results(args.out, record)
     print(f"wrote {args.out}", file=sys.stderr)
 
 

@@ -74,7 +74,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import platform
 import statistics
 import subprocess
 import sys
@@ -82,6 +81,9 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "benchmarks"))  # the shared harness
+import _harness  # noqa: E402
+
 NUM_ENTITIES, NUM_RELATIONS, DIM = 14_541, 237, 200
 SIGMA, C, LR = 1.0, 1.0, 0.1
 
@@ -389,7 +391,6 @@ def main(argv: list[str] | None = None) -> int:
         return 0
 
     import psutil
-    import torch
 
     results = []
     load_before = _loadavg()
@@ -444,15 +445,26 @@ def main(argv: list[str] | None = None) -> int:
         else:
             print(f"{row['ms_per_step_median']:.1f} ms/step, peak {row['peak_rss_mb']:.0f} MiB", file=sys.stderr)
     noise = [r for r in results if r.get("method") == "noise-draw" and "repeat" in r]
-    out = {
-        "ratios": _ratios(results),
-        "noise_draw_ms_median": {
+    out = _harness.result(
+        "dp_step",
+        command=_harness.command_line(argv, "dp_step.py"),
+        machine_extra={  # the keys this file had before the harness (torch_threads: each worker's)
+            "cpus": psutil.cpu_count(),
+            "torch_threads": args.threads,
+            "repeats": args.repeats,
+            "timed_steps": args.steps,
+            "loadavg_before": load_before,
+            "loadavg_after": _loadavg(),
+            "memory_gb": round(psutil.virtual_memory().total / 2**30, 1),
+        },
+        ratios=_ratios(results),
+        noise_draw_ms_median={
             arm: statistics.median(r[f"{arm}_ms_median"] for r in noise) for arm in ("secret_float64", "torch_float32")
         }
         if noise
         else None,
-        "accounting": _time_accounting(),
-        "setting": {
+        accounting=_time_accounting(),
+        setting={
             "num_entities": NUM_ENTITIES,
             "num_relations": NUM_RELATIONS,
             "dim": DIM,
@@ -461,23 +473,9 @@ def main(argv: list[str] | None = None) -> int:
             "max_grad_norm": C,
             "score": "TransE -||h + r - t||_2, cross-entropy over 1 + k",
         },
-        "machine": {
-            "python": platform.python_version(),
-            "torch": torch.__version__,
-            "cpus": psutil.cpu_count(),
-            "torch_threads": args.threads,
-            "repeats": args.repeats,
-            "timed_steps": args.steps,
-            "loadavg_before": load_before,
-            "loadavg_after": _loadavg(),
-            "memory_gb": round(psutil.virtual_memory().total / 2**30, 1),
-            "platform": platform.platform(),
-        },
-        "results": results,
-    }
-    path = Path(args.out)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(out, indent=2) + "\n", encoding="utf-8")
+        results=results,
+    )
+    path = _harness.write_results(args.out, out, indent=2)
     print(f"wrote {path}", file=sys.stderr)
     return 0
 

@@ -43,6 +43,9 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "benchmarks"))  # the shared harness
+import _harness  # noqa: E402
+
 DEFAULT_ENCODERS = "bert,sentence-transformers,glove-bow,flair"
 KWARGS = {"bert": {"max_tokens": 32}, "sentence-transformers": {"max_tokens": 32}, "glove-bow": {}, "flair": {}}
 _SPLIT_LINE = re.compile(
@@ -248,26 +251,27 @@ def main(argv: list[str] | None = None) -> int:
             result = worker_charlm(args._worker[len("charlm-") :], texts, args)
         else:
             result = worker_encode(args._worker, args._phase, texts, args)
-        args.out.write_text(json.dumps(result, indent=2), encoding="utf-8")
+        _harness.write_results(args.out, result, indent=2)  # read back by the parent process
         return 0
 
     texts = load_texts(args.texts_from, args.limit)
     names = [n.strip() for n in args.encoders.split(",") if n.strip()]
-    summary: dict = {
-        "texts_from": args.texts_from,
-        "n_texts": len(texts),
-        "n_unique_texts": len(set(texts)),
-        "threads": args.threads,
-        "batch_size": args.batch_size,
-        "cpu_count": os.cpu_count(),
-        "charlm_seconds": args.charlm_seconds,
-        "charlm_hidden_size": args.charlm_hidden_size,
-        "python": platform.python_version(),
-        "started": time.strftime("%Y-%m-%d %H:%M:%S"),
-        "loadavg_start": loadavg(),
-        "command": " ".join([Path(sys.argv[0]).as_posix(), *sys.argv[1:]]),
-        "results": [],
-    }
+    summary: dict = _harness.result(  # the top-level keys this file had before the harness, kept
+        "encode_speed",
+        command=_harness.command_line(argv, "encode_speed.py"),
+        texts_from=args.texts_from,
+        n_texts=len(texts),
+        n_unique_texts=len(set(texts)),
+        threads=args.threads,
+        batch_size=args.batch_size,
+        cpu_count=os.cpu_count(),
+        charlm_seconds=args.charlm_seconds,
+        charlm_hidden_size=args.charlm_hidden_size,
+        python=platform.python_version(),
+        started=time.strftime("%Y-%m-%d %H:%M:%S"),
+        loadavg_start=loadavg(),
+        results=[],
+    )
     t0 = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="encode-speed-") as tmp:
         tmp_path = Path(tmp)
@@ -333,10 +337,10 @@ def main(argv: list[str] | None = None) -> int:
                 row["charlm"] = charlm
             summary["results"].append(row)
             print(json.dumps({k: v for k, v in row.items() if k not in ("processes", "charlm")}), flush=True)
-            args.out.parent.mkdir(parents=True, exist_ok=True)
-            args.out.write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")  # partial results survive
+            _harness.write_results(args.out, summary, indent=2)  # partial results survive
     summary.update(loadavg_end=loadavg(), total_seconds=round(time.perf_counter() - t0, 1))
-    args.out.write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
+    summary.update(machine=_harness.machine(), date=_harness.utc_now())  # as the measurement ends
+    _harness.write_results(args.out, summary, indent=2)
     return 0
 
 

@@ -23,7 +23,6 @@ import argparse
 import hashlib
 import json
 import os
-import platform
 import subprocess
 import sys
 import time
@@ -31,6 +30,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))  # the shared harness
+import _harness  # noqa: E402
 
 
 def _vm(key: str) -> int:
@@ -136,10 +137,9 @@ def main() -> None:
             sys.exit(proc.stderr)
         runs.append(json.loads(proc.stdout.strip().splitlines()[-1]))
         print(json.dumps(runs[-1]), file=sys.stderr)
-    out = {
-        "benchmark": "eval_memory",
-        "command": "python benchmarks/eval_memory.py " + " ".join(sys.argv[1:]),
-        "setting": {
+    out = _harness.result(
+        "eval_memory",
+        setting={
             "num_entities": args.num_entities,
             "num_relations": args.num_relations,
             "dim": args.dim,
@@ -150,12 +150,10 @@ def main() -> None:
             "scorer": "DistMult, random embeddings, float32",
             "threads": 1,
         },
-        "machine": {"platform": platform.platform(), "python": platform.python_version()},
-        "identical_ranks": len({r["ranks_sha256"] for r in runs}) == 1,
-        "runs": runs,
-    }
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps(out, indent=2) + "\n")
+        identical_ranks=len({r["ranks_sha256"] for r in runs}) == 1,
+        runs=runs,
+    )
+    _harness.write_results(args.out, out, indent=2)
     print(json.dumps(out, indent=2))
 
 

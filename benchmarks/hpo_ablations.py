@@ -40,7 +40,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import shlex
 import subprocess
 import sys
@@ -48,6 +47,9 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "benchmarks"))  # the shared harness
+import _harness  # noqa: E402
+
 DEFAULT_OUT = ROOT / "benchmarks" / "results" / "hpo_ablations.json"
 
 #: variant → the flags that select its model (everything else is shared).
@@ -158,19 +160,15 @@ def main(argv: list[str] | None = None) -> int:
             "split": args.split,
             "epochs": args.epochs,
             "seed": args.seed,
-            "machine": {
-                "cpu_count": os.cpu_count(),
-                "platform": platform.platform(),
+            "machine": {  # the harness's record, with this file's own keys
+                **_harness.machine(),
                 "omp_num_threads": os.environ.get("OMP_NUM_THREADS"),
                 "loadavg_after": os.getloadavg(),
             },
         }
     )
     results[key] = entry
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = args.out.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(results, indent=2) + "\n")
-    os.replace(tmp, args.out)
+    _harness.write_results(args.out, results, indent=2)  # one entry per setting, kept keyed as before
     print(json.dumps({v: r["test"] for v, r in entry["runs"].items()}, indent=1))
     return 0
 

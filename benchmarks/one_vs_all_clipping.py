@@ -48,6 +48,8 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "benchmarks"))  # the shared harness
+import _harness  # noqa: E402
 
 
 def _rss_mb(field: str) -> float:
@@ -205,7 +207,7 @@ def main(argv=None) -> None:
         path = Path(args.out)
         out = json.loads(path.read_text()) if path.exists() else {}
         out["float32_accuracy"] = accuracy(args.text_dim, args.dim)
-        path.write_text(json.dumps(out, indent=2) + "\n")
+        _harness.write_results(path, out, indent=2)
         print(json.dumps(out["float32_accuracy"]))
         return
 
@@ -270,21 +272,22 @@ def main(argv=None) -> None:
                         entry["peak_rss_ratio_to_nonprivate"] = entry["peak_rss_mb"] / base["peak_rss_mb"]
                 runs.append(entry)
                 print(json.dumps({k: v for k, v in entry.items() if k != "ms_per_step"}), flush=True)
-    out = {
-        "torch": torch.__version__,
-        "python": platform.python_version(),
-        "cpu_count": os.cpu_count(),
-        "threads": args.threads,
-        "steps": args.steps,
-        "text_dim": args.text_dim,
-        "dim": args.dim,
-        "setting": "cpu-fused architecture, random features, TransE-L2, tau 0.05, dropout 0.5, "
+    out = _harness.result(
+        "one_vs_all_clipping",
+        command=_harness.command_line(argv, "one_vs_all_clipping.py"),
+        torch=torch.__version__,  # the top-level keys this file had before the harness
+        python=platform.python_version(),
+        cpu_count=os.cpu_count(),
+        threads=args.threads,
+        steps=args.steps,
+        text_dim=args.text_dim,
+        dim=args.dim,
+        setting="cpu-fused architecture, random features, TransE-L2, tau 0.05, dropout 0.5, "
         "237 relations; DP = exact norms + reweighted backward, noise excluded",
-        "float32_accuracy": accuracy(args.text_dim, args.dim),
-        "runs": runs,
-    }
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps(out, indent=2) + "\n")
+        float32_accuracy=accuracy(args.text_dim, args.dim),
+        runs=runs,
+    )
+    _harness.write_results(args.out, out, indent=2)
     print(f"wrote {args.out}")
 
 

@@ -18,7 +18,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import statistics
 import sys
 import time
@@ -26,6 +25,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))  # the shared harness
+import _harness  # noqa: E402
 
 
 def measure(n: int, optimizer: str, args) -> dict:
@@ -96,15 +97,13 @@ def main() -> None:
             row["loadavg_1min"] = os.getloadavg()[0]
             rows.append(row)
             print(json.dumps(row), flush=True)
-    out = {
-        "benchmark": "optimizer_step",
-        "settings": {k: getattr(args, k) for k in ("dim", "batch_size", "num_negatives", "steps")},
-        "threads": 1,
-        "machine": platform.processor() or platform.machine(),
-        "rows": rows,
-    }
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps(out, indent=2) + "\n")
+    out = _harness.result(  # "machine" was the processor's name; it is the harness's record (its "processor")
+        "optimizer_step",
+        settings={k: getattr(args, k) for k in ("dim", "batch_size", "num_negatives", "steps")},
+        threads=1,
+        rows=rows,
+    )
+    _harness.write_results(args.out, out, indent=2)
 
 
 if __name__ == "__main__":

@@ -36,8 +36,6 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
-import platform
-import shlex
 import sys
 import time
 from pathlib import Path
@@ -61,11 +59,14 @@ from textkg.evaluation.placement_ensemble import (
     vote_scorer,
 )
 from textkg.pipeline.prepared import prepare
-from textkg.pipeline.report import _description_features, _placement
+from textkg.pipeline.report import _placement, description_features
 from textkg.training import checkpoint as ckpt
 from textkg.training.config import RunConfig
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "benchmarks"))  # the shared harness
+import _harness  # noqa: E402
+
 DEFAULT_OUT = ROOT / "benchmarks" / "results" / "placement_hpo.json"
 
 
@@ -106,7 +107,7 @@ def main(argv=None) -> int:
     queries = {side: placement_queries(kg, split, which=side) for side in ("valid", "test")}
     if any(q is None for q in queries.values()):
         sys.exit("no placement queries on the validation or test side")
-    features = _description_features(prep)
+    features = description_features(prep)
     edges = split.train[split.train[:, 1] == queries["test"].relation][:, [0, 2]]
     print(
         f"loaded in {time.time() - t0:.0f}s: {queries['valid'].num_queries} valid / "
@@ -192,28 +193,27 @@ def main(argv=None) -> int:
     t = time.time()
     library = _placement(prep, cfg)  # exactly what `textkg train` computes and prints after training
     library_seconds = round(time.time() - t, 1)
-    result = {
-        "command": "OMP_NUM_THREADS=1 python " + " ".join(shlex.quote(a) for a in sys.argv),
-        "run": str(args.run_dir),
-        "dataset": cfg.data.dataset,
-        "split": cfg.data.split,
-        "split_seed": cfg.data.split_seed,
-        "model": cfg.model_name,
-        "epochs_trained": json.loads((args.run_dir / "metrics.json").read_text())["train"]["epochs"]
+    result = _harness.result(  # "machine" was one line of text; it is the harness's record
+        "placement",
+        command="OMP_NUM_THREADS=1 " + _harness.command_line(argv, "placement.py"),
+        run=str(args.run_dir),
+        dataset=cfg.data.dataset,
+        split=cfg.data.split,
+        split_seed=cfg.data.split_seed,
+        model=cfg.model_name,
+        epochs_trained=json.loads((args.run_dir / "metrics.json").read_text())["train"]["epochs"]
         if (args.run_dir / "metrics.json").is_file()
         else None,
-        "num_queries": {side: q.num_queries for side, q in queries.items()},
-        "num_candidates": [len(g) for g in queries["test"].groups],
-        "chosen_on_validation": {"name": chosen["name"], "valid": chosen["valid"], "test": chosen["test"]},
-        "textkg_train_reports": {"reading": placement_reading(library), "seconds": library_seconds, **library},
-        "methods": methods,
-        "seconds": round(time.time() - t0, 1),
-        "machine": f"{platform.machine()} {torch.get_num_threads()} thread(s), torch {torch.__version__}",
-    }
+        num_queries={side: q.num_queries for side, q in queries.items()},
+        num_candidates=[len(g) for g in queries["test"].groups],
+        chosen_on_validation={"name": chosen["name"], "valid": chosen["valid"], "test": chosen["test"]},
+        textkg_train_reports={"reading": placement_reading(library), "seconds": library_seconds, **library},
+        methods=methods,
+        seconds=round(time.time() - t0, 1),
+    )
     store = json.loads(args.out.read_text()) if args.out.is_file() else {}
     store[args.key or Path(cfg.data.dataset).name] = result
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(store, indent=1) + "\n")
+    _harness.write_results(args.out, store)
     print(
         f"chosen on validation: {chosen['name']} (valid MRR {chosen['valid']['mrr']:.3f}, "
         f"test MRR {chosen['test']['mrr']:.3f}); wrote {args.out}",

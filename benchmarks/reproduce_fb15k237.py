@@ -241,12 +241,9 @@ def _valid_only(cfg, run_dir: Path, progress: bool) -> dict:
 
 
 def append_row(path: Path, row: dict) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
     rows = json.loads(path.read_text()) if path.is_file() else []
     rows.append(row)
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(json.dumps(rows, indent=2) + "\n")
-    tmp.replace(path)
+    _harness.write_results(path, rows, indent=2)
 
 
 def _settings_text(row: dict) -> str:

@@ -50,11 +50,9 @@ and PrimeKG uses the measured per-row and per-step costs (see ``project``).
 from __future__ import annotations
 
 import argparse
-import importlib.metadata
 import json
 import math
 import os
-import platform
 import resource
 import shutil
 import signal
@@ -66,6 +64,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))  # the shared harness
+import _harness  # noqa: E402
 
 ZIPF_EXPONENT = 0.8
 WORDS = (100, 4100)  # GloVe vocabulary ranks the description words come from
@@ -524,12 +524,12 @@ def main(argv: list[str] | None = None) -> None:
         record = json.loads(Path(args.refit).read_text())
         record["exponents"] = fit_exponents(record["rows"])
         record["projection"] = project(record["rows"], record.get("batch_size", args.batch_size))
-        Path(args.refit).write_text(json.dumps(record, indent=1) + "\n")
+        _harness.write_results(args.refit, record)
         return
     if args.worker:
         result = encode_worker(args) if args.worker == "encode" else train_worker(args)
         rank = result.get("rank", 0)
-        Path(f"{args.result}.rank{rank}.json").write_text(json.dumps(result))
+        _harness.write_results(f"{args.result}.rank{rank}.json", result)  # read back by the parent process
         return
     run(args, argv)
 
@@ -594,18 +594,17 @@ def run(args, argv: list[str] | None) -> None:
             shutil.rmtree(base, ignore_errors=True)
     rows = sorted([*previous, *rows], key=lambda r: r["entities"])  # stable: each size keeps its order
     measured = [r for r in rows if "skipped" not in r]
-    record = {
-        "benchmark": "scaling on synthetic power-law graphs (benchmarks/scaling.py)",
-        "command": "python benchmarks/scaling.py " + " ".join(sys.argv[1:] if argv is None else argv),
-        "machine": {
+    record = _harness.result(
+        "scaling",
+        command=_harness.command_line(argv, "scaling.py"),
+        machine_extra={  # the keys this file had before the harness
             "cpus": os.cpu_count(),
-            "python": platform.python_version(),
-            "torch": importlib.metadata.version("torch"),
             "memory_gib": round(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30, 1),
             "note": "shared machine: other jobs ran at the same time; see loadavg_before/after of each row",
         },
-        "git": _git(),
-        "setting": {
+        description="scaling on synthetic power-law graphs (benchmarks/scaling.py)",
+        git=_git(),
+        setting={
             "model": f"fused TransE L1 (weighted fusion of a structural table and glove-bow), d = {args.dim}",
             "loss": f"margin 1, {args.num_negatives} sampled negatives, batch {args.batch_size}, Adam lr 1e-3",
             "privacy_full": "DP-SGD, noise multiplier 1, max grad norm 1, expected batch as above (Poisson)",
@@ -614,14 +613,13 @@ def run(args, argv: list[str] | None) -> None:
             "eval": f"{args.test_triples} test statements, both directions, candidates = all entities, filtered",
             "epoch": "timed steps x steps per epoch; epoch_extrapolated is true when fewer than all steps ran",
         },
-        "graphs": graphs,
-        "rows": rows,
-        "batch_size": args.batch_size,
-        "exponents": fit_exponents(measured),
-        "projection": project(measured, args.batch_size),
-    }
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps(record, indent=1) + "\n")
+        graphs=graphs,
+        rows=rows,
+        batch_size=args.batch_size,
+        exponents=fit_exponents(measured),
+        projection=project(measured, args.batch_size),
+    )
+    _harness.write_results(args.out, record)
     print(f"wrote {args.out}", file=sys.stderr)
 
 

@@ -53,7 +53,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import statistics
 import subprocess
 import sys
@@ -62,6 +61,9 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "benchmarks"))  # the shared harness
+import _harness  # noqa: E402
+
 DEFAULT_OUT = ROOT / "benchmarks" / "results" / "throughput_vs_pykeen.json"
 SETTINGS = ("epochs", "dim", "batch_size", "num_negatives", "margin", "lr", "seed", "threads")
 
@@ -298,7 +300,7 @@ def main(argv=None) -> None:
     args = parse_args(argv)
     if args.worker is not None:
         worker = textkg_worker if args.worker == "textkg" else pykeen_worker
-        Path(args.result).write_text(json.dumps(worker(args)))
+        _harness.write_results(args.result, worker(args))  # read back by the parent process
         return
     tools: list[tuple[str, str, str, str | None]] = [("textkg", sys.executable, "textkg", None)]
     if args.textkg_src:
@@ -322,19 +324,16 @@ def main(argv=None) -> None:
                     f"MRR {row['test_mrr']}, load {row['loadavg_before'][0]:.2f}",
                     flush=True,
                 )
-    record = {
-        "benchmark": "throughput_vs_pykeen",
-        "date": time.strftime("%Y-%m-%d"),
-        "data": str(Path(args.data).resolve()),
-        "settings": {name: getattr(args, name) for name in SETTINGS}
+    record = _harness.result(
+        "throughput_vs_pykeen",
+        command=_harness.command_line(argv, "throughput_vs_pykeen.py"),
+        data=str(Path(args.data).resolve()),
+        settings={name: getattr(args, name) for name in SETTINGS}
         | {"model": "TransE L1", "sampler": "sLCWA, head or tail corruption", "loss": "margin ranking"},
-        "machine": {"python": platform.python_version(), "cpu_count": os.cpu_count(), "platform": platform.platform()},
-        "runs": runs,
-        "summary": _summary(runs),
-    }
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(record, indent=2) + "\n")
+        runs=runs,
+        summary=_summary(runs),
+    )
+    _harness.write_results(args.out, record, indent=2)
     print(json.dumps(record["summary"], indent=2))
 
 

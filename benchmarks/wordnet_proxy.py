@@ -102,7 +102,6 @@ from __future__ import annotations
 
 import argparse
 import hashlib
-import json
 import re
 import sys
 import tarfile
@@ -113,6 +112,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # benchmarks/: the shared harness
+import _harness
 
 from textkg.data.blp_format import load_blp_directory
 from textkg.data.graph import KnowledgeGraph
@@ -420,7 +422,7 @@ def build(
         _write_lines(ind_path / f"{stem}-ents.txt", (kg.entities[i] for i in ents))
 
     pos_count = Counter(synsets[e].ss_type for e in entities)
-    record = {
+    payload = {
         "source": info or {},
         "parameters": {
             "num_entities": num_entities,
@@ -446,7 +448,8 @@ def build(
         },
         "published": {"wn18rr": WN18RR, "blp_wn18rr_inductive_entities": BLP_WN18RR_INDUCTIVE_ENTITIES},
     }
-    (out / "proxy_info.json").write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
+    record = _harness.result("wordnet_proxy", **payload)
+    _harness.write_results(out / "proxy_info.json", record, indent=2)
     return record
 
 
@@ -548,7 +551,7 @@ def main(argv: list[str] | None = None) -> int:
     if not args.no_verify:
         stats = verify(out)
         record["loaded"] = stats
-        (out / "proxy_info.json").write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
+        _harness.write_results(out / "proxy_info.json", record, indent=2)
         print_stats(record, stats)
     print(f"wrote {out} in {time.perf_counter() - start:.1f} s")
     return 0

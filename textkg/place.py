@@ -226,10 +226,10 @@ class Placer:
         from textkg.pipeline import report
 
         prep = self.predictor.prepared
-        existing = report._description_features(prep)
+        existing = report.description_features(prep)
         text = getattr(prep.model, "text", None)
         if text is not None and getattr(text, "module", None) is None and hasattr(text, "text_text_features"):
-            new = self.predictor._encode(texts)["text_features"]
+            new = self.predictor.text_inputs(texts)["text_features"]
         else:
             from textkg.encoders import cached_encode, get_encoder
             from textkg.training.features import default_cache_dir
@@ -405,25 +405,23 @@ class Placer:
         self, scores: torch.Tensor, batch: list[NewTerm], annotations: dict[str, list[int]], cands: torch.Tensor
     ) -> torch.Tensor:
         """``(b, c)`` standardised ``scores`` + weight x the vote of the batch's annotations."""
-        from textkg.evaluation.placement_links import AnnotationVote, standardise_rows
+        from textkg.evaluation.placement_links import AnnotationVote
+        from textkg.evaluation.scoring import combine
 
         if not hasattr(self, "_vote"):
             train = self.predictor.prepared.split
             prep = self.predictor.prepared
             statements = train.train if prep.private_mask is None else train.train[~prep.private_mask]
             self._vote = AnnotationVote(statements, self.relation, self.predictor.kg.num_entities)
-        pairs = [(i, e) for i, t in enumerate(batch) for e in annotations.get(t.id, [])]
-        rows = torch.tensor([p[0] for p in pairs], dtype=torch.long)
-        others = torch.tensor([p[1] for p in pairs], dtype=torch.long)
-        vote = self._vote(self._vote.bags(rows, others, len(batch)))[:, cands]
-        return standardise_rows(scores.float().cpu()) + self.annotation_weight * vote
+        vote = self._vote
 
+        def votes() -> torch.Tensor:
+            pairs = [(i, e) for i, t in enumerate(batch) for e in annotations.get(t.id, [])]
+            rows = torch.tensor([p[0] for p in pairs], dtype=torch.long)
+            others = torch.tensor([p[1] for p in pairs], dtype=torch.long)
+            return vote(vote.bags(rows, others, len(batch)))[:, cands]
 
-def write_tsv(rows: list[dict], out: str | Path) -> None:
-    """Write ``rows`` as a TSV with a header, atomically (a temporary file in the same folder, then renamed)."""
-    from textkg.place_outputs import check_output_path, render_tsv, write_all
-
-    write_all({check_output_path(out, "out"): render_tsv(rows, COLUMNS)})
+        return combine(scores.cpu(), [(self.annotation_weight, votes)])
 
 
 def place_command(

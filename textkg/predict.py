@@ -63,7 +63,7 @@ class Predictor:
         self.vote_weight, self.spread_weight = _chosen_vote_weights(self.choices)
         self._vote: NeighbourVote | None = None  # built on first use (runs whose evaluation chose the neighbour vote)
 
-    def _encode(self, descriptions: list[str]) -> dict[str, torch.Tensor]:
+    def text_inputs(self, descriptions: list[str]) -> dict[str, torch.Tensor]:
         """The model's text inputs for ``descriptions``, by name (as in :meth:`KGEModel.embed_new_entities`)."""
         cfg = self.config.model
         if cfg.encoder is None:
@@ -103,7 +103,7 @@ class Predictor:
         for i, d in enumerate(descriptions):
             if not d or not d.strip():
                 raise ConfigError("empty description", field=f"description[{i}]")
-        inputs = self._encode(descriptions)
+        inputs = self.text_inputs(descriptions)
         neighbours = None
         if self.model.any_unseen_neighbours and "text_features" in inputs:  # model.unseen_structure: neighbours
             from textkg.training.unseen_structure import nearest_seen, pooled_features
@@ -180,7 +180,7 @@ class Predictor:
                 rows = torch.cat([torch.zeros(len(links), 1, dtype=torch.long), links], dim=1)
                 _, voter_ids, voter_weights = link_vote.voters(rows)
         if weight or spread_weight or link_weight:
-            from textkg.evaluation.neighbour_vote import standardise
+            from textkg.evaluation.scoring import Part, standardise, weighted_sum
 
         if weight or spread_weight:
             from textkg.pipeline.report import neighbour_vote_of
@@ -205,13 +205,15 @@ class Predictor:
                         return interaction.score_heads(r_vec, new, part)
 
                     if weight or spread_weight or link_weight:  # standardised model scores + the votes
-                        row = standardise(score(0, len(ents))).cpu()
+                        rel = torch.tensor([r])
+                        parts: list[Part] = [(1.0, standardise(score(0, len(ents))).cpu())]
                         if link_weight:  # training entities that share the known links vote
-                            row = row + link_weight * link_vote.votes(voter_ids, voter_weights, torch.tensor([r]), d)
+                            parts.append((link_weight, link_vote.votes(voter_ids, voter_weights, rel, d)))
                         if weight:
-                            row = row + weight * neighbours.votes_for_new(features, torch.tensor([r]), d)
+                            parts.append((weight, neighbours.votes_for_new(features, rel, d)))
                         if spread_weight:
-                            row = row + spread_weight * neighbours.spread_for_new(features, torch.tensor([r]), d)
+                            parts.append((spread_weight, neighbours.spread_for_new(features, rel, d)))
+                        row = weighted_sum(parts)
                         values, indices = row.topk(min(top_k, len(ents)), dim=1)
                     else:  # the scores of every entity are never held at once: per-chunk top-k, merged
                         values, indices = topk_in_chunks(score, len(ents), top_k, chunk=default_candidate_chunk(1))

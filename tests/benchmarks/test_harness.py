@@ -53,6 +53,12 @@ def test_a_result_has_the_schema_keys_first_then_the_payload():
         harness.result("x", machine="mine")
 
 
+def test_machine_extra_adds_a_scripts_own_machine_keys():
+    record = harness.result("x", command="c", machine_extra={"cpus": 3, "torch_threads": 7}, rows=[])
+    assert record["machine"]["cpus"] == 3 and record["machine"]["torch_threads"] == 7  # the script's word wins
+    assert {"cpu", "git_commit", "date"} <= set(record["machine"])
+
+
 def test_command_line_is_repo_relative_and_quoted():
     assert harness.command_line(["--out", "a b.json"], "/anywhere/benchmarks/k_shot.py") == (
         "python benchmarks/k_shot.py --out 'a b.json'"

@@ -288,7 +288,7 @@ def test_train_reports_placement_first(tmp_path, capsys, monkeypatch):
         calls.append(prep.kg.num_entities)
         return torch.randn(prep.kg.num_entities, 8, generator=torch.Generator().manual_seed(0))
 
-    monkeypatch.setattr(pipeline, "_description_features", fake_features)
+    monkeypatch.setattr(pipeline, "description_features", fake_features)
     monkeypatch.setattr(  # the names-only block encodes the held-out terms' names alone
         pipeline, "_new_description_features", lambda prep, cfg, texts: torch.randn(len(texts), 8)
     )
@@ -369,7 +369,7 @@ def _private_hpo_small_run(monkeypatch, tmp_path, *privacy):
 
     monkeypatch.setattr(
         pipeline,
-        "_description_features",
+        "description_features",
         lambda prep: torch.randn(prep.kg.num_entities, 8, generator=torch.Generator().manual_seed(0)),
     )
     monkeypatch.setattr(pipeline, "_new_description_features", lambda prep, cfg, texts: torch.randn(len(texts), 8))

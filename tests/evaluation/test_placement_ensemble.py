@@ -30,7 +30,6 @@ from textkg.evaluation.placement_ensemble import (
     combined_scorer,
     evaluate_combined,
     neighbour_vote_scorer,
-    standardise,
     tune_combination,
     vote_scorer,
     weight_grid,
@@ -135,14 +134,6 @@ def test_default_vote_ranks_as_parent_of_nearest(seed):
     expected = placement_ranks(parent_of_nearest_scorer(feats, edges, k=3), q, num_entities=11)
     got = placement_ranks(vote_scorer(feats, edges, vote=VoteConfig(k=3)), q, num_entities=11)
     assert torch.equal(got[0], expected[0]) and torch.equal(got[1], expected[1])
-
-
-def test_standardise_keeps_rankings_and_ties():
-    s = torch.tensor([[3.0, 1.0, 1.0, -2.0], [5.0, 5.0, 5.0, 5.0]])
-    z = standardise(s)
-    assert z[0].mean().abs() < 1e-12 and (z[0].pow(2).mean() - 1).abs() < 1e-12
-    assert z[0, 0] > z[0, 1] == z[0, 2] > z[0, 3]
-    assert z[1].tolist() == [0.0] * 4  # a constant row carries no information
 
 
 @pytest.mark.parametrize("only", ["model", "description", "vote"])

@@ -53,7 +53,7 @@ def test_run_saves_the_autoencoder_and_predict_codes_with_it(aec_run):
         assert torch.equal(predictor.prepared.autoencoder.state_dict()[key], value)
     # a "new" entity with a training entity's description gets exactly that entity's codes
     kg = predictor.kg
-    inputs = predictor._encode([kg.entity_descriptions[3]])
+    inputs = predictor.text_inputs([kg.entity_descriptions[3]])
     torch.testing.assert_close(inputs["text_features"][0], _text_features(predictor.model)[3])
     out = predictor.predict(description=kg.entity_descriptions[3], top_k=2)
     assert len(out["predictions"]) == 2 * 2 * kg.num_relations

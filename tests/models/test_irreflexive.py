@@ -163,7 +163,7 @@ def test_a_private_run_resolves_auto_to_nothing(tmp_path):
 
 def test_the_neighbour_vote_standardises_without_the_ruled_out_query():
     """A ruled-out score must not swamp the row's mean and std (it did: the combination fell to the vote)."""
-    from textkg.evaluation.neighbour_vote import standardise
+    from textkg.evaluation.scoring import standardise
 
     scores = torch.tensor([[1.0, 2.0, 3.0, 4.0], [0.5, -1.0, 2.0, 7.0]])
     masked = scores.clone()

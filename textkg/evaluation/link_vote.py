@@ -31,7 +31,8 @@ from collections.abc import Sequence
 import torch
 
 from textkg.data.known_links import NEW_IS_HEAD
-from textkg.evaluation.neighbour_vote import _adjacency, standardise
+from textkg.evaluation.neighbour_vote import _adjacency
+from textkg.evaluation.scoring import combine, standardise, weighted_sum
 
 #: λ values tried on validation; 0 is the model (with the known links' chosen method) alone
 DEFAULT_LINK_VOTE_WEIGHTS = (0.0, 1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0)
@@ -165,11 +166,10 @@ class LinkVoteScorer:
         return self.vote.votes(ids, w, relations, direction)
 
     def _combine(self, scores: torch.Tensor, queries, relations, candidates, direction) -> torch.Tensor:
-        z = standardise(scores)
-        if not self.weight:
-            return z
-        v = self.query_votes(queries, relations, direction)[:, candidates.cpu()]
-        return z + (self.weight * v).to(z.device)
+        def votes() -> torch.Tensor:
+            return self.query_votes(queries, relations, direction)[:, candidates.cpu()]
+
+        return combine(scores, [(self.weight, votes)])
 
     def score_tails(self, heads: torch.Tensor, relations: torch.Tensor, candidates: torch.Tensor) -> torch.Tensor:
         return self._combine(self.base.score_tails(heads, relations, candidates), heads, relations, candidates, "tail")
@@ -216,6 +216,6 @@ def rank_link_vote(
                 z = standardise(s)
                 v = scorer.query_votes(query, r, direction)[:, candidates.cpu()].to(z.device)
                 for w, key in zip(weights, keys, strict=True):
-                    parts[key].append(realistic_ranks(z + w * v if w else z, targets, rows, cols))
+                    parts[key].append(realistic_ranks(weighted_sum([(1.0, z), (w, v)]), targets, rows, cols))
                 parts["vote_only"].append(realistic_ranks(v, targets, rows, cols))
     return {key: torch.cat(value) if value else torch.empty(0, dtype=torch.float64) for key, value in parts.items()}

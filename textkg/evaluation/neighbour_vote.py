@@ -48,6 +48,7 @@ from collections.abc import Callable, Mapping, Sequence
 
 import torch
 
+from textkg.evaluation.scoring import Part, combine, standardise, weighted_sum
 from textkg.training.unseen_structure import nearest
 
 #: λ values tried on validation; 0 is the model alone.
@@ -182,25 +183,6 @@ def _adjacency(rows: torch.Tensor, cols: torch.Tensor, num_rows: int, num_cols: 
     return torch.sparse_coo_tensor(a.indices(), a.values().clamp(max=1.0), a.shape, check_invariants=False).coalesce()
 
 
-def standardise(scores: torch.Tensor) -> torch.Tensor:
-    """``(s − mean) / std`` of each row of ``(b, c)`` scores (the row's ranking is unchanged).
-
-    A score at its dtype's lowest value is a candidate the model rules out (the query itself
-    under ``model.irreflexive``): it is left out of the row's mean and std and stays the lowest.
-    """
-    ruled_out = scores <= torch.finfo(scores.dtype).min if scores.is_floating_point() else None
-    scores = scores.float()
-    if ruled_out is None or not bool(ruled_out.any()):
-        return (scores - scores.mean(1, keepdim=True)) / scores.std(1, keepdim=True).clamp_min(1e-12)
-    kept = (~ruled_out).float()
-    n = kept.sum(1, keepdim=True)
-    values = scores.masked_fill(ruled_out, 0.0)
-    mean = values.sum(1, keepdim=True) / n.clamp_min(1.0)
-    var = ((values - mean) ** 2 * kept).sum(1, keepdim=True) / (n - 1).clamp_min(1.0)
-    z = (values - mean) / var.sqrt().clamp_min(1e-12)
-    return z.masked_fill(ruled_out, torch.finfo(z.dtype).min)
-
-
 class VoteScorer:
     """A :class:`textkg.evaluation.ranking.Scorer`: standardised model scores + ``weight · vote``
     (the vote for new query entities only) + ``spread_weight · spread``.
@@ -219,16 +201,15 @@ class VoteScorer:
         gate = self.vote.gate(queries)[:, None]
         if self.model is None:
             return self.vote.votes(queries, relations, direction)[:, candidates] * gate
-        z = standardise(model_scores())
         if not (self.weight or self.spread_weight):
-            return z
+            return standardise(model_scores())
         votes = self.vote.votes(queries, relations, direction)  # on the CPU; the model's scores may be elsewhere
-        if self.weight:
-            z = z + (self.weight * votes[:, candidates] * gate).to(z.device)
-        if self.spread_weight:
-            spread = self.vote.spread(queries, relations, direction, votes=votes)
-            z = z + (self.spread_weight * spread[:, candidates]).to(z.device)
-        return z
+
+        def spread() -> torch.Tensor:
+            return self.vote.spread(queries, relations, direction, votes=votes)[:, candidates]
+
+        # the gate is 0/1, so weight x (vote x gate) is exactly what (weight x vote) x gate was
+        return combine(model_scores(), [(self.weight, votes[:, candidates] * gate), (self.spread_weight, spread)])
 
     def score_tails(self, heads: torch.Tensor, relations: torch.Tensor, candidates: torch.Tensor) -> torch.Tensor:
         return self._combine(
@@ -306,9 +287,10 @@ def rank_weights(
                 )
                 sl = slice(start, start + len(h))
                 for (w, m), key in zip(pairs, keys, strict=False):
-                    combined = z + w * v if w else z
-                    if m and spread is not None:
-                        combined = combined + m * spread
+                    parts: list[Part] = [(1.0, z), (w, v)]
+                    if spread is not None:
+                        parts.append((m, spread))
+                    combined = weighted_sum(parts)
                     out[key][d][sl] = realistic_ranks(combined, targets, rows, cols)
                 out["vote_only"][d][sl] = realistic_ranks(v, targets, rows, cols)
     return out

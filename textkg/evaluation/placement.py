@@ -374,17 +374,9 @@ def parent_of_nearest_scorer(
     return score
 
 
-def standardise(scores: torch.Tensor) -> torch.Tensor:
-    """``(b, c)`` scores shifted and scaled per row to mean 0 and variance 1 (float64).
-
-    A constant row becomes all zeros. The map is increasing per row, so it
-    keeps every row's ranking and ties.
-    """
-    s = scores.double()
-    centred = s - s.mean(1, keepdim=True)
-    std = centred.pow(2).mean(1, keepdim=True).sqrt()
-    return torch.where(std > 0, centred / torch.where(std > 0, std, torch.ones_like(std)), torch.zeros_like(s))
-
+#: How a placement component is standardised (:func:`textkg.evaluation.scoring.standardise`): in float64,
+#: since ``parent-of-nearest``'s keys (``key × 4 + cosine``) would tie in float32, by the population std.
+STANDARDISE: dict = {"dtype": torch.float64, "population": True}
 
 #: How the CLI names each placement method to a curator.
 METHOD_LABELS = {
@@ -529,5 +521,4 @@ __all__ = [
     "placement_ranks",
     "placement_reading",
     "rank_placement",
-    "standardise",
 ]

@@ -44,13 +44,14 @@ from textkg.errors import ConfigError
 from textkg.evaluation.placement import _AGGREGATE_RESOLUTION as _VOTE_RESOLUTION  # ties as parent-of-nearest
 from textkg.evaluation.placement import (
     DEFAULT_NEIGHBOURS,
+    STANDARDISE,
     PlacementMetrics,
     PlacementQueries,
     PlacementScorer,
     cosine_scorer,
     rank_placement,
-    standardise,
 )
+from textkg.evaluation.scoring import standardise, weighted_sum
 
 #: Components of the combined scorer, in the order weights are listed.
 COMPONENTS = ("model", "description", "vote")
@@ -190,7 +191,7 @@ def combined_scorer(components: Mapping[str, PlacementScorer], weights: Mapping[
     used = [(components[name], float(w)) for name, w in weights.items() if w > 0]
 
     def score(terms: torch.Tensor, candidates: torch.Tensor) -> torch.Tensor:
-        return torch.stack([w * standardise(s(terms, candidates)) for s, w in used]).sum(0)
+        return weighted_sum([(w, standardise(s(terms, candidates), **STANDARDISE)) for s, w in used])
 
     return score
 
@@ -457,7 +458,7 @@ def _weights_name(weights: Mapping[str, float]) -> str:
 def _weighted_sum(standardised: Mapping[str, PlacementScorer], weights: Mapping[str, float]) -> PlacementScorer:
     """:func:`combined_scorer` of components that are already standardised (the tuner's memoised ones)."""
     used = [(standardised[name], w) for name, w in weights.items() if w > 0]
-    return lambda terms, candidates: torch.stack([w * s(terms, candidates) for s, w in used]).sum(0)
+    return lambda terms, candidates: weighted_sum([(w, s(terms, candidates)) for s, w in used])
 
 
 def _memoised(scorer: PlacementScorer) -> PlacementScorer:
@@ -467,7 +468,7 @@ def _memoised(scorer: PlacementScorer) -> PlacementScorer:
     def score(terms: torch.Tensor, candidates: torch.Tensor) -> torch.Tensor:
         key = (tuple(terms.tolist()), candidates.data_ptr(), len(candidates))
         if key not in memo:
-            memo[key] = standardise(scorer(terms, candidates)).float()
+            memo[key] = standardise(scorer(terms, candidates), **STANDARDISE).float()
         return memo[key]
 
     return score
@@ -482,7 +483,6 @@ __all__ = [
     "combined_scorer",
     "evaluate_combined",
     "neighbour_vote_scorer",
-    "standardise",
     "tune_added_weight",
     "tune_combination",
     "vote_scorer",

@@ -24,6 +24,7 @@ import torch
 from textkg.data.known_links import NEW_IS_HEAD, NEW_IS_TAIL
 from textkg.evaluation.k_shot import choose, summarise
 from textkg.evaluation.placement import PlacementQueries, model_scorer, placement_queries, placement_ranks
+from textkg.evaluation.scoring import combine
 
 #: weights of the links' vote tried on validation (0: the model alone)
 VOTE_WEIGHTS = (0.0, 0.5, 1.0, 2.0, 4.0, 8.0)
@@ -82,23 +83,18 @@ class AnnotationVote:
         return cosine + torch.sparse.mm(self.parents_of, cosine.T).T  # itself, and its parents
 
 
-def standardise_rows(scores: torch.Tensor) -> torch.Tensor:
-    """``(b, c)`` scores minus each row's mean, over its standard deviation."""
-    return (scores - scores.mean(1, keepdim=True)) / scores.std(1, keepdim=True).clamp(min=1e-9)
-
-
 def voted_scorer(base, vote: AnnotationVote, links: torch.Tensor, weight: float):
     """``base`` placement scores, standardised, plus ``weight ×`` the links' vote of each query term
     (``links (m, 4)`` ``(term, relation, other, role)``)."""
 
     def score(terms: torch.Tensor, candidates: torch.Tensor) -> torch.Tensor:
-        s = standardise_rows(base(terms, candidates).float())
-        if not weight:
-            return s
-        row = {t: i for i, t in enumerate(terms.tolist())}
-        mine = links[torch.isin(links[:, 0], terms)]
-        rows = torch.tensor([row[t] for t in mine[:, 0].tolist()], dtype=torch.long)
-        return s + weight * vote(vote.bags(rows, mine[:, 2], len(terms)))[:, candidates]
+        def votes() -> torch.Tensor:
+            row = {t: i for i, t in enumerate(terms.tolist())}
+            mine = links[torch.isin(links[:, 0], terms)]
+            rows = torch.tensor([row[t] for t in mine[:, 0].tolist()], dtype=torch.long)
+            return vote(vote.bags(rows, mine[:, 2], len(terms)))[:, candidates]
+
+        return combine(base(terms, candidates), [(weight, votes)])
 
     return score
 

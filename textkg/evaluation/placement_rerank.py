@@ -36,7 +36,8 @@ from dataclasses import dataclass
 import torch
 
 from textkg.errors import ConfigError
-from textkg.evaluation.placement import PlacementScorer, standardise
+from textkg.evaluation.placement import STANDARDISE, PlacementScorer
+from textkg.evaluation.scoring import standardise
 
 #: Pair features, in the order of :attr:`Reranker.weights` (the last two are candidate priors).
 SCORED_FEATURES = ("description", "vote", "tfidf", "containment")
@@ -157,8 +158,8 @@ class PairFeatures:
         self.priors = priors.float()
 
     def __call__(self, terms: torch.Tensor, candidates: torch.Tensor) -> torch.Tensor:
-        scored = [standardise(s(terms, candidates)).float() for s in self.scorers]  # each (b, c)
-        prior = self.priors[candidates]  # (c, 2), standardised over the candidates
+        scored = [standardise(s(terms, candidates), **STANDARDISE).float() for s in self.scorers]  # each (b, c)
+        prior = self.priors[candidates]  # (c, 2), scaled over the candidates as the fitted weights were learned
         prior = (prior - prior.mean(0)) / prior.std(0, unbiased=False).clamp_min(1e-6)
         return torch.cat([torch.stack(scored, dim=2), prior.expand(len(terms), -1, -1)], dim=2)
 

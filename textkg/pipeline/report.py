@@ -169,7 +169,7 @@ def _placement(prep: Prepared, cfg: RunConfig) -> dict | None:
     from textkg.pipeline.placement_names import names_only_placement
 
     prep.model.eval()
-    features = _description_features(prep)
+    features = description_features(prep)
     batch_size = max(1, min(cfg.train.eval_batch_size, 256))
     with torch.no_grad():
         out = evaluate_placement(
@@ -359,11 +359,11 @@ def neighbour_vote_of(prep: Prepared):
 
     graph = prep.split.train if prep.private_mask is None else prep.split.train[~prep.private_mask]
     return NeighbourVote(
-        _description_features(prep), graph, prep.split.train_entities, num_relations=prep.kg.num_relations
+        description_features(prep), graph, prep.split.train_entities, num_relations=prep.kg.num_relations
     )
 
 
-def _description_features(prep: Prepared) -> torch.Tensor:
+def description_features(prep: Prepared) -> torch.Tensor:
     """``(num_entities, D)`` frozen description features: the model's own pooled ones if
     it has them, else the default ``bert`` encoder's (cached on disk)."""
     text = getattr(prep.model, "text", None)
@@ -376,7 +376,7 @@ def _description_features(prep: Prepared) -> torch.Tensor:
 
 
 def _new_description_features(prep: Prepared, cfg: RunConfig, texts: list[str]) -> torch.Tensor:
-    """``(n, D)`` features of new texts in :func:`_description_features`' space (the model's own
+    """``(n, D)`` features of new texts in :func:`description_features`' space (the model's own
     frozen pooled encoder, else the default ``bert`` encoder's; cached on disk)."""
     from textkg.training.unseen_structure import pooled_features
 
