@@ -7,7 +7,7 @@ import types
 import pytest
 
 from textkg.errors import ConfigError
-from textkg.sweep import SweepPoint, make_grid, point_config, read_sweep, run_sweep
+from textkg.sweep import SWEEP_FILE, SweepPoint, make_grid, point_config, run_sweep
 from textkg.training.config import PrivacyConfig, RunConfig, TrainConfig
 
 
@@ -106,7 +106,7 @@ def test_run_sweep_rows_files_and_reuse(tmp_path, fake_run):
         "seconds",
         "guarantee",
     } <= set(full)
-    assert read_sweep(tmp_path) == rows
+    assert json.loads((tmp_path / SWEEP_FILE).read_text())["rows"] == rows
     assert (tmp_path / "frontier.png").stat().st_size > 1000
     assert all((tmp_path / p.name / "metrics.json").is_file() for p in grid)
     # re-running reuses finished runs

@@ -10,7 +10,6 @@ which is what the accountant's ε bounds.
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -83,11 +82,13 @@ def load_audit_split(run_dir: str | Path) -> tuple[torch.Tensor, torch.Tensor, d
             "out non-members for a membership-inference audit",
             file=path,
         )
+    from textkg.pipeline.run_dir import read_run_json
+
+    record = read_run_json(path)
     try:
-        record = json.loads(path.read_text())
         members = torch.as_tensor(record["members"], dtype=torch.long).reshape(-1, 3)
         non_members = torch.as_tensor(record["non_members"], dtype=torch.long).reshape(-1, 3)
-    except (json.JSONDecodeError, KeyError, TypeError, ValueError, RuntimeError) as exc:
+    except (KeyError, TypeError, ValueError, RuntimeError) as exc:
         raise ConfigError(f"malformed audit split ({exc})", file=path) from None
     if not len(members) or not len(non_members):
         raise ConfigError("audit split has no members or no non-members", file=path)
@@ -95,10 +96,12 @@ def load_audit_split(run_dir: str | Path) -> tuple[torch.Tensor, torch.Tensor, d
 
 
 def _claimed_privacy(run_dir: Path) -> dict | None:
-    path = run_dir / "metrics.json"
-    if not path.is_file():
-        raise ConfigError("run has no metrics.json (training did not finish)", file=path)
-    return json.loads(path.read_text()).get("privacy")
+    from textkg.pipeline.run_dir import open_run
+
+    metrics = open_run(run_dir).metrics()  # this major version first
+    if metrics is None:
+        raise ConfigError("run has no metrics.json (training did not finish)", file=run_dir / "metrics.json")
+    return metrics.get("privacy")
 
 
 def attack_scores(
@@ -126,8 +129,8 @@ def run_audit(run_dir: str | Path, *, attack: str = "score", alpha: float = 0.05
     """
     run_dir = Path(run_dir)
     get_attack(attack)  # validate the name before the (slow) load
-    members, non_members, record = load_audit_split(run_dir)
     claim = _claimed_privacy(run_dir)
+    members, non_members, record = load_audit_split(run_dir)
     if predictor is None:
         from textkg.predict import load_predictor
 
