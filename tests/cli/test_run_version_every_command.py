@@ -85,3 +85,17 @@ def test_a_run_of_another_major_version_is_refused(name, foreign_run, tmp_path, 
     assert OTHER in err and "major version" in err and "textkg_version" in err, err
     assert sorted(p.name for p in foreign_run.iterdir()) == before  # nothing written into the run
     assert sorted(p.name for p in tmp_path.iterdir()) == ["run", "terms.tsv"]  # nor anywhere else
+
+
+def test_a_sweep_does_not_reuse_a_point_of_another_major_version(foreign_run):
+    """``textkg sweep`` re-uses a finished point whose config matches; one of another major version is
+    refused (it dropped ``textkg_version`` before comparing, and returned the foreign metrics.json)."""
+    from textkg.errors import ConfigError
+    from textkg.sweep import _run_point
+    from textkg.training.config import RunConfig
+
+    cfg = RunConfig.from_dict(json.loads((foreign_run / "config.json").read_text()))
+    stored = {"textkg_version": OTHER, **json.loads(json.dumps(cfg.to_dict()))}
+    (foreign_run / "config.json").write_text(json.dumps(stored))
+    with pytest.raises(ConfigError, match="major version"):
+        _run_point(cfg, foreign_run, progress=False)

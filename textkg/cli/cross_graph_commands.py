@@ -26,7 +26,7 @@ def refuse_train_flags(args) -> None:
 
 def federate_cross_graph(args) -> dict:
     """Run (or resume) a cross-graph federation from the CLI; returns the summary printed as JSON."""
-    from textkg.federated.cross_graph.config import load_holders
+    from textkg.federated.cross_graph.config import load_holders, resume_holders
     from textkg.federated.cross_graph.runner import run_cross_graph
 
     refuse_train_flags(args)
@@ -36,10 +36,7 @@ def federate_cross_graph(args) -> dict:
         )
     if args.resume:
         out = Path(args.resume)
-        holders = out / "holders.json"
-        if not holders.is_file():
-            raise ConfigError("cannot resume: not a cross-graph run directory", file=holders, field="resume")
-        config = load_holders(holders)
+        config = resume_holders(out)
     else:
         if not args.holders:
             raise ConfigError("--mode cross-graph needs --holders FILE", field="holders")

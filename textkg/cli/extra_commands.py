@@ -12,7 +12,6 @@ keep main.py small (``place`` and ``export``: :mod:`textkg.cli.curation_commands
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 
@@ -274,37 +273,6 @@ def release(args) -> dict:
     }
 
 
-def _federation_settings(run_dir: Path):
-    """``(RunConfig, FederatedConfig)`` of a started federation, from its config.json and federated.json."""
-    import dataclasses
-
-    from textkg.federated.runner import FederatedConfig
-    from textkg.pipeline.run_files import resolve_run_files
-    from textkg.training.config import RunConfig
-
-    files = {name: run_dir / name for name in ("config.json", "federated.json")}
-    for path in files.values():
-        if not path.is_file():
-            raise ConfigError(f"cannot resume: no {path.name} (was the federation started?)", file=path)
-    try:
-        stored = json.loads(files["config.json"].read_text())
-        if not isinstance(stored, dict):
-            raise ConfigError("expected a JSON object", file=files["config.json"])
-        # the files it names: registered names or files inside the run only (docs/security.md)
-        stored = resolve_run_files(stored, run_dir, files["config.json"])
-        cfg = RunConfig.from_dict(stored, source=str(files["config.json"]))
-        record = json.loads(files["federated.json"].read_text())
-        if not isinstance(record.get("settings"), dict):
-            raise ConfigError("cannot resume: no settings (written by an older textkg)", file=files["federated.json"])
-        names = {f.name for f in dataclasses.fields(FederatedConfig)}
-        fed = FederatedConfig(**{k: v for k, v in record["settings"].items() if k in names})
-    except json.JSONDecodeError as exc:
-        raise ConfigError(f"not valid JSON ({exc.msg}, line {exc.lineno})", file=run_dir) from None
-    except TypeError as exc:
-        raise ConfigError(f"malformed federated.json ({exc})", file=files["federated.json"]) from None
-    return cfg, fed
-
-
 def _federated_config(args):
     """The :class:`~textkg.federated.runner.FederatedConfig` of ``federate``'s flags."""
     from textkg.federated.runner import FederatedConfig
@@ -345,7 +313,7 @@ def federate(args) -> dict:
             "federated training runs on Flower, which is not installed: pip install 'textkg[federated]'",
             field="federate",
         ) from None
-    from textkg.federated.config import DEPRECATED_ENGINES
+    from textkg.federated.config import DEPRECATED_ENGINES, resume_settings
 
     if args.engine in DEPRECATED_ENGINES:
         new = DEPRECATED_ENGINES[args.engine]
@@ -353,7 +321,7 @@ def federate(args) -> dict:
         args.engine = new
     if args.resume:  # every setting comes from the run directory, the engine too
         out = Path(args.resume)
-        cfg, fed = _federation_settings(out)
+        cfg, fed = resume_settings(out)
         if args.engine is not None and args.engine != fed.engine:
             raise ConfigError(
                 f"this federation ran on --engine {fed.engine}; resume it there (leave --engine out)", field="engine"
@@ -425,6 +393,7 @@ def federate_app(args) -> dict:
     import shlex
 
     from textkg.cli.config_loading import build_run_config
+    from textkg.federated.config import holder_names
 
     try:
         from textkg.federated.app import write_app
@@ -442,7 +411,7 @@ def federate_app(args) -> dict:
     if fed.partition_file:  # every process reads it: an absolute path
         fed = dataclasses.replace(fed, partition_file=str(Path(fed.partition_file).resolve()))
     written = write_app(Path(args.app), cfg, fed, Path(args.out))
-    holders = _holder_names(fed)
+    holders = holder_names(fed)
     app = shlex.quote(written["app"])
     # the files partition: each node names its own holder file, which no other process sees
     data_file = ' data-file="/path/to/this-holders-statements.tsv"' if fed.partition == "files" else ""
@@ -468,17 +437,6 @@ def federate_app(args) -> dict:
             f"flwr run {app} textkg --stream",
         ],
     }
-
-
-def _holder_names(fed) -> list[str] | None:
-    """The holders' names when the settings alone name them (``None`` for ``column``: the file does)."""
-    from textkg.federated.partition import HPO_SOURCES
-
-    if fed.partition == "source":
-        return list(HPO_SOURCES)
-    if fed.partition == "column" or fed.clients is None:
-        return None
-    return [f"client-{k}" for k in range(fed.clients)]
 
 
 HANDLERS: dict = {

@@ -66,7 +66,6 @@ class RunDir:
 
     def metrics(self) -> dict | None:
         """``metrics.json``, or ``None`` when the run has not finished."""
-        path = self.path / METRICS
         return self.read(METRICS)
 
     def read(self, name: str) -> dict | None:
