@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 
 
-def _add_device_flag(p: argparse.ArgumentParser, what: str) -> None:
+def add_device_flag(p: argparse.ArgumentParser, what: str) -> None:
     # validated by textkg.devices (importing torch here would slow every call)
     p.add_argument(
         "--device",
@@ -19,7 +19,7 @@ def _add_device_flag(p: argparse.ArgumentParser, what: str) -> None:
     )
 
 
-def _add_train_flags(p: argparse.ArgumentParser) -> None:
+def add_train_flags(p: argparse.ArgumentParser) -> None:
     # Every flag defaults to None so that the config file / preset default wins.
     p.add_argument("--config", help="YAML/JSON file filling the same config as the flags")
     p.add_argument(
@@ -213,7 +213,7 @@ def _add_train_flags(p: argparse.ArgumentParser) -> None:
         help="private runs: entity ids (one per line) that get a structural row; default: "
         "every entity the split does not hold out",
     )
-    _add_device_flag(p, "train.device: where the run computes")
+    add_device_flag(p, "train.device: where the run computes")
     p.add_argument("--out", help="run directory (must be new or empty)")
     p.add_argument("--resume", metavar="DIR", help="continue a run directory from its checkpoint")
     p.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")

@@ -1,13 +1,9 @@
-"""Commands added by later work (audit, sweep, plot, account, calibrate, place, export); registered here to
-keep main.py small (``place`` and ``export``: :mod:`textkg.cli.curation_commands`).
+"""Federation commands: ``federate`` (FedAvg on Flower, or ``--mode cross-graph``) and ``federate-app``.
 
-* ``textkg audit DIR [--attack score|loss|rank] [--out FILE]``
-* ``textkg sweep --privacy-modes none,full --noise-multipliers 0.5,1,2 --out DIR [train flags]``
-* ``textkg plot DIR [DIR ...] [--out DIR]``
-* ``textkg release RUN --out DIR [--allow-simulation]``
-* ``textkg tune --grid SECTION.KEY=V1,V2 [--grid ...] [--tune-epochs N] --out DIR [train flags]``
-* ``textkg federate --partition random|relation|source|column --clients K --rounds R --local-epochs E
+* ``textkg federate --partition random|relation|source|column|files --clients K --rounds R --local-epochs E
   [--engine inprocess|ray] [train flags]``
+* ``textkg federate --mode cross-graph --holders FILE --out DIR [--processes] [--resume DIR]``
+* ``textkg federate-app --app DIR --out DIR [federate flags]``: a Flower App for the deployment engine
 """
 
 from __future__ import annotations
@@ -15,60 +11,20 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from textkg.cli.flags import add_train_flags
 from textkg.errors import ConfigError
 
+#: ``federate``'s modes: FedAvg over one shared vocabulary (Flower), or FKGE across different graphs.
+MODES = ("fedavg", "cross-graph")
 
-def add_parsers(sub) -> None:
-    """Add the extra sub-commands' parsers."""
-    from textkg.audit.attacks import list_attacks
-    from textkg.cli.flags import _add_train_flags
 
-    au = sub.add_parser("audit", help="membership-inference audit of a run trained with --audit-candidates")
-    au.add_argument("run_dir", help="a finished run trained with --audit-candidates")
-    au.add_argument("--attack", default="score", choices=list_attacks(), help="attack statistic (default: score)")
-    au.add_argument(
-        "--alpha", type=float, default=0.05, help="1 - confidence of the Clopper-Pearson intervals (default: 0.05)"
-    )
-    au.add_argument("--out", help="write the result here instead of RUN_DIR/audit.json")
-
-    sw = sub.add_parser("sweep", help="privacy-utility sweep over privacy modes and sigma / target epsilon")
-    _add_train_flags(sw)
-    sw.add_argument("--privacy-modes", default="none,full", help="comma-separated privacy modes (default: none,full)")
-    sw.add_argument("--noise-multipliers", help="comma-separated noise multipliers sigma")
-    sw.add_argument("--target-epsilons", help="comma-separated target epsilons (sigma calibrated)")
-    sw.add_argument(
-        "--audit",
-        metavar="ATTACK",
-        choices=list_attacks(),
-        help="audit every run with this attack (needs --audit-candidates)",
-    )
-
-    from textkg.cli import privacy_commands
-
-    privacy_commands.add_parsers(sub)
-
-    rel = sub.add_parser(
-        "release",
-        help="write only what the DP guarantee covers: weights, public config, "
-        "privacy block, model card (docs/privacy.md)",
-    )
-    rel.add_argument("run_dir", help="a finished run directory")
-    rel.add_argument("--out", required=True, help="new or empty directory for the bundle")
-    rel.add_argument(
-        "--allow-simulation",
-        action="store_true",
-        help="also release a run not labelled 'dp'; every file then says NOT DIFFERENTIALLY PRIVATE",
-    )
-
-    from textkg.cli import curation_commands
-
-    curation_commands.add_parsers(sub)
-
+def add_federate(sub) -> None:
+    """``textkg federate``."""
     fe = sub.add_parser(
         "federate",
         help="federated training across data holders on Flower (FedAvg); record-level DP with train's --privacy flags",
     )
-    _add_train_flags(fe)
+    add_train_flags(fe)
     _add_federate_flags(fe)
     from textkg.federated.config import DEPRECATED_ENGINES, ENGINES  # no Flower import: works without it
 
@@ -79,8 +35,6 @@ def add_parsers(sub) -> None:
         help="inprocess: every holder in this process (default); ray: Flower's simulation engine, "
         "holders in Ray actors (pip install 'textkg[ray]'); simulation: the old name of ray (deprecated)",
     )
-    from textkg.cli.cross_graph_commands import MODES
-
     fe.add_argument(
         "--mode",
         default="fedavg",
@@ -96,32 +50,17 @@ def add_parsers(sub) -> None:
         "in this one",
     )
 
+
+def add_federate_app(sub) -> None:
+    """``textkg federate-app``."""
     fa = sub.add_parser(
         "federate-app",
         help="write a Flower App that runs `federate` on Flower's deployment engine "
         "(a SuperLink, one SuperNode per data holder); prints the commands",
     )
-    _add_train_flags(fa)
+    add_train_flags(fa)
     _add_federate_flags(fa)
     fa.add_argument("--app", required=True, help="new directory for the Flower App (pyproject.toml + settings)")
-
-    tu = sub.add_parser(
-        "tune",
-        help="choose hyperparameters on validation statements only (a grid; the test split is never ranked)",
-    )
-    _add_train_flags(tu)
-    tu.add_argument(
-        "--grid",
-        action="append",
-        metavar="SECTION.KEY=V1,V2",
-        help="values to try, e.g. train.lr=1e-3,5e-3 or model.structural_dropout=0,0.5 (repeat for a product)",
-    )
-    tu.add_argument("--tune-epochs", type=int, help="epochs per trial (default: the run's epochs)")
-    tu.add_argument("--tune-max-minutes", type=float, help="time limit per trial (default: the run's)")
-
-    pl = sub.add_parser("plot", help="PNG plots of run / sweep directories into DIR/plots/")
-    pl.add_argument("run_dirs", nargs="+", metavar="DIR", help="run or sweep directories")
-    pl.add_argument("--out", help="where the comparison plots of several DIRs go (default: the first DIR's plots/)")
 
 
 def _add_federate_flags(fe) -> None:
@@ -188,91 +127,6 @@ def _add_federate_flags(fe) -> None:
     )
 
 
-def audit(args) -> dict:
-    from textkg.audit import AUDIT_RESULT, run_audit, write_audit
-
-    if not 0 < args.alpha < 1:
-        raise ConfigError("must be in (0, 1)", field="alpha")
-    from textkg.pipeline.run_dir import open_run
-
-    run_dir = Path(args.run_dir)
-    open_run(run_dir)
-    result = run_audit(run_dir, attack=args.attack, alpha=args.alpha)
-    out = write_audit(result, Path(args.out) if args.out else run_dir / AUDIT_RESULT)
-    print(f"wrote {out}", file=sys.stderr)
-    return {"out": str(out), **result.summary()}
-
-
-def _floats(text: str | None, field: str) -> list[float]:
-    if not text:
-        return []
-    try:
-        return [float(x) for x in text.split(",") if x.strip()]
-    except ValueError:
-        raise ConfigError(f"expected comma-separated numbers, got {text!r}", field=field) from None
-
-
-def sweep(args) -> dict:
-    from textkg.cli.config_loading import build_run_config
-    from textkg.sweep import SWEEP_FILE, make_grid, run_sweep
-
-    for flag in ("privacy", "noise_multiplier", "target_epsilon", "resume"):
-        if getattr(args, flag, None) is not None:
-            plural = {
-                "privacy": "--privacy-modes",
-                "noise_multiplier": "--noise-multipliers",
-                "target_epsilon": "--target-epsilons",
-            }.get(flag)
-            hint = f"; use {plural}" if plural else "; re-run the sweep with the same --out to resume it"
-            raise ConfigError(f"--{flag.replace('_', '-')} is set by the sweep grid{hint}", field=flag)
-    if not args.out:
-        raise ConfigError("give the sweep directory with --out DIR", field="out")
-    grid = make_grid(
-        [m.strip() for m in args.privacy_modes.split(",") if m.strip()],
-        noise_multipliers=_floats(args.noise_multipliers, "noise_multipliers"),
-        target_epsilons=_floats(args.target_epsilons, "target_epsilons"),
-    )
-    base = build_run_config(args)
-    rows = run_sweep(base, grid, Path(args.out), audit_attack=args.audit, progress=not args.no_progress)
-    out = Path(args.out) / SWEEP_FILE
-    print(f"wrote {out}", file=sys.stderr)
-    return {"out": str(out), "rows": rows}
-
-
-def plot(args) -> dict:
-    from textkg.report import write_comparison_plots, write_run_plots
-
-    dirs = [Path(d) for d in args.run_dirs]
-    for d in dirs:
-        if not d.is_dir():
-            raise ConfigError("no such directory", file=d)
-    written = {str(d): [str(p) for p in write_run_plots(d)] for d in dirs}
-    if len(dirs) > 1:
-        out = Path(args.out) if args.out else dirs[0] / "plots"
-        written["comparison"] = [str(p) for p in write_comparison_plots(dirs, out)]
-    if not any(written.values()):
-        raise ConfigError("nothing to plot: no metrics.json, audit.json or sweep.json", file=dirs[0])
-    return {"plots": written}
-
-
-from textkg.cli.curation_commands import HANDLERS as _CURATION_HANDLERS  # noqa: E402
-from textkg.cli.privacy_commands import HANDLERS as _PRIVACY_HANDLERS  # noqa: E402
-
-
-def release(args) -> dict:
-    from textkg.release import release as write_release
-
-    manifest = write_release(args.run_dir, args.out, allow_simulation=args.allow_simulation)
-    print(f"wrote {args.out}", file=sys.stderr)
-    return {
-        "out": str(args.out),
-        "label": manifest.get("label", manifest["guarantee"]),
-        "epsilon": manifest["epsilon"],
-        "delta": manifest["delta"],
-        "files": sorted(manifest["files"]),
-    }
-
-
 def _federated_config(args):
     """The :class:`~textkg.federated.runner.FederatedConfig` of ``federate``'s flags."""
     from textkg.federated.runner import FederatedConfig
@@ -299,8 +153,6 @@ def federate(args) -> dict:
     from textkg.cli.config_loading import build_run_config
 
     if getattr(args, "mode", "fedavg") == "cross-graph":
-        from textkg.cli.cross_graph_commands import federate_cross_graph
-
         return federate_cross_graph(args)
     if getattr(args, "holders", None):
         raise ConfigError("--holders is for --mode cross-graph", field="holders")
@@ -358,35 +210,6 @@ def federate(args) -> dict:
     }
 
 
-def tune(args) -> dict:
-    from textkg.cli.config_loading import build_run_config
-    from textkg.tune import BEST_CONFIG, parse_grid, run_tune
-
-    if args.resume:
-        raise ConfigError("tune resumes by itself: run it again with the same --out", field="resume")
-    grid = parse_grid(args.grid or [])
-    cfg = build_run_config(args)
-    out = Path(args.out) if args.out else Path("runs") / f"tune-{cfg.model_name}-{Path(cfg.data.dataset).name}"
-    record = run_tune(
-        cfg,
-        grid,
-        out,
-        tune_epochs=args.tune_epochs,
-        tune_max_minutes=args.tune_max_minutes,
-        progress=not args.no_progress,
-    )
-    print(f"wrote {out / 'tune.json'} and {out / BEST_CONFIG}", file=sys.stderr)
-    best = record["best"]
-    return {
-        "out": str(out),
-        "best": best,
-        "reading": f"best of {len(record['rows'])} settings by validation MRR: {best['name']} "
-        f"(valid MRR {best['valid_mrr']:.4f}); the test split was not used",
-        "rows": [{"name": r["name"], "valid_mrr": r["valid"]["mrr"], "seconds": r["seconds"]} for r in record["rows"]],
-        "next": f"textkg train --config {out / BEST_CONFIG} --out RUN",
-    }
-
-
 def federate_app(args) -> dict:
     """Write a Flower App for the deployment engine, and the commands that run it."""
     import dataclasses
@@ -439,14 +262,46 @@ def federate_app(args) -> dict:
     }
 
 
-HANDLERS: dict = {
-    ("tune", None): tune,
-    ("federate", None): federate,
-    ("federate-app", None): federate_app,
-    **_PRIVACY_HANDLERS,
-    ("release", None): release,
-    **_CURATION_HANDLERS,
-    ("audit", None): audit,
-    ("sweep", None): sweep,
-    ("plot", None): plot,
-}
+def refuse_train_flags(args) -> None:
+    """Each holder's settings come from the holders file: a train flag on the command line is an error."""
+    from textkg.cli.config_loading import FLAG_FIELDS, MODEL_FLAGS
+
+    for dest in [*FLAG_FIELDS, *MODEL_FLAGS, "model", "config"]:
+        if getattr(args, dest, None) is not None:
+            flag = "--" + dest.replace("_", "-")
+            raise ConfigError(
+                f"with --mode cross-graph every holder's settings come from --holders; {flag} is not used",
+                field=dest,
+            )
+
+
+def federate_cross_graph(args) -> dict:
+    """Run (or resume) a cross-graph federation from the CLI; returns the summary printed as JSON."""
+    from textkg.federated.cross_graph.config import load_holders, resume_holders
+    from textkg.federated.cross_graph.runner import run_cross_graph
+
+    refuse_train_flags(args)
+    if getattr(args, "engine", None) not in (None, "inprocess"):
+        raise ConfigError(
+            "--mode cross-graph runs in process, or with --processes on gRPC (mutual TLS)", field="engine"
+        )
+    if args.resume:
+        out = Path(args.resume)
+        config = resume_holders(out)
+    else:
+        if not args.holders:
+            raise ConfigError("--mode cross-graph needs --holders FILE", field="holders")
+        config = load_holders(args.holders)
+        out = Path(args.out) if args.out else Path("runs") / f"cross-graph-{Path(args.holders).stem}"
+    if getattr(args, "processes", False):
+        from textkg.federated.cross_graph.distributed import run_cross_graph_processes
+
+        summary = run_cross_graph_processes(config, out, resume=bool(args.resume))
+    else:
+        summary = run_cross_graph(config, out, resume=bool(args.resume), progress=not args.no_progress)
+    print(f"wrote {out / 'metrics.json'}", file=sys.stderr)
+    return {"out": str(out), **summary}
+
+
+PARSERS = {"federate": add_federate, "federate-app": add_federate_app}
+HANDLERS: dict = {("federate", None): federate, ("federate-app", None): federate_app}
