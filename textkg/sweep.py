@@ -171,8 +171,11 @@ def run_sweep(
     Returns:
         The rows of ``sweep.json`` (see :func:`_row`).
     """
-    from textkg.report.plots import plot_frontier
+    from textkg.report import require_plots
     from textkg.training.checkpoint import atomic_write_json
+
+    require_plots("a sweep (frontier.png)")  # before any training
+    from textkg.report.plots import plot_frontier
 
     out_dir = Path(out_dir)
     names = [p.name for p in grid]

@@ -157,6 +157,9 @@ def _read_batch_file(path: str) -> list[tuple[str, str]]:
 
 
 def plot(args) -> dict:
+    from textkg.report import require_plots
+
+    require_plots("textkg plot")
     from textkg.report import write_comparison_plots, write_run_plots
 
     dirs = [Path(d) for d in args.run_dirs]
