@@ -99,3 +99,15 @@ def test_a_sweep_does_not_reuse_a_point_of_another_major_version(foreign_run):
     (foreign_run / "config.json").write_text(json.dumps(stored))
     with pytest.raises(ConfigError, match="major version"):
         _run_point(cfg, foreign_run, progress=False)
+
+
+def test_tune_does_not_reuse_trials_of_another_major_version(tmp_path, capsys):
+    """``textkg tune`` re-uses the rows of its tune.json; one written by another major version is refused."""
+    out = tmp_path / "tune"
+    out.mkdir()
+    (out / "tune.json").write_text(json.dumps({"textkg_version": OTHER, "rows": []}))
+    argv = ["tune", "--grid", "train.lr=1e-3", "--dataset", "hpo-small", "--privacy", "none", "--out", str(out)]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert OTHER in err and "major version" in err and "Traceback" not in err
+    assert sorted(p.name for p in out.iterdir()) == ["tune.json"]
