@@ -96,12 +96,14 @@ def load_audit_split(run_dir: str | Path) -> tuple[torch.Tensor, torch.Tensor, d
 
 
 def _claimed_privacy(run_dir: Path) -> dict | None:
-    from textkg.pipeline.run_dir import open_run
+    """The privacy block of the run's metrics.json (the run was opened, its version checked, by
+    ``textkg audit`` or by :func:`textkg.load`, whose predictor the audit scores with)."""
+    from textkg.pipeline.run_dir import METRICS, read_run_json
 
-    metrics = open_run(run_dir).metrics()  # this major version first
-    if metrics is None:
-        raise ConfigError("run has no metrics.json (training did not finish)", file=run_dir / "metrics.json")
-    return metrics.get("privacy")
+    path = run_dir / METRICS
+    if not path.is_file():
+        raise ConfigError("run has no metrics.json (training did not finish)", file=path)
+    return read_run_json(path).get("privacy")
 
 
 def attack_scores(
@@ -129,8 +131,8 @@ def run_audit(run_dir: str | Path, *, attack: str = "score", alpha: float = 0.05
     """
     run_dir = Path(run_dir)
     get_attack(attack)  # validate the name before the (slow) load
-    claim = _claimed_privacy(run_dir)
     members, non_members, record = load_audit_split(run_dir)
+    claim = _claimed_privacy(run_dir)
     if predictor is None:
         from textkg.predict import load_predictor
 
