@@ -86,7 +86,7 @@ def recompute_epsilon(privacy: dict) -> float:
             )
         with warnings.catch_warnings():  # the run's own accounting warned already about the grid's edge
             warnings.simplefilter("ignore", PrivacyWarning)
-            return float(rdp_to_epsilon(orders=orders, rdp=rdp, delta=privacy["delta"])[0])
+            return float(rdp_to_epsilon(orders=orders, rdp=rdp.tolist(), delta=privacy["delta"])[0])
     except (ValueError, TypeError, KeyError) as exc:  # a block someone edited: a user error, not a crash
         raise ConfigError(f"malformed ledger, epsilon cannot be recomputed from it ({exc})", field="privacy") from None
 

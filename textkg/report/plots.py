@@ -230,8 +230,8 @@ def write_run_plots(run_dir: str | Path) -> list[Path]:
     if sweep is not None:
         rows = sweep.get("rows", [])
         written.append(plot_frontier(rows, out / "frontier.png"))
-        runs = [_sweep_run(run_dir, r.get("run_dir")) for r in rows if isinstance(r, dict)]
-        written += write_comparison_plots([d for d in runs if d is not None], out)
+        points = [_sweep_run(run_dir, r.get("run_dir")) for r in rows if isinstance(r, dict)]
+        written += write_comparison_plots([d for d in points if d is not None], out)
     return [p for p in written if p is not None]
 
 
