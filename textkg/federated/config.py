@@ -142,9 +142,11 @@ def resume_settings(run_dir: Path) -> tuple[Any, FederatedConfig]:
         ConfigError: not a started federation, another major version, or malformed settings,
             naming the file.
     """
-    from textkg.pipeline.run_dir import open_run
+    from textkg.pipeline.run_dir import CONFIG, open_run
 
-    opened = open_run(run_dir, what="a federation to resume (was it started?)")
+    if not (Path(run_dir) / CONFIG).is_file():
+        raise ConfigError(f"cannot resume: no {CONFIG} (was the federation started?)", file=Path(run_dir) / CONFIG)
+    opened = open_run(run_dir)
     record_path = Path(run_dir) / FEDERATED_RECORD
     record = opened.read(FEDERATED_RECORD)
     if record is None:
