@@ -86,6 +86,57 @@ def test_copy_is_independent():
     assert (other.family, other.field, other.sort) == (reg.family, reg.field, reg.sort)
 
 
+class _Widget:
+    name = "widget-a"
+
+    def __init__(self, size: int = 1, *, colour: str = "red") -> None:
+        self.size, self.colour = size, colour
+
+
+class _BigWidget(_Widget):
+    name = "widget-b"
+
+
+def test_make_takes_a_name_a_class_or_an_instance():
+    """``Registry.make``: the "name, class or instance + kwargs" rule written once (issue 40)."""
+    reg: Registry[type] = Registry("widget", field="model.widget")
+    reg.register("a", _Widget)
+    built = reg.make("a", 3, base=_Widget, colour="blue")
+    assert type(built) is _Widget and (built.size, built.colour) == (3, "blue")
+    assert type(reg.make(_BigWidget, base=_Widget)) is _BigWidget  # a class needs no registration
+    instance = _BigWidget()
+    assert reg.make(instance, base=_Widget) is instance  # an instance is returned as is
+    with pytest.raises(ConfigError, match="arguments cannot be applied to a widget instance") as info:
+        reg.make(instance, base=_Widget, kwargs_field="model.widget_kwargs", colour="blue")
+    assert info.value.field == "model.widget_kwargs"
+    with pytest.raises(ConfigError, match=r"bad arguments for widget 'a': .*shape") as info:
+        reg.make("a", base=_Widget, kwargs_field="model.widget_kwargs", shape="round")
+    assert info.value.field == "model.widget_kwargs"
+    with pytest.raises(ConfigError, match="unknown widget 'c'; choose one of: a"):
+        reg.make("c", base=_Widget)
+    for bad in (int, 3, None):
+        with pytest.raises(ConfigError, match="expected a widget name, class or instance") as info:
+            reg.make(bad, base=_Widget)
+        assert info.value.field == "model.widget"
+
+
+def test_make_loads_lazy_entries():
+    """A family of ``"module:Class"`` entries (the encoders) imports the class only when it is built."""
+    loaded = []
+
+    def load(target: str) -> type:
+        loaded.append(target)
+        return {"tests:Widget": _Widget}[target]
+
+    reg: Registry[str] = Registry("encoder", load=load)
+    reg.register("w", "tests:Widget")
+    assert loaded == []
+    assert type(reg.make("w", base=_Widget)) is _Widget and loaded == ["tests:Widget"]
+    assert reg.copy().load is load
+    with pytest.raises(ConfigError, match="expected an encoder name"):
+        reg.make(object, base=_Widget)
+
+
 # ------------------------------------------------------------------------------------------------
 # Every family: the shared helper, one duplicate rule, choices listed from the registry
 

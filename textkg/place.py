@@ -28,7 +28,6 @@ temporary files and renamed, so a failed run leaves nothing half-written.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -156,19 +155,22 @@ class Placer:
 
     def __init__(self, run_dir: str | Path, *, device: str | torch.device = "auto", method: str = "auto") -> None:
         from textkg.evaluation.placement import DEFAULT_PARENT_RELATION
+        from textkg.pipeline.run_dir import METRICS, open_run
         from textkg.predict import Predictor
 
         self.run_dir = Path(run_dir)
-        metrics_path = self.run_dir / "metrics.json"
-        if not metrics_path.is_file():
+        opened = open_run(self.run_dir)  # this major version, before anything else is read
+        metrics_path = self.run_dir / METRICS
+        metrics = opened.metrics()
+        if metrics is None:
             raise ConfigError("the run has not finished (no metrics.json)", file=self.run_dir)
-        metrics = json.loads(metrics_path.read_text())
+        self.metrics = metrics
         self.selection = (metrics.get("test") or {}).get("placement_selection")
         # what validation chose for terms read from their names alone (test.placement_names_only), and the re-ranker
         self.names_only = (metrics.get("test") or {}).get("placement_names_only") or {}
         self.reranker = (metrics.get("test") or {}).get("placement_rerank")
         self.held_out_terms = bool((metrics.get("test") or {}).get("placement"))
-        if not self.held_out_terms and _run_split(self.run_dir) != "transductive":
+        if not self.held_out_terms and opened.config.data.split != "transductive":
             raise ConfigError(
                 "this run has no placement evaluation: place needs a run on an ontology with an "
                 f"{DEFAULT_PARENT_RELATION!r} relation (e.g. textkg train --dataset hpo, or --dataset FILE.obo)",
@@ -397,8 +399,7 @@ class Placer:
     def annotation_weight(self) -> float:
         """The vote's weight the run chose on its validation terms (``test.placement_known_links.weight``),
         else 1 (:mod:`textkg.evaluation.placement_links`)."""
-        metrics = json.loads((self.run_dir / "metrics.json").read_text())
-        block = (metrics.get("test") or {}).get("placement_known_links") or {}
+        block = (self.metrics.get("test") or {}).get("placement_known_links") or {}
         return float(block.get("weight", 1.0))
 
     def _with_annotations(
@@ -510,14 +511,6 @@ def place_command(
         if firsts:
             summary["first_suggestion_is_a_listed_parent"] = sum(r["listed"] == "yes" for r in firsts) / len(firsts)
     return summary
-
-
-def _run_split(run_dir: Path) -> str | None:
-    """The split kind in a run's ``config.json`` (``None`` when it cannot be read)."""
-    try:
-        return json.loads((run_dir / "config.json").read_text())["data"]["split"]
-    except (OSError, ValueError, KeyError, TypeError):
-        return None
 
 
 def _read_annotations(path: str, placer: Placer) -> tuple[dict[str, list[int]], int]:

@@ -51,3 +51,32 @@ def count(what: str, done: int, total: int) -> None:
     """Print ``[textkg +MM:SS] what done/total`` inside :func:`reporting` when stderr is not a terminal."""
     if _REPORTING.get():
         stage(f"{what} {done:,}/{total:,}")
+
+
+class _NoBar:
+    """What :func:`bar` gives when no bar is drawn: the calls a bar takes, doing nothing."""
+
+    def update(self, n: int = 1) -> None:
+        pass
+
+    def set_postfix(self, *args: object, **kwargs: object) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+    def __enter__(self) -> _NoBar:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        pass
+
+
+def bar(total: int, *, progress: bool = True, **tqdm_kwargs: object):
+    """A tqdm progress bar on a terminal; where :func:`log_lines` prints stage lines instead (or
+    ``progress`` is false), a bar that draws nothing. The one place textkg makes a bar."""
+    if not progress or log_lines(progress):
+        return _NoBar()
+    from tqdm.auto import tqdm
+
+    return tqdm(total=total, **tqdm_kwargs)

@@ -11,8 +11,10 @@ with the same rules everywhere, as PyKEEN's ``class_resolver`` keeps them:
   choices from the registry itself, never a hand-kept list.
 
 Each family keeps its public functions (``register_preset``, ``get_interaction``,
-``list_datasets``, ...) as thin wrappers that add what is particular to it: checking the
-object's type, building an instance from ``*_kwargs``, importing a class lazily.
+``list_datasets``, ...) as thin wrappers that add what is particular to it. A family of classes
+builds its objects with :meth:`Registry.make`, which takes what PyKEEN's ``Resolver.make`` takes: a
+registered name, a class or an instance, plus keyword arguments, with one rule for each case; a
+family whose entries are ``"module:Class"`` strings (imported only when used) passes ``load``.
 
 This module sits in the base layer (it imports only :mod:`textkg.errors`), so every layer,
 the self-contained :mod:`textkg.privacy` and :mod:`textkg.encoders` included, may use it.
@@ -21,7 +23,7 @@ the self-contained :mod:`textkg.privacy` and :mod:`textkg.encoders` included, ma
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 from textkg.errors import ConfigError
 
@@ -40,12 +42,17 @@ class Registry(Generic[T]):
             error messages.
         field: The config field an error names (default: ``family``).
         sort: List names sorted (default) or in the order they were registered.
+        load: Turns an entry into the class :meth:`make` builds (e.g. imports ``"module:Class"``);
+            default: the entry is the class.
     """
 
-    def __init__(self, family: str, *, field: str | None = None, sort: bool = True) -> None:
+    def __init__(
+        self, family: str, *, field: str | None = None, sort: bool = True, load: Callable[[T], Any] | None = None
+    ) -> None:
         self.family = family
         self.field = family if field is None else field
         self.sort = sort
+        self.load = load
         self._items: dict[str, T] = {}
 
     def register(self, name: str, obj: T, *, replace: bool = False) -> T:
@@ -84,6 +91,51 @@ class Registry(Generic[T]):
         except (KeyError, TypeError):  # TypeError: an unhashable "name"
             raise ConfigError(self.unknown_message(name), field=self.field) from None
 
+    def resolve_class(self, query: Any, base: type) -> type:
+        """The class of ``query``: a registered name (loaded with ``load``) or a subclass of ``base``.
+
+        Raises:
+            ConfigError: an unknown name (listing :meth:`names`), or neither a name nor a subclass.
+        """
+        obj: Any = query
+        if isinstance(query, str):
+            obj = self.get(query)
+            obj = obj if self.load is None else self.load(obj)
+        if not (isinstance(obj, type) and issubclass(obj, base)):
+            raise ConfigError(f"expected {self._a()} name, class or instance, got {query!r}", field=self.field)
+        return obj
+
+    def make(self, query: Any, *args: Any, base: type, kwargs_field: str | None = None, **kwargs: Any) -> Any:
+        """Build an object of the family from a name, a class or an instance (PyKEEN's ``Resolver.make``).
+
+        Args:
+            query: A registered name, a subclass of ``base``, or an instance of ``base`` (returned as
+                is; then ``args`` and ``kwargs`` must be empty).
+            *args: Positional constructor arguments (e.g. a fusion's width).
+            base: The family's base class.
+            kwargs_field: The config field an argument error names (default: the registry's field).
+            **kwargs: Constructor arguments.
+
+        Raises:
+            ConfigError: an unknown name (listing the registered names), something that is neither
+                a name, a class nor an instance, arguments given with an instance, or arguments the
+                class does not take.
+        """
+        field = self.field if kwargs_field is None else kwargs_field
+        if isinstance(query, base):
+            if args or kwargs:
+                raise ConfigError(f"arguments cannot be applied to {self._a()} instance", field=field)
+            return query
+        cls = self.resolve_class(query, base)
+        try:
+            return cls(*args, **kwargs)
+        except TypeError as exc:
+            name = query if isinstance(query, str) else getattr(cls, "name", cls.__name__)
+            raise ConfigError(f"bad arguments for {self.family} {name!r}: {exc}", field=field) from None
+
+    def _a(self) -> str:
+        return ("an " if self.family[:1] in "aeiou" else "a ") + self.family
+
     def unknown_message(self, name: object) -> str:
         """``unknown <family> 'name'; choose one of: <names>``, for wrappers that add to it."""
         return f"unknown {self.family} {name!r}; choose one of: {', '.join(self.names())}"
@@ -98,7 +150,7 @@ class Registry(Generic[T]):
 
     def copy(self) -> Registry[T]:
         """An independent registry with the same entries (tests register into a copy)."""
-        out: Registry[T] = Registry(self.family, field=self.field, sort=self.sort)
+        out: Registry[T] = Registry(self.family, field=self.field, sort=self.sort, load=self.load)
         out._items = dict(self._items)
         return out
 

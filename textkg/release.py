@@ -43,16 +43,21 @@ LEDGER_FIELDS = ("orders", "ledger", "delta", "epsilon")
 
 
 def recompute_epsilon(privacy: dict) -> float:
-    """ε of a privacy block from its own fields, with Opacus's RDP analysis
-    (or dp-accounting's PLD accounting when the block's ``accountant`` is ``pld``).
+    """ε of a privacy block from its own fields: the RDP of its ledger at its orders (or dp-accounting's
+    PLD accounting when the block's ``accountant`` is ``pld``), so the claimed ε is the ledger's.
 
-    Opacus's ``compute_rdp`` (Mironov, Talwar & Zhang 2019, arXiv:1908.10530)
-    over the ledger at the block's orders, and ``get_privacy_spent``, which is
-    the conversion of Canonne, Kamath & Steinke 2020 (arXiv:2004.00010v3,
-    Prop. 12) that textkg's accountant also uses.
+    The RDP of the Sampled Gaussian Mechanism (Mironov, Talwar & Zhang 2019, arXiv:1908.10530),
+    :func:`textkg.privacy.rdp.compute_rdp`, summed over the ledger, converted with Canonne, Kamath &
+    Steinke 2020 (arXiv:2004.00010v3, Prop. 12), :func:`textkg.privacy.conversion.rdp_to_epsilon`.
+    Opacus's ``compute_rdp`` and ``get_privacy_spent`` compute the same two formulas; the tests hold
+    this function to them as a reference (tests/release/test_recompute_epsilon.py).
     """
+    import warnings
+
     import numpy as np
-    from opacus.accountants.analysis.rdp import compute_rdp, get_privacy_spent
+
+    from textkg.privacy.conversion import PrivacyWarning, rdp_to_epsilon
+    from textkg.privacy.rdp import compute_rdp
 
     missing = [k for k in LEDGER_FIELDS if k not in privacy]
     if not missing and not privacy["ledger"]:  # no private step was taken (public-only runs)
@@ -69,17 +74,21 @@ def recompute_epsilon(privacy: dict) -> float:
             "(a run from before textkg recorded its ledger; retrain it)",
             field="privacy",
         )
-    orders = [float(a) for a in privacy["orders"]]
-    rdp = np.zeros(len(orders))
-    for entry in privacy["ledger"]:
-        rdp = rdp + np.asarray(
-            compute_rdp(
-                q=entry["sample_rate"], noise_multiplier=entry["noise_multiplier"], steps=entry["steps"], orders=orders
+    try:
+        orders = [float(a) for a in privacy["orders"]]
+        rdp = np.zeros(len(orders))
+        for entry in privacy["ledger"]:
+            rdp = rdp + compute_rdp(
+                sample_rate=entry["sample_rate"],
+                noise_multiplier=entry["noise_multiplier"],
+                steps=entry["steps"],
+                orders=orders,
             )
-        )
-    if not privacy["ledger"]:
-        return 0.0
-    return float(get_privacy_spent(orders=orders, rdp=rdp, delta=privacy["delta"])[0])
+        with warnings.catch_warnings():  # the run's own accounting warned already about the grid's edge
+            warnings.simplefilter("ignore", PrivacyWarning)
+            return float(rdp_to_epsilon(orders=orders, rdp=rdp.tolist(), delta=privacy["delta"])[0])
+    except (ValueError, TypeError, KeyError) as exc:  # a block someone edited: a user error, not a crash
+        raise ConfigError(f"malformed ledger, epsilon cannot be recomputed from it ({exc})", field="privacy") from None
 
 
 def needed_files(config: dict) -> list[str]:

@@ -120,10 +120,11 @@ def _row(point: SweepPoint, cfg: RunConfig, metrics: dict, run_dir: Path) -> dic
 
 
 def _same_config(run_dir: Path, cfg: RunConfig) -> bool:
-    path = run_dir / "config.json"
-    if not path.is_file():
+    from textkg.pipeline.run_dir import CONFIG, open_record
+
+    if not (run_dir / CONFIG).is_file():
         return False
-    stored = json.loads(path.read_text())
+    stored = open_record(run_dir)  # a point made by another major version is refused, not re-used
     stored.pop("textkg_version", None)
     config = cfg.to_dict()
     ae_file = AUTOENCODER_FILE if (config.get("model") or {}).get("text_module") == "lstm-ae" else None
@@ -138,8 +139,10 @@ def _run_point(cfg: RunConfig, run_dir: Path, *, progress: bool) -> dict:
     if run_dir.exists() and any(run_dir.iterdir()):
         if not _same_config(run_dir, cfg):
             raise ConfigError("holds a run with a different configuration; choose another --out", file=run_dir)
-        if (run_dir / "metrics.json").is_file():
-            return json.loads((run_dir / "metrics.json").read_text())
+        from textkg.pipeline.run_dir import METRICS, read_run_json
+
+        if (run_dir / METRICS).is_file():
+            return read_run_json(run_dir / METRICS)
         if (run_dir / "checkpoint.pt").is_file():
             return run(cfg, run_dir, resume=True, progress=progress)
         raise ConfigError("holds an unfinished run without a checkpoint; remove it", file=run_dir)
@@ -168,8 +171,11 @@ def run_sweep(
     Returns:
         The rows of ``sweep.json`` (see :func:`_row`).
     """
-    from textkg.report.plots import plot_frontier
+    from textkg.report import require_plots
     from textkg.training.checkpoint import atomic_write_json
+
+    require_plots("a sweep (frontier.png)")  # before any training
+    from textkg.report.plots import plot_frontier
 
     out_dir = Path(out_dir)
     names = [p.name for p in grid]
@@ -206,11 +212,3 @@ def _audit_point(run_dir: Path, attack: str) -> dict:
         "audit_auc": result.roc_auc,
         "audit_epsilon_lb": result.epsilon_lower_bound["epsilon"],
     }
-
-
-def read_sweep(out_dir: str | Path) -> list[dict]:
-    """Rows of a finished (or interrupted) sweep's ``sweep.json``."""
-    path = Path(out_dir) / SWEEP_FILE
-    if not path.is_file():
-        raise ConfigError("not a sweep directory (no sweep.json)", file=out_dir)
-    return json.loads(path.read_text())["rows"]

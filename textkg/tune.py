@@ -155,10 +155,13 @@ def run_tune(
     path = out_dir / TUNE_FILE
     done: dict[str, dict] = {}
     if path.is_file():
+        from textkg.pipeline.run_dir import open_record
+
+        stored = open_record(out_dir, TUNE_FILE)  # read as every run file is: bounded, this major version
         try:
-            for row in json.loads(path.read_text()).get("rows", []):
+            for row in stored.get("rows", []):
                 done[row["name"]] = row
-        except (json.JSONDecodeError, KeyError, TypeError, AttributeError) as exc:
+        except (KeyError, TypeError, AttributeError) as exc:
             raise ConfigError(f"cannot re-use a malformed {TUNE_FILE} ({exc})", file=path) from None
     out_dir.mkdir(parents=True, exist_ok=True)
     rows: list[dict] = []

@@ -144,9 +144,12 @@ def test_duplicate_ids_and_runs_without_placement(tmp_path):
     tsv.write_text("A\ta\nA\tb\n", encoding="utf-8")
     with pytest.raises(DataError, match="appears twice"):
         read_terms_tsv(tsv)
+    import textkg
     from textkg.place import Placer
 
     (tmp_path / "run").mkdir()
+    config = {"textkg_version": textkg.__version__, "data": {"dataset": "hpo-small", "split": "inductive"}}
+    (tmp_path / "run" / "config.json").write_text(json.dumps(config))
     (tmp_path / "run" / "metrics.json").write_text(json.dumps({"test": {"mrr": 0.1}}))
     with pytest.raises(ConfigError, match="no placement evaluation"):
         Placer(tmp_path / "run")

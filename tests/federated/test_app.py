@@ -36,7 +36,7 @@ def fresh(message, context):
 
 def _settings(federate_base, *flags):
     from textkg.cli.config_loading import build_run_config
-    from textkg.cli.extra_commands import _federated_config
+    from textkg.cli.federation import _federated_config
     from textkg.cli.main import build_parser
 
     args = build_parser().parse_args([*federate_base, *EXAMPLE_FLAGS, *flags])

@@ -212,15 +212,6 @@ def test_new_entity_from_text_equals_unseen_entity_with_same_text(fusion):
     feats = model.text.text_text_features[[11, 12]]
     with torch.no_grad():
         torch.testing.assert_close(model.embed_new_entities(text_features=feats), model.entity_matrix()[[11, 12]])
-        new = model.embed_new_entities(text_features=feats)
-        torch.testing.assert_close(
-            model.score_new_entities(new, torch.tensor([1, 2])),
-            model.score_tails(torch.tensor([11, 12]), torch.tensor([1, 2]), torch.arange(NUM_ENTITIES)),
-        )
-        torch.testing.assert_close(
-            model.score_new_entities(new, torch.tensor([1, 2]), direction="head", candidates=torch.tensor([0, 3])),
-            model.score_heads(torch.tensor([1, 2]), torch.tensor([11, 12]), torch.tensor([0, 3])),
-        )
     with pytest.raises(ConfigError):
         model.embed_new_entities(token_features=feats)
     with pytest.raises(ConfigError):

@@ -6,8 +6,9 @@ import types
 
 import pytest
 
+import textkg
 from textkg.errors import ConfigError
-from textkg.sweep import SweepPoint, make_grid, point_config, read_sweep, run_sweep
+from textkg.sweep import SWEEP_FILE, SweepPoint, make_grid, point_config, run_sweep
 from textkg.training.config import PrivacyConfig, RunConfig, TrainConfig
 
 
@@ -57,7 +58,7 @@ def fake_run(monkeypatch):
     def run(cfg, out_dir, *, resume=False, progress=True):
         calls.append((cfg.privacy.mode, cfg.privacy.noise_multiplier, cfg.privacy.target_epsilon, resume))
         out_dir.mkdir(parents=True, exist_ok=True)
-        (out_dir / "config.json").write_text(json.dumps({"textkg_version": "x", **cfg.to_dict()}))
+        (out_dir / "config.json").write_text(json.dumps({"textkg_version": textkg.__version__, **cfg.to_dict()}))
         private = cfg.privacy.mode != "none"
         sigma = cfg.privacy.noise_multiplier or 1.0
         metrics = {
@@ -106,7 +107,7 @@ def test_run_sweep_rows_files_and_reuse(tmp_path, fake_run):
         "seconds",
         "guarantee",
     } <= set(full)
-    assert read_sweep(tmp_path) == rows
+    assert json.loads((tmp_path / SWEEP_FILE).read_text())["rows"] == rows
     assert (tmp_path / "frontier.png").stat().st_size > 1000
     assert all((tmp_path / p.name / "metrics.json").is_file() for p in grid)
     # re-running reuses finished runs
@@ -115,7 +116,7 @@ def test_run_sweep_rows_files_and_reuse(tmp_path, fake_run):
 
 def test_run_sweep_refuses_a_foreign_run(tmp_path, fake_run):
     (tmp_path / "none").mkdir(parents=True)
-    (tmp_path / "none" / "config.json").write_text("{}")
+    (tmp_path / "none" / "config.json").write_text(json.dumps({"textkg_version": textkg.__version__}))
     with pytest.raises(ConfigError, match="different configuration"):
         run_sweep(RunConfig(model=_FakeModel()), [SweepPoint("none")], tmp_path)
 

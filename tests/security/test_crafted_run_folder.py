@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 from security_helpers import copy_run, write_pickle_bomb
 
+import textkg
 from textkg.cli.main import main
 
 
@@ -127,14 +128,14 @@ def test_a_crafted_autoencoder_cannot_allocate_gigabytes(tmp_path):
 
 
 def test_federate_resume_checks_the_files_a_run_names(tmp_path, capsys):
-    """``federate --resume`` reads config.json itself (not through open_run): the same rules hold."""
+    """``federate --resume`` opens the run through open_run (issue 40): the same rules hold."""
     run = tmp_path / "fed"
     run.mkdir()
     marker = tmp_path / "PWNED"
     write_pickle_bomb(run / "fwd.pt", marker)
     kwargs = {"forward_model": str(run / "fwd.pt"), "backward_model": str(run / "fwd.pt")}
     config = {"model": {"encoder": "flair", "fusion": "text", "encoder_kwargs": kwargs}}
-    (run / "config.json").write_text(json.dumps(config))
+    (run / "config.json").write_text(json.dumps({"textkg_version": textkg.__version__, **config}))
     (run / "federated.json").write_text(json.dumps({"settings": {}}))
     (run / "checkpoint.pt").write_bytes(b"")
     try:

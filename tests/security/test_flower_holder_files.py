@@ -78,7 +78,7 @@ def fresh(message, context):
 
 def _settings(dataset: Path, *extra: str):
     from textkg.cli.config_loading import build_run_config
-    from textkg.cli.extra_commands import _federated_config
+    from textkg.cli.federation import _federated_config
     from textkg.cli.main import build_parser
 
     args = build_parser().parse_args(["federate", "--dataset", str(dataset), *FLAGS, *extra])

@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from textkg.cli.commands import _without_nproc
 from textkg.cli.main import main
+from textkg.cli.training import _without_nproc
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "tiny_blp"
 BASE = ["train", "--dataset", str(FIXTURE), "--split", "transductive", "--dim", "8", "--epochs", "2", "--seed", "0"]

@@ -10,7 +10,6 @@ which is what the accountant's ε bounds.
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -83,11 +82,13 @@ def load_audit_split(run_dir: str | Path) -> tuple[torch.Tensor, torch.Tensor, d
             "out non-members for a membership-inference audit",
             file=path,
         )
+    from textkg.pipeline.run_dir import read_run_json
+
+    record = read_run_json(path)
     try:
-        record = json.loads(path.read_text())
         members = torch.as_tensor(record["members"], dtype=torch.long).reshape(-1, 3)
         non_members = torch.as_tensor(record["non_members"], dtype=torch.long).reshape(-1, 3)
-    except (json.JSONDecodeError, KeyError, TypeError, ValueError, RuntimeError) as exc:
+    except (KeyError, TypeError, ValueError, RuntimeError) as exc:
         raise ConfigError(f"malformed audit split ({exc})", file=path) from None
     if not len(members) or not len(non_members):
         raise ConfigError("audit split has no members or no non-members", file=path)
@@ -95,10 +96,14 @@ def load_audit_split(run_dir: str | Path) -> tuple[torch.Tensor, torch.Tensor, d
 
 
 def _claimed_privacy(run_dir: Path) -> dict | None:
-    path = run_dir / "metrics.json"
+    """The privacy block of the run's metrics.json (the run was opened, its version checked, by
+    ``textkg audit`` or by :func:`textkg.load`, whose predictor the audit scores with)."""
+    from textkg.pipeline.run_dir import METRICS, read_run_json
+
+    path = run_dir / METRICS
     if not path.is_file():
         raise ConfigError("run has no metrics.json (training did not finish)", file=path)
-    return json.loads(path.read_text()).get("privacy")
+    return read_run_json(path).get("privacy")
 
 
 def attack_scores(

@@ -9,59 +9,15 @@ import dataclasses
 import json
 from pathlib import Path
 
+from textkg.cli.flags import TRAIN_FLAGS
 from textkg.errors import ConfigError
 from textkg.training.config import DataConfig, PrivacyConfig, RunConfig, TrainConfig
 
-#: CLI flag (argparse dest) → (section, field)
-FLAG_FIELDS = {
-    "dataset": ("data", "dataset"),
-    "split": ("data", "split"),
-    "split_seed": ("data", "split_seed"),
-    "inductive_dir": ("data", "inductive_dir"),
-    "description": ("data", "description"),
-    "epochs": ("train", "epochs"),
-    "batch_size": ("train", "batch_size"),
-    "lr": ("train", "lr"),
-    "num_negatives": ("train", "num_negatives"),
-    "loss": ("train", "loss"),
-    "margin": ("train", "margin"),
-    "temperature": ("train", "temperature"),
-    "pool_size": ("train", "pool_size"),
-    "lr_schedule": ("train", "lr_schedule"),
-    "ema_decay": ("train", "ema_decay"),
-    "optimizer": ("train", "optimizer"),
-    "exclude_query": ("train", "exclude_query"),
-    "negatives": ("train", "negatives"),
-    "seed": ("train", "seed"),
-    "eval_every": ("train", "eval_every"),
-    "valid_max_triples": ("train", "valid_max_triples"),
-    "candidates": ("train", "candidates"),
-    "max_minutes": ("train", "max_minutes"),
-    "checkpoint_every": ("train", "checkpoint_every"),
-    "audit_candidates": ("train", "audit_candidates"),
-    "neighbour_vote": ("train", "neighbour_vote"),
-    "init_from": ("train", "init_from"),
-    "device": ("train", "device"),
-    "privacy": ("privacy", "mode"),
-    "mechanism": ("privacy", "mechanism"),
-    "noise_multiplier": ("privacy", "noise_multiplier"),
-    "target_epsilon": ("privacy", "target_epsilon"),
-    "delta": ("privacy", "delta"),
-    "private_size": ("privacy", "private_size"),
-    "sample_rate": ("privacy", "sample_rate"),
-    "max_grad_norm": ("privacy", "max_grad_norm"),
-    "confidential_relations": ("privacy", "confidential_relations"),
-    "confidential_fraction": ("privacy", "confidential_fraction"),
-    "orders": ("privacy", "orders"),
-    "reproducible_noise": ("privacy", "reproducible_noise"),
-    "accountant": ("privacy", "accountant"),
-    "public_entities": ("data", "public_entities"),
-}
-
-#: CLI flag → ModelConfig field (override the preset)
-MODEL_FLAGS = {"encoder": "encoder", "dim": "dim", "fusion": "fusion", "structural_dropout": "structural_dropout"}
-
 SECTIONS = {"data": DataConfig, "train": TrainConfig, "privacy": PrivacyConfig}
+#: CLI flag (argparse dest) → (section, field), read from each flag's one declaration (:data:`TRAIN_FLAGS`)
+FLAG_FIELDS = {f.dest: f.section_field for f in TRAIN_FLAGS if f.section_field[0] in SECTIONS}
+#: CLI flag → ModelConfig field (override the preset)
+MODEL_FLAGS = {f.dest: f.section_field[1] for f in TRAIN_FLAGS if f.section_field[0] == "model"}
 
 
 def read_config_file(path: str) -> dict:

@@ -1,241 +1,373 @@
 """The flags several commands share (``train``, ``sweep``, ``federate``, ``tune``, ``place``, ...).
 
-Every command module takes its flags from here, so no command module imports ``textkg.cli.main``
-(which imports every command module's ``add_parsers``): no import circle (issue 30).
+Each of train's flags is declared once, in :data:`TRAIN_FLAGS`: its option, the config key it fills
+(``data.split_seed``) and its help. Everything else about a config-backed flag comes from the frozen
+dataclass that owns the key: its type (``int``, ``float``, a switch for ``bool``), and the default that
+its help states (``[config data.split_seed; default 0]``, so ``--help`` and docs/cli.md cannot drift
+from it). :data:`textkg.cli.config_loading.FLAG_FIELDS` (flag → config key) is derived from the same
+table. Every command module takes its flags from here, so no command module imports
+``textkg.cli.main`` (which imports every command module): no import circle (issue 30).
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import types
+import typing
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from textkg.data.splits import list_candidate_protocols, list_splits
+from textkg.models.config import ModelConfig
+from textkg.training.config import (
+    LR_SCHEDULES,
+    NEGATIVES,
+    OPTIMIZERS,
+    PRIVACY_MECHANISMS,
+    PRIVACY_MODES,
+    DataConfig,
+    PrivacyConfig,
+    TrainConfig,
+)
+from textkg.training.losses import list_losses
+
+#: the config sections a flag may fill, by the first part of its key
+SECTIONS: dict[str, type] = {"data": DataConfig, "train": TrainConfig, "privacy": PrivacyConfig, "model": ModelConfig}
+#: sections whose flags state the dataclass default in their help (a --model preset's own values are
+#: described by ``textkg models list``)
+DOCUMENTED_SECTIONS = ("data", "train", "privacy")
+DEVICE_METAVAR = "{auto,cpu,cuda,cuda:N,mps}"
 
 
-def _add_device_flag(p: argparse.ArgumentParser, what: str) -> None:
-    # validated by textkg.devices (importing torch here would slow every call)
-    p.add_argument(
-        "--device",
-        metavar="{auto,cpu,cuda,cuda:N,mps}",
-        help=f"{what}: auto (default: cuda if available, else mps, else cpu), cpu, cuda, cuda:N or mps; "
-        "a device this machine lacks is an error (docs/scaling.md, Devices)",
+def device_help(what: str) -> str:
+    """The help of a ``--device`` flag, ``what`` saying which device it picks."""
+    return (
+        f"{what}: auto (default: cuda if available, else mps, else cpu), cpu, cuda, cuda:N or mps; "
+        "a device this machine lacks is an error (docs/scaling.md, Devices)"
     )
 
 
-def _add_train_flags(p: argparse.ArgumentParser) -> None:
-    # Every flag defaults to None so that the config file / preset default wins.
-    p.add_argument("--config", help="YAML/JSON file filling the same config as the flags")
-    p.add_argument(
+def add_device_flag(p: argparse.ArgumentParser, what: str) -> None:
+    # validated by textkg.devices
+    p.add_argument("--device", metavar=DEVICE_METAVAR, help=device_help(what))
+
+
+@dataclass(frozen=True)
+class Flag:
+    """One flag of ``train`` (and of the commands that take train's flags), declared once.
+
+    Attributes:
+        option: ``--split-seed``; the argparse dest is its name with ``_`` for ``-``.
+        help: What it does, in words (a config-backed flag's default is appended from the dataclass).
+        key: ``section.field`` of the config it fills (``None``: a flag that fills no config field).
+        choices: The allowed values, or a function listing them from their registry.
+        metavar: The value's name in ``--help``.
+        type: The argparse type of a flag without ``key`` (a config-backed flag's comes from its field).
+        action: The argparse action of a flag without ``key``.
+    """
+
+    option: str
+    help: str
+    key: str | None = None
+    choices: Sequence[str] | Callable[[], Sequence[str]] | None = None
+    metavar: str | None = None
+    type: Callable[[str], object] | None = None
+    action: str | None = None
+
+    @property
+    def dest(self) -> str:
+        return self.option[2:].replace("-", "_")
+
+    @property
+    def section_field(self) -> tuple[str, str]:
+        """``("data", "split_seed")`` of ``key``."""
+        section, _, name = (self.key or "").partition(".")
+        return section, name
+
+    def add_to(self, p: argparse.ArgumentParser) -> None:
+        """Add the flag to ``p``; every flag defaults to ``None`` so that the config file / preset default wins."""
+        kwargs: dict = {"help": self.help}
+        if self.metavar is not None:
+            kwargs["metavar"] = self.metavar
+        if self.choices is not None:
+            kwargs["choices"] = list(self.choices() if callable(self.choices) else self.choices)
+        kind = self.type
+        if self.key is not None:
+            kind = _field_type(*self.section_field)
+        if kind is bool:
+            kwargs.update(action="store_true", default=None)
+        elif self.action is not None:
+            kwargs["action"] = self.action
+        elif kind in (int, float):
+            kwargs["type"] = kind
+        p.add_argument(self.option, **kwargs)
+
+
+def _field_type(section: str, name: str) -> type | None:
+    """``int``, ``float`` or ``bool`` of a config field (``X | None`` read as ``X``); ``None`` for text."""
+    hints = typing.get_type_hints(SECTIONS[section])
+    kind = hints[name]
+    args = [a for a in typing.get_args(kind) if a is not type(None)]
+    if typing.get_origin(kind) in (typing.Union, types.UnionType) and len(args) == 1:
+        kind = args[0]
+    return kind if kind in (int, float, bool) else None
+
+
+#: train's flags, in the order ``--help`` lists them
+TRAIN_FLAGS: tuple[Flag, ...] = (
+    Flag("--config", help="YAML/JSON file filling the same config as the flags"),
+    Flag(
         "--dataset",
+        key="data.dataset",
         help="hpo, hpo-small, a BLP-format directory, or a file: FILE.obo, FILE.owl, FILE.ttl|.nt|.rdf, "
         "obo:/owl:/rdf:/pykeen:PATH, optionally #types=TYPE=ROOT,... (docs/datasets.md)",
-    )
-    p.add_argument(
+    ),
+    Flag(
         "--split",
-        choices=["transductive", "inductive"],
+        key="data.split",
+        choices=list_splits,
         help="transductive: every entity is seen in training; inductive: new entities held out for test",
-    )
-    p.add_argument("--split-seed", type=int, help="seed of the inductive split (which entities are held out)")
-    p.add_argument("--inductive-dir", help="sub-directory with ind-*.tsv (BLP-format datasets)")
-    # validated by the loader against its own table (importing it here would load torch on every call)
-    p.add_argument(
+    ),
+    Flag("--split-seed", key="data.split_seed", help="seed of the inductive split (which entities are held out)"),
+    Flag("--inductive-dir", key="data.inductive_dir", help="sub-directory with ind-*.tsv (BLP-format datasets)"),
+    Flag(
         "--description",
+        key="data.description",
         help="description file of a BLP-format directory: auto (default: long, else "
         "first-sentence, else short, whichever the directory has), short "
         "(entity2text.txt), long (entity2textlong.txt), first-sentence "
         "(entity2text_firstsentence_StAR.txt)",
-    )
-    p.add_argument("--model", help="model preset (textkg models list)")
-    p.add_argument("--encoder", help="override the preset's text encoder")
-    p.add_argument(
+    ),
+    Flag("--model", help="model preset (textkg models list)"),
+    Flag("--encoder", key="model.encoder", help="override the preset's text encoder"),
+    Flag(
         "--encoder-model",
         help="local transformer folder for the preset's bert / sentence-transformers encoder "
         "(e.g. the output of textkg encoders adapt)",
-    )
-    p.add_argument("--fusion", help="override the preset's fusion")
-    p.add_argument("--dim", type=int, help="embedding dimension (overrides the --model preset's)")
-    p.add_argument(
+    ),
+    Flag("--fusion", key="model.fusion", help="override the preset's fusion"),
+    Flag("--dim", key="model.dim", help="embedding dimension (overrides the --model preset's)"),
+    Flag(
         "--structural-dropout",
-        type=float,
+        key="model.structural_dropout",
         help="probability in [0, 1] that a training entity's structural row is replaced by the unseen row "
         "(overrides the --model preset's)",
-    )
-    p.add_argument(
+    ),
+    Flag(
         "--autoencoder",
         metavar="FILE",
         help="lstm-ae models (torchcoder-aec): use this pre-trained autoencoder "
         "(textkg encoders pretrain-aec) instead of pre-training one in the run",
-    )
-    p.add_argument("--epochs", type=int, help="passes over the training statements (under DP: expected passes)")
-    p.add_argument("--batch-size", type=int, help="statements per step (under DP: the expected Poisson batch size B)")
-    p.add_argument("--lr", type=float, help="Adam learning rate")
-    p.add_argument(
+    ),
+    Flag("--epochs", key="train.epochs", help="passes over the training statements (under DP: expected passes)"),
+    Flag(
+        "--batch-size", key="train.batch_size", help="statements per step (under DP: the expected Poisson batch size B)"
+    ),
+    Flag("--lr", key="train.lr", help="Adam learning rate"),
+    Flag(
         "--lr-schedule",
-        choices=["constant", "cosine"],
+        key="train.lr_schedule",
+        choices=LR_SCHEDULES,
         help="constant, or cosine: decay the rate to 0 over --epochs",
-    )
-    p.add_argument(
+    ),
+    Flag(
         "--ema-decay",
-        type=float,
+        key="train.ema_decay",
         metavar="D",
         help="keep a moving average of the weights (decay D, e.g. 0.99) and validate it beside "
         "the raw weights; the better is kept. Costs no privacy (post-processing)",
-    )
-    p.add_argument(
+    ),
+    Flag(
         "--optimizer",
-        choices=["adam", "lazy-adam"],
+        key="train.optimizer",
+        choices=OPTIMIZERS,
         help="lazy-adam: update only the entity rows a batch touched (large graphs; non-private, sampled negatives)",
-    )
-    p.add_argument("--num-negatives", type=int, help="--negatives sampled: corruptions per statement")
-    p.add_argument(
+    ),
+    Flag("--num-negatives", key="train.num_negatives", help="--negatives sampled: corruptions per statement"),
+    Flag(
         "--loss",
-        choices=["margin", "softplus", "softmax"],
+        key="train.loss",
+        choices=list_losses,
         help="margin (ranking), softplus (logistic) or softmax (cross-entropy over the statement and its negatives)",
-    )
-    p.add_argument(
+    ),
+    Flag(
         "--negatives",
-        choices=["sampled", "all"],
+        key="train.negatives",
+        choices=NEGATIVES,
         help="sampled: --num-negatives corruptions per triple; all: every training entity "
         "(1-vs-all, needs --loss softmax; with --privacy only for TransE-L2 models over pooled "
         "features, e.g. cpu-fused, and without --pool-size)",
-    )
-    p.add_argument(
+    ),
+    Flag(
         "--pool-size",
-        type=int,
+        key="train.pool_size",
         help="--negatives all: draw this many candidate entities per "
         "step instead of every training entity (sampled softmax; 0 = all)",
-    )
-    p.add_argument("--margin", type=float, help="--loss margin: the margin, in score units")
-    p.add_argument("--temperature", type=float, help="softmax loss: divide scores by this")
-    p.add_argument(
-        "--seed", type=int, help="seed of initialisation and negatives (DP noise is secret unless --reproducible-noise)"
-    )
-    p.add_argument("--eval-every", type=int, help="validate every this many epochs (model selection by MRR)")
-    p.add_argument(
-        "--valid-max-triples", type=int, help="validate on a seeded subset of at most this many statements (0: all)"
-    )
-    p.add_argument(
+    ),
+    Flag("--margin", key="train.margin", help="--loss margin: the margin, in score units"),
+    Flag("--temperature", key="train.temperature", help="softmax loss: divide scores by this"),
+    Flag(
+        "--seed",
+        key="train.seed",
+        help="seed of initialisation and negatives (DP noise is secret unless --reproducible-noise)",
+    ),
+    Flag("--eval-every", key="train.eval_every", help="validate every this many epochs (model selection by MRR)"),
+    Flag(
+        "--valid-max-triples",
+        key="train.valid_max_triples",
+        help="validate on a seeded subset of at most this many statements (0: all)",
+    ),
+    Flag(
         "--candidates",
-        choices=["blp", "all", "split"],
+        key="train.candidates",
+        choices=list_candidate_protocols,
         help="candidate entities ranked in evaluation: blp (valid: train+valid entities, test: all), all, split",
-    )
-    p.add_argument(
+    ),
+    Flag(
         "--exclude-query",
-        action="store_true",
-        default=None,
+        key="train.exclude_query",
         help="evaluation: remove each query's own entity from its ranking (irreflexive relations)",
-    )
-    p.add_argument(
+    ),
+    Flag(
         "--neighbour-vote",
-        choices=["auto", "on", "off"],
-        default=None,
+        key="train.neighbour_vote",
+        choices=("auto", "on", "off"),
         help="report the description-kNN vote for new entities, alone and combined with the model "
         "(test.neighbour_vote; auto: inductive splits with descriptions, except graphs with a placement task)",
-    )
-    p.add_argument("--max-minutes", type=float, help="stop training after this wall time, in minutes (unset: no limit)")
-    p.add_argument(
-        "--checkpoint-every", type=int, help="also checkpoint every this many steps (0: only once per epoch)"
-    )
-    p.add_argument(
+    ),
+    Flag(
+        "--max-minutes",
+        key="train.max_minutes",
+        help="stop training after this wall time, in minutes (unset: no limit)",
+    ),
+    Flag(
+        "--checkpoint-every",
+        key="train.checkpoint_every",
+        help="also checkpoint every this many steps (0: only once per epoch)",
+    ),
+    Flag(
         "--init-from",
+        key="train.init_from",
         metavar="RUN",
         help="initialise the model from RUN's best_model.pt (same graph and model); under --privacy "
         "confidential RUN must be a --privacy public-only run with the same confidential statements",
-    )
-    p.add_argument("--audit-candidates", type=int, help="hold out half of N candidate statements as audit non-members")
-    p.add_argument(
+    ),
+    Flag(
+        "--audit-candidates",
+        key="train.audit_candidates",
+        help="hold out half of N candidate statements as audit non-members",
+    ),
+    Flag(
         "--privacy",
-        choices=["none", "full", "confidential", "public-only"],
+        key="privacy.mode",
+        choices=PRIVACY_MODES,
         help="none; full (every training statement private); confidential (DP on the confidential "
         "statements only); public-only (drop the confidential statements: the baseline, epsilon 0)",
-    )
-    p.add_argument(
+    ),
+    Flag(
         "--mechanism",
-        choices=["dp-sgd", "simulation"],
+        key="privacy.mechanism",
+        choices=PRIVACY_MECHANISMS,
         help="dp-sgd: Poisson sampling, per-example clipping, Gaussian noise (the only mechanism labelled dp); "
         "simulation: the seed paper's batch-level clipping, always labelled simulation",
-    )
-    p.add_argument(
+    ),
+    Flag(
         "--noise-multiplier",
-        type=float,
+        key="privacy.noise_multiplier",
         metavar="SIGMA",
         help="sigma: noise standard deviation in units of --max-grad-norm (unset: calibrated to --target-epsilon)",
-    )
-    p.add_argument(
+    ),
+    Flag(
         "--target-epsilon",
-        type=float,
+        key="privacy.target_epsilon",
         metavar="EPS",
         help="privacy budget epsilon (per statement, at --delta): sigma is calibrated to it, or with "
         "--noise-multiplier training stops before exceeding it",
-    )
-    p.add_argument("--delta", type=float, help="delta of the guarantee (unset: 1/(10 N), N = --private-size)")
-    p.add_argument(
+    ),
+    Flag("--delta", key="privacy.delta", help="delta of the guarantee (unset: 1/(10 N), N = --private-size)"),
+    Flag(
         "--private-size",
-        type=int,
+        key="privacy.private_size",
         metavar="N",
         help="a PUBLIC size of the private set (an estimate or a round bound you may publish): q = B/N, "
         "round(N/B) steps per epoch. The exact count is private; without this or --sample-rate the run "
         "is labelled simulation (docs/privacy.md)",
-    )
-    p.add_argument(
-        "--sample-rate", type=float, metavar="Q", help="a PUBLIC Poisson sampling rate q (instead of --private-size)"
-    )
-    p.add_argument(
+    ),
+    Flag(
+        "--sample-rate",
+        key="privacy.sample_rate",
+        metavar="Q",
+        help="a PUBLIC Poisson sampling rate q (instead of --private-size)",
+    ),
+    Flag(
         "--max-grad-norm",
-        type=float,
+        key="privacy.max_grad_norm",
         metavar="C",
         help="clipping bound C: the L2 norm of each private example's whole gradient",
-    )
-    p.add_argument(
+    ),
+    Flag(
         "--confidential-relations",
+        key="privacy.confidential_relations",
         metavar="NAMES",
         help="comma-separated relation names (as in the dataset, e.g. has_phenotype) whose statements are confidential",
-    )
-    p.add_argument(
+    ),
+    Flag(
         "--confidential-fraction",
-        type=float,
+        key="privacy.confidential_fraction",
         help="instead of --confidential-relations: a seeded random fraction in (0, 1] of training statements",
-    )
-    p.add_argument("--orders", help="RDP orders, e.g. 2-64 (default: 1.1..10.9, 11..63, 128..1024)")
-    p.add_argument(
+    ),
+    Flag("--orders", key="privacy.orders", help="RDP orders, e.g. 2-64 (default: 1.1..10.9, 11..63, 128..1024)"),
+    Flag(
         "--accountant",
-        choices=["rdp", "pld"],
+        key="privacy.accountant",
+        choices=("rdp", "pld"),
         help="what calibrates sigma and gives the claimed epsilon: rdp (default) or pld "
         "(dp-accounting's privacy-loss distributions: tighter, slower); both are reported",
-    )
-    p.add_argument(
+    ),
+    Flag(
         "--reproducible-noise",
-        type=int,
+        key="privacy.reproducible_noise",
         metavar="SEED",
         help="derive the private steps' noise and sampling from this PUBLIC seed (tests, "
         "research); the run is then labelled 'simulation', not 'dp'",
-    )
-    p.add_argument(
+    ),
+    Flag(
         "--public-entities",
+        key="data.public_entities",
         metavar="FILE",
         help="private runs: entity ids (one per line) that get a structural row; default: "
         "every entity the split does not hold out",
-    )
-    _add_device_flag(p, "train.device: where the run computes")
-    p.add_argument("--out", help="run directory (must be new or empty)")
-    p.add_argument("--resume", metavar="DIR", help="continue a run directory from its checkpoint")
-    p.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
+    ),
+    Flag(
+        "--device", key="train.device", metavar=DEVICE_METAVAR, help=device_help("train.device: where the run computes")
+    ),
+    Flag("--out", help="run directory (must be new or empty)"),
+    Flag("--resume", metavar="DIR", help="continue a run directory from its checkpoint"),
+    Flag("--no-progress", action="store_true", help="no progress bar on stderr"),
+)
+
+
+def add_train_flags(p: argparse.ArgumentParser) -> None:
+    """Add :data:`TRAIN_FLAGS` to ``p``, each config-backed flag's help ending with its key and default."""
+    for flag in TRAIN_FLAGS:
+        flag.add_to(p)
     _note_config_defaults(p)
 
 
 def _note_config_defaults(p: argparse.ArgumentParser) -> None:
     """Append each config-backed flag's config key and default to its help text.
 
-    The default is read from the frozen dataclass that the flag fills
-    (:data:`textkg.cli.config_loading.FLAG_FIELDS`), so it is documented once and ``--help`` and
-    docs/cli.md cannot drift from it; presets that set their own value are named.
+    The default is read from the frozen dataclass that the flag fills, so it is documented once and
+    ``--help`` and docs/cli.md cannot drift from it; presets that set their own value are named.
     """
-    import dataclasses
-
-    from textkg.cli.config_loading import FLAG_FIELDS, SECTIONS
     from textkg.models.presets import PRESET_TRAIN_DEFAULTS
 
+    keyed = {flag.dest: flag.section_field for flag in TRAIN_FLAGS if flag.section_field[0] in DOCUMENTED_SECTIONS}
     for action in p._actions:
-        if action.dest not in FLAG_FIELDS or action.help is None:
+        if action.dest not in keyed or action.help is None:
             continue
-        section, name = FLAG_FIELDS[action.dest]
+        section, name = keyed[action.dest]
         fields = {f.name: f for f in dataclasses.fields(SECTIONS[section])}
         default = fields[name].default
         shown = "unset" if default is None else "none" if default == () else repr(default).strip("'")

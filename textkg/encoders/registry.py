@@ -23,14 +23,20 @@ from typing import Any
 
 import torch
 
-from textkg.errors import ConfigError
 from textkg.registry import Registry
 
 from .base import TextEncoder
 
+
+def _import(target: str) -> type:
+    """The class of ``"module:Class"``."""
+    module, _, cls = target.partition(":")
+    return getattr(importlib.import_module(module), cls)
+
+
 # name -> "module:Class"; imported lazily so `import textkg.encoders` stays cheap.
-_FROZEN: Registry[str] = Registry("encoder", field="encoder")
-_TRAINABLE: Registry[str] = Registry("trainable encoder", field="encoder")
+_FROZEN: Registry[str] = Registry("encoder", field="encoder", load=_import)
+_TRAINABLE: Registry[str] = Registry("trainable encoder", field="encoder", load=_import)
 for _name, _target in {
     "bert": "textkg.encoders.bert:BertEncoder",
     "sentence-transformers": "textkg.encoders.sbert:SentenceTransformerEncoder",
@@ -73,11 +79,6 @@ def list_trainable_encoders() -> list[str]:
     return _TRAINABLE.names()
 
 
-def _resolve(table: Registry[str], name: str) -> type:
-    module, _, cls = table.get(name).partition(":")
-    return getattr(importlib.import_module(module), cls)
-
-
 def get_encoder(name_or_class_or_instance: str | type | TextEncoder, **kwargs: Any) -> TextEncoder:
     """Build a frozen text encoder.
 
@@ -88,18 +89,10 @@ def get_encoder(name_or_class_or_instance: str | type | TextEncoder, **kwargs: A
         **kwargs: Constructor arguments (e.g. ``device="cpu"``, ``pooling="mean"``).
 
     Raises:
-        ConfigError: Unknown name, or kwargs given with an instance.
+        ConfigError: Unknown name, bad kwargs, or kwargs given with an instance.
     """
-    obj = name_or_class_or_instance
-    if isinstance(obj, TextEncoder):
-        if kwargs:
-            raise ConfigError("keyword arguments cannot be applied to an encoder instance", field="encoder")
-        return obj
-    if isinstance(obj, str):
-        obj = _resolve(_FROZEN, obj)
-    if isinstance(obj, type) and issubclass(obj, TextEncoder):
-        return obj(**kwargs)
-    raise ConfigError(f"expected an encoder name, class or instance, got {obj!r}", field="encoder")
+    encoder: TextEncoder = _FROZEN.make(name_or_class_or_instance, base=TextEncoder, **kwargs)
+    return encoder
 
 
 def get_trainable_encoder(name_or_class_or_instance: str | type | torch.nn.Module, **kwargs: Any) -> torch.nn.Module:
@@ -110,15 +103,7 @@ def get_trainable_encoder(name_or_class_or_instance: str | type | torch.nn.Modul
         **kwargs: Constructor arguments, e.g. ``token_dim=50, out_dim=128``.
 
     Raises:
-        ConfigError: Unknown name, or kwargs given with an instance.
+        ConfigError: Unknown name, bad kwargs, or kwargs given with an instance.
     """
-    obj = name_or_class_or_instance
-    if isinstance(obj, torch.nn.Module):
-        if kwargs:
-            raise ConfigError("keyword arguments cannot be applied to a module instance", field="encoder")
-        return obj
-    if isinstance(obj, str):
-        obj = _resolve(_TRAINABLE, obj)
-    if isinstance(obj, type) and issubclass(obj, torch.nn.Module):
-        return obj(**kwargs)
-    raise ConfigError(f"expected a module name, class or instance, got {obj!r}", field="encoder")
+    module: torch.nn.Module = _TRAINABLE.make(name_or_class_or_instance, base=torch.nn.Module, **kwargs)
+    return module

@@ -592,25 +592,11 @@ def _target_columns(triples: torch.Tensor, column: torch.Tensor, direction: str)
     return cols
 
 
-class _NoBar:
-    def update(self, n: int) -> None:
-        pass
-
-    def __enter__(self) -> _NoBar:
-        return self
-
-    def __exit__(self, *exc) -> None:
-        pass
-
-
 def _progress_bar(total: int, enabled: bool):
-    from textkg.progress import log_lines
+    from textkg.progress import bar
 
-    if not enabled or log_lines(enabled):  # a log (no terminal) gets the pipeline's stage lines instead
-        return _NoBar()
-    from tqdm.auto import tqdm
-
-    return tqdm(total=total, unit="query", desc="ranking", leave=False)
+    # a log (no terminal) gets the pipeline's stage lines instead
+    return bar(total, progress=enabled, unit="query", desc="ranking", leave=False)
 
 
 __all__ = [

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
 
 from textkg.errors import ConfigError
 from textkg.federated.client_dp import DEFAULT_CLIENT_DELTA
@@ -123,3 +125,49 @@ class FederatedConfig:
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
+
+
+#: what a federation records beside its config.json: ``settings`` (the :class:`FederatedConfig`) and more
+FEDERATED_RECORD = "federated.json"
+
+
+def resume_settings(run_dir: Path) -> tuple[Any, FederatedConfig]:
+    """``(RunConfig, FederatedConfig)`` of a started federation (``textkg federate --resume``).
+
+    The folder is opened as every run folder is (:func:`textkg.pipeline.run_dir.open_run`): a
+    federation made by another major version is refused before anything else is read, and the
+    files its config names are checked (docs/security.md).
+
+    Raises:
+        ConfigError: not a started federation, another major version, or malformed settings,
+            naming the file.
+    """
+    from textkg.pipeline.run_dir import CONFIG, open_run
+
+    if not (Path(run_dir) / CONFIG).is_file():
+        raise ConfigError(f"cannot resume: no {CONFIG} (was the federation started?)", file=Path(run_dir) / CONFIG)
+    opened = open_run(run_dir)
+    record_path = Path(run_dir) / FEDERATED_RECORD
+    record = opened.read(FEDERATED_RECORD)
+    if record is None:
+        raise ConfigError(f"cannot resume: no {FEDERATED_RECORD} (was the federation started?)", file=record_path)
+    settings = record.get("settings")
+    if not isinstance(settings, dict):
+        raise ConfigError("cannot resume: no settings (written by an older textkg)", file=record_path)
+    names = {f.name for f in dataclasses.fields(FederatedConfig)}
+    try:
+        fed = FederatedConfig(**{k: v for k, v in settings.items() if k in names})
+    except TypeError as exc:
+        raise ConfigError(f"malformed {FEDERATED_RECORD} ({exc})", file=record_path) from None
+    return opened.config, fed
+
+
+def holder_names(fed: FederatedConfig) -> list[str] | None:
+    """The holders' names when the settings alone name them (``None`` for ``column``: the file does)."""
+    from textkg.federated.partition import HPO_SOURCES
+
+    if fed.partition == "source":
+        return list(HPO_SOURCES)
+    if fed.partition == "column" or fed.clients is None:
+        return None
+    return [f"client-{k}" for k in range(fed.clients)]

@@ -189,17 +189,14 @@ def get_fusion(
         ConfigError: Unknown name, missing ``dim``, bad kwargs.
     """
     obj = name_or_class_or_instance
+    args: tuple[int, ...] = ()
     if _is_fusion_instance(obj):
-        if kwargs or dim not in (None, obj.dim):
+        if dim not in (None, obj.dim):
             raise ConfigError("arguments cannot be applied to a fusion instance", field="model.fusion_kwargs")
-        return obj
-    if isinstance(obj, str):
-        obj = fusion_class(obj)
-    if not (isinstance(obj, type) and issubclass(obj, Fusion)):
-        raise ConfigError(f"expected a fusion name, class or instance, got {obj!r}", field="model.fusion")
-    if dim is None:
-        raise ConfigError("dim is required to build a fusion", field="model.dim")
-    try:
-        return obj(dim, **kwargs)
-    except TypeError as exc:
-        raise ConfigError(f"bad arguments for fusion '{obj.name}': {exc}", field="model.fusion_kwargs") from None
+    else:
+        obj = _REGISTRY.resolve_class(obj, Fusion)  # an unknown name is named before a missing dim
+        if dim is None:
+            raise ConfigError("dim is required to build a fusion", field="model.dim")
+        args = (dim,)
+    fusion: Fusion = _REGISTRY.make(obj, *args, base=Fusion, kwargs_field="model.fusion_kwargs", **kwargs)
+    return fusion

@@ -386,23 +386,10 @@ def get_interaction(name_or_class_or_instance: str | type[Interaction] | Interac
     Raises:
         ConfigError: Unknown name, bad kwargs, or kwargs given with an instance.
     """
-    obj = name_or_class_or_instance
-    if isinstance(obj, Interaction):
-        if kwargs:
-            raise ConfigError(
-                "keyword arguments cannot be applied to an interaction instance", field="model.interaction_kwargs"
-            )
-        return obj
-    if isinstance(obj, str):
-        obj = interaction_class(obj)
-    if not (isinstance(obj, type) and issubclass(obj, Interaction)):
-        raise ConfigError(f"expected an interaction name, class or instance, got {obj!r}", field="model.interaction")
-    try:
-        return obj(**kwargs)
-    except TypeError as exc:
-        raise ConfigError(
-            f"bad arguments for interaction '{obj.name}': {exc}", field="model.interaction_kwargs"
-        ) from None
+    interaction: Interaction = _REGISTRY.make(
+        name_or_class_or_instance, base=Interaction, kwargs_field="model.interaction_kwargs", **kwargs
+    )
+    return interaction
 
 
 def init_relation_table(interaction: Interaction, table: torch.Tensor) -> None:

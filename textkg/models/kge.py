@@ -431,30 +431,6 @@ class KGEModel(nn.Module):
             structural = self.structural.weight[self.structural.unseen_row].expand(x.shape[0], -1)
         return self._finish(self.fusion(structural, x))
 
-    def score_new_entities(
-        self,
-        new: torch.Tensor,
-        relations: torch.Tensor,
-        *,
-        direction: str = "tail",
-        candidates: torch.Tensor | None = None,
-    ) -> torch.Tensor:
-        """``(n, c)`` scores linking new entity vectors to known candidates.
-
-        Args:
-            new: ``(n, d)`` from :meth:`embed_new_entities`.
-            relations: ``(n,)`` relation ids.
-            direction: ``"tail"`` scores ``(new, r, cand)``; ``"head"`` scores ``(cand, r, new)``.
-            candidates: ``(c,)`` entity ids; ``None`` = all entities.
-        """
-        if direction not in ("tail", "head"):
-            raise ConfigError(f"direction must be 'tail' or 'head', got {direction!r}", field="direction")
-        cands = self.entity_matrix() if candidates is None else self._vectors(self._here(candidates))
-        r = self.relation_embeddings[self._here(relations)]
-        if direction == "tail":
-            return self.interaction.score_tails(new, r, cands)
-        return self.interaction.score_heads(r, new, cands)
-
     def fusion_weights(self) -> dict[str, float]:
         """Learned fusion weights for reports (empty for ``structural``/``text``)."""
         return self.fusion.weights()

@@ -15,7 +15,6 @@ stay importable from here, where the runners beside the pipeline take them.
 from __future__ import annotations
 
 import hashlib
-import json
 import sys
 from pathlib import Path
 
@@ -345,8 +344,10 @@ def initialise_from(prep: Prepared, cfg: RunConfig, source: Path) -> dict:
 
 
 def _recorded_init(out_dir: Path) -> dict | None:
+    from textkg.pipeline.run_dir import read_run_json
+
     path = out_dir / INIT_RECORD
-    return json.loads(path.read_text()) if path.is_file() else None
+    return read_run_json(path) if path.is_file() else None
 
 
 def _privacy_block(prep: Prepared, cfg: RunConfig, private: PrivateTraining | None) -> dict | None:

@@ -1,9 +1,12 @@
 """One way to open a run directory (or a release bundle): every command that reads one goes here.
 
-``evaluate``, ``predict``, ``place``, ``export``, ``release``, ``audit``, ``train --resume`` and
-``train --init-from`` all call :func:`open_run`, so every one of them checks that the run was
-made by this major version (:func:`textkg.versioning.check_run_version`) and reads
-``config.json`` the same way, with errors that name the file. The files and folders the config
+``evaluate``, ``predict``, ``place``, ``export``, ``release``, ``audit``, ``train --resume``,
+``train --init-from``, ``federate --resume``, a sweep's finished points and ``plot`` all call
+:func:`open_run` (a federation across graphs, whose settings are not a ``config.json``:
+:func:`open_record`), so every one of them checks that the run was made by this major version
+(:func:`textkg.versioning.check_run_version`) before it reads anything else, and reads every JSON
+file of the run the same way (:func:`read_run_json`: bounded in size, strict, errors that name the
+file; tests/cli/test_run_version_every_command.py). The files and folders the config
 names are checked first (:mod:`textkg.pipeline.run_files`): only registered names, or files
 inside the run that textkg wrote, so that a crafted run folder never makes textkg load a pickle
 or read beyond the run.
@@ -26,7 +29,13 @@ CONFIG = "config.json"
 METRICS = "metrics.json"
 
 
-def _read_json(path: Path) -> dict:
+def read_run_json(path: Path) -> dict:
+    """A JSON object file of a run (``config.json``, ``metrics.json``, ``federated.json``, ...).
+
+    Raises:
+        ConfigError: not a regular file within the data-file size limit, not UTF-8 JSON, or not an
+            object (naming the file).
+    """
     raw = read_bytes(path, line_limit=False)  # a regular file within the data-file size limit
     try:
         data = json.loads(raw.decode("utf-8"))
@@ -57,18 +66,33 @@ class RunDir:
 
     def metrics(self) -> dict | None:
         """``metrics.json``, or ``None`` when the run has not finished."""
-        path = self.path / METRICS
-        return _read_json(path) if path.is_file() else None
+        return self.read(METRICS)
+
+    def read(self, name: str) -> dict | None:
+        """The run's JSON file ``name`` (:func:`read_run_json`), or ``None`` when it has none."""
+        path = self.path / name
+        return read_run_json(path) if path.is_file() else None
 
     def weights(self) -> dict:
         """The selected model's state dict, read without running code (:func:`ckpt.load_weights`)."""
         return ckpt.load_weights(self.path)
 
-    def require(self, *names: str, why: str = "") -> None:
-        """Refuse (exit 2) when a file the caller needs is missing."""
-        for name in names:
-            if not (self.path / name).is_file():
-                raise ConfigError(f"no {name}{': ' + why if why else ''}", file=self.path)
+
+def open_record(run_dir: str | Path, name: str = CONFIG, *, what: str = "a textkg run directory") -> dict:
+    """The run's JSON file ``name``, which must exist, parse and record this major version.
+
+    :func:`open_run` reads ``config.json`` through it; a run whose settings are another file
+    (a federation across graphs: ``cross_graph.json``) is opened with its own ``name``.
+
+    Raises:
+        ConfigError: no such file, bad JSON, or another (or no) major version, naming the file.
+    """
+    path = Path(run_dir) / name
+    if not path.is_file():
+        raise ConfigError(f"not {what} (no {name})", file=run_dir)
+    stored = read_run_json(path)
+    check_run_version(stored, path)
+    return stored
 
 
 def open_run(run_dir: str | Path, *, what: str = "a textkg run directory") -> RunDir:
@@ -81,9 +105,6 @@ def open_run(run_dir: str | Path, *, what: str = "a textkg run directory") -> Ru
     """
     path = Path(run_dir)
     cfg_path = path / CONFIG
-    if not cfg_path.is_file():
-        raise ConfigError(f"not {what} (no {CONFIG})", file=path)
-    stored = _read_json(cfg_path)
-    check_run_version(stored, cfg_path)
+    stored = open_record(path, CONFIG, what=what)
     resolved = resolve_run_files(stored, path, cfg_path)
     return RunDir(path=path, stored=stored, config=RunConfig.from_dict(resolved, source=str(cfg_path)))

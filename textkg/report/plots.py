@@ -9,7 +9,6 @@ supports into ``DIR/plots/``.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
@@ -191,10 +190,22 @@ def plot_roc(audits: Mapping[str, Mapping], path: str | Path) -> Path | None:
 
 
 def _read_json(path: Path) -> dict | None:
+    """A run's (or sweep's) JSON file, or ``None``; a run folder is opened as every command opens one:
+    another major version is refused before any file is read (:mod:`textkg.pipeline.run_dir`)."""
+    from textkg.pipeline.run_dir import CONFIG, open_record, read_run_json
+
     if not path.is_file():
         return None
-    with open(path) as f:
-        return json.load(f)
+    if (path.parent / CONFIG).is_file():
+        open_record(path.parent)
+    return read_run_json(path)
+
+
+def _sweep_run(sweep_dir: Path, name: object) -> Path | None:
+    """A sweep row's run folder: a folder inside the sweep, never a path that leaves it."""
+    if not isinstance(name, str) or not name or Path(name).name != name or name in (".", ".."):
+        return None
+    return sweep_dir / name
 
 
 def write_run_plots(run_dir: str | Path) -> list[Path]:
@@ -219,7 +230,8 @@ def write_run_plots(run_dir: str | Path) -> list[Path]:
     if sweep is not None:
         rows = sweep.get("rows", [])
         written.append(plot_frontier(rows, out / "frontier.png"))
-        written += write_comparison_plots([run_dir / r["run_dir"] for r in rows if r.get("run_dir")], out)
+        points = [_sweep_run(run_dir, r.get("run_dir")) for r in rows if isinstance(r, dict)]
+        written += write_comparison_plots([d for d in points if d is not None], out)
     return [p for p in written if p is not None]
 
 

@@ -16,9 +16,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import torch
-from tqdm.auto import tqdm
 
-from textkg.progress import log_lines, stage
+from textkg.progress import bar as progress_bar
+from textkg.progress import stage
 from textkg.training import checkpoint as ckpt
 from textkg.training.config import RunConfig
 from textkg.training.negatives import corrupt
@@ -296,7 +296,7 @@ class Trainer:
         """
         losses = []
         steps_per_epoch = self.plan.public_steps + self.plan.private_steps
-        with tqdm(total=epochs * steps_per_epoch, disable=True) as bar:
+        with progress_bar(epochs * steps_per_epoch, progress=False) as bar:
             for _ in range(epochs):
                 if self.state.stopped is not None:
                     break
@@ -308,9 +308,9 @@ class Trainer:
         """Train until ``epochs``, the privacy budget or ``max_minutes``; keep the best model."""
         tc = self.config.train
         steps_per_epoch = self.plan.public_steps + self.plan.private_steps
-        bar = tqdm(
-            total=tc.epochs * steps_per_epoch,
-            disable=not progress or log_lines(progress),  # a log gets one line per epoch instead
+        bar = progress_bar(
+            tc.epochs * steps_per_epoch,
+            progress=progress,  # a log gets one line per epoch instead
             initial=self.state.epoch * steps_per_epoch + self.state.step_in_epoch,
             desc="train",
             unit="step",

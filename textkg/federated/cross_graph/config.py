@@ -293,6 +293,28 @@ def _check_holder_privacy(spec: HolderSpec, exchange: ExchangeConfig, *, field: 
         raise ConfigError(exc.message, field=where, file=file, line=line) from None
 
 
+#: what a cross-graph federation writes at its start (``textkg_version``, settings, σ, the schedule)
+RUN_RECORD = "cross_graph.json"
+#: the holders' settings, as ``--resume`` reads them back
+HOLDERS_RECORD = "holders.json"
+
+
+def resume_holders(out_dir: str | Path) -> CrossGraphConfig:
+    """The settings of a started cross-graph federation (``textkg federate --mode cross-graph --resume``).
+
+    The folder is opened as every run folder is (:func:`textkg.pipeline.run_dir.open_record`): one
+    made by another major version is refused before its holders file is read.
+    """
+    from textkg.pipeline.run_dir import open_record
+
+    out = Path(out_dir)
+    open_record(out, RUN_RECORD, what="a cross-graph run directory to resume")
+    holders = out / HOLDERS_RECORD
+    if not holders.is_file():
+        raise ConfigError("cannot resume: not a cross-graph run directory", file=holders, field="resume")
+    return load_holders(holders)
+
+
 def load_holders(path: str | Path) -> CrossGraphConfig:
     """Read and validate a holders file (YAML or JSON)."""
     import yaml

@@ -239,9 +239,6 @@ class PPATHost:
         self.teachers = [discriminator(dim, config.hidden, g) for g in self.generators]
         self.optims = [torch.optim.Adam(t.parameters(), lr=config.lr) for t in self.teachers]
 
-    def part_sizes(self) -> list[int]:
-        return [len(r) for r in self.real]
-
     def fit(self, fake: torch.Tensor) -> None:
         """``teacher_steps`` steps of every teacher: its part (real) against as many generated rows (fake)."""
         fake = fake.detach().float()

@@ -164,10 +164,6 @@ class PSIParty:
         mine = [_check_bytes(p) for p in double_mine]  # the peer's: only compared, never multiplied
         return sorted(self.items[i] for i, p in zip(self._order, mine, strict=True) if p in theirs)
 
-    def key_bytes(self) -> bytes:
-        """The secret scalar (for a test's transcript check only; never written anywhere)."""
-        return self._key
-
 
 def keep_fraction(items: Sequence[str], fraction: float, *, session: str) -> list[str]:
     """The items whose public hash falls below ``fraction``: the same subset at both ends of a pair.

@@ -40,7 +40,7 @@ import torch
 
 from textkg._version import __version__
 from textkg.errors import ConfigError
-from textkg.federated.cross_graph.config import CrossGraphConfig
+from textkg.federated.cross_graph.config import HOLDERS_RECORD, RUN_RECORD, CrossGraphConfig
 from textkg.federated.cross_graph.ledger import PartyLedger, StatementLedger, planned_noise_multiplier
 from textkg.federated.cross_graph.methods import get_exchange_method
 from textkg.federated.cross_graph.party import Party
@@ -291,9 +291,9 @@ def write_start_files(out_dir: Path, config: CrossGraphConfig, sigma: float) -> 
 
     steps = schedule([h.name for h in config.holders], config.exchange.rounds)
     out_dir.mkdir(parents=True, exist_ok=True)
-    ckpt.atomic_write_json(out_dir / "holders.json", config.to_dict())
+    ckpt.atomic_write_json(out_dir / HOLDERS_RECORD, config.to_dict())
     ckpt.atomic_write_json(
-        out_dir / "cross_graph.json",
+        out_dir / RUN_RECORD,
         {"textkg_version": __version__, **config.to_dict(), "noise_multiplier": sigma, "schedule": steps},
     )
 

@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import sys
 
+from textkg.cli.flags import add_device_flag
 
-def add_parsers(sub) -> None:
-    """Add ``place`` and ``export``."""
-    from textkg.cli.flags import _add_device_flag
 
+def add_place(sub) -> None:
+    """``textkg place``."""
     pl_ = sub.add_parser(
         "place",
         help="suggest parents for new ontology terms (absent from the run's graph) by the run's chosen method",
@@ -44,15 +44,18 @@ def add_parsers(sub) -> None:
         help="phenotype.hpoa-shaped file of the new terms' annotations (database_id, qualifier, hpo_id): "
         "training terms sharing a new term's diseases vote for its parents (docs/k_shot.md)",
     )
-    _add_device_flag(pl_, "where the model and encoder run (not the run's train.device)")
+    add_device_flag(pl_, "where the model and encoder run (not the run's train.device)")
 
+
+def add_export(sub) -> None:
+    """``textkg export``."""
     ex = sub.add_parser(
         "export",
         help="a run's entity and relation vectors and vocabulary, for PyKEEN and numpy (.npy, id<TAB>label .tsv.gz)",
     )
     ex.add_argument("run_dir", help="a finished run directory")
     ex.add_argument("--out", required=True, help="new or empty folder")
-    _add_device_flag(ex, "where the model computes the vectors")
+    add_device_flag(ex, "where the model computes the vectors")
 
 
 def place(args) -> dict:
@@ -84,4 +87,5 @@ def export(args) -> dict:
     return summary
 
 
+PARSERS = {"place": add_place, "export": add_export}
 HANDLERS: dict = {("place", None): place, ("export", None): export}

@@ -1,4 +1,9 @@
-"""Handlers behind the ``textkg`` sub-commands (thin: parse → library call → JSON)."""
+"""Training commands: ``train`` (one run), ``sweep`` (a privacy-utility grid), ``tune`` (a grid on validation).
+
+* ``textkg train [--config FILE] [train flags] --out DIR`` (``--resume DIR``, ``--nproc N``)
+* ``textkg sweep --privacy-modes none,full --noise-multipliers 0.5,1,2 --out DIR [train flags]``
+* ``textkg tune --grid SECTION.KEY=V1,V2 [--grid ...] [--tune-epochs N] --out DIR [train flags]``
+"""
 
 from __future__ import annotations
 
@@ -6,16 +11,54 @@ import dataclasses
 import sys
 from pathlib import Path
 
-from textkg.errors import ConfigError, DataError
+from textkg.cli.flags import add_train_flags
+from textkg.errors import ConfigError
 
 
-def data_stats(args) -> dict:
-    from textkg.data import kg_stats, load_dataset, make_split
+def add_train(sub) -> None:
+    """``textkg train``."""
+    tr = sub.add_parser("train", help="train and evaluate a model")
+    add_train_flags(tr)
+    tr.add_argument(
+        "--nproc",
+        type=int,
+        help="data-parallel training in N processes: runs this command under torchrun --standalone "
+        "--nproc-per-node N; private runs keep one process's mechanism and ledger (docs/scaling.md)",
+    )
 
-    kwargs = {"inductive_dir": args.inductive_dir} if args.inductive_dir else {}
-    kg = load_dataset(args.dataset, **kwargs)
-    split = make_split(kg, args.split) if args.split else None
-    return kg_stats(kg, split)
+
+def add_sweep(sub) -> None:
+    """``textkg sweep``."""
+    from textkg.audit.attacks import list_attacks
+
+    sw = sub.add_parser("sweep", help="privacy-utility sweep over privacy modes and sigma / target epsilon")
+    add_train_flags(sw)
+    sw.add_argument("--privacy-modes", default="none,full", help="comma-separated privacy modes (default: none,full)")
+    sw.add_argument("--noise-multipliers", help="comma-separated noise multipliers sigma")
+    sw.add_argument("--target-epsilons", help="comma-separated target epsilons (sigma calibrated)")
+    sw.add_argument(
+        "--audit",
+        metavar="ATTACK",
+        choices=list_attacks(),
+        help="audit every run with this attack (needs --audit-candidates)",
+    )
+
+
+def add_tune(sub) -> None:
+    """``textkg tune``."""
+    tu = sub.add_parser(
+        "tune",
+        help="choose hyperparameters on validation statements only (a grid; the test split is never ranked)",
+    )
+    add_train_flags(tu)
+    tu.add_argument(
+        "--grid",
+        action="append",
+        metavar="SECTION.KEY=V1,V2",
+        help="values to try, e.g. train.lr=1e-3,5e-3 or model.structural_dropout=0,0.5 (repeat for a product)",
+    )
+    tu.add_argument("--tune-epochs", type=int, help="epochs per trial (default: the run's epochs)")
+    tu.add_argument("--tune-max-minutes", type=float, help="time limit per trial (default: the run's)")
 
 
 def train(args) -> dict | None:
@@ -150,157 +193,70 @@ def _headline(m: dict) -> dict:
     return {k: m[k] for k in ("mrr", "mr", "hits@1", "hits@3", "hits@10", "num_triples") if k in m}
 
 
-def evaluate(args) -> dict:
-    from textkg.pipeline.report import evaluate_run
+def _floats(text: str | None, field: str) -> list[float]:
+    if not text:
+        return []
+    try:
+        return [float(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise ConfigError(f"expected comma-separated numbers, got {text!r}", field=field) from None
 
-    k_shot = None
-    if getattr(args, "k_shot", None):
-        from textkg.evaluation.k_shot import parse_ks
 
-        k_shot = parse_ks(args.k_shot, field="--k-shot")
-    return evaluate_run(
-        Path(args.run_dir), exclude_query=args.exclude_query, device=args.device or "auto", k_shot=k_shot
+def sweep(args) -> dict:
+    from textkg.cli.config_loading import build_run_config
+    from textkg.sweep import SWEEP_FILE, make_grid, run_sweep
+
+    for flag in ("privacy", "noise_multiplier", "target_epsilon", "resume"):
+        if getattr(args, flag, None) is not None:
+            plural = {
+                "privacy": "--privacy-modes",
+                "noise_multiplier": "--noise-multipliers",
+                "target_epsilon": "--target-epsilons",
+            }.get(flag)
+            hint = f"; use {plural}" if plural else "; re-run the sweep with the same --out to resume it"
+            raise ConfigError(f"--{flag.replace('_', '-')} is set by the sweep grid{hint}", field=flag)
+    if not args.out:
+        raise ConfigError("give the sweep directory with --out DIR", field="out")
+    grid = make_grid(
+        [m.strip() for m in args.privacy_modes.split(",") if m.strip()],
+        noise_multipliers=_floats(args.noise_multipliers, "noise_multipliers"),
+        target_epsilons=_floats(args.target_epsilons, "target_epsilons"),
     )
+    base = build_run_config(args)
+    rows = run_sweep(base, grid, Path(args.out), audit_attack=args.audit, progress=not args.no_progress)
+    out = Path(args.out) / SWEEP_FILE
+    print(f"wrote {out}", file=sys.stderr)
+    return {"out": str(out), "rows": rows}
 
 
-def predict(args) -> dict:
-    from textkg.predict import load_predictor
+def tune(args) -> dict:
+    from textkg.cli.config_loading import build_run_config
+    from textkg.tune import BEST_CONFIG, parse_grid, run_tune
 
-    known_links = getattr(args, "known_links", None)
-    if known_links:  # an empty or comments-only file exits 2 before the run is loaded
-        from textkg.data.known_links import link_lines
-
-        link_lines(known_links)
-    if args.batch:  # the files' own errors before the run is loaded
-        entities = _read_batch_file(args.batch)
-        names = [n for n, _ in entities]
-        if known_links and len(set(names)) < len(names):
-            raise DataError("with --known-links, each batch row needs its own name (first column)", file=args.batch)
-    predictor = load_predictor(args.run_dir, device=args.device or "auto")
-    if args.batch:
-        links: dict = {}
-        if known_links:  # name, relation, entity, direction per line (textkg.data.known_links)
-            from textkg.data.known_links import read_known_links_by_name
-
-            kg = predictor.kg
-            links = read_known_links_by_name(known_links, names=names, entities=kg.entities, relations=kg.relations)
-        return {
-            "results": [
-                predictor.predict(
-                    description=d,
-                    name=n,
-                    relation=args.relation,
-                    direction=args.direction,
-                    top_k=args.top_k,
-                    vote=not args.no_vote,
-                    **({"known_links": links[n]} if n in links else {}),
-                )
-                for n, d in entities
-            ]
-        }
-    if not args.description:
-        raise ConfigError("give --description TEXT (or --batch FILE)", field="description")
-    return predictor.predict(
-        description=args.description,
-        name=args.name,
-        relation=args.relation,
-        direction=args.direction,
-        top_k=args.top_k,
-        vote=not args.no_vote,
-        **({"known_links": known_links} if known_links else {}),
+    if args.resume:
+        raise ConfigError("tune resumes by itself: run it again with the same --out", field="resume")
+    grid = parse_grid(args.grid or [])
+    cfg = build_run_config(args)
+    out = Path(args.out) if args.out else Path("runs") / f"tune-{cfg.model_name}-{Path(cfg.data.dataset).name}"
+    record = run_tune(
+        cfg,
+        grid,
+        out,
+        tune_epochs=args.tune_epochs,
+        tune_max_minutes=args.tune_max_minutes,
+        progress=not args.no_progress,
     )
-
-
-def _read_batch_file(path: str) -> list[tuple[str, str]]:
-    from textkg.data.io import read_text
-
-    rows = []
-    text = read_text(path)  # bounded in size and line length like every data file (docs/security.md)
-    for i, line in enumerate(text.splitlines(), start=1):
-        if not line.strip():
-            continue
-        parts = line.split("\t")
-        if len(parts) != 2:
-            raise DataError(
-                f"expected 2 tab-separated columns (name, description), got {len(parts)}", file=path, line=i
-            )
-        if not parts[1].strip():
-            raise DataError("empty description", file=path, line=i, field="description")
-        rows.append((parts[0], parts[1]))
-    return rows
-
-
-def models_list(args) -> dict:
-    from textkg.models.presets import get_preset, list_presets
-
-    return {name: get_preset(name).to_dict() for name in list_presets()}
-
-
-def encoders_list(args) -> dict:
-    from textkg.encoders import list_encoders
-
-    return {"encoders": list(list_encoders())}
-
-
-def charlm_train(args) -> dict:
-    from textkg.data import load_dataset
-    from textkg.encoders.charlm import read_char_lm_metrics, train_char_lm
-
-    kg = load_dataset(args.dataset, **({"description": args.description} if args.description else {}))
-    result = train_char_lm(
-        list(kg.entity_descriptions),
-        direction=args.direction,
-        out_dir=args.out,
-        hidden_size=args.hidden_size,
-        epochs=args.max_epochs,
-        max_seconds=60 * args.max_minutes,
-        seed=args.seed,
-    )
-    return read_char_lm_metrics(result)  # includes "model": the path to pass to the flair encoder
-
-
-def adapt_encoder(args) -> dict:
-    """``textkg encoders adapt``: see :mod:`textkg.training.adapt_encoder`."""
-    from textkg.data import load_dataset, make_split
-    from textkg.training.adapt_encoder import adapt_encoder as adapt
-    from textkg.training.features import default_cache_dir
-
-    kg = load_dataset(args.dataset)
-    split = make_split(kg, args.split)
-    return adapt(
-        kg,
-        split,
-        cache_dir=default_cache_dir(),
-        split_name=args.split,
-        epochs=args.epochs,
-        batch_size=args.batch_size,
-        lr=args.lr,
-        max_minutes=args.max_minutes,
-        max_pairs=args.max_pairs,
-        seed=args.seed,
-    )
-
-
-def pretrain_aec(args) -> dict:
-    """Pre-train an LSTM autoencoder; a ``torchcoder-aec`` run reads it with
-    ``model.text_module_kwargs.path`` (and then trains no autoencoder of its own)."""
-    from textkg.data import load_dataset
-    from textkg.encoders import get_encoder
-    from textkg.encoders.lstm_ae import pretrain_autoencoder
-    from textkg.training.features import AUTOENCODER_FILE
-
-    kg = load_dataset(args.dataset)
-    encoder = get_encoder(args.encoder)
-    tokens, mask = encoder.encode_tokens(list(kg.entity_descriptions))
-    module, history = pretrain_autoencoder(tokens, mask, code_dim=args.code_dim, epochs=args.epochs, seed=args.seed)
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    path = out / AUTOENCODER_FILE
-    module.save(path)
+    print(f"wrote {out / 'tune.json'} and {out / BEST_CONFIG}", file=sys.stderr)
+    best = record["best"]
     return {
-        "out": str(path),
-        "token_dim": module.token_dim,
-        "code_dim": module.code_dim,
-        "history": history,
-        "use_with": f"textkg train --model torchcoder-aec --autoencoder {path}",
+        "out": str(out),
+        "best": best,
+        "reading": f"best of {len(record['rows'])} settings by validation MRR: {best['name']} "
+        f"(valid MRR {best['valid_mrr']:.4f}); the test split was not used",
+        "rows": [{"name": r["name"], "valid_mrr": r["valid"]["mrr"], "seconds": r["seconds"]} for r in record["rows"]],
+        "next": f"textkg train --config {out / BEST_CONFIG} --out RUN",
     }
+
+
+PARSERS = {"train": add_train, "sweep": add_sweep, "tune": add_tune}
+HANDLERS: dict = {("train", None): train, ("sweep", None): sweep, ("tune", None): tune}

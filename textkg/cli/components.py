@@ -1,0 +1,177 @@
+"""The parts a run is built from: datasets, model presets, text encoders, character language models.
+
+* ``textkg data stats DATASET [--split S]``
+* ``textkg models list``
+* ``textkg charlm train --dataset D --direction forward|backward --out DIR``
+* ``textkg encoders list | adapt --dataset D | pretrain-aec --dataset D --out DIR``
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+
+def add_data(sub) -> None:
+    """``textkg data stats``."""
+    data = sub.add_parser("data", help="dataset utilities").add_subparsers(dest="data_command")
+    stats = data.add_parser("stats", help="entity/relation/triple counts as JSON")
+    stats.add_argument(
+        "dataset", help="any --dataset source: a name, a BLP directory, an OBO/OWL/RDF file, pykeen:PATH"
+    )
+    stats.add_argument(
+        "--split", choices=["transductive", "inductive"], help="also count the split's parts (default: none)"
+    )
+    stats.add_argument("--inductive-dir", help="sub-directory with ind-*.tsv (BLP-format datasets)")
+
+
+def add_models(sub) -> None:
+    """``textkg models list``."""
+    models = sub.add_parser("models", help="model presets").add_subparsers(dest="models_command")
+    models.add_parser("list", help="list model presets")
+
+
+def add_charlm(sub) -> None:
+    """``textkg charlm train``."""
+    charlm = sub.add_parser("charlm", help="flair character language models").add_subparsers(dest="charlm_command")
+    ct = charlm.add_parser("train", help="train a char LM on a dataset's descriptions")
+    ct.add_argument("--dataset", required=True, help="any --dataset source of textkg train")
+    ct.add_argument(
+        "--description",
+        help="BLP-format datasets: which description file to train on "
+        "(short, long, first-sentence; as for textkg train)",
+    )
+    ct.add_argument(
+        "--direction", choices=["forward", "backward"], required=True, help="which way the LM reads the text"
+    )
+    ct.add_argument("--out", required=True, help="new directory for the LM and its metrics.json")
+    ct.add_argument("--hidden-size", type=int, default=256, help="LSTM hidden units (default: 256)")
+    ct.add_argument("--max-epochs", type=int, default=10, help="passes over the descriptions (default: 10)")
+    ct.add_argument("--max-minutes", type=float, default=15.0, help="wall-time limit in minutes (default: 15)")
+    ct.add_argument("--seed", type=int, default=0, help="random seed (default: 0)")
+
+
+def add_encoders(sub) -> None:
+    """``textkg encoders list``, ``adapt`` and ``pretrain-aec``."""
+    enc = sub.add_parser("encoders", help="text encoders").add_subparsers(dest="encoders_command")
+    enc.add_parser("list", help="list registered encoders")
+    ad = enc.add_parser(
+        "adapt",
+        help="fine-tune the packaged MiniLM on the ontology's own (name, definition/synonym) pairs of "
+        "training terms (SapBERT-style); prints the folder for --encoder-model",
+    )
+    ad.add_argument("--dataset", required=True, help="an ontology --dataset source (e.g. hpo)")
+    ad.add_argument(
+        "--split",
+        default="inductive",
+        choices=["transductive", "inductive"],
+        help="whose training terms give the pairs; inductive keeps held-out terms out (default: inductive)",
+    )
+    ad.add_argument("--epochs", type=int, default=1, help="passes over the pairs (default: 1)")
+    ad.add_argument("--batch-size", type=int, default=64, help="pairs per step (default: 64)")
+    ad.add_argument("--lr", type=float, default=2e-5, help="AdamW learning rate (default: 2e-5)")
+    ad.add_argument("--max-minutes", type=float, default=15.0, help="wall-time limit in minutes (default: 15)")
+    ad.add_argument("--max-pairs", type=int, default=None, help="use at most this many pairs (default: all)")
+    ad.add_argument("--seed", type=int, default=0, help="random seed (default: 0)")
+    pa = enc.add_parser("pretrain-aec", help="pre-train the LSTM autoencoder on a dataset's descriptions")
+    pa.add_argument("--dataset", required=True, help="any --dataset source of textkg train")
+    pa.add_argument("--encoder", default="glove-bow", help="token-level encoder feeding the autoencoder")
+    pa.add_argument("--code-dim", type=int, default=128, help="size of the autoencoder's code (default: 128)")
+    pa.add_argument("--epochs", type=int, default=5, help="passes over the descriptions (default: 5)")
+    pa.add_argument("--out", required=True, help="new directory for lstm_ae.pt (textkg train --autoencoder)")
+    pa.add_argument("--seed", type=int, default=0, help="random seed (default: 0)")
+
+
+def data_stats(args) -> dict:
+    from textkg.data import kg_stats, load_dataset, make_split
+
+    kwargs = {"inductive_dir": args.inductive_dir} if args.inductive_dir else {}
+    kg = load_dataset(args.dataset, **kwargs)
+    split = make_split(kg, args.split) if args.split else None
+    return kg_stats(kg, split)
+
+
+def models_list(args) -> dict:
+    from textkg.models.presets import get_preset, list_presets
+
+    return {name: get_preset(name).to_dict() for name in list_presets()}
+
+
+def encoders_list(args) -> dict:
+    from textkg.encoders import list_encoders
+
+    return {"encoders": list(list_encoders())}
+
+
+def charlm_train(args) -> dict:
+    from textkg.data import load_dataset
+    from textkg.encoders.charlm import read_char_lm_metrics, train_char_lm
+
+    kg = load_dataset(args.dataset, **({"description": args.description} if args.description else {}))
+    result = train_char_lm(
+        list(kg.entity_descriptions),
+        direction=args.direction,
+        out_dir=args.out,
+        hidden_size=args.hidden_size,
+        epochs=args.max_epochs,
+        max_seconds=60 * args.max_minutes,
+        seed=args.seed,
+    )
+    return read_char_lm_metrics(result)  # includes "model": the path to pass to the flair encoder
+
+
+def adapt_encoder(args) -> dict:
+    """``textkg encoders adapt``: see :mod:`textkg.training.adapt_encoder`."""
+    from textkg.data import load_dataset, make_split
+    from textkg.training.adapt_encoder import adapt_encoder as adapt
+    from textkg.training.features import default_cache_dir
+
+    kg = load_dataset(args.dataset)
+    split = make_split(kg, args.split)
+    return adapt(
+        kg,
+        split,
+        cache_dir=default_cache_dir(),
+        split_name=args.split,
+        epochs=args.epochs,
+        batch_size=args.batch_size,
+        lr=args.lr,
+        max_minutes=args.max_minutes,
+        max_pairs=args.max_pairs,
+        seed=args.seed,
+    )
+
+
+def pretrain_aec(args) -> dict:
+    """Pre-train an LSTM autoencoder; a ``torchcoder-aec`` run reads it with
+    ``model.text_module_kwargs.path`` (and then trains no autoencoder of its own)."""
+    from textkg.data import load_dataset
+    from textkg.encoders import get_encoder
+    from textkg.encoders.lstm_ae import pretrain_autoencoder
+    from textkg.training.features import AUTOENCODER_FILE
+
+    kg = load_dataset(args.dataset)
+    encoder = get_encoder(args.encoder)
+    tokens, mask = encoder.encode_tokens(list(kg.entity_descriptions))
+    module, history = pretrain_autoencoder(tokens, mask, code_dim=args.code_dim, epochs=args.epochs, seed=args.seed)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / AUTOENCODER_FILE
+    module.save(path)
+    return {
+        "out": str(path),
+        "token_dim": module.token_dim,
+        "code_dim": module.code_dim,
+        "history": history,
+        "use_with": f"textkg train --model torchcoder-aec --autoencoder {path}",
+    }
+
+
+PARSERS = {"data": add_data, "models": add_models, "charlm": add_charlm, "encoders": add_encoders}
+HANDLERS: dict = {
+    ("data", "stats"): data_stats,
+    ("models", "list"): models_list,
+    ("charlm", "train"): charlm_train,
+    ("encoders", "list"): encoders_list,
+    ("encoders", "pretrain-aec"): pretrain_aec,
+    ("encoders", "adapt"): adapt_encoder,
+}
