@@ -177,9 +177,10 @@ def _placement_links_cases(tmp: Path) -> dict[str, torch.Tensor]:
     terms = torch.tensor([11, 12, 10])
     out = {f"voted_scorer[{w}]": voted_scorer(base, vote, links, w)(terms, CANDIDATES) for w in (0.0, 1.5)}
     # Placer._with_annotations on a stand-in run: the weight comes from its metrics.json
-    (tmp / "metrics.json").write_text(json.dumps({"test": {"placement_known_links": {"weight": 2.5}}}))
+    metrics = {"test": {"placement_known_links": {"weight": 2.5}}}
+    (tmp / "metrics.json").write_text(json.dumps(metrics))
     placer = Placer.__new__(Placer)
-    placer.run_dir, placer.relation = tmp, 0
+    placer.run_dir, placer.relation, placer.metrics = tmp, 0, metrics
     split = SimpleNamespace(train=train)
     placer.predictor = SimpleNamespace(
         prepared=SimpleNamespace(split=split, private_mask=None), kg=SimpleNamespace(num_entities=13)
