@@ -19,12 +19,13 @@ from torch.func import functional_call, grad
 
 from textkg.errors import ConfigError
 from textkg.models import build_model, get_preset
-from textkg.training.one_vs_all import one_vs_all_loss, pool_positions
-from textkg.training.one_vs_all_clipping import (
+from textkg.training.one_vs_all import (
     _pool,
     clipped_gradient_sum,
     feature_gram,
+    one_vs_all_loss,
     per_example_sq_norms,
+    pool_positions,
     trained_parameters,
 )
 
@@ -160,7 +161,7 @@ def test_per_parameter_norms_match_oracle(preset, changes, smoothing, method):
 @pytest.mark.parametrize("method", ["gram", "direct"])
 def test_small_chunks_give_the_oracle_norms(monkeypatch, method):
     """Examples one at a time and the (P, P) Gram matrix in 7-row blocks (its upper triangle counted twice)."""
-    import textkg.training.one_vs_all_clipping as module
+    import textkg.training.one_vs_all.clipping as module
 
     monkeypatch.setattr(module, "_CHUNK_ELEMENTS", 7 * NUM_ENTITIES)
     model = make_model()
