@@ -20,7 +20,6 @@ from torch.func import functional_call, grad
 from textkg.errors import ConfigError
 from textkg.models import build_model, get_preset
 from textkg.training.one_vs_all import (
-    _pool,
     clipped_gradient_sum,
     feature_gram,
     one_vs_all_loss,
@@ -28,6 +27,7 @@ from textkg.training.one_vs_all import (
     pool_positions,
     trained_parameters,
 )
+from textkg.training.one_vs_all.factors import build_pool
 
 NUM_ENTITIES, NUM_SEEN, NUM_RELATIONS, DIM, TEXT_DIM = 48, 40, 5, 8, 12
 TEMPERATURE = 0.3
@@ -293,7 +293,7 @@ def test_dropout_mask_is_the_one_entity_matrix_draws_on_large_pools():
     model = build_model(cfg, num_entities=n, num_relations=1, seen_entities=torch.arange(n)).train()
     pool = torch.arange(n)
     with torch.no_grad():
-        got = _pool(model, pool, torch.Generator().manual_seed(4)).vectors
+        got = build_pool(model, pool, torch.Generator().manual_seed(4)).vectors
         want = model.entity_matrix(pool, generator=torch.Generator().manual_seed(4))
     assert torch.equal(got, want)
 

@@ -1,9 +1,11 @@
 """KG-side scheduling of the privacy mechanism: what is private, at what rate,
 under which budget, and what the run may honestly claim.
 
-Mechanism and accounting come from :mod:`textkg.privacy`; this module decides which
-statements are private (``full``: all training statements; ``confidential``:
-the DPKGE setting of Han et al. 2022) and produces the ``privacy`` block of
+The mechanism comes from one registry (``privacy.mechanism``, :mod:`textkg.training.mechanisms`),
+the accountant from another (``privacy.accountant``, :mod:`textkg.privacy.claims`); callers build a
+:class:`PrivateTraining` through :class:`textkg.training.privacy_engine.PrivacyEngine`. This module
+decides which statements are private (``full``: all training statements; ``confidential``: the
+DPKGE setting of Han et al. 2022), plans the private steps and produces the ``privacy`` block of
 ``metrics.json``.
 """
 
@@ -174,7 +176,10 @@ def public_only_report(cfg: PrivacyConfig) -> dict:
 
 
 class PrivateTraining:
-    """DP-SGD (or the labelled seed-paper simulation) on the private statements.
+    """The private steps of a run: the plan (q, steps, δ, σ, budget), the mechanism, the ledger and the report.
+
+    Built by :meth:`textkg.training.privacy_engine.PrivacyEngine.make_private`; each step is its
+    registered mechanism's (``dp-sgd``: DP-SGD; ``simulation``: the labelled seed-paper simulation).
 
     Args:
         cfg: privacy configuration.
