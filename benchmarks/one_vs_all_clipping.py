@@ -13,7 +13,7 @@ with random features, ``P`` training entities (all candidates), 237
 relations, ``B`` random positives. Methods:
 
 - ``nonprivate``: ``one_vs_all_loss(...).mean().backward()`` (the public step);
-- ``gram`` / ``direct``: :func:`textkg.training.one_vs_all_clipping.clipped_gradient_sum`
+- ``gram`` / ``direct``: :func:`textkg.training.one_vs_all.clipped_gradient_sum`
   with that projection method (norms, then the reweighted backward);
 - ``gram-cached``: ``gram`` with the pool's ``(P, P)`` feature Gram matrix
   computed once before the timed steps (what a private run does for
@@ -64,8 +64,7 @@ def worker(method: str, b: int, p: int, t: int, d: int, steps: int, threads: int
     import torch
 
     from textkg.models import build_model, get_preset
-    from textkg.training.one_vs_all import one_vs_all_loss, pool_positions
-    from textkg.training.one_vs_all_clipping import clipped_gradient_sum
+    from textkg.training.one_vs_all import clipped_gradient_sum, one_vs_all_loss, pool_positions
 
     torch.set_num_threads(threads)
     g = torch.Generator().manual_seed(0)
@@ -76,7 +75,7 @@ def worker(method: str, b: int, p: int, t: int, d: int, steps: int, threads: int
     positions = pool_positions(pool, p)
     gram, setup_ms = None, 0.0
     if method == "gram-cached":
-        from textkg.training.one_vs_all_clipping import feature_gram
+        from textkg.training.one_vs_all import feature_gram
 
         t0 = time.perf_counter()
         gram = feature_gram(model, pool)
@@ -138,8 +137,7 @@ def accuracy(t: int, d: int, p: int = 1000, b: int = 64) -> dict:
     import torch
 
     from textkg.models import build_model, get_preset
-    from textkg.training.one_vs_all import pool_positions
-    from textkg.training.one_vs_all_clipping import per_example_sq_norms
+    from textkg.training.one_vs_all import per_example_sq_norms, pool_positions
 
     g = torch.Generator().manual_seed(0)
     x = torch.nn.functional.normalize(torch.randn(p, t, generator=g) + 0.5, dim=-1)
@@ -211,14 +209,14 @@ def main(argv=None) -> None:
         print(json.dumps(out["float32_accuracy"]))
         return
 
-    from textkg.training.one_vs_all_clipping import _projection_flops
+    from textkg.training.one_vs_all import projection_flops
 
     runs = []
     for p in (int(v) for v in args.pools.split(",")):
         for b in (int(v) for v in args.batch_sizes.split(",")):
-            flops = _projection_flops(b, p, args.text_dim, args.dim)
+            flops = projection_flops(b, p, args.text_dim, args.dim)
             auto = min(flops, key=flops.get)
-            flops["gram-cached"] = _projection_flops(b, p, args.text_dim, args.dim, cached=True)["gram"]
+            flops["gram-cached"] = projection_flops(b, p, args.text_dim, args.dim, cached=True)["gram"]
             base = None
             for method in args.methods.split(","):
                 gmac = flops.get(method, 0.0) / 1e9

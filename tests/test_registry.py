@@ -177,6 +177,12 @@ def _claim():
     return type("Other", (Claim,), {})
 
 
+def _mechanism():
+    from textkg.training.mechanisms import Mechanism
+
+    return type("Other", (Mechanism,), {})
+
+
 def _loss():
     from textkg.training.losses import LossSpec
 
@@ -235,12 +241,12 @@ FAMILIES = {
         lambda: lambda predictor, triples, **kw: None,
         lambda m, obj, **kw: m.register_attack("score", obj, **kw),
     ),
-    "accountant": (
-        "textkg.privacy.accountant",
-        "_REGISTRY",
-        "rdp",
-        lambda: type("Other", (), {}),
-        lambda m, obj, **kw: m.register_accountant("rdp", **kw)(obj),
+    "privacy mechanism": (
+        "textkg.training.mechanisms",
+        "_MECHANISMS",
+        "dp-sgd",
+        _mechanism,
+        lambda m, obj, **kw: m.register_mechanism("dp-sgd", **kw)(obj),
     ),
     "loss": (
         "textkg.training.losses",
@@ -270,7 +276,7 @@ FAMILIES = {
         lambda: "textkg.federated.cross_graph.runner:ProcrustesExchange",
         lambda m, obj, **kw: m.register_exchange_method("ppat", obj, **kw),
     ),
-    "claim (accountant)": (
+    "accountant": (
         "textkg.privacy.claims",
         "_CLAIMS",
         "rdp",
@@ -320,8 +326,8 @@ def test_public_wrappers_keep_their_answers():
     from textkg.data.files import list_file_formats
     from textkg.encoders import list_encoders, list_trainable_encoders
     from textkg.models import list_fusions, list_interactions, list_presets
-    from textkg.privacy.accountant import registered_accountants
     from textkg.privacy.claims import registered_claims
+    from textkg.training.mechanisms import registered_mechanisms
 
     assert list_attacks() == ("loss", "rank", "score")
     assert {"hpo", "hpo-small"} <= set(list_datasets()) and isinstance(list_datasets(), tuple)
@@ -333,7 +339,7 @@ def test_public_wrappers_keep_their_answers():
     assert list_fusions() == ["gate", "structural", "text", "weighted"]
     assert list_interactions() == ["complex", "distmult", "rotate", "transe", "transe-typed"]
     assert list_presets()[:2] == ["transe", "transe-l2"]  # the order of docs/models.md, not sorted
-    assert registered_accountants() == ["rdp"] and registered_claims() == ["pld", "rdp"]
+    assert registered_claims() == ["pld", "rdp"] and registered_mechanisms() == ["dp-sgd", "simulation"]
 
 
 def test_cli_choices_are_the_registries_names():
@@ -342,6 +348,7 @@ def test_cli_choices_are_the_registries_names():
     from textkg.audit.attacks import list_attacks
     from textkg.cli.main import build_parser
     from textkg.privacy.claims import registered_claims
+    from textkg.training.mechanisms import registered_mechanisms
 
     choices: dict[str, set] = {}
     parsers = [build_parser()]
@@ -354,6 +361,7 @@ def test_cli_choices_are_the_registries_names():
                 for flag in action.option_strings:
                     choices.setdefault(flag, set()).update(action.choices)
     assert choices["--accountant"] == set(registered_claims())
+    assert choices["--mechanism"] == set(registered_mechanisms())
     assert choices["--attack"] == set(list_attacks())
     assert choices["--loss"] == set(list_losses())
     assert choices["--split"] == set(list_splits())

@@ -51,23 +51,23 @@ def test_federate_runs_a_one_vs_all_recipe_under_dp_with_the_exact_step(tmp_path
     import json
 
     pytest.importorskip("flwr")
-    import textkg.training.private_training as private_training
+    import textkg.training.mechanisms as mechanisms
     from textkg.cli.main import main
 
     calls = {"one-vs-all": 0, "sampled": 0}
 
-    class OneVsAll(private_training.OneVsAllPrivateStep):
+    class OneVsAll(mechanisms.OneVsAllPrivateStep):
         def __call__(self, *args, **kwargs):
             calls["one-vs-all"] += 1
             return super().__call__(*args, **kwargs)
 
-    class Sampled(private_training.PrivateStep):
+    class Sampled(mechanisms.PrivateStep):
         def __call__(self, *args, **kwargs):
             calls["sampled"] += 1
             return super().__call__(*args, **kwargs)
 
-    monkeypatch.setattr(private_training, "OneVsAllPrivateStep", OneVsAll)
-    monkeypatch.setattr(private_training, "PrivateStep", Sampled)
+    monkeypatch.setattr(mechanisms, "OneVsAllPrivateStep", OneVsAll)
+    monkeypatch.setattr(mechanisms, "PrivateStep", Sampled)
     out = tmp_path / "fed"
     config = tmp_path / "p2.json"  # 1-vs-all under privacy needs TransE with p = 2
     config.write_text(json.dumps({"model": {"interaction_kwargs": {"p": 2}}}))

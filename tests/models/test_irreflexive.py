@@ -127,7 +127,7 @@ def test_a_symmetric_relation_ranks_the_query_first_until_masked():
 
 
 def test_exact_dp_clipping_refuses_the_mask():
-    from textkg.training.one_vs_all_clipping import clipped_gradient_sum
+    from textkg.training.one_vs_all import clipped_gradient_sum
 
     model = _model()
     model.set_irreflexive(torch.tensor([True, False, False]))

@@ -14,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from textkg.errors import ConfigError, PrivacyError
-from textkg.privacy.accountant import RDPAccountant, get_accountant, registered_accountants
+from textkg.privacy.accountant import RDPAccountant
 from textkg.privacy.events import SampledGaussianEvent
 
 DELTA = 1e-5
@@ -133,16 +133,19 @@ def test_step_rejects_other_events():
         RDPAccountant().step((0.1, 1.0))
 
 
-def test_registry():
-    assert "rdp" in registered_accountants()
-    assert isinstance(get_accountant("rdp"), RDPAccountant)
-    assert get_accountant("rdp", orders="2-8").orders == tuple(float(a) for a in range(2, 9))
-    assert isinstance(get_accountant(RDPAccountant), RDPAccountant)
-    inst = RDPAccountant()
-    assert get_accountant(inst) is inst
-    with pytest.raises(ConfigError, match="choose one of: rdp") as info:
-        get_accountant("moments")
-    assert info.value.field == "accountant"
+def test_one_registry_is_named_accountant():
+    """Issue 40: the ledger is not a registry; the accountants that claim ε are the one registry, and every
+    claim builds the ledger it reads."""
+    import textkg.privacy.accountant as ledger_module
+    from textkg.privacy.claims import _CLAIMS, get_claim
+
+    assert not hasattr(ledger_module, "_REGISTRY") and not hasattr(ledger_module, "get_accountant")
+    assert _CLAIMS.family == "accountant"
+    ledger = get_claim("rdp", orders=(2.0, 3.0)).ledger()
+    assert isinstance(ledger, RDPAccountant) and ledger.orders == (2.0, 3.0) and ledger.steps == 0
+    with pytest.raises(ConfigError, match="choose one of: pld, rdp") as info:
+        get_claim("moments")
+    assert info.value.field == "privacy.accountant"
 
 
 @settings(max_examples=25, deadline=None)

@@ -19,14 +19,15 @@ from torch.func import functional_call, grad
 
 from textkg.errors import ConfigError
 from textkg.models import build_model, get_preset
-from textkg.training.one_vs_all import one_vs_all_loss, pool_positions
-from textkg.training.one_vs_all_clipping import (
-    _pool,
+from textkg.training.one_vs_all import (
     clipped_gradient_sum,
     feature_gram,
+    one_vs_all_loss,
     per_example_sq_norms,
+    pool_positions,
     trained_parameters,
 )
+from textkg.training.one_vs_all.factors import build_pool
 
 NUM_ENTITIES, NUM_SEEN, NUM_RELATIONS, DIM, TEXT_DIM = 48, 40, 5, 8, 12
 TEMPERATURE = 0.3
@@ -160,7 +161,7 @@ def test_per_parameter_norms_match_oracle(preset, changes, smoothing, method):
 @pytest.mark.parametrize("method", ["gram", "direct"])
 def test_small_chunks_give_the_oracle_norms(monkeypatch, method):
     """Examples one at a time and the (P, P) Gram matrix in 7-row blocks (its upper triangle counted twice)."""
-    import textkg.training.one_vs_all_clipping as module
+    import textkg.training.one_vs_all.clipping as module
 
     monkeypatch.setattr(module, "_CHUNK_ELEMENTS", 7 * NUM_ENTITIES)
     model = make_model()
@@ -292,7 +293,7 @@ def test_dropout_mask_is_the_one_entity_matrix_draws_on_large_pools():
     model = build_model(cfg, num_entities=n, num_relations=1, seen_entities=torch.arange(n)).train()
     pool = torch.arange(n)
     with torch.no_grad():
-        got = _pool(model, pool, torch.Generator().manual_seed(4)).vectors
+        got = build_pool(model, pool, torch.Generator().manual_seed(4)).vectors
         want = model.entity_matrix(pool, generator=torch.Generator().manual_seed(4))
     assert torch.equal(got, want)
 

@@ -41,7 +41,7 @@ def test_target_is_calibrated_and_the_planned_steps_fit_it(accountant):
     assert p.calibrated and p.noise_multiplier > 0
     for _ in range(p.planned_steps):
         assert not p.budget_exhausted()
-        p.accountant.step(p._event())
+        p.accountant.step(p.next_event())
     if accountant == "rdp":
         assert 0 < p.epsilon() <= 4.0
     p.close()

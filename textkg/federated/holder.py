@@ -50,6 +50,8 @@ class DataHolder:
         out_dir: Where the holder's trainer may write (nothing is written today).
         upload_top_k: Upload only this many structural-table rows (``None``: every tensor whole).
         noise_decay: ``(γ, E)``: under privacy, σ shrinks by γ every E local epochs (one round).
+        engine: The federation's :class:`~textkg.training.privacy_engine.PrivacyEngine` (built once for
+            every holder; ``None``: one built from ``cfg`` and ``prep``).
     """
 
     def __init__(
@@ -63,10 +65,11 @@ class DataHolder:
         *,
         upload_top_k: int | None = None,
         noise_decay: tuple[float, int] | None = None,
+        engine=None,
     ) -> None:
-        from textkg.pipeline.job import _trained_parameter_names
         from textkg.training.losses import make_loss
-        from textkg.training.private_training import PrivateTraining, select_confidential
+        from textkg.training.privacy_engine import PrivacyEngine
+        from textkg.training.private_training import select_confidential
         from textkg.training.trainer import Trainer
 
         self.name = name
@@ -78,19 +81,14 @@ class DataHolder:
         if cfg.privacy.mode != "none":
             mask = select_confidential(own, prep.kg.relations, cfg.privacy, seed=cfg.train.seed)
             public = torch.cat([shared, own[~mask]])
-            self.private = PrivateTraining(
-                cfg.privacy,
+            if engine is None:
+                engine = PrivacyEngine(cfg, extra_reasons=prep.split.extra.get("not_dp_because", ()))
+            self.private = engine.make_private(
+                self.model,
                 private_triples=own[mask],
-                batch_size=cfg.train.batch_size,
-                planned_epochs=cfg.train.epochs,
                 entity_pool=prep.split.train_entities,
                 loss_fn=loss_fn,
-                num_negatives=cfg.train.num_negatives,
-                trained_parameters=_trained_parameter_names(self.model),
-                # 1-vs-all recipes (cpu-private): the exact per-example clipping `textkg train` uses
-                one_vs_all_temperature=(cfg.train.temperature if cfg.train.negatives == "all" else None),
                 noise_decay=noise_decay,
-                extra_reasons=tuple(prep.split.extra.get("not_dp_because", ())),
             )
         self.upload_top_k = upload_top_k
         self.num_own = len(own)  # private under record-level DP: never sent, and released only in simulation

@@ -40,6 +40,7 @@ it holds the noise keys and is never released).
 from __future__ import annotations
 
 import dataclasses
+import functools
 import logging
 import random
 import sys
@@ -59,6 +60,8 @@ from textkg.federated.holder import DataHolder, trained_state
 from textkg.federated.partition import FILES, Partition, assign_statements, make_partition, read_holder_file
 from textkg.privacy.claims import get_claim
 from textkg.training.config import PRIVATE_STEP_MODES
+from textkg.training.mechanisms import get_mechanism
+from textkg.training.privacy_engine import PrivacyEngine
 
 __all__ = ["AGGREGATIONS", "DataHolder", "FederatedConfig", "Federation", "federate_inprocess", "trained_state"]
 
@@ -87,6 +90,11 @@ class Federation:
     prep: Any
     part: Partition
     shared: torch.Tensor
+
+    @functools.cached_property
+    def engine(self) -> PrivacyEngine:
+        """The one :class:`~textkg.training.privacy_engine.PrivacyEngine` every holder's private step comes from."""
+        return PrivacyEngine(self.cfg, extra_reasons=self.prep.split.extra.get("not_dp_because", ()))
 
     @property
     def sizes(self) -> dict | None:
@@ -130,6 +138,7 @@ class Federation:
             out_dir,
             upload_top_k=self.fed.upload_top_k,
             noise_decay=decay,
+            engine=self.engine,
         )
 
 
@@ -447,7 +456,7 @@ def _upload_block(fed: FederatedConfig, cfg) -> dict:
     """``metrics.json``'s ``federated.upload``: what each holder sends, and what its choice of rows costs."""
     if fed.upload_top_k is None:
         return {"rows": "all", "privacy": "every trained tensor, whole"}
-    dp = cfg.privacy.mode in ("full", "confidential") and cfg.privacy.mechanism == "dp-sgd"
+    dp = cfg.privacy.mode in PRIVATE_STEP_MODES and get_mechanism(cfg.privacy.mechanism).not_dp_because is None
     return {
         "rows": fed.upload_top_k,
         "table": "structural.weight",

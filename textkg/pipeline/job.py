@@ -44,13 +44,9 @@ from textkg.training.audit_split import draw_audit_split
 from textkg.training.config import PRIVATE_STEP_MODES, RunConfig
 from textkg.training.features import AUTOENCODER_FILE, mmap_features
 from textkg.training.losses import make_loss
+from textkg.training.privacy_engine import PrivacyEngine
 from textkg.training.private_training import PrivateTraining, public_only_report, select_confidential
 from textkg.training.trainer import Trainer
-
-
-def _trained_parameter_names(model) -> list[str]:
-    names = [f"table:{k}" for k in model.tables()]
-    return names + list(model.dense_parameters())
 
 
 def confidential_mask(prep: Prepared, cfg: RunConfig) -> torch.Tensor:
@@ -95,17 +91,9 @@ def build_trainer(
         public = train[~private_mask]
     elif cfg.privacy.mode != "none":
         public, private_triples = train[~private_mask], train[private_mask]
-        private = PrivateTraining(
-            cfg.privacy,
-            private_triples=private_triples,
-            batch_size=cfg.train.batch_size,
-            planned_epochs=cfg.train.epochs,
-            entity_pool=entity_pool,
-            loss_fn=loss_fn,
-            num_negatives=cfg.train.num_negatives,
-            trained_parameters=_trained_parameter_names(prep.model),
-            one_vs_all_temperature=(cfg.train.temperature if cfg.train.negatives == "all" else None),
-            extra_reasons=tuple(prep.split.extra.get("not_dp_because", ())),
+        engine = PrivacyEngine(cfg, extra_reasons=prep.split.extra.get("not_dp_because", ()))
+        private = engine.make_private(
+            prep.model, private_triples=private_triples, entity_pool=entity_pool, loss_fn=loss_fn
         )
 
     def validate(model) -> float:

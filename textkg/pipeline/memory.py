@@ -135,7 +135,7 @@ def estimate_memory(
         3 * 4 * eval_score_columns(tc.eval_batch_size, num_entities) * tc.eval_batch_size
     )
     c["entity vectors cached for evaluation (N x d)"] = 4 * num_entities * dim
-    if private and tc.negatives == "all":  # exact clipping without per-example gradients (one_vs_all_clipping)
+    if private and tc.negatives == "all":  # exact clipping, no per-example gradients (training.one_vs_all)
         pool = num_entities
         c["1-vs-all clipping (B x candidates factors, chunk workspace)"] = 4 * (2 * b * pool + 12 * (1 << 22))
         c["(candidates x candidates) feature Gram, cached up to 16384 candidates"] = (

@@ -5,8 +5,9 @@ calibration, events, Poisson sampling, per-example clipping of dense and
 row-sparse gradients, Gaussian noise and a DP-SGD step. See docs/privacy.md.
 """
 
-from textkg.privacy.accountant import RDPAccountant, get_accountant, register_accountant, registered_accountants
+from textkg.privacy.accountant import RDPAccountant
 from textkg.privacy.calibration import calibrate_noise_multiplier
+from textkg.privacy.claims import Claim, get_claim, register_claim, registered_claims
 from textkg.privacy.clipping import aggregate_clipped, clip_coefficients, coalesce_rows, per_example_norms
 from textkg.privacy.conversion import PrivacyWarning, rdp_to_epsilon
 from textkg.privacy.dp_sgd import DPSGDStep, as_row_grads, per_example_grads, per_example_input_grads
@@ -17,6 +18,7 @@ from textkg.privacy.sampling import PoissonBatches, poisson_sample
 
 __all__ = [
     "DEFAULT_ORDERS",
+    "Claim",
     "DPSGDStep",
     "PoissonBatches",
     "PrivacyWarning",
@@ -30,13 +32,13 @@ __all__ = [
     "coalesce_rows",
     "compute_rdp",
     "gaussian_noise",
-    "get_accountant",
+    "get_claim",
     "parse_orders",
     "per_example_grads",
     "per_example_input_grads",
     "per_example_norms",
     "poisson_sample",
     "rdp_to_epsilon",
-    "register_accountant",
-    "registered_accountants",
+    "register_claim",
+    "registered_claims",
 ]

@@ -1,14 +1,17 @@
-"""Accountants compose privacy events into an (ε, δ) claim.
+"""The ledger: what composes privacy events, step by step.
 
 The mechanism (:mod:`textkg.privacy.dp_sgd`) only emits "one step at (q, σ)"; the
-accountant keeps the ledger and does the arithmetic with the pure functions of
-:mod:`textkg.privacy.rdp` and :mod:`textkg.privacy.conversion` (Opacus's split).
+ledger (:class:`RDPAccountant`) keeps them and does the RDP arithmetic with the pure
+functions of :mod:`textkg.privacy.rdp` and :mod:`textkg.privacy.conversion` (Opacus's
+split). Which accountant *claims* ε from a ledger (``rdp``, ``pld``) is chosen by name
+from the one accountant registry, :mod:`textkg.privacy.claims`, whose
+:meth:`~textkg.privacy.claims.Claim.ledger` builds this ledger.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from functools import lru_cache
 from typing import Any
 
@@ -18,39 +21,6 @@ from textkg.errors import ConfigError, PrivacyError
 from textkg.privacy.conversion import rdp_to_epsilon
 from textkg.privacy.events import SampledGaussianEvent
 from textkg.privacy.rdp import DEFAULT_ORDERS, compute_rdp, parse_orders
-from textkg.registry import Registry
-
-_REGISTRY: Registry[type] = Registry("accountant")
-
-
-def register_accountant(name: str, *, replace: bool = False) -> Callable[[type], type]:
-    """Class decorator: make an accountant available to :func:`get_accountant` by ``name``; a taken
-    name raises (:class:`textkg.registry.DuplicateNameError`) unless ``replace=True``."""
-    return _REGISTRY.decorator(name, replace=replace)
-
-
-def get_accountant(accountant: str | type | Any = "rdp", **accountant_kwargs: Any) -> Any:
-    """An accountant from a registered name, a class or an instance.
-
-    Args:
-        accountant: ``"rdp"``, an accountant class, or an instance (returned as is).
-        **accountant_kwargs: passed to the class (e.g. ``orders``).
-
-    Raises:
-        ConfigError: an unknown name (the message lists the registered names).
-    """
-    if isinstance(accountant, str):
-        return _REGISTRY.get(accountant)(**accountant_kwargs)
-    if isinstance(accountant, type):
-        return accountant(**accountant_kwargs)
-    if accountant_kwargs:
-        raise ConfigError("accountant_kwargs given with an accountant instance", field="accountant")
-    return accountant
-
-
-def registered_accountants() -> list[str]:
-    """Names :func:`get_accountant` accepts."""
-    return _REGISTRY.names()
 
 
 @lru_cache(maxsize=4096)
@@ -60,7 +30,6 @@ def _rdp_one_step(sample_rate: float, noise_multiplier: float, orders: tuple[flo
     return rdp
 
 
-@register_accountant("rdp")
 class RDPAccountant:
     """Rényi-DP accountant for the Poisson-sampled Gaussian mechanism.
 

@@ -1,4 +1,4 @@
-"""What turns a ledger into a run's claimed ε: the registered accountants ``rdp`` and ``pld``.
+"""The one accountant registry: what turns a ledger into a run's claimed ε (``rdp``, ``pld``).
 
 The mechanism emits events and :class:`textkg.privacy.accountant.RDPAccountant` keeps the
 ledger (Opacus's split). Which arithmetic *claims* ε from that ledger — and so calibrates σ
@@ -28,7 +28,7 @@ from textkg.privacy.pld import pld_calibrate_noise_multiplier, pld_epsilon, pld_
 from textkg.privacy.schedule import GeometricNoiseSchedule
 from textkg.registry import Registry
 
-_CLAIMS: Registry[type[Claim]] = Registry("accountant")
+_CLAIMS: Registry[type[Claim]] = Registry("accountant", field="privacy.accountant")
 
 
 def register_claim(name: str, *, replace: bool = False) -> Callable[[type[Claim]], type[Claim]]:
@@ -85,6 +85,10 @@ class Claim:
 
     def one_step_cost(self, event: SampledGaussianEvent, *, delta: float) -> float:
         return self.epsilon([(event.sample_rate, event.noise_multiplier, event.steps)], delta=delta)
+
+    def ledger(self) -> RDPAccountant:
+        """A new, empty ledger of ``(q, σ, steps)`` events for this claim to read (the mechanism's step hook)."""
+        return RDPAccountant(orders=self.orders)
 
 
 @register_claim("rdp")

@@ -93,11 +93,6 @@ def _log_sub(log_x: float, log_y: float) -> float:
     return log_x + math.log1p(-math.exp(log_y - log_x))
 
 
-def _log_erfc(x: float) -> float:
-    """log(erfc(x)), accurate for large x."""
-    return math.log(2.0) + float(special.log_ndtr(-x * math.sqrt(2.0)))
-
-
 def log_a_int(q: float, sigma: float, alpha: int) -> float:
     """log A_α for integer α >= 2 and 0 < q < 1 (Mironov et al. 2019, Sec. 3.3).
 

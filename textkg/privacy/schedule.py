@@ -16,7 +16,6 @@ loss): σ_t = σ_0 · γ^⌊t / S⌋, one stage of S steps per federated round.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 from textkg.privacy.events import SampledGaussianEvent
@@ -66,10 +65,3 @@ class GeometricNoiseSchedule:
     def describe(self) -> dict[str, float | int | str]:
         """What a privacy block records of the schedule."""
         return {"kind": "geometric", "decay": self.decay, "stage_steps": self.stage_steps}
-
-
-def constant_events(*, sigma0: float, sample_rate: float, steps: int) -> list[SampledGaussianEvent]:
-    """The ledger of ``steps`` steps at a constant σ (no schedule)."""
-    if not math.isfinite(sigma0):
-        raise ValueError(f"sigma0 must be finite, got {sigma0}")
-    return [SampledGaussianEvent(sample_rate=sample_rate, noise_multiplier=sigma0, steps=steps)]

@@ -23,8 +23,8 @@ PRIVACY_MODES = ("none", "full", "confidential", "public-only")
 PRIVATE_STEP_MODES = ("full", "confidential")
 #: ``data.vocabulary``: see :class:`DataConfig`
 VOCABULARY_CHOICES = ("auto", "texts")
-PRIVACY_MECHANISMS = ("dp-sgd", "simulation")
-#: the registered accountants that claim ε (textkg.privacy.claims), listed from the registry itself
+#: the accountants registered at import (textkg.privacy.claims); a config is checked against the registry itself,
+#: as are mechanisms (textkg.training.mechanisms), so a class registered later is accepted
 PRIVACY_ACCOUNTANTS = tuple(registered_claims())
 NEGATIVES = ("sampled", "all")
 LR_SCHEDULES = ("constant", "cosine")
@@ -111,7 +111,7 @@ class TrainConfig:
             or ``all``: every training entity is a negative for both the head
             and the tail (1-vs-all, :mod:`textkg.training.one_vs_all`; needs
             ``loss: softmax``; with privacy only for the models and settings
-            :func:`textkg.training.one_vs_all_clipping.private_refusal` accepts,
+            :func:`textkg.training.one_vs_all.private_refusal` accepts,
             e.g. ``cpu-fused``, whose per-example gradients are clipped exactly
             without being formed).
         pool_size: ``negatives: all`` only. ``0``: the candidates are every
@@ -332,8 +332,10 @@ class PrivacyConfig:
                     + ("it" if len(given) == 1 else "them"),
                     field="privacy.mode",
                 )
-        _check_choice("accountant", self.accountant, PRIVACY_ACCOUNTANTS, prefix="privacy")
-        _check_choice("mechanism", self.mechanism, PRIVACY_MECHANISMS, prefix="privacy")
+        from textkg.training.mechanisms import registered_mechanisms  # torch: only when a config is built
+
+        _check_choice("accountant", self.accountant, tuple(registered_claims()), prefix="privacy")
+        _check_choice("mechanism", self.mechanism, tuple(registered_mechanisms()), prefix="privacy")
         if self.mode == "none":
             return
         if self.mode == "public-only":
@@ -401,9 +403,10 @@ class RunConfig:
                 field="model.text_module",
             )
         if self.train.negatives == "all" and self.privacy.mode in PRIVATE_STEP_MODES:
-            from textkg.training.one_vs_all_clipping import private_refusal  # torch: only when needed
+            from textkg.training.mechanisms import get_mechanism  # torch: only when needed
+            from textkg.training.one_vs_all import private_refusal
 
-            reason = private_refusal(self)
+            reason = get_mechanism(self.privacy.mechanism).one_vs_all_refusal or private_refusal(self)
             if reason is not None:
                 raise ConfigError(
                     f"negatives 'all' (1-vs-all) under privacy: {reason}; or use negatives 'sampled'",

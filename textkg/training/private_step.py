@@ -257,7 +257,7 @@ class OneVsAllPrivateStep:
 
     Poisson-samples the private triples as :class:`PrivateStep` does, takes
     the exactly clipped sum ``Σ_b min(1, C/‖g_b‖) g_b`` from
-    :func:`textkg.training.one_vs_all_clipping.clipped_gradient_sum` (no
+    :func:`textkg.training.one_vs_all.clipped_gradient_sum` (no
     per-example gradients), and noises it with
     :meth:`textkg.privacy.dp_sgd.DPSGDStep.noise_clipped_sum`: N(0, σ²C²) on every
     entry of every trained parameter (the keys of :func:`noise_shapes`), then
@@ -266,13 +266,13 @@ class OneVsAllPrivateStep:
     by every example of the step.
 
     Args:
-        model: a model :func:`one_vs_all_clipping.trained_parameters` supports.
+        model: a model :func:`textkg.training.one_vs_all.trained_parameters` supports.
         private_triples: ``(N, 3)``; every head and tail must lie in ``entity_pool``.
         entity_pool: ``(P,)`` the candidates (public vocabulary).
         positions: :func:`textkg.training.one_vs_all.pool_positions` of ``entity_pool``.
         temperature: τ of the softmax.
         mechanism, sample_rate, generator, randomness, step, noise: as for :class:`PrivateStep`.
-        gram: optional ``(P, P)`` :func:`textkg.training.one_vs_all_clipping.feature_gram` (a per-run cache).
+        gram: optional ``(P, P)`` :func:`textkg.training.one_vs_all.feature_gram` (a per-run cache).
         shard: as for :class:`PrivateStep`; the pool's dropout is drawn over the pool, not the
             batch, so every share sees the same mask.
     """
@@ -310,7 +310,7 @@ class OneVsAllPrivateStep:
 
     def __call__(self) -> int:
         """Take one DP step; fills ``.grad`` of every trained parameter. Returns the realised batch size."""
-        from textkg.training.one_vs_all_clipping import clipped_gradient_sum
+        from textkg.training.one_vs_all import clipped_gradient_sum
 
         n = len(self.private_triples)
         uniform = None if self.randomness is None else self.randomness.uniform(n, step=self.step)

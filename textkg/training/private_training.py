@@ -1,9 +1,11 @@
 """KG-side scheduling of the privacy mechanism: what is private, at what rate,
 under which budget, and what the run may honestly claim.
 
-Mechanism and accounting come from :mod:`textkg.privacy`; this module decides which
-statements are private (``full``: all training statements; ``confidential``:
-the DPKGE setting of Han et al. 2022) and produces the ``privacy`` block of
+The mechanism comes from one registry (``privacy.mechanism``, :mod:`textkg.training.mechanisms`),
+the accountant from another (``privacy.accountant``, :mod:`textkg.privacy.claims`); callers build a
+:class:`PrivateTraining` through :class:`textkg.training.privacy_engine.PrivacyEngine`. This module
+decides which statements are private (``full``: all training statements; ``confidential``: the
+DPKGE setting of Han et al. 2022), plans the private steps and produces the ``privacy`` block of
 ``metrics.json``.
 """
 
@@ -15,23 +17,14 @@ import warnings
 import torch
 
 from textkg.errors import ConfigError, PrivacyError
-from textkg.privacy.accountant import RDPAccountant
-from textkg.privacy.claims import PLDClaim, get_claim
-from textkg.privacy.dp_sgd import DPSGDStep
+from textkg.privacy.claims import get_claim
 from textkg.privacy.events import SampledGaussianEvent
-from textkg.privacy.pld import pld_epsilon
-from textkg.privacy.randomness import NoisePrefetcher, SecretRandomness
+from textkg.privacy.randomness import SecretRandomness
 from textkg.privacy.rdp import DEFAULT_ORDERS, parse_orders
 from textkg.privacy.schedule import GeometricNoiseSchedule
 from textkg.training.config import PrivacyConfig
-from textkg.training.one_vs_all import pool_positions
-from textkg.training.one_vs_all_clipping import feature_gram
-from textkg.training.private_step import OneVsAllPrivateStep, PrivateStep, Shard, noise_shapes
-
-#: 1-vs-all under DP keeps the pool's ``(P, P)`` feature Gram matrix while it has at most this many
-#: entries (1 GiB of float32, P <= 16384: inductive FB15k-237's pool of 12,043 fits, which saves about
-#: 3 s per step on one thread); larger pools rebuild its blocks every step
-_GRAM_CACHE_ELEMENTS = 1 << 28
+from textkg.training.mechanisms import get_mechanism
+from textkg.training.private_step import Shard
 
 #: Every input the adversary is assumed to know (docs/privacy.md, "Threat model").
 PUBLIC_INPUTS = [
@@ -183,7 +176,10 @@ def public_only_report(cfg: PrivacyConfig) -> dict:
 
 
 class PrivateTraining:
-    """DP-SGD (or the labelled seed-paper simulation) on the private statements.
+    """The private steps of a run: the plan (q, steps, δ, σ, budget), the mechanism, the ledger and the report.
+
+    Built by :meth:`textkg.training.privacy_engine.PrivacyEngine.make_private`; each step is its
+    registered mechanism's (``dp-sgd``: DP-SGD; ``simulation``: the labelled seed-paper simulation).
 
     Args:
         cfg: privacy configuration.
@@ -229,7 +225,8 @@ class PrivateTraining:
                 else SecretRandomness.from_seed(cfg.reproducible_noise)
             )
         self.randomness = randomness
-        self._prefetcher: NoisePrefetcher | None = None
+        #: what one step does (``privacy.mechanism``, :mod:`textkg.training.mechanisms`)
+        self.mechanism = get_mechanism(cfg.mechanism)()
         self.private_triples = private_triples
         #: the exact count: private under add/remove adjacency. It drives the Poisson draw over the rows
         #: (whose realised size is never released) and nothing else of a declared-size run.
@@ -257,7 +254,8 @@ class PrivateTraining:
             warnings.warn(
                 f"delta={self.delta:g} is not below 1/N = {1 / self.num_private:g}: the guarantee is weak", stacklevel=2
             )
-        self.accountant = RDPAccountant(orders=self.orders)
+        #: the ledger of events the mechanism composes (the claim's kind of ledger)
+        self.accountant = self.claim.ledger()
         self._max_steps: int | None = None  # None: the claim checks before every step (RDP)
         self._max_steps_known = False
         if cfg.noise_multiplier is not None:
@@ -278,7 +276,7 @@ class PrivateTraining:
                 raise PrivacyError(str(exc), field="privacy.target_epsilon") from None
             self.calibrated = True
         if cfg.target_epsilon is not None and self.budget_exhausted():
-            cost = self.claim.one_step_cost(self._event(), delta=self.delta)
+            cost = self.claim.one_step_cost(self.next_event(), delta=self.delta)
             raise PrivacyError(
                 f"the budget allows not a single step: one step at sigma={self.noise_multiplier:g}, "
                 f"q={self.sample_rate:g} already costs epsilon={cost:.4g} ({cfg.accountant}) > "
@@ -294,12 +292,11 @@ class PrivateTraining:
         self.trained_parameters = trained_parameters
         self.batch_size = batch_size
         self.one_vs_all_temperature = one_vs_all_temperature
-        self._feature_gram: torch.Tensor | None = None  # X X^T of the pool (1-vs-all; frozen features)
         #: this process's share of each step under data-parallel training (set by textkg.distributed)
         self.shard: Shard | None = None
 
     # -- budget ---------------------------------------------------------------
-    def _event(self) -> SampledGaussianEvent:
+    def next_event(self) -> SampledGaussianEvent:
         """The event of the next step (``t = accountant.steps``), at its scheduled σ_t."""
         return SampledGaussianEvent(sample_rate=self.sample_rate, noise_multiplier=self.step_noise_multiplier())
 
@@ -324,7 +321,7 @@ class PrivateTraining:
             self._max_steps_known = True
         if self._max_steps is not None:  # 0 is a real answer: not a single step allowed
             return self.accountant.steps >= self._max_steps
-        return self.accountant.would_exceed(self._event(), target_epsilon=self.cfg.target_epsilon, delta=self.delta)
+        return self.accountant.would_exceed(self.next_event(), target_epsilon=self.cfg.target_epsilon, delta=self.delta)
 
     def epsilon(self) -> float:
         if self.accountant.steps == 0:
@@ -351,85 +348,10 @@ class PrivateTraining:
             cuda = [device.index if device.index is not None else torch.cuda.current_device()]
         with torch.random.fork_rng(devices=cuda):
             torch.manual_seed(int(torch.randint(2**62, (1,), generator=aux)))
-            if self.cfg.mechanism == "simulation":
-                self._simulation_step(model, aux)
-                return
-            if self._prefetcher is None:
-                self._prefetcher = NoisePrefetcher(self.randomness, noise_shapes(model))
-            mechanism = DPSGDStep(
-                noise_multiplier=self.step_noise_multiplier(t),
-                max_grad_norm=self.cfg.max_grad_norm,
-                # the sum's normaliser q·N̄ is public: dividing by q·N (Opacus's default) would scale
-                # the released update by a function of the private count
-                expected_batch_size=self.sample_rate * self.public_size,
-                accountant=self.accountant,
-                sample_rate=self.sample_rate,
-                generator=None,
-            )
-            if self.one_vs_all_temperature is not None:
-                p = len(self.entity_pool)
-                if self._feature_gram is None and model.text is not None and p * p <= _GRAM_CACHE_ELEMENTS:
-                    self._feature_gram = feature_gram(model, self.entity_pool)
-                OneVsAllPrivateStep(
-                    model,
-                    private_triples=self.private_triples,
-                    entity_pool=self.entity_pool,
-                    positions=pool_positions(self.entity_pool, model.num_entities),
-                    temperature=self.one_vs_all_temperature,
-                    mechanism=mechanism,
-                    sample_rate=self.sample_rate,
-                    generator=aux,
-                    randomness=self.randomness,
-                    step=t,
-                    noise=self._prefetcher.get(t),
-                    gram=self._feature_gram,
-                    shard=self.shard,
-                )()
-                return
-            PrivateStep(
-                model,
-                private_triples=self.private_triples,
-                entity_pool=self.entity_pool,
-                loss_fn=self.loss_fn,
-                num_negatives=self.num_negatives,
-                mechanism=mechanism,
-                sample_rate=self.sample_rate,
-                generator=aux,
-                randomness=self.randomness,
-                step=t,
-                noise=self._prefetcher.get(t),
-                shard=self.shard,
-            )()
+            self.mechanism.step(self, model, generator=aux, step=t)
 
     def close(self) -> None:
-        if self._prefetcher is not None:
-            self._prefetcher.close()
-            self._prefetcher = None
-
-    def _simulation_step(self, model, generator) -> None:
-        """The seed paper's batch-level clipping: NOT DP, reported as ``simulation``."""
-        from textkg.privacy.simulation import clip_and_noise_batch_gradient
-        from textkg.training.negatives import corrupt
-
-        n = self.num_private
-        idx = torch.randint(n, (self.batch_size,), generator=generator)
-        batch = corrupt(
-            self.private_triples[idx],
-            num_negatives=self.num_negatives,
-            entity_pool=self.entity_pool,
-            generator=generator,
-        )
-        loss = self.loss_fn(model(batch, generator=generator)).mean()
-        loss.backward()
-        params = [p for p in model.parameters() if p.requires_grad and p.grad is not None]
-        clip_and_noise_batch_gradient(
-            params,
-            noise_multiplier=self.step_noise_multiplier(),
-            max_grad_norm=self.cfg.max_grad_norm,
-            batch_size=self.batch_size,
-            generator=generator,
-        )
-        self.accountant.step(self._event())
+        self.mechanism.close()
 
     # -- ledger -------------------------------------------------------------------
     def state_dict(self) -> dict:
@@ -451,10 +373,8 @@ class PrivateTraining:
     def label(self) -> tuple[str, list[str]]:
         """``("dp", [])`` or ``("simulation", reasons)``: ``dp`` needs every condition of docs/privacy.md."""
         reasons = []
-        if self.cfg.mechanism != "dp-sgd":
-            reasons.append(
-                "seed-paper mechanism: batch-level clipping, fixed-size batches drawn with replacement (not DP)"
-            )
+        if self.mechanism.not_dp_because is not None:
+            reasons.append(self.mechanism.not_dp_because)
         if not self.randomness.secure:
             reasons.append("noise and sampling reproducible from the public seed (--reproducible-noise)")
         if self.size_source is None:
@@ -477,12 +397,12 @@ class PrivateTraining:
         alpha = None if alpha is None or not math.isfinite(alpha) else alpha
         # the claimed ε, by the registered accountant (textkg.privacy.claims); the other one beside it
         eps = self.claim.epsilon(self.accountant.history, delta=self.delta) if self.accountant.steps else 0.0
-        eps_pld = (
-            (eps if isinstance(self.claim, PLDClaim) else pld_epsilon(self.accountant.history, delta=self.delta))
-            if self.cfg.mechanism == "dp-sgd" and self.accountant.steps
-            else (0.0 if self.cfg.mechanism == "dp-sgd" else None)
-        )
-        dp = self.cfg.mechanism == "dp-sgd"
+        dp = self.mechanism.accounted
+        # the PLD claim of the same ledger beside the claimed one (dp-accounting's answer is cached)
+        eps_pld = None
+        if dp:
+            history = self.accountant.history
+            eps_pld = get_claim("pld").epsilon(history, delta=self.delta) if self.accountant.steps else 0.0
         orders = list(self.orders) if self.orders is not None else list(DEFAULT_ORDERS)
         return {
             "guarantee": label,
@@ -515,8 +435,8 @@ class PrivateTraining:
             "num_private_triples": self.num_private if self.size_source is None else None,
             "private_size": int(self.public_size) if float(self.public_size).is_integer() else self.public_size,
             "private_size_source": self.size_source or "the exact count (simulation)",
-            "sampling": "poisson" if dp else "fixed-size batches drawn uniformly with replacement",
-            "clipping": "per-example, whole gradient" if dp else "batch-level (not DP)",
+            "sampling": self.mechanism.sampling,
+            "clipping": self.mechanism.clipping,
             "randomness": self.randomness.describe(),
             "covered_parameters": list(self.trained_parameters),
             "public_inputs": PUBLIC_INPUTS,

@@ -54,8 +54,8 @@ class Trainer:
         entity_pool: ``(P,)`` entities negatives are drawn from.
         validate: ``model -> valid MRR`` used for model selection.
         out_dir: where checkpoints go.
-        private: a :class:`textkg.training.privacy_setup.PrivateTraining`
-            (DP or simulation steps on the private statements), or ``None``.
+        private: a :class:`textkg.training.private_training.PrivateTraining` from
+            :meth:`textkg.training.privacy_engine.PrivacyEngine.make_private`, or ``None``.
         loss_fn: per-example loss over ``(…, 1 + K)`` scores.
     """
 

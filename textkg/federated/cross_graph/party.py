@@ -113,22 +113,18 @@ class Party:
         return select_confidential(self.train, self.prep.kg.relations, self.cfg.privacy, seed=self.cfg.train.seed)
 
     def _private_training(self, loss_fn, planned_epochs: int | None):
-        from textkg.pipeline.job import _trained_parameter_names
-        from textkg.training.private_training import PrivateTraining
+        """The party's private step, from its own :class:`~textkg.training.privacy_engine.PrivacyEngine`
+        (each party has its own run config)."""
+        from textkg.training.privacy_engine import PrivacyEngine
 
-        tc = self.cfg.train
         assert self.private_mask is not None
-        return PrivateTraining(
-            self.cfg.privacy,
+        engine = PrivacyEngine(self.cfg, extra_reasons=self.prep.split.extra.get("not_dp_because", ()))
+        return engine.make_private(
+            self.model,
             private_triples=self.train[self.private_mask],
-            batch_size=tc.batch_size,
-            planned_epochs=tc.epochs if planned_epochs is None else planned_epochs,
             entity_pool=self.trained_entities,
             loss_fn=loss_fn,
-            num_negatives=tc.num_negatives,
-            trained_parameters=_trained_parameter_names(self.model),
-            one_vs_all_temperature=(tc.temperature if tc.negatives == "all" else None),
-            extra_reasons=tuple(self.prep.split.extra.get("not_dp_because", ())),
+            planned_epochs=planned_epochs,
         )
 
     @property

@@ -1,10 +1,10 @@
 """The per-example gradient factors of the 1-vs-all loss, and the squared norms built from them.
 
-The building blocks of :mod:`textkg.training.one_vs_all_clipping`, whose
+The building blocks of :mod:`textkg.training.one_vs_all.clipping`, whose
 module docstring derives every formula (ghost clipping: Li, Tramèr, Liang &
 Hashimoto 2022, arXiv 2110.05679v6, Sec. 4; Bu, Mao & Xu 2023, arXiv
 2205.10683v3, Sec. 3). Example b's gradient w.r.t. the pool's fused vectors
-``V (P, d)`` is ``Φ_b = F_b G_b^T + diag(c_b) U``; :class:`_Factors` holds
+``V (P, d)`` is ``Φ_b = F_b G_b^T + diag(c_b) U``; :class:`Factors` holds
 ``(F_b, G_b, c_b)`` for a chunk of examples, and each ``_*norms`` function
 turns them into one parameter's part of ``‖g_b‖²`` without forming ``Φ_b``.
 """
@@ -20,11 +20,11 @@ import torch.nn.functional as F
 from textkg.models.kge import KGEModel
 
 #: the chunk size of KGEModel.entity_matrix: the dropout mask is drawn in chunks of this many entities
-_ENTITY_CHUNK = inspect.signature(KGEModel.entity_matrix).parameters["batch_size"].default
+ENTITY_CHUNK = inspect.signature(KGEModel.entity_matrix).parameters["batch_size"].default
 
 
 @dataclass(frozen=True)
-class _Pool:
+class Pool:
     """The step's shared pool quantities (no grad)."""
 
     rows: torch.Tensor | None  # (P,) structural rows read (after dropout)
@@ -37,26 +37,26 @@ class _Pool:
     w_text: float  # ∂v/∂text (1 for fusion 'text')
 
 
-def _present(x: torch.Tensor | None) -> torch.Tensor:
+def present(x: torch.Tensor | None) -> torch.Tensor:
     """A pool part that must exist because the parameter it feeds is trained."""
     assert x is not None, "a trained parameter's pool part is missing"  # trained_parameters() guarantees it
     return x
 
 
-def _pool(model, entity_pool: torch.Tensor, generator: torch.Generator | None) -> _Pool:
+def build_pool(model, entity_pool: torch.Tensor, generator: torch.Generator | None) -> Pool:
     """Pool vectors as :meth:`KGEModel.entity_matrix` computes them, drawing the same dropout mask."""
     with torch.no_grad():
-        return _pool_graph(model, entity_pool, generator)[0]
+        return build_pool_graph(model, entity_pool, generator)[0]
 
 
-def _pool_graph(model, entity_pool: torch.Tensor, generator: torch.Generator | None) -> tuple[_Pool, torch.Tensor]:
-    """:func:`_pool` (detached) and the fused vectors ``V (P, d)`` with their graph (when grad is enabled)."""
+def build_pool_graph(model, entity_pool: torch.Tensor, generator: torch.Generator | None) -> tuple[Pool, torch.Tensor]:
+    """:func:`build_pool` (detached) and the fused vectors ``V (P, d)`` with their graph (when grad is enabled)."""
     rows = structural = text = features = None
     if model.structural is not None:  # the mask is drawn chunk by chunk, as entity_matrix draws it
         rows = torch.cat(
             [
-                model.structural.rows(entity_pool[i : i + _ENTITY_CHUNK], generator=generator, training=model.training)
-                for i in range(0, len(entity_pool), _ENTITY_CHUNK)
+                model.structural.rows(entity_pool[i : i + ENTITY_CHUNK], generator=generator, training=model.training)
+                for i in range(0, len(entity_pool), ENTITY_CHUNK)
             ]
         )
         structural = model.structural.weight[rows]
@@ -75,11 +75,11 @@ def _pool_graph(model, entity_pool: torch.Tensor, generator: torch.Generator | N
     fused_d, norms = fused.detach(), norms.detach()
     structural = None if structural is None else structural.detach()
     text = None if text is None else text.detach()
-    return _Pool(rows, structural, text, features, fused_d / norms[:, None], norms, w_s, w_x), fused
+    return Pool(rows, structural, text, features, fused_d / norms[:, None], norms, w_s, w_x), fused
 
 
 @dataclass(frozen=True)
-class _Factors:
+class Factors:
     """``∂L_b/∂V = a1_b q_b^T + a2_b q'_b^T + s_h e_h γ_b^T + s_t e_t γ'_b^T + diag(c_b) U`` for a chunk of b examples.
 
     ``a1, a2, c, uq, uq_head`` are ``(b, P)`` (``uq = q U^T``); ``q, q_head, gamma, gamma_head`` are
@@ -105,10 +105,10 @@ class _Factors:
         return self.q, self.q_head, self.gamma, self.gamma_head
 
 
-def _factors(
-    model, pool: _Pool, heads, tails, relations, temperature: float, label_smoothing: float
-) -> tuple[_Factors, torch.Tensor]:
-    """The chunk's :class:`_Factors` and ``∂L_b/∂r_b = γ_b − γ'_b`` ``(b, d)`` (module docstring)."""
+def build_factors(
+    model, pool: Pool, heads, tails, relations, temperature: float, label_smoothing: float
+) -> tuple[Factors, torch.Tensor]:
+    """The chunk's :class:`Factors` and ``∂L_b/∂r_b = γ_b − γ'_b`` ``(b, d)`` (module docstring)."""
     u, n = pool.vectors, pool.norms
     p_size = u.shape[0]
     h, t = u[heads], u[tails]
@@ -136,26 +136,26 @@ def _factors(
     else:
         c, a1, a2 = diag, a, a_head
         s_h = s_t = torch.ones(len(heads), dtype=u.dtype, device=u.device)
-    fac = _Factors(a1, a2, c, q, q_head, gamma, gamma_head, heads, tails, s_h, s_t, uq, uq_head)
+    fac = Factors(a1, a2, c, q, q_head, gamma, gamma_head, heads, tails, s_h, s_t, uq, uq_head)
     return fac, gamma - gamma_head
 
 
-def _dot(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+def dot(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
     return (x * y).sum(-1)
 
 
-def _inner(f: _Factors, u: torch.Tensor, z: torch.Tensor) -> torch.Tensor:
+def inner(f: Factors, u: torch.Tensor, z: torch.Tensor) -> torch.Tensor:
     """``(b,)`` ``⟨Φ_b, Z⟩_F`` for a shared ``Z (P, d)``."""
     return (
-        _dot(f.a1 @ z, f.q)
-        + _dot(f.a2 @ z, f.q_head)
-        + f.s_h * _dot(z[f.heads], f.gamma)
-        + f.s_t * _dot(z[f.tails], f.gamma_head)
-        + f.c @ _dot(u, z)
+        dot(f.a1 @ z, f.q)
+        + dot(f.a2 @ z, f.q_head)
+        + f.s_h * dot(z[f.heads], f.gamma)
+        + f.s_t * dot(z[f.tails], f.gamma_head)
+        + f.c @ dot(u, z)
     )
 
 
-def _row_sum(f: _Factors, u: torch.Tensor, cols: torch.Tensor | None = None) -> torch.Tensor:
+def row_sum(f: Factors, u: torch.Tensor, cols: torch.Tensor | None = None) -> torch.Tensor:
     """``(b, d)`` ``Σ_{j ∈ cols} Φ_bj`` (all pool rows when ``cols`` is ``None``)."""
     if cols is None:
         return (
@@ -176,13 +176,13 @@ def _row_sum(f: _Factors, u: torch.Tensor, cols: torch.Tensor | None = None) -> 
     )
 
 
-def _per_row_sq(f: _Factors, u: torch.Tensor) -> torch.Tensor:
+def per_row_sq(f: Factors, u: torch.Tensor) -> torch.Tensor:
     """``(b, P)`` ``‖Φ_bj‖²`` of every pool row."""
-    qq, hh, qh = _dot(f.q, f.q)[:, None], _dot(f.q_head, f.q_head)[:, None], _dot(f.q, f.q_head)[:, None]
+    qq, hh, qh = dot(f.q, f.q)[:, None], dot(f.q_head, f.q_head)[:, None], dot(f.q, f.q_head)[:, None]
     out = (
         f.a1.square() * qq
         + f.a2.square() * hh
-        + f.c.square() * _dot(u, u)[None]
+        + f.c.square() * dot(u, u)[None]
         + 2 * (f.a1 * f.a2 * qh + f.a1 * f.c * f.uq + f.a2 * f.c * f.uq_head)
     )
     rows = torch.arange(len(f.heads), device=f.heads.device)
@@ -191,27 +191,27 @@ def _per_row_sq(f: _Factors, u: torch.Tensor) -> torch.Tensor:
         return f.a1[rows, j, None] * f.q + f.a2[rows, j, None] * f.q_head + f.c[rows, j, None] * u[j]
 
     # ‖D + s_h γ + s_t γ'‖² − ‖D‖² added at the head and tail rows (both at once when head == tail)
-    at_h = 2 * f.s_h * _dot(dense_row(f.heads), f.gamma) + f.s_h.square() * _dot(f.gamma, f.gamma)
+    at_h = 2 * f.s_h * dot(dense_row(f.heads), f.gamma) + f.s_h.square() * dot(f.gamma, f.gamma)
     at_t = (
-        2 * f.s_t * _dot(dense_row(f.tails), f.gamma_head)
-        + f.s_t.square() * _dot(f.gamma_head, f.gamma_head)
-        + 2 * (f.heads == f.tails) * f.s_h * f.s_t * _dot(f.gamma, f.gamma_head)
+        2 * f.s_t * dot(dense_row(f.tails), f.gamma_head)
+        + f.s_t.square() * dot(f.gamma_head, f.gamma_head)
+        + 2 * (f.heads == f.tails) * f.s_h * f.s_t * dot(f.gamma, f.gamma_head)
     )
     out = out.index_put((rows, f.heads), at_h, accumulate=True)
     return out.index_put((rows, f.tails), at_t, accumulate=True)
 
 
-def _row_sq_norms(f: _Factors, u: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
+def row_sq_norms(f: Factors, u: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
     """``(b,)`` ``Σ_r ‖Σ_{j: rows_j = r} Φ_bj‖²``: the structural table's part (before ``w_s²``)."""
     values, inverse, counts = torch.unique(rows, return_inverse=True, return_counts=True)
     single = counts[inverse] == 1
-    out = (_per_row_sq(f, u) * single[None]).sum(1)
+    out = (per_row_sq(f, u) * single[None]).sum(1)
     for k in (counts > 1).nonzero().squeeze(1).tolist():  # the unseen row (read by every dropped entity)
-        out = out + _row_sum(f, u, (inverse == k).nonzero().squeeze(1)).square().sum(1)
+        out = out + row_sum(f, u, (inverse == k).nonzero().squeeze(1)).square().sum(1)
     return out
 
 
-def _projection_flops(b: int, p: int, t: int, d: int, *, cached: bool = False) -> dict[str, float]:
+def projection_flops(b: int, p: int, t: int, d: int, *, cached: bool = False) -> dict[str, float]:
     """Multiply-adds of the projection weight's norms by each method (``cached``: ``X X^T`` given)."""
     return {
         "direct": float(b) * p * t * d + 4.0 * b * p * d,
@@ -231,10 +231,10 @@ def feature_gram(model, entity_pool: torch.Tensor) -> torch.Tensor:
         return x @ x.T
 
 
-def _projection_sq_norms(
-    f: _Factors, u: torch.Tensor, x: torch.Tensor, method: str, gram: torch.Tensor | None = None
+def projection_sq_norms(
+    f: Factors, u: torch.Tensor, x: torch.Tensor, method: str, gram: torch.Tensor | None = None
 ) -> torch.Tensor:
-    """``(b,)`` ``‖X^T Φ_b‖²``; for ``gram`` without its ``(P, P)`` term (:func:`_gram_term`).
+    """``(b,)`` ``‖X^T Φ_b‖²``; for ``gram`` without its ``(P, P)`` term (:func:`gram_term`).
 
     ``gram`` (``X X^T``, cached): the head and tail columns of ``F_b`` are one-hot, so every
     inner product with them is a gathered row of ``X X^T`` (``P`` multiply-adds per example)
@@ -253,7 +253,7 @@ def _projection_sq_norms(
     if gram is None:
         xf = torch.stack([f.a1 @ x, f.a2 @ x, f.s_h[:, None] * x[f.heads], f.s_t[:, None] * x[f.tails]], -1)
         first = ((xf.transpose(1, 2) @ xf) * (g.transpose(1, 2) @ g)).sum((1, 2))
-        second = sum(_dot((f.c * ug_m) @ x, xf[..., m]) for m, ug_m in enumerate(ug))
+        second = sum(dot((f.c * ug_m) @ x, xf[..., m]) for m, ug_m in enumerate(ug))
         return first + 2 * second
     kh, kt = gram[f.heads], gram[f.tails]  # (b, P): (X x_h)^T, (X x_t)^T
     # one (4b, P) @ (P, t) product: X^T A/n, X^T A'/n, X^T (c ⊙ U q), X^T (c ⊙ U q')
@@ -262,19 +262,19 @@ def _projection_sq_norms(
     # the (4, 4) Gram F_b^T X X^T F_b of the columns [A/n, A'/n, s_h e_h, s_t e_t]
     ff = torch.stack(
         [
-            torch.stack([_dot(x1, x1), _dot(x1, x2), f.s_h * _dot(f.a1, kh), f.s_t * _dot(f.a1, kt)], -1),
-            torch.stack([_dot(x2, x1), _dot(x2, x2), f.s_h * _dot(f.a2, kh), f.s_t * _dot(f.a2, kt)], -1),
-            torch.stack([f.s_h * _dot(f.a1, kh), f.s_h * _dot(f.a2, kh), f.s_h**2 * k_hh, f.s_h * f.s_t * k_ht], -1),
-            torch.stack([f.s_t * _dot(f.a1, kt), f.s_t * _dot(f.a2, kt), f.s_h * f.s_t * k_ht, f.s_t**2 * k_tt], -1),
+            torch.stack([dot(x1, x1), dot(x1, x2), f.s_h * dot(f.a1, kh), f.s_t * dot(f.a1, kt)], -1),
+            torch.stack([dot(x2, x1), dot(x2, x2), f.s_h * dot(f.a2, kh), f.s_t * dot(f.a2, kt)], -1),
+            torch.stack([f.s_h * dot(f.a1, kh), f.s_h * dot(f.a2, kh), f.s_h**2 * k_hh, f.s_h * f.s_t * k_ht], -1),
+            torch.stack([f.s_t * dot(f.a1, kt), f.s_t * dot(f.a2, kt), f.s_h * f.s_t * k_ht, f.s_t**2 * k_tt], -1),
         ],
         -2,
     )
     first = (ff * (g.transpose(1, 2) @ g)).sum((1, 2))
-    second = _dot(y1, x1) + _dot(y2, x2) + f.s_h * _dot(f.c * ug[2], kh) + f.s_t * _dot(f.c * ug[3], kt)
+    second = dot(y1, x1) + dot(y2, x2) + f.s_h * dot(f.c * ug[2], kh) + f.s_t * dot(f.c * ug[3], kt)
     return first + 2 * second
 
 
-def _gram_term(
+def gram_term(
     c: torch.Tensor, u: torch.Tensor, x: torch.Tensor, gram: torch.Tensor | None, *, chunk_elements: int
 ) -> torch.Tensor:
     """``(B,)`` ``c_b^T H c_b``, ``H = (U U^T) ⊙ (X X^T)`` (``gram``: ``X X^T`` if cached).

@@ -22,7 +22,7 @@ row under this loss.)
 Each example's loss depends on its own triple and on the fixed pool only,
 never on the other examples of the batch. Its per-example gradient reaches
 every entity row, so DP training does not form it: for the models
-:mod:`textkg.training.one_vs_all_clipping` supports, each example's norm is
+:mod:`textkg.training.one_vs_all.clipping` supports, each example's norm is
 computed exactly from the gradient's structure; other models are refused
 (see :class:`textkg.training.config.RunConfig`).
 """

@@ -1,6 +1,6 @@
 """Exact per-example clipping for the 1-vs-all softmax loss, without per-example gradients.
 
-Under the 1-vs-all loss (:func:`textkg.training.one_vs_all.one_vs_all_loss`)
+Under the 1-vs-all loss (:func:`textkg.training.one_vs_all.loss.one_vs_all_loss`)
 every example has a gradient on every entity of the pool, so the per-example
 gradients of DP-SGD (Abadi et al. 2016, arXiv 1607.00133v2, Alg. 1) would be
 ``B × P × d`` for the structural table alone, and ``B × d × t`` for the text
@@ -29,8 +29,8 @@ Sec. 4; Bu, Mao & Xu 2023, arXiv 2205.10683v3, Sec. 3):
 
    The last term's ``(P, P)`` matrix is shared by the batch and built in row
    blocks (``"gram"``: ``P²(d + t + B)/2 + 6·B·P·t`` multiply-adds, ``P²(d + B)/2 + 4·B·P·t``
-   when ``X X^T`` is cached, :func:`feature_gram`: the head and tail columns of ``F_b`` are
-   one-hot, so their products are gathered rows of ``X X^T``). ``"direct"``
+   when ``X X^T`` is cached, :func:`~textkg.training.one_vs_all.factors.feature_gram`: the head and
+   tail columns of ``F_b`` are one-hot, so their products are gathered rows of ``X X^T``). ``"direct"``
    instead forms ``X^T Φ_b`` for a few examples at a time (``B·P·t·d``
    multiply-adds). ``"auto"`` takes the cheaper by that count. Memory: chunks
    of ``_CHUNK_ELEMENTS`` plus ``c`` for the whole batch, ``(B, P)`` (the size
@@ -60,7 +60,7 @@ needs. :func:`clipped_gradient_sum` draws the mask once, restores the
 generator and lets :func:`one_vs_all_loss` draw the same mask again.
 
 **Sampled pools (``train.pool_size``) are not supported.** The sampled pool
-of :func:`textkg.training.one_vs_all.sample_pool` adds the batch's heads and
+of :func:`textkg.training.one_vs_all.loss.sample_pool` adds the batch's heads and
 tails, so example b's candidates depend on the OTHER examples of the batch.
 A private variant must give each example its own pool: ``k`` entities drawn
 independently of the data, plus its own head and tail. The norms then need
@@ -86,27 +86,25 @@ import torch
 from textkg.errors import ConfigError
 from textkg.models.interactions import TransE
 from textkg.privacy.clipping import clip_coefficients
-from textkg.training.one_vs_all import on_model_device, one_vs_all_loss
-from textkg.training.one_vs_all_factors import (
-    _factors,
-    _gram_term,
-    _inner,
-    _Pool,
-    _pool,
-    _pool_graph,
-    _present,
-    _projection_flops,
-    _projection_sq_norms,
-    _row_sq_norms,
-    _row_sum,
-    feature_gram,
+from textkg.training.one_vs_all.factors import (
+    Pool,
+    build_factors,
+    build_pool,
+    build_pool_graph,
+    gram_term,
+    inner,
+    present,
+    projection_flops,
+    projection_sq_norms,
+    row_sq_norms,
+    row_sum,
 )
+from textkg.training.one_vs_all.loss import on_model_device, one_vs_all_loss
 
 __all__ = [
     "METHODS",
     "ClippedSum",
     "clipped_gradient_sum",
-    "feature_gram",
     "per_example_sq_norms",
     "private_refusal",
     "trained_parameters",
@@ -170,14 +168,12 @@ def trained_parameters(model) -> dict[str, torch.nn.Parameter]:
 def private_refusal(config) -> str | None:
     """Why a private run (a :class:`textkg.training.config.RunConfig`) cannot train 1-vs-all; ``None`` if it can.
 
-    Needs the DP-SGD mechanism, the whole pool (no ``pool_size``: see the
-    module docstring), the default public vocabulary (with
-    ``--public-entities`` a private statement's end may have no candidate row,
+    Needs the whole pool (no ``pool_size``: see the module docstring), the default public
+    vocabulary (with ``--public-entities`` a private statement's end may have no candidate row,
     and refusing it mid-run would depend on private data), and a model that
-    :func:`trained_parameters` supports.
+    :func:`trained_parameters` supports. Whether the mechanism trains 1-vs-all at all is the
+    mechanism's to say (:attr:`textkg.training.mechanisms.Mechanism.one_vs_all_refusal`).
     """
-    if config.privacy.mechanism != "dp-sgd":
-        return "needs mechanism 'dp-sgd' (the simulation clips the batch, not each example)"
     if config.train.pool_size:
         return "pool_size shares the batch's heads and tails between examples (per-example pools: not supported)"
     if config.data.public_entities is not None:
@@ -241,7 +237,7 @@ def per_example_sq_norms(
         entity_pool, positions, temperature, label_smoothing: as for :func:`one_vs_all_loss`.
         generator: the step's dropout randomness (advanced as :func:`one_vs_all_loss` advances it).
         method: ``auto``, ``gram`` or ``direct`` for the projection weight (module docstring).
-        gram: optional :func:`feature_gram` of ``entity_pool`` (used by ``gram``).
+        gram: optional :func:`~textkg.training.one_vs_all.factors.feature_gram` of ``entity_pool`` (used by ``gram``).
 
     Returns:
         ``{name: (B,)}`` for every trained parameter; ``‖g_b‖² = Σ_name``.
@@ -251,12 +247,12 @@ def per_example_sq_norms(
     """
     trained, triples, entity_pool, heads, tails = _validated(model, triples, entity_pool, positions, method)
     with torch.no_grad():
-        pool = _pool(model, entity_pool, generator)
+        pool = build_pool(model, entity_pool, generator)
         return _sq_norms(model, trained, triples, heads, tails, pool, temperature, label_smoothing, method, gram)[0]
 
 
 def _sq_norms(
-    model, trained, triples, heads, tails, pool: _Pool, temperature, label_smoothing, method, gram, keep: bool = False
+    model, trained, triples, heads, tails, pool: Pool, temperature, label_smoothing, method, gram, keep: bool = False
 ) -> tuple[dict[str, torch.Tensor], _Kept | None]:
     """:func:`per_example_sq_norms` on a built pool (no grad); ``keep``: also the chunks' :class:`_Kept`."""
     u = pool.vectors
@@ -268,7 +264,7 @@ def _sq_norms(
     proj = "text.projection.weight" in trained
     t_dim = 0 if pool.features is None else pool.features.shape[1]
     if proj and method == "auto":
-        flops = _projection_flops(n, p_size, t_dim, dim, cached=gram is not None)
+        flops = projection_flops(n, p_size, t_dim, dim, cached=gram is not None)
         method = min(flops, key=lambda k: flops[k])
     width = 8 + (dim + t_dim if proj and method == "direct" else 0)
     chunk = max(1, _CHUNK_ELEMENTS // (p_size * width))
@@ -277,20 +273,20 @@ def _sq_norms(
     relations = model.relation_embeddings.detach()[triples[:, 1]]
     for s in range(0, n, chunk):
         sl = slice(s, s + chunk)
-        f, grad_r = _factors(model, pool, heads[sl], tails[sl], relations[sl], temperature, label_smoothing)
+        f, grad_r = build_factors(model, pool, heads[sl], tails[sl], relations[sl], temperature, label_smoothing)
         if "relation_embeddings" in trained:
             out["relation_embeddings"][sl] = grad_r.square().sum(1)
         if "fusion.w_structural" in trained:
-            out["fusion.w_structural"][sl] = _inner(f, u, _present(pool.structural)).square()
+            out["fusion.w_structural"][sl] = inner(f, u, present(pool.structural)).square()
         if "fusion.w_text" in trained:
-            out["fusion.w_text"][sl] = _inner(f, u, _present(pool.text)).square()
+            out["fusion.w_text"][sl] = inner(f, u, present(pool.text)).square()
         if "structural.weight" in trained:
-            out["structural.weight"][sl] = pool.w_structural**2 * _row_sq_norms(f, u, _present(pool.rows))
+            out["structural.weight"][sl] = pool.w_structural**2 * row_sq_norms(f, u, present(pool.rows))
         if "text.projection.bias" in trained:
-            out["text.projection.bias"][sl] = pool.w_text**2 * _row_sum(f, u).square().sum(1)
+            out["text.projection.bias"][sl] = pool.w_text**2 * row_sum(f, u).square().sum(1)
         if proj:
-            out["text.projection.weight"][sl] = pool.w_text**2 * _projection_sq_norms(
-                f, u, _present(pool.features), method, gram
+            out["text.projection.weight"][sl] = pool.w_text**2 * projection_sq_norms(
+                f, u, present(pool.features), method, gram
             )
         if keep_all:
             c_all[sl] = f.c
@@ -301,8 +297,8 @@ def _sq_norms(
             kept.scales.append(torch.stack([f.s_h, f.s_t], -1))
             kept.grad_r.append(grad_r)
     if proj and method == "gram":
-        out["text.projection.weight"] += pool.w_text**2 * _gram_term(
-            c_all, u, _present(pool.features), gram, chunk_elements=_CHUNK_ELEMENTS
+        out["text.projection.weight"] += pool.w_text**2 * gram_term(
+            c_all, u, present(pool.features), gram, chunk_elements=_CHUNK_ELEMENTS
         )
     if kept is not None:
         kept.c = list(c_all.split(chunk))
@@ -310,7 +306,7 @@ def _sq_norms(
 
 
 def _book_kept_sum(
-    model, trained, triples, heads, tails, pool: _Pool, fused: torch.Tensor, kept: _Kept, coef: torch.Tensor
+    model, trained, triples, heads, tails, pool: Pool, fused: torch.Tensor, kept: _Kept, coef: torch.Tensor
 ) -> dict[str, torch.Tensor]:
     """``Σ_b coef_b ∂L_b/∂θ`` from the kept factors: book-keeping (Bu, Mao & Xu 2023, arXiv 2210.00038v2,
     Sec. 3.2, "BK"), no second forward pass.
@@ -390,7 +386,7 @@ def clipped_gradient_sum(
     if book_keeping:
         trained, triples_d, pool_d, heads, tails = _validated(model, triples, entity_pool, positions, method)
         with torch.enable_grad():
-            pool, fused = _pool_graph(model, pool_d, generator)
+            pool, fused = build_pool_graph(model, pool_d, generator)
         with torch.no_grad():
             sq, kept = _sq_norms(
                 model, trained, triples_d, heads, tails, pool, temperature, label_smoothing, method, gram, keep=True
