@@ -177,3 +177,65 @@ def test_the_checks_catch_a_planted_upward_import_and_circle():
     graph["textkg.data.graph"].add("textkg.cli.main")  # data importing the CLI: upward, and a circle
     assert any("textkg.data.graph" in line for line in _upward(graph))
     assert any("textkg.data.graph" in c for c in _circles(graph))
+
+
+def _private_imports(source: str, module: str, package: str, modules: dict[str, Path]) -> list[str]:
+    """``from M import _name`` / ``M._name`` where ``M`` is another textkg module: a private name leaves home."""
+    found = []
+    aliases: dict[str, str] = {}  # local name -> textkg module it is bound to
+    tree = ast.parse(source)
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parts = package.split(".")[: len(package.split(".")) - (node.level - 1)]
+                base = ".".join(parts + ([base] if base else []))
+            if not base.startswith("textkg"):
+                continue
+            for a in node.names:
+                if f"{base}.{a.name}" in modules:
+                    aliases[a.asname or a.name] = f"{base}.{a.name}"
+                elif a.name.startswith("_") and not a.name.startswith("__") and base != module:
+                    found.append(f"{module}:{node.lineno} imports {base}.{a.name}")
+        elif isinstance(node, ast.Import):
+            for a in node.names:
+                if a.name.startswith("textkg") and a.asname:
+                    aliases[a.asname] = a.name
+    for node in ast.walk(tree):
+        if (
+            isinstance(node, ast.Attribute)
+            and isinstance(node.value, ast.Name)
+            and node.value.id in aliases
+            and aliases[node.value.id] != module
+            and node.attr.startswith("_")
+            and not node.attr.startswith("__")
+        ):
+            found.append(f"{module}:{node.lineno} reads {aliases[node.value.id]}.{node.attr}")
+    return found
+
+
+def test_no_module_imports_another_modules_private_name():
+    """Issue 40: a ``_name`` is its module's own; another module that needs it gets a public name."""
+    modules = _modules()
+    found = []
+    for module, path in modules.items():
+        package = module if path.name == "__init__.py" else module.rsplit(".", 1)[0]
+        found += _private_imports(path.read_text(encoding="utf-8"), module, package, modules)
+    assert not found, "\n".join(found)
+
+
+def test_the_private_name_check_catches_a_planted_import():
+    modules = _modules()
+    planted = (
+        "from textkg.pipeline.report import _x\n"
+        "from . import _y\n"
+        "from textkg.pipeline import report as r\n"
+        "r._z()\n"
+        "from textkg.evaluation.scoring import standardise\n"
+    )
+    found = _private_imports(planted, "textkg.evaluation.ranking", "textkg.evaluation", modules)
+    assert len(found) == 3, found
+    assert (
+        _private_imports("from textkg.evaluation.ranking import _own\n", "textkg.evaluation.ranking", "x", modules)
+        == []
+    )

@@ -109,13 +109,13 @@ def test_placement_is_itemised_for_an_ontology_split():
     from textkg.cli.config_loading import build_run_config
     from textkg.cli.main import build_parser
     from textkg.evaluation.placement import placement_queries
-    from textkg.pipeline.job import _placement_size, prepare
+    from textkg.pipeline.job import placement_size, prepare
     from textkg.pipeline.memory import estimate_memory, placement_bytes
 
     args = ["train", "--dataset", "hpo-small", "--split", "inductive", "--model", "transe", "--dim", "8"]
     cfg = build_run_config(build_parser().parse_args(args))
     prep = prepare(cfg)
-    size = _placement_size(prep)
+    size = placement_size(prep)
     valid = placement_queries(prep.kg, prep.split, which="valid")
     assert size == (valid.num_queries, max(len(g) for g in valid.groups)) and size[0] > 0
     est = estimate_memory(prep.model, cfg, num_entities=prep.kg.num_entities, private=False, placement=size)

@@ -108,7 +108,7 @@ def default_min_relation_count(num_triples: int) -> int:
 # ---------------------------------------------------------------- helpers
 
 
-def _entities_of(triples: torch.Tensor) -> torch.Tensor:
+def entities_of(triples: torch.Tensor) -> torch.Tensor:
     if not len(triples):
         return torch.empty(0, dtype=torch.long)
     return unique_ids(triples[:, [0, 2]])
@@ -146,7 +146,7 @@ def _transductive(kg: KnowledgeGraph, *, seed, valid_fraction, test_fraction, **
             train,
             valid,
             test,
-            (_entities_of(train), _entities_of(valid), _entities_of(test)),
+            (entities_of(train), entities_of(valid), entities_of(test)),
             seed=None,
             extra={"protocol": "given"},
         )
@@ -180,7 +180,7 @@ def _transductive(kg: KnowledgeGraph, *, seed, valid_fraction, test_fraction, **
         train,
         valid,
         test,
-        (_entities_of(train), _entities_of(valid), _entities_of(test)),
+        (entities_of(train), entities_of(valid), entities_of(test)),
         seed=seed,
         extra={
             "protocol": "random",
@@ -251,11 +251,11 @@ def _inductive(
         "requested": {"valid": n_valid, "test": n_test},
         "held_out": {"valid": len(valid_e), "test": len(test_e)},
     }
-    return _split("inductive", train, valid, test, (_entities_of(train), valid_e, test_e), seed=seed, extra=extra)
+    return _split("inductive", train, valid, test, (entities_of(train), valid_e, test_e), seed=seed, extra=extra)
 
 
 def _holdout_candidates(kg: KnowledgeGraph, triples: torch.Tensor, types: list[str]) -> torch.Tensor:
-    present = _entities_of(triples)
+    present = entities_of(triples)
     if not types:
         return present
     if kg.entity_types is None:
@@ -332,7 +332,7 @@ def _candidates_blp(kg: KnowledgeGraph, split: Split, which: str) -> torch.Tenso
 
 
 def _candidates_split(kg: KnowledgeGraph, split: Split, which: str) -> torch.Tensor:
-    return _entities_of(split.triples(which))
+    return entities_of(split.triples(which))
 
 
 SplitBuilder = Callable[..., Split]

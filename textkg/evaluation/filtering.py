@@ -106,7 +106,7 @@ class FilterIndex:
         Raises:
             DataError: ``triples`` is not ``(n, 3)`` integers or holds an id out of range.
         """
-        triples = _check_triples(triples, num_entities, num_relations)
+        triples = check_triples(triples, num_entities, num_relations)
         triples = unique_triples(triples)
         h, r, t = triples.unbind(1)
         return cls(
@@ -150,7 +150,7 @@ class FilterIndex:
         )
 
 
-def _check_triples(triples: torch.Tensor, num_entities: int, num_relations: int) -> torch.Tensor:
+def check_triples(triples: torch.Tensor, num_entities: int, num_relations: int) -> torch.Tensor:
     """Return ``triples`` as a CPU long ``(n, 3)`` tensor, or raise :class:`DataError`."""
     if not isinstance(triples, torch.Tensor) or triples.ndim != 2 or triples.shape[1] != 3:
         shape = tuple(triples.shape) if isinstance(triples, torch.Tensor) else type(triples).__name__

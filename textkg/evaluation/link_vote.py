@@ -31,7 +31,7 @@ from collections.abc import Sequence
 import torch
 
 from textkg.data.known_links import NEW_IS_HEAD
-from textkg.evaluation.neighbour_vote import _adjacency
+from textkg.evaluation.neighbour_vote import adjacency
 from textkg.evaluation.scoring import combine, standardise, weighted_sum
 
 #: λ values tried on validation; 0 is the model (with the known links' chosen method) alone
@@ -83,8 +83,8 @@ class LinkVote:
             check_invariants=False,
         ).coalesce()
         self._adj = {
-            "tail": _adjacency(h * num_r + r, t, n * num_r, n),
-            "head": _adjacency(t * num_r + r, h, n * num_r, n),
+            "tail": adjacency(h * num_r + r, t, n * num_r, n),
+            "head": adjacency(t * num_r + r, h, n * num_r, n),
         }
 
     def _item(self, relation: torch.Tensor, other: torch.Tensor, role: torch.Tensor) -> torch.Tensor:

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 import torch
 
 from textkg.errors import ConfigError
-from textkg.evaluation.filtering import FilterIndex, _check_triples
+from textkg.evaluation.filtering import FilterIndex, check_triples
 from textkg.evaluation.ranking import QueryShard, Scorer, compute_ranks
 
 #: The Hits@k cut-offs reported by default.
@@ -189,7 +189,7 @@ def evaluate(
         ConfigError: A bad subset mask, or as :func:`compute_ranks`.
         DataError, ValueError: As :func:`compute_ranks`.
     """
-    triples = _check_triples(triples, num_entities, filter_index.num_relations)
+    triples = check_triples(triples, num_entities, filter_index.num_relations)
     subset_masks = _check_subset_masks(subset_masks, len(triples))
     result = compute_ranks(
         scorer,

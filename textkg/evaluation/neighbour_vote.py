@@ -96,8 +96,8 @@ class NeighbourVote:
         self._voters = self.features[self.seen]
         graph = torch.as_tensor(graph, dtype=torch.long).reshape(-1, 3)
         h, r, t = graph[:, 0], graph[:, 1], graph[:, 2]
-        self._adj = {"tail": _adjacency(h * num_relations + r, t, n * num_relations, n)}
-        self._adj["head"] = _adjacency(t * num_relations + r, h, n * num_relations, n)
+        self._adj = {"tail": adjacency(h * num_relations + r, t, n * num_relations, n)}
+        self._adj["head"] = adjacency(t * num_relations + r, h, n * num_relations, n)
 
     def neighbours(self, queries: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """``(ids (b, k), weights (b, k))``: each query's nearest training entities (itself excluded)."""
@@ -176,7 +176,7 @@ class NeighbourVote:
         return (~self.is_seen[queries]).float()
 
 
-def _adjacency(rows: torch.Tensor, cols: torch.Tensor, num_rows: int, num_cols: int) -> torch.Tensor:
+def adjacency(rows: torch.Tensor, cols: torch.Tensor, num_rows: int, num_cols: int) -> torch.Tensor:
     """0/1 sparse ``(num_rows, num_cols)``; a statement listed twice still counts once."""
     idx = torch.stack([rows, cols])
     a = torch.sparse_coo_tensor(idx, torch.ones(len(rows)), (num_rows, num_cols), check_invariants=False).coalesce()

@@ -54,7 +54,7 @@ DEFAULT_PARENT_RELATION = "is_a"
 #: Neighbours ``parent-of-nearest`` reads.
 DEFAULT_NEIGHBOURS = 10
 #: Summed neighbour similarities closer than this count as tied (then description cosine decides).
-_AGGREGATE_RESOLUTION = 1e-4
+AGGREGATE_RESOLUTION = 1e-4
 
 #: Which new terms and statements :func:`placement_queries` reads, by ``which``.
 _SIDES = {
@@ -200,7 +200,7 @@ def placement_queries(
     known = split.filter_triples[split.filter_triples[:, 1] == rel].tolist()
     statements = split.train if hierarchy is None else hierarchy
     train_edges = statements[statements[:, 1] == rel].tolist()
-    up, down = _adjacency(train_edges)
+    up, down = adjacency(train_edges)
     new = set(terms.tolist())
     true_parents: dict[int, set[int]] = {n: set() for n in new}
     children: dict[int, set[int]] = {n: set() for n in new}
@@ -368,7 +368,7 @@ def parent_of_nearest_scorer(
         weights = torch.zeros(len(terms), n)
         weights.scatter_(1, candidates[cols], top)  # (b, n): similarity of each neighbour
         aggregate = torch.zeros(len(terms), n).index_add_(1, parent, weights[:, child])[:, candidates]  # (b, c)
-        key = torch.round(aggregate.double() / _AGGREGATE_RESOLUTION)
+        key = torch.round(aggregate.double() / AGGREGATE_RESOLUTION)
         return key * 4 + (sim.double() + 1)  # cosine + 1 lies in [0, 2]: a lexicographic key
 
     return score
@@ -454,7 +454,7 @@ def _member(ids: torch.Tensor, n: int) -> torch.Tensor:
     return mask
 
 
-def _adjacency(edges: list[list[int]]) -> tuple[dict[int, set[int]], dict[int, set[int]]]:
+def adjacency(edges: list[list[int]]) -> tuple[dict[int, set[int]], dict[int, set[int]]]:
     """``(parents_of, children_of)`` from ``[child, relation, parent]`` rows."""
     up: dict[int, set[int]] = {}
     down: dict[int, set[int]] = {}

@@ -41,7 +41,7 @@ from dataclasses import dataclass, field
 import torch
 
 from textkg.errors import ConfigError
-from textkg.evaluation.placement import _AGGREGATE_RESOLUTION as _VOTE_RESOLUTION  # ties as parent-of-nearest
+from textkg.evaluation.placement import AGGREGATE_RESOLUTION as _VOTE_RESOLUTION  # ties as parent-of-nearest
 from textkg.evaluation.placement import (
     DEFAULT_NEIGHBOURS,
     STANDARDISE,

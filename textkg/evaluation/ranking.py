@@ -49,7 +49,7 @@ from typing import Protocol
 import torch
 
 from textkg.errors import ConfigError
-from textkg.evaluation.filtering import FilterIndex, _check_triples
+from textkg.evaluation.filtering import FilterIndex, check_triples
 
 #: The two prediction directions: ``"head"`` ranks ``h`` in ``(?, r, t)``,
 #: ``"tail"`` ranks ``t`` in ``(h, r, ?)``.
@@ -238,7 +238,7 @@ def compute_ranks(
             f"num_entities={num_entities} but the filter index was built for {filter_index.num_entities} entities",
             field="num_entities",
         )
-    triples = _check_triples(triples, num_entities, filter_index.num_relations)
+    triples = check_triples(triples, num_entities, filter_index.num_relations)
     candidates = _check_candidates(candidates, num_entities)
     column = torch.full((num_entities,), -1, dtype=torch.long)
     column[candidates] = torch.arange(len(candidates))
@@ -270,7 +270,7 @@ def _sharded_ranks(scorer: Scorer, triples: torch.Tensor, shard: QueryShard, **k
     process (one process raising inside a collective would leave the others waiting).
     """
     filter_index = kwargs["filter_index"]
-    triples = _check_triples(triples, kwargs["num_entities"], filter_index.num_relations)
+    triples = check_triples(triples, kwargs["num_entities"], filter_index.num_relations)
     candidates = _check_candidates(kwargs["candidates"], kwargs["num_entities"])
     column = torch.full((kwargs["num_entities"],), -1, dtype=torch.long)
     column[candidates] = torch.arange(len(candidates))

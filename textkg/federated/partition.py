@@ -144,7 +144,7 @@ def make_partition(
         assert num_clients is not None  # checked above for random and relation
         clients, assignment = _by_relation(kg, train, num_clients)
     elif scheme == "source":
-        clients, assignment = _by_source(kg, train)
+        clients, assignment = by_source(kg, train)
     elif scheme == FILES:  # the holders' statements are in their own files: every statement here is public
         assert num_clients is not None  # checked above
         clients = tuple(f"client-{k}" for k in range(num_clients))
@@ -229,7 +229,7 @@ def assign_statements(
         owner[train[:, 1]] = part.assignment  # a relation's statements all have one holder
         return owner[triples[:, 1]]
     if part.scheme == "source":
-        return _by_source(kg, triples)[1]
+        return by_source(kg, triples)[1]
     return None
 
 
@@ -263,7 +263,7 @@ def entity_sources(kg) -> torch.Tensor:
     )
 
 
-def _by_source(kg, train: torch.Tensor) -> tuple[Sequence[str], torch.Tensor]:
+def by_source(kg, train: torch.Tensor) -> tuple[Sequence[str], torch.Tensor]:
     source = entity_sources(kg)
     head, tail = source[train[:, 0]], source[train[:, 2]]
     if bool(((head != SHARED) & (tail != SHARED) & (head != tail)).any()):

@@ -30,12 +30,12 @@ from textkg.pipeline.report import (
     PRIVATE_METRICS,
     PRIVATE_METRICS_NOTE,
     PUBLIC_FILTER_NOTE,
-    _final_valid,
-    _fusion_weights,
-    _owner_metrics,
-    _placement_size,
     evaluate_split,
     extra_test_blocks,
+    final_valid,
+    fusion_weights_block,
+    owner_metrics,
+    placement_size,
 )
 from textkg.pipeline.run_files import check_storable, store_run_files
 from textkg.progress import reporting, stage
@@ -173,7 +173,7 @@ def run(
             cfg,
             num_entities=prep.kg.num_entities,  # refuses before writing
             private=private is not None,
-            placement=_placement_size(prep),
+            placement=placement_size(prep),
             mapped_features=mmap_features(),
         ),
         quiet=not progress,
@@ -203,7 +203,7 @@ def run(
             file=sys.stderr,
         )
     stage("evaluating: ranking the validation statements", progress=progress)
-    valid = _final_valid(prep, cfg, progress)
+    valid = final_valid(prep, cfg, progress)
     stage("ranking the test statements", progress=progress)
     test = evaluate_split(prep, cfg, "test", progress=progress).to_dict()
     metrics = {
@@ -217,7 +217,7 @@ def run(
             "name": cfg.model_name,
             **cfg.model.to_dict(),
             "num_parameters": sum(p.numel() for p in prep.model.parameters() if p.requires_grad),
-            **_fusion_weights(prep.model),
+            **fusion_weights_block(prep.model),
             # the relations model.irreflexive resolved to (auto: no self-loop among their training statements)
             "irreflexive_relations": [
                 r for r, flag in zip(prep.kg.relations, prep.model.irreflexive.tolist(), strict=True) if flag
@@ -248,7 +248,7 @@ def run(
     stage("evaluation done", progress=progress)
     if cfg.privacy.mode != "none":
         metrics["evaluation_filter"] = PUBLIC_FILTER_NOTE
-        owner = _owner_metrics(prep, cfg)
+        owner = owner_metrics(prep, cfg)
         if owner:
             ckpt.atomic_write_json(out_dir / PRIVATE_METRICS, {"note": PRIVATE_METRICS_NOTE, **owner}, private=True)
     ckpt.atomic_write_json(out_dir / "metrics.json", metrics)

@@ -26,7 +26,7 @@ from textkg.training.features import entity_texts
 from textkg.training.private_split import owner_test_statements
 
 
-def _subset(triples: torch.Tensor, max_triples: int, seed: int) -> torch.Tensor:
+def seeded_subset(triples: torch.Tensor, max_triples: int, seed: int) -> torch.Tensor:
     if not max_triples or len(triples) <= max_triples:
         return triples
     g = torch.Generator().manual_seed(seed)
@@ -85,7 +85,7 @@ def evaluate_split(
     unless ``filter_index`` is given. ``triples``: rank these statements of ``which`` only
     (e.g. one data holder's share), with ``which``'s candidates. ``scorer``: rank with this
     :class:`~textkg.evaluation.ranking.Scorer` instead of the model (e.g. a combination)."""
-    triples = _subset(prep.split.triples(which) if triples is None else triples, max_triples, cfg.train.seed)
+    triples = seeded_subset(prep.split.triples(which) if triples is None else triples, max_triples, cfg.train.seed)
     candidates = candidate_entities(prep.kg, prep.split, which, cfg.train.candidates)
     prep.model.eval()
     with torch.no_grad():
@@ -118,7 +118,7 @@ PRIVATE_METRICS_NOTE = (
 )
 
 
-def _owner_metrics(prep: Prepared, cfg: RunConfig) -> dict:
+def owner_metrics(prep: Prepared, cfg: RunConfig) -> dict:
     """What goes to ``private_metrics.json``: metrics that read private statements unnoised.
 
     * ``test``: transductive private runs, the test split under the standard filter (private
@@ -199,7 +199,7 @@ def _placement(prep: Prepared, cfg: RunConfig) -> dict | None:
     return out
 
 
-def _placement_size(prep: Prepared) -> tuple[int, int] | None:
+def placement_size(prep: Prepared) -> tuple[int, int] | None:
     """``(validation placement queries, largest candidate group)`` for the memory estimate, or ``None``."""
     from textkg.evaluation.placement import placement_queries
 
@@ -253,7 +253,7 @@ def _neighbour_vote(prep: Prepared, cfg: RunConfig) -> dict | None:
 
     max_valid = cfg.train.valid_max_triples
     valid = ranks(
-        "valid", _subset(prep.split.valid, max_valid, cfg.train.seed), DEFAULT_WEIGHTS, DEFAULT_SPREAD_WEIGHTS
+        "valid", seeded_subset(prep.split.valid, max_valid, cfg.train.seed), DEFAULT_WEIGHTS, DEFAULT_SPREAD_WEIGHTS
     )
     by_weights = {
         (w, m): float(torch.cat(valid[weights_key(w, m)]).reciprocal().mean())
@@ -312,7 +312,7 @@ def k_shot_report(prep: Prepared, cfg: RunConfig, ks: tuple[int, ...] | None = N
     with torch.no_grad():
         return evaluate_k_shot(
             prep.model,
-            valid=_subset(prep.split.valid, cfg.train.valid_max_triples, cfg.train.seed),
+            valid=seeded_subset(prep.split.valid, cfg.train.valid_max_triples, cfg.train.seed),
             test=prep.split.test,
             seen=prep.split.train_entities,
             filter_index=prep.filter_index,
@@ -417,7 +417,7 @@ def extra_test_blocks(prep: Prepared, cfg: RunConfig, *, progress: bool = False)
     return out
 
 
-def _final_valid(prep: Prepared, cfg: RunConfig, progress: bool) -> dict | None:
+def final_valid(prep: Prepared, cfg: RunConfig, progress: bool) -> dict | None:
     """Validation metrics of the selected model, on the same seeded subset that
     selected it (``train.valid_max_triples``; ``num_triples`` says how many)."""
     if not len(prep.split.valid):
@@ -430,7 +430,7 @@ def _flat(result) -> dict:
     return {k: d[k] for k in ("mrr", "mr", "hits@1", "hits@3", "hits@10", "num_triples")}
 
 
-def _fusion_weights(model) -> dict:
+def fusion_weights_block(model) -> dict:
     fn = getattr(model, "fusion_weights", None)
     return {"fusion_weights": fn()} if callable(fn) else {}
 

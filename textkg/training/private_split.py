@@ -132,7 +132,7 @@ def public_draw(kg: KnowledgeGraph, *, kind: str, seed: int) -> Split:
     Returns:
         The split; ``extra["protocol"]`` is ``"public-draw"``.
     """
-    from textkg.data.splits import _entities_of  # the split module's own helper
+    from textkg.data.splits import entities_of  # the split module's own helper
     from textkg.training.private_training import statement_uniforms
 
     triples = kg.all_triples()
@@ -159,7 +159,7 @@ def public_draw(kg: KnowledgeGraph, *, kind: str, seed: int) -> Split:
         test = triples[u < TEST_FRACTION]
         valid = triples[(u >= TEST_FRACTION) & (u < TEST_FRACTION + VALID_FRACTION)]
         train = triples[u >= TEST_FRACTION + VALID_FRACTION]
-        train_e, valid_e, test_e = _entities_of(train), _entities_of(valid), _entities_of(test)
+        train_e, valid_e, test_e = entities_of(train), entities_of(valid), entities_of(test)
     return Split(
         kind="inductive" if kind == "inductive" else "transductive",
         train=train,

@@ -134,14 +134,14 @@ class Party:
     def _own(self, triples: torch.Tensor) -> torch.Tensor:
         if self.spec.source is None:
             return triples
-        from textkg.federated.partition import HPO_SOURCES, SHARED, _by_source
+        from textkg.federated.partition import HPO_SOURCES, SHARED, by_source
 
         if self.spec.source not in HPO_SOURCES:
             raise ConfigError(
                 f"source must be one of {', '.join(HPO_SOURCES)}, got {self.spec.source!r}",
                 field=f"holders.{self.spec.name}.source",
             )
-        owner = _by_source(self.prep.kg, triples)[1] if len(triples) else torch.zeros(0, dtype=torch.long)
+        owner = by_source(self.prep.kg, triples)[1] if len(triples) else torch.zeros(0, dtype=torch.long)
         return triples[(owner == HPO_SOURCES.index(self.spec.source)) | (owner == SHARED)]
 
     # -- what the PSI and the exchange read --------------------------------------------
@@ -176,9 +176,9 @@ class Party:
 
     def _evaluate(self, triples: torch.Tensor, max_triples: int = 0, *, filter_index=None):
         from textkg.evaluation.metrics import evaluate
-        from textkg.pipeline.report import _subset
+        from textkg.pipeline.report import seeded_subset
 
-        triples = _subset(triples, max_triples, self.cfg.train.seed)
+        triples = seeded_subset(triples, max_triples, self.cfg.train.seed)
         self.model.eval()
         with torch.no_grad():
             return evaluate(
