@@ -49,6 +49,7 @@ FLAG_FIELDS = {
     "delta": ("privacy", "delta"),
     "private_size": ("privacy", "private_size"),
     "sample_rate": ("privacy", "sample_rate"),
+    "private_batch_size": ("privacy", "batch_size"),
     "max_grad_norm": ("privacy", "max_grad_norm"),
     "confidential_relations": ("privacy", "confidential_relations"),
     "confidential_fraction": ("privacy", "confidential_fraction"),

@@ -178,6 +178,13 @@ def _add_train_flags(p: argparse.ArgumentParser) -> None:
         "--sample-rate", type=float, metavar="Q", help="a PUBLIC Poisson sampling rate q (instead of --private-size)"
     )
     p.add_argument(
+        "--private-batch-size",
+        type=int,
+        metavar="B",
+        help="expected Poisson batch of the private steps only (q = B/N, round(N/B) private steps per epoch); "
+        "unset: --batch-size. The public steps keep --batch-size",
+    )
+    p.add_argument(
         "--max-grad-norm",
         type=float,
         metavar="C",

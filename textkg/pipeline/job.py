@@ -99,7 +99,7 @@ def build_trainer(
         private = PrivateTraining(
             cfg.privacy,
             private_triples=private_triples,
-            batch_size=cfg.train.batch_size,
+            batch_size=cfg.private_batch_size,
             planned_epochs=cfg.train.epochs,
             entity_pool=entity_pool,
             loss_fn=loss_fn,
