@@ -122,3 +122,18 @@ def test_the_config_refuses_a_bool_or_non_positive_batch():
     for bad in (True, 0, -1, 2.0):
         with pytest.raises(ConfigError, match="privacy.batch_size"):
             PrivacyConfig(mode="confidential", noise_multiplier=1.0, confidential_relations=("r",), batch_size=bad)
+
+
+def test_federated_runners_refuse_it_rather_than_ignore_it():
+    """Holders and cross-graph parties take --batch-size for their private steps: the flag is refused there."""
+    from textkg.federated.config import FederatedConfig
+    from textkg.federated.cross_graph.config import HolderSpec
+    from textkg.federated.runner import check_settings
+    from textkg.training.config import RunConfig
+
+    cfg = RunConfig(privacy=PrivacyConfig(mode="full", target_epsilon=1.0, private_size=100, batch_size=50))
+    with pytest.raises(ConfigError, match="--private-batch-size is not supported by federate"):
+        check_settings(cfg, FederatedConfig())
+    spec = HolderSpec(name="a", dataset="d", privacy={"mode": "full", "target_epsilon": 1, "batch_size": 50})
+    with pytest.raises(ConfigError, match="not supported by cross-graph parties"):
+        spec.privacy_config()
