@@ -77,7 +77,7 @@ class Run(NamedTuple):
 def plan(args: argparse.Namespace, seed: int) -> list[Run]:
     """The runs of one seed, in the order they must train (every run after the first starts from it)."""
     public = args.runs / f"public-only-seed{seed}"
-    warm = ("--init-from", str(public))
+    warm = ("--init-from", str(public), *shlex.split(args.continued_args))
     size = ("--private-size", str(args.private_size))
     runs = [
         Run(PUBLIC, seed, public, ("--privacy", "public-only")),
@@ -245,6 +245,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--private-size", type=int, default=20000, help="the declared public size of the annotations")
     p.add_argument("--no-ceiling", dest="ceiling", action="store_false", help="leave the non-private ceiling out")
     p.add_argument("--train-args", default="", help="more flags for every textkg train (e.g. '--dim 8')")
+    p.add_argument(
+        "--continued-args",
+        default="",
+        help="more flags for every run continued from public-only (the control, the DP rows, the ceiling), "
+        "e.g. '--eval-every 5': the model after every step, not the epoch the is_a validation liked best",
+    )
     p.add_argument(
         "--private-args",
         default="",

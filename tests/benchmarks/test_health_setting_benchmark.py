@@ -128,11 +128,11 @@ def test_the_placement_is_the_dp_models_only_where_it_wins_on_public_validation(
     assert {c["run"] for c in chosen} == {"confidential eps=1, placement chosen on validation"}
 
 
-def test_the_private_recipe_flags_reach_the_dp_rows_and_the_ceiling_only(tmp_path):
+def test_the_recipe_flags_reach_the_rows_they_name(tmp_path):
     module = _module()
     args = module.parse_args(
         ["--runs", str(tmp_path), "--out", str(tmp_path / "o.json"), "--epsilons", "1"]
-        + ["--private-args=--private-batch-size 4096 --max-grad-norm 0.5"]
+        + ["--private-args=--private-batch-size 4096 --max-grad-norm 0.5", "--continued-args=--eval-every 5"]
     )
     runs = {r.name: r for r in module.plan(args, 0)}
     for name in ("confidential eps=1", "non-private annotations (ceiling)"):
@@ -140,6 +140,10 @@ def test_the_private_recipe_flags_reach_the_dp_rows_and_the_ceiling_only(tmp_pat
         assert "--private-batch-size 4096 --max-grad-norm 0.5" in flags
     for name in ("public-only", "public-only continued"):
         assert "--private-batch-size" not in runs[name].flags
+    # every run continued from public-only (the control too) takes the same schedule flags; public-only does not
+    assert "--eval-every" not in runs["public-only"].flags
+    for name in ("public-only continued", "confidential eps=1", "non-private annotations (ceiling)"):
+        assert " ".join(runs[name].flags).count("--eval-every 5") == 1
     # the ceiling's own clipping bound comes after the recipe's, so no gradient is clipped
     ceiling = runs["non-private annotations (ceiling)"].flags
     assert ceiling.index("1000") > ceiling.index("0.5")
