@@ -77,17 +77,18 @@ class Run(NamedTuple):
 def plan(args: argparse.Namespace, seed: int) -> list[Run]:
     """The runs of one seed, in the order they must train (every run after the first starts from it)."""
     public = args.runs / f"public-only-seed{seed}"
-    warm = ("--init-from", str(public))
+    warm = ("--init-from", str(public), *shlex.split(args.continued_args))
     size = ("--private-size", str(args.private_size))
     runs = [
         Run(PUBLIC, seed, public, ("--privacy", "public-only")),
         Run(CONTROL, seed, args.runs / f"public-only-continued-seed{seed}", ("--privacy", "public-only", *warm)),
     ]
+    recipe = tuple(shlex.split(args.private_args))  # the private steps' recipe: DP rows and the ceiling alike
     for eps in args.epsilons.split(","):
-        flags = ("--privacy", "confidential", *size, "--target-epsilon", eps, *warm)
+        flags = ("--privacy", "confidential", *size, "--target-epsilon", eps, *recipe, *warm)
         runs.append(Run(f"confidential eps={eps}", seed, args.runs / f"confidential-eps{eps}-seed{seed}", flags))
     if args.ceiling:
-        flags = ("--privacy", "confidential", *size, *CEILING_FLAGS, *warm)
+        flags = ("--privacy", "confidential", *size, *recipe, *CEILING_FLAGS, *warm)
         runs.append(Run(CEILING, seed, args.runs / f"non-private-annotations-seed{seed}", flags))
     return runs
 
@@ -131,8 +132,14 @@ def row(run: Run, relation: str = "has_phenotype") -> dict:
             "placement_combined_mrr": test.get("placement_combined", {}).get("mrr"),
         },
         "owner_only": _owner(private, relation),
+        "public_validation": {"placement_combined_mrr": _valid_placement(test)},
         "privacy": {k: privacy.get(k) for k in PRIVACY_KEYS},
     }
+
+
+def _valid_placement(test: dict) -> float | None:
+    """The combined placement's MRR on the public validation terms (what the run chose its scorer on)."""
+    return ((test.get("placement_selection") or {}).get("valid") or {}).get("combined", {}).get("mrr")
 
 
 def popularity_row(run: Run, relation: str = "has_phenotype") -> dict:
@@ -174,13 +181,50 @@ def controls(rows: list[dict]) -> list[dict]:
     return out
 
 
+def placement_choice(rows: list[dict]) -> list[dict]:
+    """Each DP row's released placement when the user places with the DP model only where it wins on
+    public validation, and with the control otherwise (a tie keeps the control).
+
+    The choice reads the two runs' validation placement MRR, computed on public statements only, so it
+    is post-processing of the DP run and of the public control: the DP run's guarantee holds for it.
+    The row reports the chosen model's test placement, beside the control's.
+    """
+    control = {r["seed"]: r for r in rows if r["run"] == CONTROL}
+    out = []
+    for r in rows:
+        if not r["run"].startswith("confidential") or r["seed"] not in control:
+            continue
+        c = control[r["seed"]]
+        dp_valid, control_valid = (
+            r["public_validation"]["placement_combined_mrr"],
+            c["public_validation"]["placement_combined_mrr"],
+        )
+        use_dp = dp_valid is not None and control_valid is not None and dp_valid > control_valid
+        chosen = r if use_dp else c
+        out.append(
+            {
+                "run": r["run"] + ", placement chosen on validation",
+                "seed": r["seed"],
+                "chosen": r["run"] if use_dp else CONTROL,
+                "valid_placement_combined_mrr": {"dp": dp_valid, "control": control_valid},
+                "released": dict(chosen["released"]),
+                "minus_control": {
+                    k: v - c["released"][k]
+                    for k, v in chosen["released"].items()
+                    if v is not None and c["released"][k] is not None
+                },
+            }
+        )
+    return out
+
+
 def summary(rows: list[dict]) -> dict:
     out: dict = {}
     for name in dict.fromkeys(r["run"] for r in rows):
         mine = [r for r in rows if r["run"] == name]
         block = {}
         for part in ("released", "owner_only"):
-            for key in mine[0][part]:
+            for key in mine[0].get(part, {}):
                 values = [r[part][key] for r in mine if r[part][key] is not None]
                 if values:
                     sd = statistics.stdev(values) if len(values) > 1 else 0.0
@@ -201,6 +245,18 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--private-size", type=int, default=20000, help="the declared public size of the annotations")
     p.add_argument("--no-ceiling", dest="ceiling", action="store_false", help="leave the non-private ceiling out")
     p.add_argument("--train-args", default="", help="more flags for every textkg train (e.g. '--dim 8')")
+    p.add_argument(
+        "--continued-args",
+        default="",
+        help="more flags for every run continued from public-only (the control, the DP rows, the ceiling), "
+        "e.g. '--eval-every 5': the model after every step, not the epoch the is_a validation liked best",
+    )
+    p.add_argument(
+        "--private-args",
+        default="",
+        help="flags of the private steps' recipe, for the DP rows and the ceiling alike "
+        "(e.g. '--private-batch-size 4096')",
+    )
     p.add_argument("--runs", type=Path, required=True, help="run directories go here (reused when finished)")
     p.add_argument("--out", type=Path, required=True)
     return p.parse_args(argv)
@@ -229,7 +285,9 @@ def main(argv: list[str] | None = None) -> dict:
         "date": datetime.date.today().isoformat(),
         "rows": rows,
         "controls": controls(rows),
+        "placement_chosen_on_validation": (choice := placement_choice(rows)),
         "summary": summary(rows),
+        "summary_placement_chosen_on_validation": summary(choice),
     }
     _harness.write_results(args.out, result)
     return result

@@ -90,3 +90,60 @@ def test_a_dp_row_without_its_control_is_refused():
         module.controls([dp, control])
     with pytest.raises(ValueError, match="start from different models"):
         module.controls([dp, {**control, "seed": 3, "initialised_from": "b"}])
+
+
+def _row(name: str, seed: int, valid: float | None, placement: float) -> dict:
+    return {
+        "run": name,
+        "seed": seed,
+        "released": {"placement_combined_mrr": placement, "test_is_a_mrr_new_terms": placement / 2},
+        "public_validation": {"placement_combined_mrr": valid},
+    }
+
+
+def test_the_placement_is_the_dp_models_only_where_it_wins_on_public_validation():
+    """Oracle by hand: seed 0 DP wins validation (its test placement is reported), seed 1 ties and seed 2
+    loses (the control's placement is reported, so the row equals the control)."""
+    module = _module()
+    rows = [
+        _row("public-only continued", 0, 0.60, 0.50),
+        _row("confidential eps=1", 0, 0.62, 0.45),
+        _row("public-only continued", 1, 0.60, 0.50),
+        _row("confidential eps=1", 1, 0.60, 0.70),
+        _row("public-only continued", 2, 0.60, 0.50),
+        _row("confidential eps=1", 2, None, 0.70),
+    ]
+    chosen = module.placement_choice(rows)
+    assert [c["chosen"] for c in chosen] == ["confidential eps=1", "public-only continued", "public-only continued"]
+    assert chosen[0]["released"]["placement_combined_mrr"] == 0.45
+    assert chosen[0]["minus_control"]["placement_combined_mrr"] == pytest.approx(-0.05)
+    assert (
+        chosen[1]["minus_control"]
+        == chosen[2]["minus_control"]
+        == {
+            "placement_combined_mrr": 0.0,
+            "test_is_a_mrr_new_terms": 0.0,
+        }
+    )
+    assert {c["run"] for c in chosen} == {"confidential eps=1, placement chosen on validation"}
+
+
+def test_the_recipe_flags_reach_the_rows_they_name(tmp_path):
+    module = _module()
+    args = module.parse_args(
+        ["--runs", str(tmp_path), "--out", str(tmp_path / "o.json"), "--epsilons", "1"]
+        + ["--private-args=--private-batch-size 4096 --max-grad-norm 0.5", "--continued-args=--eval-every 5"]
+    )
+    runs = {r.name: r for r in module.plan(args, 0)}
+    for name in ("confidential eps=1", "non-private annotations (ceiling)"):
+        flags = " ".join(runs[name].flags)
+        assert "--private-batch-size 4096 --max-grad-norm 0.5" in flags
+    for name in ("public-only", "public-only continued"):
+        assert "--private-batch-size" not in runs[name].flags
+    # every run continued from public-only (the control too) takes the same schedule flags; public-only does not
+    assert "--eval-every" not in runs["public-only"].flags
+    for name in ("public-only continued", "confidential eps=1", "non-private annotations (ceiling)"):
+        assert " ".join(runs[name].flags).count("--eval-every 5") == 1
+    # the ceiling's own clipping bound comes after the recipe's, so no gradient is clipped
+    ceiling = runs["non-private annotations (ceiling)"].flags
+    assert ceiling.index("1000") > ceiling.index("0.5")

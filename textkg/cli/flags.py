@@ -300,6 +300,13 @@ TRAIN_FLAGS: tuple[Flag, ...] = (
         help="a PUBLIC Poisson sampling rate q (instead of --private-size)",
     ),
     Flag(
+        "--private-batch-size",
+        key="privacy.batch_size",
+        metavar="B",
+        help="expected Poisson batch of the private steps only (q = B/N, round(N/B) private steps per epoch); "
+        "unset: --batch-size. The public steps keep --batch-size",
+    ),
+    Flag(
         "--max-grad-norm",
         key="privacy.max_grad_norm",
         metavar="C",

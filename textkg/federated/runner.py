@@ -146,6 +146,11 @@ def check_settings(cfg, fed: FederatedConfig) -> None:
     """Refuse the combinations ``federate`` does not support (before anything is loaded or written)."""
     if cfg.train.audit_candidates:
         raise ConfigError("--audit-candidates is not supported by federate yet", field="audit_candidates")
+    if cfg.privacy.batch_size is not None:  # a holder's private step takes --batch-size: never ignore a flag
+        raise ConfigError(
+            "--private-batch-size is not supported by federate yet: its holders' private steps take --batch-size",
+            field="privacy.batch_size",
+        )
     if cfg.train.device not in ("auto", "cpu"):
         raise ConfigError(
             f"federate simulates its data holders on the CPU; --device {cfg.train.device} is not supported "

@@ -273,6 +273,9 @@ class PrivacyConfig:
             or ``sample_rate``; with neither, q uses the exact count and the run is labelled
             ``simulation``.
         sample_rate: q, a PUBLIC Poisson sampling rate (instead of ``private_size``; N̄ = B/q).
+        batch_size: B of the private steps only, the expected Poisson batch (``None``: ``train.batch_size``,
+            which the public steps use). Public like every count: q = B/N̄ and round(N̄/B) private steps
+            per epoch follow from it, while the public steps keep their own batch and schedule.
         max_grad_norm: clipping bound C of each example's whole gradient.
         confidential_relations: relations whose statements are confidential.
         confidential_fraction: alternatively a seeded random fraction of
@@ -303,9 +306,18 @@ class PrivacyConfig:
     accountant: str = "rdp"
     private_size: int | None = None
     sample_rate: float | None = None
+    batch_size: int | None = None
 
     def __post_init__(self) -> None:
         _check_choice("mode", self.mode, PRIVACY_MODES, prefix="privacy")
+        bsz = self.batch_size
+        if bsz is not None and (
+            isinstance(bsz, bool) or not isinstance(bsz, int) or not 1 <= bsz <= MAX_COUNTS["batch_size"]
+        ):
+            raise ConfigError(
+                f"--private-batch-size must be an integer in [1, {MAX_COUNTS['batch_size']}], got {bsz!r}",
+                field="privacy.batch_size",
+            )
         size = self.private_size
         if size is not None and (isinstance(size, bool) or not isinstance(size, int) or size < 1):
             raise ConfigError(f"must be an integer >= 1, got {size!r}", field="privacy.private_size")
@@ -413,13 +425,18 @@ class RunConfig:
                     field="train.negatives",
                 )
 
+    @property
+    def private_batch_size(self) -> int:
+        """B of the private steps: ``privacy.batch_size``, else ``train.batch_size``."""
+        return self.privacy.batch_size if self.privacy.batch_size is not None else self.train.batch_size
+
     def _check_private_steps(self) -> None:
         """Refuse a declared size or rate whose private steps per epoch (N̄/B = 1/q) overflow or exceed
         :data:`MAX_PRIVATE_STEPS_PER_EPOCH`, before anything is read or built."""
         p = self.privacy
         if p.mode not in PRIVATE_STEP_MODES or (p.private_size is None and p.sample_rate is None):
             return
-        steps = 1.0 / p.sample_rate if p.sample_rate is not None else (p.private_size or 0) / self.train.batch_size
+        steps = 1.0 / p.sample_rate if p.sample_rate is not None else (p.private_size or 0) / self.private_batch_size
         if not math.isfinite(steps) or steps > MAX_PRIVATE_STEPS_PER_EPOCH:
             flag, field = (
                 ("--private-size", "privacy.private_size")

@@ -81,7 +81,7 @@ class PrivacyEngine:
         return PrivateTraining(
             self.cfg.privacy,
             private_triples=private_triples,
-            batch_size=tc.batch_size,
+            batch_size=self.cfg.private_batch_size,  # privacy.batch_size, else train.batch_size
             planned_epochs=tc.epochs if planned_epochs is None else planned_epochs,
             entity_pool=entity_pool,
             loss_fn=loss_fn,

@@ -76,6 +76,11 @@ class HolderSpec:
         from textkg.training.config import PrivacyConfig
 
         privacy = dict(self.privacy)
+        if privacy.get("batch_size") is not None:  # a party's private step takes train.batch_size
+            raise ConfigError(
+                "privacy.batch_size is not supported by cross-graph parties yet: set train.batch_size",
+                field="privacy.batch_size",
+            )
         if isinstance(privacy.get("confidential_relations"), list):
             privacy["confidential_relations"] = tuple(privacy["confidential_relations"])
         return PrivacyConfig(**privacy)
