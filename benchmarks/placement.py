@@ -9,7 +9,7 @@ Usage::
 ontology (``--dataset hpo --split inductive``). Its ``best_model.pt`` is
 loaded; nothing is trained. Every method is ranked on the validation
 placement queries (new validation terms under training terms) and on the test
-ones, with the metrics of :mod:`textkg.evaluation.placement` (MRR, Hits@1/3/10,
+ones, with the metrics of :mod:`textkg.evaluation.placement.methods` (MRR, Hits@1/3/10,
 close@1). The methods:
 
 * ``model``: the trained model alone (``test.placement`` of the run);
@@ -42,21 +42,21 @@ from pathlib import Path
 
 import torch
 
-from textkg.evaluation.placement import (
-    cosine_scorer,
-    model_scorer,
-    parent_of_nearest_scorer,
-    placement_queries,
-    placement_reading,
-    rank_placement,
-)
-from textkg.evaluation.placement_ensemble import (
+from textkg.evaluation.placement.combination import (
     DEFAULT_VOTES,
     VoteConfig,
     combined_scorer,
     neighbour_vote_scorer,
     tune_combination,
     vote_scorer,
+)
+from textkg.evaluation.placement.methods import (
+    cosine_scorer,
+    model_scorer,
+    parent_of_nearest_scorer,
+    placement_queries,
+    placement_reading,
+    rank_placement,
 )
 from textkg.pipeline.prepared import prepare
 from textkg.pipeline.report import _placement, description_features

@@ -124,7 +124,7 @@ def tfidf_order(placer, terms, top_k: int) -> dict[str, list[str]]:
     """TF-IDF nearest term over the placer's candidates: the candidates ranked by TF-IDF cosine to each new term."""
     import torch
 
-    from textkg.evaluation.placement_text import tfidf_scorer
+    from textkg.evaluation.placement.text import tfidf_scorer
 
     kg = placer.predictor.kg
     texts = list(kg.entity_descriptions) + [t.description for t in terms]

@@ -51,7 +51,7 @@ LAYERS = [
     ("textkg.tune", 5),
     ("textkg.predict", 5),
     ("textkg.place", 5),
-    ("textkg.place_outputs", 5),
+    ("textkg.place.outputs", 5),
     ("textkg.export", 5),
     ("textkg.report", 5),
     ("textkg.cli", 6),

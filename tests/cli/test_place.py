@@ -218,6 +218,6 @@ def test_place_uses_the_reranker_when_validation_weighs_it(toy_run):
 
 
 def rows_weights():
-    from textkg.evaluation.placement_rerank import PRIOR_FEATURES, SCORED_FEATURES
+    from textkg.evaluation.placement.rerank import PRIOR_FEATURES, SCORED_FEATURES
 
     return {name: 1.0 for name in SCORED_FEATURES + PRIOR_FEATURES}

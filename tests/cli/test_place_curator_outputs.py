@@ -18,7 +18,7 @@ import pytest
 from textkg.cli.main import main
 from textkg.data.ontology import read_obo
 from textkg.place import COLUMNS
-from textkg.place_outputs import ROBOT_SPLIT
+from textkg.place.outputs import ROBOT_SPLIT
 
 ONTOLOGY = Path(__file__).resolve().parents[1] / "fixtures" / "ontology"
 TRAIN = ["--model", "fused-transe", "--encoder", "glove-bow", "--dim", "8", "--epochs", "1", "--batch-size", "8"]

@@ -14,7 +14,7 @@ import fastobo
 import pytest
 
 from textkg.cli.main import main
-from textkg.place_outputs import ROBOT_COLUMNS
+from textkg.place.outputs import ROBOT_COLUMNS
 
 ONTOLOGY = Path(__file__).resolve().parents[1] / "fixtures" / "ontology"
 TRAIN = ["--model", "fused-transe", "--encoder", "glove-bow", "--dim", "8", "--epochs", "1", "--batch-size", "8"]

@@ -193,7 +193,7 @@ def test_the_setting_decides_when_the_vote_is_reported(monkeypatch, setting, wit
 
     from textkg.cli.config_loading import build_run_config
     from textkg.cli.main import build_parser
-    from textkg.evaluation import placement
+    from textkg.evaluation.placement import methods as placement
     from textkg.pipeline.prepared import prepare
     from textkg.pipeline.report import _neighbour_vote
 

@@ -23,7 +23,8 @@ import torch
 
 from textkg.data.graph import KnowledgeGraph, Split
 from textkg.errors import ConfigError
-from textkg.evaluation.placement import (
+from textkg.evaluation.placement.evaluate import evaluate_placement
+from textkg.evaluation.placement.methods import (
     PlacementMetrics,
     cosine_scorer,
     parent_of_nearest_scorer,
@@ -31,7 +32,6 @@ from textkg.evaluation.placement import (
     placement_ranks,
     placement_reading,
 )
-from textkg.evaluation.placement_eval import evaluate_placement
 
 IS_A, HAS = 0, 1
 ROOT, A, B, A1, A2, B1, N, C, D, X, M = range(11)
@@ -383,7 +383,7 @@ def _private_hpo_small_run(monkeypatch, tmp_path, *privacy):
 def test_private_run_placement_reads_no_private_statement(tmp_path, monkeypatch):
     """Adversary's view: under ``--privacy full`` every training statement is private, so the released
     placement block has no parent-of-nearest baseline and a close@1 built from public statements only."""
-    from textkg.evaluation import placement_eval as placement_module  # where evaluate_placement looks
+    from textkg.evaluation.placement import evaluate as placement_module  # where evaluate_placement looks
 
     seen = {}
 
@@ -407,8 +407,8 @@ def test_confidential_run_placement_votes_with_public_statements_only(tmp_path, 
     """Adversary's view: with half the training statements confidential, every (child, parent) statement
     that parent-of-nearest or the combination's vote reads is a public one, and some private ``is_a``
     statements existed to leak."""
-    from textkg.evaluation import placement_ensemble
-    from textkg.evaluation import placement_eval as placement_module  # where evaluate_placement looks
+    from textkg.evaluation.placement import combination as placement_ensemble
+    from textkg.evaluation.placement import evaluate as placement_module  # where evaluate_placement looks
 
     seen, read = {}, []
     original = placement_module.evaluate_placement

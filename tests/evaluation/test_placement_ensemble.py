@@ -17,15 +17,7 @@ import torch
 
 from textkg.data.graph import KnowledgeGraph, Split
 from textkg.errors import ConfigError
-from textkg.evaluation.placement import (
-    cosine_scorer,
-    parent_of_nearest_scorer,
-    placement_queries,
-    placement_ranks,
-    placement_reading,
-    rank_placement,
-)
-from textkg.evaluation.placement_ensemble import (
+from textkg.evaluation.placement.combination import (
     VoteConfig,
     combined_scorer,
     evaluate_combined,
@@ -34,7 +26,15 @@ from textkg.evaluation.placement_ensemble import (
     vote_scorer,
     weight_grid,
 )
-from textkg.evaluation.placement_eval import evaluate_placement
+from textkg.evaluation.placement.evaluate import evaluate_placement
+from textkg.evaluation.placement.methods import (
+    cosine_scorer,
+    parent_of_nearest_scorer,
+    placement_queries,
+    placement_ranks,
+    placement_reading,
+    rank_placement,
+)
 
 IS_A = 0
 ROOT, A, B, A1, A2, B1, B2, V1, V2, T1, T2 = range(11)
@@ -317,7 +317,7 @@ def test_the_tuner_grid_ranks_without_close_at_1_and_chooses_as_with_it(monkeypa
     """Issue 38: close@1 was a third of the tuner's time on hpo and no grid point reads it. Each point's
     validation MRR equals the full metrics' (an oracle: ``rank_placement`` with close@1), and close@1
     is computed only for the chosen combination's reported metrics."""
-    import textkg.evaluation.placement as placement
+    import textkg.evaluation.placement.methods as placement
 
     kg, split = _toy()
     valid = placement_queries(kg, split, which="valid")

@@ -1,12 +1,12 @@
-"""The known links' vote for a new term's parents (textkg.evaluation.placement_links)."""
+"""The known links' vote for a new term's parents (textkg.evaluation.placement.known_links)."""
 
 from __future__ import annotations
 
 import torch
 
 from textkg.data.known_links import NEW_IS_HEAD, NEW_IS_TAIL
-from textkg.evaluation.placement import PlacementQueries
-from textkg.evaluation.placement_links import AnnotationVote, term_links, voted_scorer
+from textkg.evaluation.placement.known_links import AnnotationVote, term_links, voted_scorer
+from textkg.evaluation.placement.methods import PlacementQueries
 
 # entities: 0 root, 1 A, 2 B, 3 a1, 4 b1, 5 disease D1, 6 disease D2, 7 new term; relations: 0 is_a, 1 has_phenotype
 IS_A, HP = 0, 1

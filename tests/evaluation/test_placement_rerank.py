@@ -12,16 +12,16 @@ from __future__ import annotations
 import torch
 
 from textkg.data.graph import KnowledgeGraph, Split
-from textkg.evaluation.placement import NewRowsModel, placement_queries, rank_placement
-from textkg.evaluation.placement_eval import evaluate_placement
-from textkg.evaluation.placement_rerank import (
+from textkg.evaluation.placement.evaluate import evaluate_placement
+from textkg.evaluation.placement.methods import NewRowsModel, placement_queries, rank_placement
+from textkg.evaluation.placement.rerank import (
     PairFeatures,
     RerankConfig,
     fit_reranker,
     hierarchy_priors,
     reranker_scorer,
 )
-from textkg.evaluation.placement_text import TfIdf, containment_scorer, tfidf_scorer, words
+from textkg.evaluation.placement.text import TfIdf, containment_scorer, tfidf_scorer, words
 
 IS_A = 0
 P = 12  # parents under the root

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from textkg.evaluation.placement import STANDARDISE
+from textkg.evaluation.placement.methods import STANDARDISE
 from textkg.evaluation.scoring import combine, standardise, weighted_sum
 
 LOWEST = torch.finfo(torch.float32).min

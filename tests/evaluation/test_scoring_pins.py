@@ -123,9 +123,9 @@ CANDIDATES = torch.tensor([0, 1, 2, 3, 4, 5, 6])
 
 
 def _placement_cases() -> dict[str, torch.Tensor]:
-    from textkg.evaluation.placement import cosine_scorer, parent_of_nearest_scorer
-    from textkg.evaluation.placement_ensemble import VoteConfig, combined_scorer, neighbour_vote_scorer
-    from textkg.evaluation.placement_rerank import Reranker, fitted_reranker
+    from textkg.evaluation.placement.combination import VoteConfig, combined_scorer, neighbour_vote_scorer
+    from textkg.evaluation.placement.methods import cosine_scorer, parent_of_nearest_scorer
+    from textkg.evaluation.placement.rerank import Reranker, fitted_reranker
 
     features = torch.randn(11, 4, generator=torch.Generator().manual_seed(8))
     table = torch.randn(11, 11, generator=torch.Generator().manual_seed(9))
@@ -164,7 +164,7 @@ def _placement_cases() -> dict[str, torch.Tensor]:
 
 def _placement_links_cases(tmp: Path) -> dict[str, torch.Tensor]:
     from textkg.data.known_links import NEW_IS_TAIL
-    from textkg.evaluation.placement_links import AnnotationVote, voted_scorer
+    from textkg.evaluation.placement.known_links import AnnotationVote, voted_scorer
     from textkg.place import NewTerm, Placer
 
     hp = 1
@@ -237,7 +237,9 @@ def test_the_one_standardise_gives_each_old_variants_numbers(reference, variant)
 
 def _old_standardise_outputs() -> dict:
     """What b54adb0's three functions give (only importable there)."""
-    from textkg.evaluation import neighbour_vote, placement, placement_links
+    from textkg.evaluation import neighbour_vote
+    from textkg.evaluation.placement import known_links as placement_links
+    from textkg.evaluation.placement import methods as placement
 
     old = {"neighbour_vote": neighbour_vote.standardise, "placement": placement.standardise}
     old["placement_links"] = placement_links.standardise_rows

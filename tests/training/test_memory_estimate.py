@@ -108,7 +108,7 @@ def test_placement_is_itemised_for_an_ontology_split():
     not counted. An inductive ontology split now gets its own line, sized from its queries."""
     from textkg.cli.config_loading import build_run_config
     from textkg.cli.main import build_parser
-    from textkg.evaluation.placement import placement_queries
+    from textkg.evaluation.placement.methods import placement_queries
     from textkg.pipeline.job import placement_size, prepare
     from textkg.pipeline.memory import estimate_memory, placement_bytes
 

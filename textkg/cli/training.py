@@ -108,7 +108,7 @@ def train(args) -> dict | None:
     print(f"wrote {out / 'metrics.json'}", file=sys.stderr)
     summary = {}
     if metrics["test"].get("placement"):  # an ontology's new terms: where their parents rank
-        from textkg.evaluation.placement import placement_reading
+        from textkg.evaluation.placement.methods import placement_reading
 
         placement = {k: v for k, v in metrics["test"].items() if k.startswith("placement")}
         selection = placement.get("placement_selection")
@@ -147,7 +147,7 @@ def train(args) -> dict | None:
 
 def _placement_extras(placement: dict) -> dict:
     """The summary's names-only reading and what an inductive run cannot propose (issue 37)."""
-    from textkg.evaluation.placement import placement_reading
+    from textkg.evaluation.placement.methods import placement_reading
 
     out: dict = {}
     names = placement.get("placement_names_only")

@@ -15,8 +15,8 @@ Typical use::
 
 from textkg.evaluation.filtering import FilterIndex
 from textkg.evaluation.metrics import DEFAULT_KS, RankingMetrics, evaluate, rank_metrics
-from textkg.evaluation.placement import PlacementMetrics
-from textkg.evaluation.placement_eval import evaluate_placement
+from textkg.evaluation.placement.evaluate import evaluate_placement
+from textkg.evaluation.placement.methods import PlacementMetrics
 from textkg.evaluation.ranking import DIRECTIONS, RankResult, Scorer, compute_ranks, realistic_ranks
 
 __all__ = [

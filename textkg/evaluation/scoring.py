@@ -2,7 +2,7 @@
 
 Every scorer that adds a vote to a model (the description-neighbour vote of
 :mod:`.neighbour_vote`, the link-profile vote of :mod:`.link_vote`, the placement combination of
-:mod:`.placement_ensemble` and its re-ranker, the known links' vote of :mod:`.placement_links`,
+:mod:`.placement.combination` and its re-ranker, the known links' vote of :mod:`.placement.known_links`,
 ``textkg predict`` and ``textkg place``) does it in two steps:
 
 1. :func:`standardise` puts each query's scores over its candidates on one scale (mean 0,

@@ -70,7 +70,7 @@ class MemoryEstimate:
 
 
 def placement_bytes(*, num_valid_queries: int, num_candidates: int, num_entities: int, batch: int = 256) -> int:
-    """The placement evaluation's peak (:mod:`textkg.evaluation.placement_ensemble`): the tuner keeps
+    """The placement evaluation's peak (:mod:`textkg.evaluation.placement.combination`): the tuner keeps
     each component's standardised validation scores (3 components x queries x candidates, float32)
     while it tries the weight grid, and a batch of new terms holds about six float64 ``batch x N``
     work arrays (neighbour-vote weights and their roll-up, scores, standardisation)."""

@@ -20,9 +20,9 @@ from collections.abc import Callable
 
 import torch
 
-from textkg.evaluation.placement import NewRowsModel
-from textkg.evaluation.placement_eval import evaluate_placement
-from textkg.evaluation.placement_rerank import Reranker
+from textkg.evaluation.placement.evaluate import evaluate_placement
+from textkg.evaluation.placement.methods import NewRowsModel
+from textkg.evaluation.placement.rerank import Reranker
 from textkg.pipeline.prepared import Prepared
 from textkg.training.config import RunConfig
 

@@ -151,21 +151,21 @@ def owner_metrics(prep: Prepared, cfg: RunConfig) -> dict:
 
 def _placement(prep: Prepared, cfg: RunConfig) -> dict | None:
     """Placement of the test split's new terms under existing ones
-    (:mod:`textkg.evaluation.placement`), with its description baselines; ``None``
+    (:mod:`textkg.evaluation.placement.methods`), with its description baselines; ``None``
     unless the split is inductive and the graph has an ``is_a`` relation.
 
     Under privacy the ontology that ``close@1``, ``parent-of-nearest`` and the
     combined scorer's vote read is the public training statements (none in
     ``full`` mode), since metrics.json is released; the combination is tuned on
     validation statements, which are public inputs."""
-    from textkg.evaluation.placement import placement_queries
-    from textkg.evaluation.placement_eval import evaluate_placement
+    from textkg.evaluation.placement.evaluate import evaluate_placement
+    from textkg.evaluation.placement.methods import placement_queries
 
     if placement_queries(prep.kg, prep.split) is None:
         return None
     # a private run's hierarchy (close@1, parent-of-nearest, vote) is its public training statements only
     hierarchy = None if prep.private_mask is None else prep.split.train[~prep.private_mask]
-    from textkg.evaluation.placement_rerank import RerankConfig
+    from textkg.evaluation.placement.rerank import RerankConfig
     from textkg.pipeline.placement_names import names_only_placement
 
     prep.model.eval()
@@ -201,7 +201,7 @@ def _placement(prep: Prepared, cfg: RunConfig) -> dict | None:
 
 def placement_size(prep: Prepared) -> tuple[int, int] | None:
     """``(validation placement queries, largest candidate group)`` for the memory estimate, or ``None``."""
-    from textkg.evaluation.placement import placement_queries
+    from textkg.evaluation.placement.methods import placement_queries
 
     valid = placement_queries(prep.kg, prep.split, which="valid")
     if valid is None:
@@ -225,7 +225,7 @@ def _neighbour_vote(prep: Prepared, cfg: RunConfig) -> dict | None:
         rank_weights,
         weights_key,
     )
-    from textkg.evaluation.placement import placement_queries
+    from textkg.evaluation.placement.methods import placement_queries
 
     if cfg.data.split != "inductive" or not len(prep.split.valid) or getattr(prep.model, "text", None) is None:
         return None
@@ -344,8 +344,8 @@ def link_vote_of(prep: Prepared):
 
 
 def _placement_known_links(prep: Prepared, cfg: RunConfig) -> dict | None:
-    """:func:`textkg.evaluation.placement_links.placement_with_known_links` of the run's model."""
-    from textkg.evaluation.placement_links import placement_with_known_links
+    """:func:`textkg.evaluation.placement.known_links.placement_with_known_links` of the run's model."""
+    from textkg.evaluation.placement.known_links import placement_with_known_links
 
     statements = None if prep.private_mask is None else prep.split.train[~prep.private_mask]  # public ones only
     with torch.no_grad():

@@ -36,7 +36,7 @@ cosine.
 A combined scorer (the model, description cosine and a neighbour vote, each
 standardised, in a weighted sum) is tuned on the *validation* placement
 queries (``which="valid"``) and reported beside them; the method with the best
-validation MRR is the one to suggest (:mod:`.placement_ensemble`).
+validation MRR is the one to suggest (:mod:`.combination`).
 """
 
 from __future__ import annotations
@@ -394,7 +394,7 @@ _COMPONENT_LABELS = {
 
 
 def placement_reading(result: dict) -> str:
-    """One sentence a curator can read, from :func:`textkg.evaluation.placement_eval.evaluate_placement`'s result.
+    """One sentence a curator can read, from :func:`textkg.evaluation.placement.evaluate.evaluate_placement`'s result.
 
     With a ``placement_selection`` the sentence leads with the method chosen on
     validation terms, named, and puts the others' test numbers beside it;

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 
 import torch
 
-from textkg.evaluation.placement import PlacementScorer
+from textkg.evaluation.placement.methods import PlacementScorer
 
 _WORD = re.compile(r"[a-z0-9]+")
 #: Function words that carry no placement signal (a fixed list: the texts do not choose it).

@@ -1,6 +1,6 @@
 """A learned re-ranker for placement: pair features of (new term, candidate parent), fitted on the graph itself.
 
-The combined scorer (:mod:`.placement_ensemble`) reads each new term as one
+The combined scorer (:mod:`.combination`) reads each new term as one
 pooled MiniLM vector. The re-ranker adds what a pooled vector loses, the words:
 for each (term, candidate) pair it reads a few cached features
 
@@ -36,7 +36,7 @@ from dataclasses import dataclass
 import torch
 
 from textkg.errors import ConfigError
-from textkg.evaluation.placement import STANDARDISE, PlacementScorer
+from textkg.evaluation.placement.methods import STANDARDISE, PlacementScorer
 from textkg.evaluation.scoring import standardise
 
 #: Pair features, in the order of :attr:`Reranker.weights` (the last two are candidate priors).
@@ -282,7 +282,7 @@ def fitted_reranker(
     Raises:
         ConfigError: ``rerank`` is a config but ``first_stage`` or ``candidates`` is missing.
     """
-    from textkg.evaluation.placement_text import containment_scorer, tfidf_scorer
+    from textkg.evaluation.placement.text import containment_scorer, tfidf_scorer
 
     features = PairFeatures(
         {

@@ -5,7 +5,7 @@ parents? A trained run answers it for every term absent from its graph, with
 the placement method the run chose on its *validation* terms
 (``metrics.json`` → ``test.placement_selection.chosen``): the trained model,
 a description baseline or the combined scorer with the weights tuned there
-(:mod:`textkg.evaluation.placement_ensemble`). So ``place`` suggests exactly
+(:mod:`textkg.evaluation.placement.combination`). So ``place`` suggests exactly
 what the run's placement table measured. A transductive run (trained on a whole
 release) held out no terms to choose on: it uses :data:`UNTUNED_METHOD`, and its
 summary says so; ``--method`` overrides either choice.
@@ -22,7 +22,7 @@ Output: a TSV, one row per (term, suggestion), ``top_k`` suggestions per term
 (those scoring at least ``min_score``, when given), with the parent's name, the
 score of the chosen method, and as evidence the existing terms whose
 descriptions are nearest to the new one; optionally a ROBOT template and an OBO
-fragment of the same suggestions (:mod:`textkg.place_outputs`). Written to
+fragment of the same suggestions (:mod:`textkg.place.outputs`). Written to
 temporary files and renamed, so a failed run leaves nothing half-written.
 """
 
@@ -154,7 +154,7 @@ class Placer:
     """
 
     def __init__(self, run_dir: str | Path, *, device: str | torch.device = "auto", method: str = "auto") -> None:
-        from textkg.evaluation.placement import DEFAULT_PARENT_RELATION
+        from textkg.evaluation.placement.methods import DEFAULT_PARENT_RELATION
         from textkg.pipeline.run_dir import METRICS, open_run
         from textkg.predict import Predictor
 
@@ -245,8 +245,8 @@ class Placer:
         """The chosen method's ``score(terms, candidates)`` over ids where new term ``i`` is ``N + i``
         (``names_only``: the method and weights chosen for terms read from their names alone; ``words``: every
         id's text and name, for the re-ranker)."""
-        from textkg.evaluation.placement import cosine_scorer, parent_of_nearest_scorer
-        from textkg.evaluation.placement_ensemble import VoteConfig, combined_scorer, neighbour_vote_scorer
+        from textkg.evaluation.placement.combination import VoteConfig, combined_scorer, neighbour_vote_scorer
+        from textkg.evaluation.placement.methods import cosine_scorer, parent_of_nearest_scorer
 
         model = self.predictor.model
         n = self.predictor.kg.num_entities
@@ -294,8 +294,8 @@ class Placer:
         return combined_scorer(components, weights)
 
     def _rerank(self, features: torch.Tensor, texts: list[str], names: list[str]):
-        """The run's fitted re-ranker (:mod:`textkg.evaluation.placement_rerank`) over existing + new terms."""
-        from textkg.evaluation.placement_eval import saved_reranker
+        """The run's fitted re-ranker (:mod:`textkg.evaluation.placement.rerank`) over existing + new terms."""
+        from textkg.evaluation.placement.evaluate import saved_reranker
 
         assert self.reranker is not None
         train = self.predictor.prepared.split.train_entities
@@ -398,7 +398,7 @@ class Placer:
     @property
     def annotation_weight(self) -> float:
         """The vote's weight the run chose on its validation terms (``test.placement_known_links.weight``),
-        else 1 (:mod:`textkg.evaluation.placement_links`)."""
+        else 1 (:mod:`textkg.evaluation.placement.known_links`)."""
         block = (self.metrics.get("test") or {}).get("placement_known_links") or {}
         return float(block.get("weight", 1.0))
 
@@ -406,7 +406,7 @@ class Placer:
         self, scores: torch.Tensor, batch: list[NewTerm], annotations: dict[str, list[int]], cands: torch.Tensor
     ) -> torch.Tensor:
         """``(b, c)`` standardised ``scores`` + weight x the vote of the batch's annotations."""
-        from textkg.evaluation.placement_links import AnnotationVote
+        from textkg.evaluation.placement.known_links import AnnotationVote
         from textkg.evaluation.scoring import combine
 
         if not hasattr(self, "_vote"):
@@ -440,9 +440,9 @@ def place_command(
     annotations: str | None = None,
 ) -> dict:
     """What ``textkg place`` does; returns a JSON summary (the TSV is at ``out``, and the ROBOT
-    template and OBO fragment where asked: :mod:`textkg.place_outputs`)."""
+    template and OBO fragment where asked: :mod:`textkg.place.outputs`)."""
     from textkg.devices import resolve_device
-    from textkg.place_outputs import check_output_path, render_obo, render_robot, render_tsv, write_all
+    from textkg.place.outputs import check_output_path, render_obo, render_robot, render_tsv, write_all
 
     if (terms_tsv is None) == (obo is None):
         raise ConfigError("give exactly one of --terms FILE.tsv or --obo FILE.obo", field="terms")

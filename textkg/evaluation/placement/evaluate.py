@@ -2,9 +2,9 @@
 
 :func:`evaluate_placement` is what ``metrics.json``'s ``test.placement*`` blocks come from
 (:mod:`textkg.pipeline.report`): it ranks each held-out term's true parents with the trained model,
-the baselines (:mod:`.placement`, :mod:`.placement_text`), tunes the combined scorer on validation
-terms (:mod:`.placement_ensemble`) and, given the texts, fits the learned re-ranker
-(:mod:`.placement_rerank`) whose weight in the combination validation chooses.
+the baselines (:mod:`.methods`, :mod:`.text`), tunes the combined scorer on validation
+terms (:mod:`.combination`) and, given the texts, fits the learned re-ranker
+(:mod:`.rerank`) whose weight in the combination validation chooses.
 """
 
 from __future__ import annotations
@@ -14,7 +14,13 @@ from collections.abc import Sequence
 import torch
 
 from textkg.errors import ConfigError
-from textkg.evaluation.placement import (
+from textkg.evaluation.placement.combination import (
+    VoteConfig,
+    combined_scorer,
+    evaluate_combined,
+    neighbour_vote_scorer,
+)
+from textkg.evaluation.placement.methods import (
     DEFAULT_NEIGHBOURS,
     cosine_scorer,
     model_scorer,
@@ -22,9 +28,8 @@ from textkg.evaluation.placement import (
     placement_queries,
     rank_placement,
 )
-from textkg.evaluation.placement_ensemble import VoteConfig, combined_scorer, evaluate_combined, neighbour_vote_scorer
-from textkg.evaluation.placement_rerank import RerankConfig, Reranker, fitted_reranker
-from textkg.evaluation.placement_text import tfidf_scorer
+from textkg.evaluation.placement.rerank import RerankConfig, Reranker, fitted_reranker
+from textkg.evaluation.placement.text import tfidf_scorer
 
 #: The vote the re-ranker reads (the best on ``hpo``'s validation terms, docs/results/placement.md), and the
 #: first stage whose top candidates are its hard negatives: description + 0.1 x vote, standardised.
@@ -63,14 +68,14 @@ def evaluate_placement(
             out when none of them is a parent statement (a private run whose
             every ``is_a`` statement is private).
         combine: Tune the combined scorer on the validation placement queries
-            (:mod:`textkg.evaluation.placement_ensemble`) when there are any and
+            (:mod:`textkg.evaluation.placement.combination`) when there are any and
             ``text_features`` is given.
         texts: The text each entity id is read from (a new term's: what it arrives
             with, e.g. its name alone); adds the ``tfidf-nn`` baseline (reported, not
             chosen) and makes the re-ranker possible. ``None``: neither.
         rerank: With ``texts``, a hierarchy and validation terms: a
-            :class:`~textkg.evaluation.placement_rerank.RerankConfig` fits the re-ranker on
-            training terms, a fitted :class:`~textkg.evaluation.placement_rerank.Reranker` is
+            :class:`~textkg.evaluation.placement.rerank.RerankConfig` fits the re-ranker on
+            training terms, a fitted :class:`~textkg.evaluation.placement.rerank.Reranker` is
             used as is; its weight in the combination is chosen on validation
             (``placement_selection.combined.weights.rerank``; 0 = not used).
 
@@ -81,7 +86,7 @@ def evaluate_placement(
         combination was tuned, ``"placement_combined"`` (its test metrics) and
         ``"placement_selection"`` (the method chosen on validation, every
         method's validation metrics and the combination's settings; see
-        :func:`~textkg.evaluation.placement_ensemble.evaluate_combined`); with the
+        :func:`~textkg.evaluation.placement.combination.evaluate_combined`); with the
         re-ranker, ``"placement_rerank"`` (its fitted weights) and
         ``"placement_combined_without_rerank"``.
         ``None`` when there are no test placement queries.

@@ -1,6 +1,6 @@
 """A combined placement scorer whose settings are chosen on validation terms only.
 
-:mod:`textkg.evaluation.placement` ranks a new term's true parents with the
+:mod:`textkg.evaluation.placement.methods` ranks a new term's true parents with the
 trained model and with two baselines that need no training. This module adds:
 
 * **Neighbour votes** (:func:`neighbour_vote_scorer`), the family that
@@ -41,8 +41,8 @@ from dataclasses import dataclass, field
 import torch
 
 from textkg.errors import ConfigError
-from textkg.evaluation.placement import AGGREGATE_RESOLUTION as _VOTE_RESOLUTION  # ties as parent-of-nearest
-from textkg.evaluation.placement import (
+from textkg.evaluation.placement.methods import AGGREGATE_RESOLUTION as _VOTE_RESOLUTION  # ties as parent-of-nearest
+from textkg.evaluation.placement.methods import (
     DEFAULT_NEIGHBOURS,
     STANDARDISE,
     PlacementMetrics,

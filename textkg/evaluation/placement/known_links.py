@@ -2,7 +2,7 @@
 
 A new phenotype term usually comes with the diseases already annotated to it (the
 ``phenotype.hpoa`` rows that name it). Here each held-out term of the placement queries
-(:mod:`textkg.evaluation.placement`) is given every statement of its split that links it by a
+(:mod:`textkg.evaluation.placement.methods`) is given every statement of its split that links it by a
 relation other than the parent relation (``has_phenotype``, ``gene_has_phenotype``; never an
 ``is_a`` statement, which is what is being predicted).
 
@@ -12,7 +12,7 @@ itself and for its training parents: terms annotated with the same diseases are 
 parents or children. The placement score is the model's, standardised per term, plus ``weight ×
 vote``; the weight is chosen on the validation terms' placement MRR (0 = the model alone, so
 terms without links keep their placement). It is the description neighbour vote of
-:mod:`textkg.evaluation.placement_ensemble` with the annotations in place of the descriptions.
+:mod:`textkg.evaluation.placement.combination` with the annotations in place of the descriptions.
 On ``hpo-small`` moving the model's vector by the links (:mod:`textkg.models.known_links`)
 lowered the validation placement MRR (docs/k_shot.md), so the vote is what places with links.
 """
@@ -23,7 +23,7 @@ import torch
 
 from textkg.data.known_links import NEW_IS_HEAD, NEW_IS_TAIL
 from textkg.evaluation.k_shot import choose, summarise
-from textkg.evaluation.placement import PlacementQueries, model_scorer, placement_queries, placement_ranks
+from textkg.evaluation.placement.methods import PlacementQueries, model_scorer, placement_queries, placement_ranks
 from textkg.evaluation.scoring import combine
 
 #: weights of the links' vote tried on validation (0: the model alone)
