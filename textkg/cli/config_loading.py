@@ -61,6 +61,9 @@ FLAG_FIELDS = {
 #: CLI flag → ModelConfig field (override the preset)
 MODEL_FLAGS = {"encoder": "encoder", "dim": "dim", "fusion": "fusion", "structural_dropout": "structural_dropout"}
 
+#: ``textkg train``'s ``train.min_steps`` when nothing gives ``epochs`` (issue 37: a small ontology got 35 steps).
+DEFAULT_MIN_STEPS = 300
+
 SECTIONS = {"data": DataConfig, "train": TrainConfig, "privacy": PrivacyConfig}
 
 
@@ -154,6 +157,8 @@ def build_run_config(args) -> RunConfig:
     private = sections["privacy"].get("mode", "none") in ("full", "confidential")
     for key, value in preset_train_defaults(model_name, private=private).items():
         sections["train"].setdefault(key, value)
+    if getattr(args, "command", None) == "train":  # no epochs asked for: scale them to the graph's size
+        sections["train"].setdefault("min_steps", 0 if "epochs" in sections["train"] else DEFAULT_MIN_STEPS)
     overrides = dict(file_data.get("model") or {})
     for dest, fld in MODEL_FLAGS.items():
         value = getattr(args, dest, None)
