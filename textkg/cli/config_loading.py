@@ -10,6 +10,7 @@ import json
 from pathlib import Path
 
 from textkg.errors import ConfigError
+from textkg.pipeline.job import MIN_STEPS
 from textkg.training.config import DataConfig, PrivacyConfig, RunConfig, TrainConfig
 
 #: CLI flag (argparse dest) → (section, field)
@@ -61,8 +62,9 @@ FLAG_FIELDS = {
 #: CLI flag → ModelConfig field (override the preset)
 MODEL_FLAGS = {"encoder": "encoder", "dim": "dim", "fusion": "fusion", "structural_dropout": "structural_dropout"}
 
-#: ``textkg train``'s ``train.min_steps`` when nothing gives ``epochs`` (issue 37: a small ontology got 35 steps).
-DEFAULT_MIN_STEPS = 300
+#: ``textkg train``'s ``train.min_steps`` when nothing gives ``epochs`` (issue 37: a small ontology got 35 steps);
+#: the same floor under which a finished run is warned of too few steps.
+DEFAULT_MIN_STEPS = MIN_STEPS
 
 SECTIONS = {"data": DataConfig, "train": TrainConfig, "privacy": PrivacyConfig}
 
