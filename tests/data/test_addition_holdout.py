@@ -136,3 +136,16 @@ def test_oracle_sibling_batch_validation_chooses_what_holds_on_real_additions() 
 
     assert _chosen(kg, random, features) == "parent-of-nearest"
     assert _chosen(kg, batches, features) in ("description-nn", "combined")  # combined = description alone here
+
+
+def test_the_run_config_chooses_the_draw_and_auto_follows_the_graph() -> None:
+    from textkg.training.config import DataConfig, RunConfig
+    from textkg.training.private_split import split_for_privacy
+
+    kg = _ontology()
+    tagged = KnowledgeGraph(**{**kg.__dict__, "info": {"valid_holdout": "sibling-batches"}})
+    auto = split_for_privacy(tagged, RunConfig(data=DataConfig(split="inductive")))[0]
+    forced = split_for_privacy(tagged, RunConfig(data=DataConfig(split="inductive", valid_holdout="random")))[0]
+    assert auto.extra["valid_holdout"] == "sibling-batches" and forced.extra["valid_holdout"] == "random"
+    with pytest.raises(ConfigError, match="valid_holdout"):
+        DataConfig(valid_holdout="siblings")

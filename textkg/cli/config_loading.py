@@ -20,6 +20,7 @@ FLAG_FIELDS = {
     "split_seed": ("data", "split_seed"),
     "inductive_dir": ("data", "inductive_dir"),
     "description": ("data", "description"),
+    "valid_holdout": ("data", "valid_holdout"),
     "epochs": ("train", "epochs"),
     "batch_size": ("train", "batch_size"),
     "lr": ("train", "lr"),

@@ -34,6 +34,12 @@ def _add_train_flags(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--split-seed", type=int, help="seed of the inductive split (which entities are held out)")
     p.add_argument("--inductive-dir", help="sub-directory with ind-*.tsv (BLP-format datasets)")
+    p.add_argument(
+        "--valid-holdout",
+        choices=["auto", "random", "sibling-batches"],
+        help="how an inductive split draws its validation terms: auto (sibling-batches for an ontology file, "
+        "else random), random, or sibling-batches (up to half in whole sibling groups, as a release adds terms)",
+    )
     # validated by the loader against its own table (importing it here would load torch on every call)
     p.add_argument(
         "--description",

@@ -181,7 +181,8 @@ def run(
         "statements; texts encoded",
         progress=progress,
     )
-    cfg = scale_epochs(cfg, len(prep.split.train))
+    if not resume:  # a resumed run's config.json holds the epochs it resolved
+        cfg = scale_epochs(cfg, len(prep.split.train))
     trainer, private, audit = build_trainer(prep, cfg, out_dir, trainer_class=trainer_class)
     check_memory(
         estimate_memory(

@@ -12,6 +12,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
+from textkg.data.addition_holdout import VALID_HOLDOUTS
 from textkg.data.splits import list_candidate_protocols, list_splits
 from textkg.devices import check_device_name
 from textkg.errors import ConfigError
@@ -77,6 +78,12 @@ class DataConfig:
             entity and relation with a text (a public input); ``texts``: every entity and
             relation with a text, always (a federation whose holders keep their statements
             in their own files, ``--partition files``, sets it).
+        valid_holdout: how an inductive split built by textkg draws its validation terms, which
+            choose the placement method and weights: ``auto`` (default: ``sibling-batches`` for a
+            graph read from an ontology file, else ``random``), ``random`` (BLP's draw) or
+            ``sibling-batches`` (up to half in whole sibling groups under one ``is_a`` parent, as a
+            new release adds terms; :mod:`textkg.data.addition_holdout`). The test terms are the
+            same either way.
     """
 
     dataset: str = "hpo-small"
@@ -86,10 +93,12 @@ class DataConfig:
     description: str = "auto"
     public_entities: str | None = None
     vocabulary: str = "auto"
+    valid_holdout: str = "auto"
 
     def __post_init__(self) -> None:
         _check_choice("split", self.split, list_splits(), prefix="data")
         _check_choice("vocabulary", self.vocabulary, VOCABULARY_CHOICES, prefix="data")
+        _check_choice("valid_holdout", self.valid_holdout, ("auto", *VALID_HOLDOUTS), prefix="data")
 
 
 @dataclass(frozen=True)
