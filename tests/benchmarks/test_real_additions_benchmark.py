@@ -47,3 +47,18 @@ def test_additions_are_new_terms_under_old_parents_and_ranks_are_filtered():
     ranks = bench.ranks_of({"a": ["p2", "x", "p1"], "b": ["y"]}, {"a": ["p1", "p2"], "b": ["z"]})
     assert ranks == [2.0, 1.0, float("inf")]  # p1: p2 filtered out; z never listed
     assert bench.summarise([1.0, 2.0, float("inf"), 4.0])["mrr"] == (1 + 0.5 + 0 + 0.25) / 4
+
+
+def test_subsample_keeps_the_parents_asked_for_and_every_path_to_the_root():
+    bench = _module()
+    chain = {f"X:{i}": {"label": f"t{i}", "ancestors": {f"X:{j}": i - j for j in range(i)}} for i in range(40)}
+    wide = {f"X:{100 + i}": {"label": f"w{i}", "ancestors": {"X:0": 1}} for i in range(60)}
+    old = bench.live_terms({**chain, **wide}, "X")
+    sub = bench.subsample(old, {"X:20"}, max_terms=30, seed=0)
+    assert "X:20" in sub and all(f"X:{j}" in sub for j in range(20))  # the kept term's ancestors
+    assert len(sub) < len(old)
+    for tid, term in sub.items():
+        assert term["parents"] == [p for p in old[tid]["parents"] if p in sub] and set(term["parents"]) <= set(sub)
+        assert all(a in sub for a in term["ancestors"])  # closed under ancestors
+    assert bench.subsample(old, set(), max_terms=1000, seed=0) is old  # small enough: untouched
+    assert sub == bench.subsample(old, {"X:20"}, max_terms=30, seed=0)  # seeded

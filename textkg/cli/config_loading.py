@@ -11,7 +11,12 @@ from pathlib import Path
 
 from textkg.cli.flags import TRAIN_FLAGS
 from textkg.errors import ConfigError
+from textkg.pipeline.job import MIN_STEPS
 from textkg.training.config import DataConfig, PrivacyConfig, RunConfig, TrainConfig
+
+#: ``textkg train``'s ``train.min_steps`` when nothing gives ``epochs`` (issue 37: a small ontology got 35 steps);
+#: the same floor under which a finished run is warned of too few steps.
+DEFAULT_MIN_STEPS = MIN_STEPS
 
 SECTIONS = {"data": DataConfig, "train": TrainConfig, "privacy": PrivacyConfig}
 #: CLI flag (argparse dest) → (section, field), read from each flag's one declaration (:data:`TRAIN_FLAGS`)
@@ -110,6 +115,8 @@ def build_run_config(args) -> RunConfig:
     private = sections["privacy"].get("mode", "none") in ("full", "confidential")
     for key, value in preset_train_defaults(model_name, private=private).items():
         sections["train"].setdefault(key, value)
+    if getattr(args, "command", None) == "train":  # no epochs asked for: scale them to the graph's size
+        sections["train"].setdefault("min_steps", 0 if "epochs" in sections["train"] else DEFAULT_MIN_STEPS)
     overrides = dict(file_data.get("model") or {})
     for dest, fld in MODEL_FLAGS.items():
         value = getattr(args, dest, None)

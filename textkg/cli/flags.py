@@ -131,6 +131,13 @@ TRAIN_FLAGS: tuple[Flag, ...] = (
     Flag("--split-seed", key="data.split_seed", help="seed of the inductive split (which entities are held out)"),
     Flag("--inductive-dir", key="data.inductive_dir", help="sub-directory with ind-*.tsv (BLP-format datasets)"),
     Flag(
+        "--valid-holdout",
+        key="data.valid_holdout",
+        choices=("auto", "random", "sibling-batches"),
+        help="how an inductive split draws its validation terms: auto (sibling-batches for an ontology file, "
+        "else random), random, or sibling-batches (up to half in whole sibling groups, as a release adds terms)",
+    ),
+    Flag(
         "--description",
         key="data.description",
         help="description file of a BLP-format directory: auto (default: long, else "

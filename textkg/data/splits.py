@@ -22,9 +22,13 @@ from collections.abc import Callable, Sequence
 
 import torch
 
+from textkg.data.addition_holdout import BATCH_SHARE, VALID_HOLDOUTS, sibling_batches
 from textkg.data.graph import GIVEN_INDUCTIVE_SPLITS, GIVEN_SPLITS, KnowledgeGraph, Split, unique_ids, unique_triples
 from textkg.errors import ConfigError, DataError
 from textkg.registry import Registry
+
+#: The parent relation whose sibling groups ``valid_holdout="sibling-batches"`` holds out together.
+IS_A = "is_a"
 
 #: Relation-count floor used by BLP on FB15k-237; smaller graphs scale it down.
 BLP_MIN_RELATION_COUNT = 100
@@ -40,6 +44,7 @@ def make_split(
     min_relation_count: int | None = None,
     min_neighbors: int = 2,
     holdout_types: Sequence[str] | None = None,
+    valid_holdout: str | None = None,
 ) -> Split:
     """Split ``kg`` for training and evaluation.
 
@@ -58,6 +63,12 @@ def make_split(
         holdout_types: Inductive: only entities of these ``entity_types`` may
             be held out. Default: ``kg.info["holdout_types"]`` (phenotype
             terms for ``hpo``), else every entity.
+        valid_holdout: Inductive: how validation entities are drawn. ``random`` (BLP's draw) or
+            ``sibling-batches``: up to half of them in whole sibling groups under one ``is_a`` parent,
+            often leaving the parent a leaf, as an ontology's real additions come
+            (:mod:`textkg.data.addition_holdout`); test entities are the same either way. Default:
+            ``kg.info["valid_holdout"]`` (``sibling-batches`` for an ontology file, issue 37), else
+            ``random`` (the registered datasets, whose published numbers were measured on it).
 
     Returns:
         A :class:`Split`; ``extra`` records the protocol and its parameters.
@@ -73,6 +84,9 @@ def make_split(
             raise ConfigError(f"must be in [0, 1), got {value}", field=name)
     if valid_fraction + test_fraction >= 1.0:
         raise ConfigError("valid_fraction + test_fraction must be < 1", field="test_fraction")
+    holdout = valid_holdout if valid_holdout is not None else kg.info.get("valid_holdout", "random")
+    if holdout not in VALID_HOLDOUTS:
+        raise ConfigError(f"unknown {holdout!r}; choose one of {list(VALID_HOLDOUTS)}", field="valid_holdout")
     return builder(
         kg,
         seed=seed,
@@ -81,6 +95,7 @@ def make_split(
         min_relation_count=min_relation_count,
         min_neighbors=min_neighbors,
         holdout_types=holdout_types,
+        valid_holdout=holdout,
     )
 
 
@@ -195,7 +210,15 @@ def _transductive(kg: KnowledgeGraph, *, seed, valid_fraction, test_fraction, **
 
 
 def _inductive(
-    kg: KnowledgeGraph, *, seed, valid_fraction, test_fraction, min_relation_count, min_neighbors, holdout_types
+    kg: KnowledgeGraph,
+    *,
+    seed,
+    valid_fraction,
+    test_fraction,
+    min_relation_count,
+    min_neighbors,
+    holdout_types,
+    valid_holdout: str = "random",
 ) -> Split:
     if kg.entity_splits is not None and all(k in kg.triples for k in GIVEN_INDUCTIVE_SPLITS):
         train, valid, test = (kg.triples[k] for k in GIVEN_INDUCTIVE_SPLITS)
@@ -222,15 +245,30 @@ def _inductive(
     g = torch.Generator().manual_seed(seed)
     order = candidates[torch.randperm(len(candidates), generator=g)].tolist()
     n_test, n_valid = int(test_fraction * len(candidates)), int(valid_fraction * len(candidates))
-    dropped = _drop_entities(
-        triples,
-        kg.num_entities,
-        kg.num_relations,
-        order,
-        n_test + n_valid,
-        min_neighbors=min_neighbors,
-        min_relation_count=min_rel,
-    )
+
+    def drop(sequence: list[int], target: int) -> list[int]:
+        return _drop_entities(
+            triples,
+            kg.num_entities,
+            kg.num_relations,
+            sequence,
+            target,
+            min_neighbors=min_neighbors,
+            min_relation_count=min_rel,
+        )
+
+    if valid_holdout == "sibling-batches" and IS_A in kg.relations:
+        # the same test entities as the random draw (the greedy pass accepts them in the same order), then
+        # up to BATCH_SHARE of the validation entities in whole sibling groups, the rest at random
+        tested = drop(order, n_test)
+        batches = sibling_batches(triples, kg.relations.index(IS_A), candidates, seed=seed)
+        is_tested = set(tested)
+        first = drop(tested + [e for e in batches if e not in is_tested], n_test + int(BATCH_SHARE * n_valid))
+        taken = set(first)
+        dropped = drop(first + [e for e in order if e not in taken], n_test + n_valid)
+    else:
+        valid_holdout = "random"
+        dropped = drop(order, n_test + n_valid)
     test_e = torch.tensor(sorted(dropped[:n_test]), dtype=torch.long)
     valid_e = torch.tensor(sorted(dropped[n_test:]), dtype=torch.long)
     is_test = torch.zeros(kg.num_entities, dtype=torch.bool)
@@ -247,6 +285,7 @@ def _inductive(
         "min_relation_count": min_rel,
         "min_neighbors": min_neighbors,
         "holdout_types": types or None,
+        "valid_holdout": valid_holdout,
         "num_candidates": len(candidates),
         "requested": {"valid": n_valid, "test": n_test},
         "held_out": {"valid": len(valid_e), "test": len(test_e)},
@@ -347,7 +386,7 @@ _CANDIDATES: Registry[CandidateProtocol] = Registry("candidate protocol", field=
 def register_split(name: str, builder: SplitBuilder, *, replace: bool = False) -> SplitBuilder:
     """Make ``builder`` available as ``data.split: name`` (and ``make_split(kg, name)``).
 
-    ``builder(kg, *, seed, valid_fraction, test_fraction, min_relation_count, min_neighbors,
+    ``builder(kg, *, seed, valid_fraction, test_fraction, min_relation_count, min_neighbors, valid_holdout,
     holdout_types)`` returns a :class:`Split`. A taken name raises
     (:class:`textkg.registry.DuplicateNameError`) unless ``replace=True``.
     """

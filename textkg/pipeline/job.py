@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import torch
@@ -46,6 +47,7 @@ from textkg.training.features import AUTOENCODER_FILE, mmap_features
 from textkg.training.losses import make_loss
 from textkg.training.privacy_engine import PrivacyEngine
 from textkg.training.private_training import PrivateTraining, public_only_report, select_confidential
+from textkg.training.schedule import epochs_for_min_steps, plan_epoch
 from textkg.training.trainer import Trainer
 
 
@@ -166,6 +168,8 @@ def run(
         "statements; texts encoded",
         progress=progress,
     )
+    if not resume:  # a resumed run's config.json holds the epochs it resolved
+        cfg = scale_epochs(cfg, len(prep.split.train))
     trainer, private, audit = build_trainer(prep, cfg, out_dir, trainer_class=trainer_class)
     check_memory(
         estimate_memory(
@@ -212,6 +216,8 @@ def run(
         # which description file a BLP-format directory was read with ("auto" resolved)
         "descriptions": prep.kg.info.get("description_file"),
         "split": cfg.data.split,
+        # inductive: how the validation terms that choose the placement method were drawn (issue 37)
+        "valid_holdout": prep.split.extra.get("valid_holdout"),
         "device": describe_device(device),
         "model": {
             "name": cfg.model_name,
@@ -270,6 +276,17 @@ def few_steps_warning(steps: int, epochs: int, *, stopped: str | None = None) ->
         f"only {steps} training steps ({epochs} epochs of {per_epoch}): the model is likely undertrained on a "
         f"graph this small; --epochs {-(-MIN_STEPS // per_epoch)} gives at least {MIN_STEPS} steps"
     )
+
+
+def scale_epochs(cfg: RunConfig, num_train: int) -> RunConfig:
+    """``cfg`` with ``train.epochs`` raised to reach ``train.min_steps`` optimiser steps on this graph
+    (non-private runs only: under DP the planned epochs fix ε). The resolved epochs go to ``config.json``."""
+    tc = cfg.train
+    if not tc.min_steps or cfg.privacy.mode != "none":
+        return cfg
+    per_epoch = plan_epoch(num_public=num_train, num_private=0, batch_size=tc.batch_size).public_steps
+    epochs = epochs_for_min_steps(epochs=tc.epochs, min_steps=tc.min_steps, steps_per_epoch=per_epoch)
+    return cfg if epochs == tc.epochs else replace(cfg, train=replace(tc, epochs=epochs))
 
 
 INIT_RECORD = "init_from.json"

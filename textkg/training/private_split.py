@@ -56,7 +56,8 @@ def split_for_privacy(kg: KnowledgeGraph, cfg: RunConfig) -> tuple[Split, tuple[
         The split (``Split.extra["drawn_from"]`` says from what, for a generated one) and the
         reasons to add to the privacy block's ``not_dp_because``.
     """
-    split = make_split(kg, cfg.data.split, seed=cfg.data.split_seed)
+    holdout = None if cfg.data.valid_holdout == "auto" else cfg.data.valid_holdout  # None: the graph's default
+    split = make_split(kg, cfg.data.split, seed=cfg.data.split_seed, valid_holdout=holdout)
     if cfg.privacy.mode != "none" and split.seed is None and split.kind == "inductive":
         check_given_partition(kg, cfg)
     if cfg.privacy.mode == "none" or split.seed is None:  # not private, or given as files: public
@@ -66,7 +67,7 @@ def split_for_privacy(kg: KnowledgeGraph, cfg: RunConfig) -> tuple[Split, tuple[
     triples = kg.all_triples()
     confidential = select_confidential(triples, kg.relations, cfg.privacy, seed=cfg.train.seed)
     public_kg = dataclasses.replace(kg, triples={"all": triples[~confidential]}, entity_splits=None)
-    split = make_split(public_kg, cfg.data.split, seed=cfg.data.split_seed)
+    split = make_split(public_kg, cfg.data.split, seed=cfg.data.split_seed, valid_holdout=holdout)
     private = triples[confidential]
     if split.kind == "inductive":
         held = torch.zeros(kg.num_entities, dtype=torch.bool)

@@ -45,6 +45,18 @@ def plan_epoch(*, num_public: int, num_private: int, batch_size: int) -> EpochPl
     return EpochPlan(public_steps=public, private_steps=private)
 
 
+#: ``min_steps`` raises ``epochs`` at most to this (a tiny graph would otherwise train for thousands of epochs).
+MAX_SCALED_EPOCHS = 200
+
+
+def epochs_for_min_steps(*, epochs: int, min_steps: int, steps_per_epoch: int) -> int:
+    """``epochs``, raised to ``ceil(min_steps / steps_per_epoch)`` when that is larger, capped at
+    :data:`MAX_SCALED_EPOCHS` (never lowered; ``min_steps = 0`` leaves it as it is)."""
+    if min_steps <= 0 or steps_per_epoch <= 0 or epochs * steps_per_epoch >= min_steps:
+        return epochs
+    return max(epochs, min(MAX_SCALED_EPOCHS, math.ceil(min_steps / steps_per_epoch)))
+
+
 def interleave(plan: EpochPlan) -> list[StepKind]:
     """Order the steps so that done-public / done-private tracks their ratio.
 
