@@ -9,8 +9,13 @@ from textkg.data.addition_holdout import sibling_batches
 from textkg.data.graph import KnowledgeGraph
 from textkg.data.splits import make_split
 from textkg.errors import ConfigError
-from textkg.evaluation.placement.methods import cosine_scorer, parent_of_nearest_scorer, placement_queries, rank_placement
 from textkg.evaluation.placement.combination import evaluate_combined
+from textkg.evaluation.placement.methods import (
+    cosine_scorer,
+    parent_of_nearest_scorer,
+    placement_queries,
+    rank_placement,
+)
 
 
 def _ontology(num_parents: int = 60, siblings: int = 4) -> KnowledgeGraph:
