@@ -33,14 +33,48 @@ README_ARGS = ["--dataset", "hpo", "--split", "inductive", "--model", "fused-tra
 STAGE = re.compile(r"^\[textkg \+(\d+):(\d\d)\] (.*)$")
 
 
-def stages(stderr: str) -> list[dict]:
-    """``[{"at_s", "seconds", "stage"}]``: each stage line and the seconds until the next one (or the end)."""
-    found = [(int(m.group(1)) * 60 + int(m.group(2)), m.group(3)) for m in map(STAGE.match, stderr.splitlines()) if m]
+def stages(stderr: str, cpu_at: dict[int, float] | None = None, cpu_end: float | None = None) -> list[dict]:
+    """``[{"at_s", "seconds", "stage"[, "cpu_s"]}]``: each stage line and the seconds until the next one (or
+    the end); ``cpu_s``, the child's CPU seconds (user + system) over the same span, where ``cpu_at`` (the
+    child's CPU seconds when each line of ``stderr``, by line number, was read) gives it."""
+    lines = stderr.splitlines()
+    found = [
+        (k, int(m.group(1)) * 60 + int(m.group(2)), m.group(3)) for k, m in enumerate(map(STAGE.match, lines)) if m
+    ]
     out = []
-    for i, (at, text) in enumerate(found):
-        end = found[i + 1][0] if i + 1 < len(found) else None
-        out.append({"at_s": at, "seconds": None if end is None else end - at, "stage": text})
+    for i, (k, at, text) in enumerate(found):
+        end = found[i + 1][1] if i + 1 < len(found) else None
+        row: dict = {"at_s": at, "seconds": None if end is None else end - at, "stage": text}
+        if cpu_at is not None and k in cpu_at:
+            stop = cpu_at.get(found[i + 1][0]) if i + 1 < len(found) else cpu_end
+            row["cpu_s"] = None if stop is None else round(stop - cpu_at[k], 1)
+        out.append(row)
     return out
+
+
+def cpu_seconds(pid: int) -> float | None:
+    """User + system CPU seconds of a live process, all its threads (``/proc/PID/stat``), or ``None``."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime, stime (fields 14, 15)
+
+
+def run_child(command: list[str]) -> tuple[int, str, dict[int, float], float | None]:
+    """Run ``command``; ``(returncode, stderr, CPU seconds at each stderr line, CPU seconds at its end)``."""
+    child = subprocess.Popen(
+        command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=os.environ.copy()
+    )
+    assert child.stderr is not None
+    lines, cpu_at, last = [], {}, None
+    for line in child.stderr:
+        now = cpu_seconds(child.pid)
+        if now is not None:
+            cpu_at[len(lines)], last = now, now
+        lines.append(line)
+    # the end: CPU until the child closed stderr (the end of the run but its interpreter's exit)
+    return child.wait(), "".join(lines), cpu_at, last
 
 
 def placement(metrics: dict) -> dict:
@@ -65,12 +99,12 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(own)
     command = [sys.executable, "-m", "textkg", "train", *train_args, "--out", str(args.run_dir)]
     start = time.monotonic()
-    done = subprocess.run(command, capture_output=True, text=True, env=os.environ.copy())
+    returncode, stderr, cpu_at, cpu_end = run_child(command)
     wall = time.monotonic() - start
     usage = resource.getrusage(resource.RUSAGE_CHILDREN)
-    sys.stderr.write(done.stderr)
-    if done.returncode != 0:
-        return done.returncode
+    sys.stderr.write(stderr)
+    if returncode != 0:
+        return returncode
     metrics = json.loads((args.run_dir / "metrics.json").read_text())
     row = {
         "label": args.label,
@@ -81,7 +115,8 @@ def main(argv: list[str] | None = None) -> int:
         "cpu_user_s": round(usage.ru_utime, 1),
         "cpu_system_s": round(usage.ru_stime, 1),
         "peak_rss_gib": round(usage.ru_maxrss / 2**20, 2),  # Linux: KiB
-        "stages": stages(done.stderr),
+        "load_average_after": [round(x, 2) for x in os.getloadavg()],
+        "stages": stages(stderr, cpu_at, cpu_end),
         "placement_mrr": placement(metrics),
         "test_mrr": (metrics.get("test") or {}).get("mrr"),
     }

@@ -27,6 +27,7 @@
 
 # %%
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -41,9 +42,11 @@ def textkg_cli(*args):
 
 
 SWEEP = Path("runs/privacy_sweep")
+# 5 epochs, as on the results page; the test suite runs every cell at 1 (tests/notebooks/test_notebooks.py)
+EPOCHS = int(os.environ.get("TEXTKG_NOTEBOOK_EPOCHS", "5"))
 COMMON = [
     *("--dataset", "hpo-small", "--split", "inductive", "--model", "fused-transe"),
-    *("--epochs", 5, "--batch-size", 256, "--confidential-relations", "has_phenotype"),
+    *("--epochs", EPOCHS, "--batch-size", 256, "--confidential-relations", "has_phenotype"),
     *("--audit-candidates", 1000, "--audit", "loss", "--no-progress"),
 ]
 

@@ -55,3 +55,23 @@ def test_trainable_module_restores_mode_and_gets_grads():
     out = enc.module(**enc.tokenize(["kidney", "liver"])).last_hidden_state[:, 0]
     out.sum().backward()
     assert enc.module.embeddings.word_embeddings.weight.grad is not None
+
+
+def test_batches_by_length_rows_in_callers_order(bert, monkeypatch):
+    """Issue 38: ``encode`` batches descriptions by word-piece count (less padding) and returns each
+    row where the caller put its text, equal to encoding it alone."""
+    texts = ["word " * (1 + (7 * i) % 40) + f"term {i}" for i in range(12)]
+    lengths = [len(ids) for ids in bert.tokenizer(texts, truncation=True, max_length=bert.max_tokens)["input_ids"]]
+    seen: list[list[str]] = []
+    inner = bert._encode_batch
+
+    def spy(batch):
+        seen.append(list(batch))
+        return inner(batch)
+
+    monkeypatch.setattr(bert, "_encode_batch", spy)
+    out = bert.encode(texts, batch_size=4)
+    batch_lengths = [[lengths[texts.index(t)] for t in batch] for batch in seen]
+    assert [length for batch in batch_lengths for length in batch] == sorted(lengths)
+    alone = torch.cat([inner([t]) for t in texts])
+    torch.testing.assert_close(out, alone, atol=1e-5, rtol=1e-4)

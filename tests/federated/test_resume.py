@@ -58,12 +58,13 @@ def _crash_then_resume(args, out, crash_at_round, monkeypatch, r=2):
     return json.loads((out / "metrics.json").read_text())
 
 
-def straight_and_resumed(args, tmp_path, crash_at_round, monkeypatch):
+def straight_and_resumed(args, tmp_path, crash_at_round, monkeypatch, *, straight_args=None):
     """``(straight, resumed)`` metrics of an uninterrupted run and one crashed in round 2 and resumed;
-    asserts that both end with the same ``best_model.pt``."""
+    asserts that both end with the same ``best_model.pt``. ``straight_args``: the uninterrupted run's
+    arguments when they differ (another engine that must give the same run), else ``args``."""
 
     def both():
-        assert main([*args, "--out", str(tmp_path / "straight")]) == 0
+        assert main([*(args if straight_args is None else straight_args), "--out", str(tmp_path / "straight")]) == 0
         return _crash_then_resume(args, tmp_path / "resumed", crash_at_round, monkeypatch)
 
     resumed = one_thread(both)

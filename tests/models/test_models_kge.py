@@ -242,3 +242,29 @@ def test_structural_buckets_must_be_a_non_negative_integer(bad):
 def test_structural_buckets_need_a_structural_table():
     with pytest.raises(ConfigError, match="structural table"):
         ModelConfig(fusion="text", encoder="bert", structural_buckets=4)
+
+
+@pytest.mark.parametrize("fusion", ["weighted", "gate"])
+def test_training_forward_projects_each_distinct_end_once_same_scores_and_gradients(fusion):
+    """Issue 38: a batch with negatives repeats its uncorrupted ends; ``forward`` projects and fuses each
+    distinct (table row, entity) end once, with the scores and gradients of ``score_rows`` on every copy."""
+    model = make_model(fusion, interaction="transe").train()
+    positives = random_triples((2, 1), seed=4)
+    batch = positives.repeat(1, 5, 1)  # (2, 5, 3): 4 "negatives" that corrupt the tail only
+    batch[:, 1:, 2] = random_triples((2, 4), seed=5)[..., 2]
+    projected: list[int] = []
+    hook = model.text.projection.register_forward_hook(lambda _m, args, _out: projected.append(args[0].shape[0]))
+    out = model(batch, generator=torch.Generator().manual_seed(2))
+    hook.remove()
+    plan = model.lookup_plan(batch, generator=torch.Generator().manual_seed(2))
+    distinct = len(torch.unique(plan["entity"] * NUM_ENTITIES + batch[..., [0, 2]]))
+    assert projected == [distinct] and distinct < min(NUM_ENTITIES, batch[..., [0, 2]].numel() - 4)
+    out.sum().backward()
+    fast = {name: p.grad.clone() for name, p in model.named_parameters() if p.grad is not None}
+    model.zero_grad()
+    reference = model.score_rows(batch, model.gather(plan))
+    torch.testing.assert_close(out, reference)
+    reference.sum().backward()
+    for name, p in model.named_parameters():
+        if p.grad is not None:
+            torch.testing.assert_close(fast[name], p.grad, rtol=1e-5, atol=1e-5)

@@ -99,8 +99,10 @@ def test_gathered_scores_and_gradients_match_the_entity_matrix(fusion):
     slow = model.interaction.score(ent[batch[..., 0]], rel[batch[..., 1]], ent[batch[..., 2]])
     slow.sum().backward()
     torch.testing.assert_close(fast, slow, rtol=0, atol=ATOL)
+    # rtol: a fused model's forward fuses each distinct end once (issue 38), so a fusion weight's gradient
+    # adds the same products in another order (float32: a few units in the last place of a sum of ~30)
     for name, grad in fast_grads.items():
-        torch.testing.assert_close(grad, dict(model.named_parameters())[name].grad, rtol=0, atol=ATOL, msg=name)
+        torch.testing.assert_close(grad, dict(model.named_parameters())[name].grad, rtol=1e-6, atol=ATOL, msg=name)
 
 
 def test_the_gather_backward_sums_as_advanced_indexing_does():

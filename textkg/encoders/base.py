@@ -171,6 +171,15 @@ class TextEncoder(abc.ABC):
         """nn.Modules put in eval mode during encoding (restored afterwards)."""
         return []
 
+    def _lengths(self, texts: list[str]) -> list[int] | None:
+        """Each text's length in the encoder's own units (word pieces), or ``None``.
+
+        When given, :meth:`encode` batches the texts in order of length and puts the rows back
+        in the caller's order, so a batch pads to nearly its own length: ``hpo``'s 36,853
+        descriptions (MiniLM, 32 word pieces) pad to 720,736 positions instead of 998,416.
+        Only for encoders whose rows do not depend on their batch neighbours."""
+        return None
+
     def encode(self, texts: Sequence[str], *, batch_size: int = DEFAULT_BATCH_SIZE) -> torch.Tensor:
         """Encode descriptions, deterministically, in eval mode, without gradients.
 
@@ -188,6 +197,10 @@ class TextEncoder(abc.ABC):
         check_batch_size(batch_size)
         if not texts:
             return torch.zeros(0, self.dim)
+        lengths = self._lengths(texts)
+        order = None if lengths is None else sorted(range(len(texts)), key=lengths.__getitem__)
+        if order is not None:
+            texts = [texts[i] for i in order]
         starts = range(0, len(texts), batch_size)
         # about ten "texts encoded n/N" lines in a run's log, for encodings long enough to need them
         every = max(1, len(starts) // 10) if len(texts) >= REPORT_MIN_TEXTS else 0
@@ -200,7 +213,12 @@ class TextEncoder(abc.ABC):
                 parts.append(self._encode_batch(texts[i : i + batch_size]).float().cpu().clone())
                 if every and (k % every == 0 or k == len(starts)):
                     report_progress(f"texts encoded ({self.name})", min(i + batch_size, len(texts)), len(texts))
-        return torch.cat(parts)
+        out = torch.cat(parts)
+        if order is None:
+            return out
+        back = torch.empty(len(order), dtype=torch.long)
+        back[torch.tensor(order)] = torch.arange(len(order))
+        return out[back]
 
     def encode_tokens(
         self, texts: Sequence[str], *, batch_size: int = DEFAULT_BATCH_SIZE

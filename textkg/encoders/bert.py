@@ -143,6 +143,11 @@ class BertEncoder(TextEncoder):
     def _modules(self) -> list[torch.nn.Module]:
         return [self.module]
 
+    def _lengths(self, texts: list[str]) -> list[int]:
+        """Word pieces per text after truncation (masked attention: a row ignores its batch's padding)."""
+        ids = self.tokenizer(list(texts), truncation=True, max_length=self.max_tokens)["input_ids"]
+        return [len(row) for row in ids]
+
     def _hidden(self, texts: list[str]) -> tuple[torch.Tensor, torch.Tensor]:
         batch = self.tokenize(texts)
         out = self.module(**batch).last_hidden_state

@@ -1,0 +1,124 @@
+"""The two cuts of issue 38 in the README job's encoding and training, each against the code it replaced.
+
+Usage::
+
+    python benchmarks/main_command_parts.py [--texts 3000] [--steps 30] [--threads 1] [--seed 0]
+        [--out benchmarks/results/main_command_parts.json]
+
+CPU seconds (``time.process_time``), not wall: the development machine is shared, and CPU time is what
+two idle cores would spend. Both sides run in the same process, alternately, on the same inputs:
+
+* ``encode``: the README model's encoder (``bert``: packaged MiniLM, mean pooling, 32 word pieces) on a
+  seeded sample of ``--texts`` ``hpo`` descriptions, batched by word-piece count (what ``encode`` does
+  now) and in the given order (before: ``_lengths`` returning ``None``); the largest difference between
+  the two results' entries is reported (padding changes only float rounding).
+* ``train_step``: one Adam step of ``fused-transe`` at the README's sizes (36,853 entities, 30,000 seen,
+  384-d pooled features, B = 512, 32 negatives, margin loss) on random statements: ``model(batch)``,
+  which fuses each distinct end once (now), and ``score_rows(triples, gather(lookup_plan(triples)))``
+  (the forward before), CPU seconds per step over ``--steps`` steps after 3 warm-up steps.
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # benchmarks/: the shared harness
+import _harness
+
+
+def encode_rows(count: int, seed: int) -> dict:
+    from textkg.data.registry import load_dataset
+    from textkg.encoders import get_encoder
+
+    texts = random.Random(seed).sample(list(load_dataset("hpo").entity_descriptions), count)
+    encoder = get_encoder("bert", pooling="mean")
+    start = time.process_time()
+    by_length = encoder.encode(texts)
+    new = time.process_time() - start
+    encoder._lengths = lambda texts: None  # type: ignore[method-assign]  # the order the caller gave
+    start = time.process_time()
+    given = encoder.encode(texts)
+    old = time.process_time() - start
+    return {
+        "texts": count,
+        "cpu_s_by_length": round(new, 2),
+        "cpu_s_given_order": round(old, 2),
+        "max_abs_difference": float((by_length - given).abs().max()),
+    }
+
+
+def step_rows(steps: int, seed: int) -> dict:
+    from textkg.models import build_model
+    from textkg.models.presets import get_preset
+    from textkg.training.losses import margin_ranking
+    from textkg.training.negatives import corrupt
+
+    torch.manual_seed(seed)
+    n, relations, seen = 36_853, 4, torch.arange(30_000)
+    model = build_model(
+        get_preset("fused-transe"),
+        num_entities=n,
+        num_relations=relations,
+        seen_entities=seen,
+        text_features=torch.randn(n, 384),
+    ).train()
+    size = 458_308
+    train = torch.stack(
+        [torch.randint(0, 30_000, (size,)), torch.randint(0, relations, (size,)), torch.randint(0, 30_000, (size,))], 1
+    )
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
+    generator = torch.Generator().manual_seed(seed)
+
+    def distinct(batch):
+        return model(batch, generator=generator)
+
+    def every_end(batch):
+        return model.score_rows(batch, model.gather(model.lookup_plan(batch, generator)))
+
+    def step(forward) -> None:
+        idx = torch.randint(0, size, (512,), generator=generator)
+        optimizer.zero_grad(set_to_none=True)
+        batch = corrupt(train[idx], num_negatives=32, entity_pool=seen, generator=generator)
+        margin_ranking(forward(batch)).mean().backward()
+        optimizer.step()
+
+    out = {}
+    for name, forward in (("distinct_ends", distinct), ("every_end", every_end)):
+        for _ in range(3):
+            step(forward)
+        start = time.process_time()
+        for _ in range(steps):
+            step(forward)
+        out[f"cpu_s_per_step_{name}"] = round((time.process_time() - start) / steps, 4)
+    return {"steps": steps, **out}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--texts", type=int, default=3000, help="hpo descriptions encoded (default 3000)")
+    parser.add_argument("--steps", type=int, default=30, help="training steps timed per side (default 30)")
+    _harness.add_common_flags(parser, out="benchmarks/results/main_command_parts.json", seed=0, threads=1)
+    args = parser.parse_args(argv)
+    _harness.set_threads(args.threads)
+    before = _harness.load_average()
+    record = _harness.result(
+        "main_command_parts",
+        threads=args.threads,
+        load_average_before=before,
+        encode=encode_rows(args.texts, args.seed),
+        train_step=step_rows(args.steps, args.seed),
+        load_average_after=_harness.load_average(),
+    )
+    _harness.write_results(args.out, record)
+    print(_harness.dumps(record), end="")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
