@@ -17,15 +17,13 @@ FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "tiny_blp"
 _BASE = ["train", "--dataset", str(FIXTURE), "--split", "transductive", "--dim", "8", "--seed", "3",
          "--no-progress", "--reproducible-noise", "11"]  # fmt: skip
 
+#: the model and schedule the sampled-negative cases share
+_TRANSE = ["--model", "transe", "--epochs", "2", "--batch-size", "16"]
+
 CASES: dict[str, list[str]] = {
     # DP-SGD on sampled negatives, a fixed sigma, RDP
     "dp-sgd": [
-        "--model",
-        "transe",
-        "--epochs",
-        "2",
-        "--batch-size",
-        "16",
+        *_TRANSE,
         "--privacy",
         "full",
         "--private-size",
@@ -37,12 +35,7 @@ CASES: dict[str, list[str]] = {
     ],  # fmt: skip
     # sigma calibrated to a target by the PLD accountant, confidential statements
     "pld-calibrated": [
-        "--model",
-        "transe",
-        "--epochs",
-        "2",
-        "--batch-size",
-        "16",
+        *_TRANSE,
         "--privacy",
         "confidential",
         "--confidential-fraction",
@@ -56,12 +49,7 @@ CASES: dict[str, list[str]] = {
     ],  # fmt: skip
     # the seed paper's batch-level simulation
     "simulation": [
-        "--model",
-        "transe",
-        "--epochs",
-        "2",
-        "--batch-size",
-        "16",
+        *_TRANSE,
         "--privacy",
         "full",
         "--mechanism",
