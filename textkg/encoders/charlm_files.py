@@ -1,7 +1,7 @@
 """Flair character LMs on disk without pickle: ``<stem>.safetensors`` + ``<stem>.json``.
 
 flair saves a ``LanguageModel`` with ``torch.save`` (a pickle) and reads it back with
-``LanguageModel.load_language_model``, i.e. ``torch.load(weights_only=False)``: a crafted file
+``LanguageModel.load_language_model``, a full, unrestricted unpickle: a crafted file
 runs its own code on load (issue 36, item 1). textkg therefore stores the character LMs it trains
 as tensors only (safetensors) plus a JSON config (the character dictionary and the layer sizes),
 and rebuilds the model by constructing flair's ``LanguageModel`` from that config and loading the

@@ -49,7 +49,7 @@ def resolve_char_lm(model: str | os.PathLike[str], field: str) -> tuple[Path, st
     """A stored textkg char LM (``.safetensors`` + ``.json``) and its identity.
 
     flair's named models (``news-forward``, ``pubmed-forward``, ...) and ``.pt`` files are
-    pickles that ``torch.load(weights_only=False)`` would execute, so they are refused
+    pickles that flair's loader (a full, unrestricted unpickle) would execute, so they are refused
     (docs/security.md); train a char LM with ``textkg charlm train``.
     """
     path = Path(model)
