@@ -41,6 +41,7 @@ from dataclasses import dataclass, field
 import torch
 
 from textkg.errors import ConfigError
+from textkg.evaluation.placement.grid import weighting_ranks
 from textkg.evaluation.placement.methods import AGGREGATE_RESOLUTION as _VOTE_RESOLUTION  # ties as parent-of-nearest
 from textkg.evaluation.placement.methods import (
     DEFAULT_NEIGHBOURS,
@@ -289,12 +290,11 @@ def tune_combination(
         assert best is not None  # votes is not empty
         vote = best[1]
         components["vote"] = neighbour_vote_scorer(features, parent_edges, vote=vote)
-    cached = {name: _memoised(s) for name, s in components.items()}  # standardised once per term
+    names = list(components)
+    grid = weight_grid(names, weight_values)
+    mrrs = _weighting_mrrs(components, grid, valid, num_entities=num_entities, batch_size=batch_size)
     best_weights: tuple[float, dict[str, float]] | None = None
-    for weights in weight_grid(list(cached), weight_values):
-        mrr = rank_placement(
-            _weighted_sum(cached, weights), valid, num_entities=num_entities, batch_size=batch_size, with_close=False
-        ).mrr
+    for weights, mrr in zip(grid, mrrs, strict=True):
         tried["combined" + _weights_name(weights)] = mrr
         if best_weights is None or mrr > best_weights[0]:
             best_weights = (mrr, weights)
@@ -330,19 +330,18 @@ def tune_added_weight(
         ``(weights, tried)``: the chosen weighting (``name`` included, possibly at 0)
         and the validation MRR of each weighting tried, by name.
     """
-    everything = {**components, name: scorer}
-    cached = {n: _memoised(s) for n, s in everything.items() if weights.get(n, 0) > 0 or n == name}
+    everything = {n: s for n, s in {**components, name: scorer}.items() if weights.get(n, 0) > 0 or n == name}
     options = [{**weights, name: float(v)} for v in values]
     options.append({**{n: 0.0 for n in weights}, name: 1.0})
+    options = [w for w in options if any(v > 0 for v in w.values())]
     tried: dict[str, float] = {}
     best: tuple[float, dict[str, float]] | None = None
-    for w in options:
-        if not any(v > 0 for v in w.values()):
-            continue
-        mrr = rank_placement(_weighted_sum(cached, w), valid, num_entities=num_entities, batch_size=batch_size).mrr
-        tried["combined" + _weights_name(w)] = mrr
-        if best is None or mrr > best[0]:
-            best = (mrr, w)
+    if options:
+        mrrs = _weighting_mrrs(everything, options, valid, num_entities=num_entities, batch_size=batch_size)
+        for w, mrr in zip(options, mrrs, strict=True):
+            tried["combined" + _weights_name(w)] = mrr
+            if best is None or mrr > best[0]:
+                best = (mrr, w)
     if best is None:
         raise ConfigError("no weighting to try: values holds no positive weight", field="values")
     return best[1], tried
@@ -455,23 +454,27 @@ def _weights_name(weights: Mapping[str, float]) -> str:
     return "[" + ",".join(f"{name}={w:g}" for name, w in weights.items() if w > 0) + "]"
 
 
-def _weighted_sum(standardised: Mapping[str, PlacementScorer], weights: Mapping[str, float]) -> PlacementScorer:
-    """:func:`combined_scorer` of components that are already standardised (the tuner's memoised ones)."""
-    used = [(standardised[name], w) for name, w in weights.items() if w > 0]
-    return lambda terms, candidates: weighted_sum([(w, s(terms, candidates)) for s, w in used])
+def _weighting_mrrs(
+    components: Mapping[str, PlacementScorer],
+    weightings: Sequence[Mapping[str, float]],
+    valid: PlacementQueries,
+    *,
+    num_entities: int,
+    batch_size: int,
+) -> list[float]:
+    """Validation MRR of ``combined_scorer(components, w)`` for each ``w`` of ``weightings``, equal to
+    :func:`rank_placement`'s, from one pass over the standardised components (:func:`weighting_ranks`)."""
+    names = list(components)
+    standardised = [_standardised(components[n]) for n in names]
+    vectors = [[float(w.get(n, 0.0)) for n in names] for w in weightings]
+    ranks = weighting_ranks(standardised, vectors, valid, num_entities=num_entities, batch_size=batch_size)
+    nan = torch.full((valid.num_queries,), float("nan"), dtype=torch.float64)  # close@1 is not read
+    return [PlacementMetrics.from_ranks(r, nan).mrr for r in ranks]
 
 
-def _memoised(scorer: PlacementScorer) -> PlacementScorer:
-    """``standardise(scorer)``, computed once per ``(terms, candidates)`` call (the grid repeats calls)."""
-    memo: dict[tuple, torch.Tensor] = {}
-
-    def score(terms: torch.Tensor, candidates: torch.Tensor) -> torch.Tensor:
-        key = (tuple(terms.tolist()), candidates.data_ptr(), len(candidates))
-        if key not in memo:
-            memo[key] = standardise(scorer(terms, candidates), **STANDARDISE).float()
-        return memo[key]
-
-    return score
+def _standardised(scorer: PlacementScorer) -> PlacementScorer:
+    """``standardise(scorer)`` as :func:`combined_scorer` computes it, in float32 as the grid adds it."""
+    return lambda terms, candidates: standardise(scorer(terms, candidates), **STANDARDISE).float()
 
 
 __all__ = [

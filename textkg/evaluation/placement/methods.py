@@ -285,11 +285,11 @@ def placement_ranks(
             chunk = uniq[start : start + batch_size]
             with torch.no_grad():
                 scores = scorer(chunk, cands)
-            _check_scores(scores, len(chunk), len(cands))
+            check_scores(scores, len(chunk), len(cands))
             sel = ((local >= start) & (local < start + len(chunk))).nonzero().squeeze(1)
             rows = scores[local[sel] - start]  # (q_b, c)
             q = idx[sel]
-            r, c = _filtered_pairs(queries, q, column)
+            r, c = filtered_pairs(queries, q, column)
             ranks[q] = realistic_ranks(rows, column[queries.parents[q]], r, c)
             if with_close:
                 close[q] = _close_at_1(rows, queries, q, column, r, c)
@@ -464,7 +464,7 @@ def adjacency(edges: list[list[int]]) -> tuple[dict[int, set[int]], dict[int, se
     return up, down
 
 
-def _filtered_pairs(
+def filtered_pairs(
     queries: PlacementQueries, q: torch.Tensor, column: torch.Tensor
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """``(row, column)`` pairs removed from each query's ranking: other true parents and the term."""
@@ -499,7 +499,7 @@ def _close_at_1(
     return (top & near).sum(1).double() / top.sum(1).double()
 
 
-def _check_scores(scores, b: int, c: int) -> None:
+def check_scores(scores, b: int, c: int) -> None:
     if not isinstance(scores, torch.Tensor) or tuple(scores.shape) != (b, c):
         shape = tuple(scores.shape) if isinstance(scores, torch.Tensor) else type(scores).__name__
         raise ValueError(f"placement scorer returned shape {shape}, expected ({b}, {c})")
@@ -514,7 +514,9 @@ __all__ = [
     "NewRowsModel",
     "PlacementMetrics",
     "PlacementQueries",
+    "check_scores",
     "cosine_scorer",
+    "filtered_pairs",
     "model_scorer",
     "parent_of_nearest_scorer",
     "placement_queries",

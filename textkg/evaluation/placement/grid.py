@@ -1,0 +1,157 @@
+"""Ranks of many weightings of the same placement components, from one pass over the score matrices.
+
+A tuner (:func:`textkg.evaluation.placement.combination.tune_combination`, the weight of the
+links' vote in :mod:`.known_links`) ranks every validation query once per weighting
+``Σ_k w_k · Z_k`` of the same ``K`` component score matrices ``Z_k`` (``(b, c)`` each). Ranking
+each weighting with :func:`~textkg.evaluation.placement.methods.placement_ranks` repeats, per
+weighting, the weighted sum over every candidate, the comparison with the target and the filter.
+:func:`weighting_ranks` reads each component once per batch of terms, and compares, for every
+weighting at once, only the candidates that can reach the target's score:
+
+* A candidate ``c`` whose every used component is below the target's by more than ``margin``
+  (``Z_k[c] < Z_k[t] − margin`` for each ``k`` some weighting uses) scores below the target under
+  every non-negative weighting: exactly, ``Σ_k w_k (Z_k[c] − Z_k[t]) ≤ −margin · max_k w_k``,
+  and the float rounding of the two sums is far smaller (checked per batch: when
+  ``margin · min_g max_k w_gk`` is not above ``4 (K + 1) u Σ_k max_g w_gk · max|Z_k|``, ``u`` the
+  unit roundoff, no candidate is skipped). Such a candidate is neither above nor tied with the
+  target, so it leaves the realistic rank unchanged.
+* The others are scored as :func:`textkg.evaluation.scoring.weighted_sum` scores them: in the
+  component order, ``w · z`` in the components' dtype, a weight of 0 adding nothing. Each
+  weighting's ranks are therefore **equal** to :func:`placement_ranks` of its weighted sum
+  (``tests/evaluation/test_placement_grid.py`` checks it on planted ties), at a cost of one pass over
+  the ``(b, c)`` matrices per batch plus ``G × (candidates kept)``.
+
+On ``hpo``'s validation terms the kept candidates are a small share of the 15,228 (the union of the
+components' own ranks above the target), so the grid's 61 weightings cost about as much as ranking one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+
+from textkg.errors import ConfigError
+from textkg.evaluation.placement.methods import PlacementQueries, PlacementScorer, check_scores, filtered_pairs
+
+#: How far below the target's score, in every used component, a candidate must be to be skipped
+#: (component scores here are standardised: a few units across a row).
+DEFAULT_MARGIN = 1e-2
+#: Weighted scores computed at once (``G`` weightings × candidate entries; 4 bytes each in float32).
+_ENTRIES = 1 << 23
+
+
+def weighting_ranks(
+    components: Sequence[PlacementScorer],
+    weightings: Sequence[Sequence[float]],
+    queries: PlacementQueries,
+    *,
+    num_entities: int,
+    batch_size: int = 256,
+    margin: float = DEFAULT_MARGIN,
+) -> torch.Tensor:
+    """``(G, q)`` float64 realistic ranks of each query's true parent under each weighting.
+
+    Row ``g`` equals ``placement_ranks(scorer_g, queries)[0]`` with ``scorer_g(t, c) =
+    weighted_sum([(weightings[g][k], components[k](t, c)) for k])`` (module docstring).
+
+    Args:
+        components: ``K`` scorers ``(terms (b,), candidates (c,)) -> (b, c)``, all of one float dtype;
+            each is called once per batch of terms (a component no weighting uses, never).
+        weightings: ``G`` non-negative weight vectors of length ``K``, each with a positive weight.
+        queries: From :func:`~textkg.evaluation.placement.methods.placement_queries`.
+        num_entities: Number of entity ids in the graph.
+        batch_size: New terms scored at once.
+        margin: See the module docstring (``0`` or less: no candidate is skipped).
+
+    Raises:
+        ConfigError: No weighting, a weighting of the wrong length, a negative weight or one with no
+            positive weight, or ``batch_size`` not a positive integer.
+        ValueError: A component returned a wrongly shaped or NaN score matrix.
+    """
+    w = _checked(components, weightings)
+    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+        raise ConfigError(f"batch_size must be a positive integer, got {batch_size!r}", field="batch_size")
+    used = (w > 0).any(0).nonzero().squeeze(1).tolist()
+    w = w[:, used]  # (G, K') in float64, cast to the scores' dtype below
+    ranks = torch.empty(len(w), queries.num_queries, dtype=torch.float64)
+    for g, cands in enumerate(queries.groups):
+        column = torch.full((num_entities,), -1, dtype=torch.long)
+        column[cands] = torch.arange(len(cands))
+        idx = (queries.group_of == g).nonzero().squeeze(1)
+        uniq, local = torch.unique(queries.terms[idx], return_inverse=True)
+        for start in range(0, len(uniq), batch_size):
+            chunk = uniq[start : start + batch_size]
+            with torch.no_grad():
+                scores = [components[k](chunk, cands) for k in used]
+            for s in scores:
+                check_scores(s, len(chunk), len(cands))
+            sel = ((local >= start) & (local < start + len(chunk))).nonzero().squeeze(1)
+            q = idx[sel]
+            rows = torch.stack([s[local[sel] - start] for s in scores])  # (K', q_b, c)
+            r, c = filtered_pairs(queries, q, column)
+            ranks[:, q] = _batch_ranks(rows, column[queries.parents[q]], r, c, w, margin)
+    return ranks
+
+
+def _batch_ranks(
+    rows: torch.Tensor, target: torch.Tensor, fr: torch.Tensor, fc: torch.Tensor, w64: torch.Tensor, margin: float
+) -> torch.Tensor:
+    """``(G, q_b)`` ranks ``1 + greater + equal / 2`` over each row's unfiltered candidates but the target."""
+    k, b, _ = rows.shape
+    w = w64.to(rows.dtype)
+    z_t = rows[:, torch.arange(b), target]  # (K', q_b)
+    keep = torch.ones(rows.shape[1:], dtype=torch.bool)
+    if margin > 0 and _margin_is_safe(rows, w64, margin):
+        keep = (rows - z_t[:, :, None]).amax(0) > -margin  # (q_b, c): can reach the target's score
+    keep[fr, fc] = False
+    keep[torch.arange(b), target] = False
+    i, j = keep.nonzero().unbind(1)
+    s_t = _weighted(w, z_t)  # (G, q_b)
+    greater = torch.zeros(len(w), b, dtype=torch.float64)
+    equal = torch.zeros(len(w), b, dtype=torch.float64)
+    step = max(1, _ENTRIES // len(w))
+    for start in range(0, len(i), step):
+        ii, jj = i[start : start + step], j[start : start + step]
+        s_c = _weighted(w, rows[:, ii, jj])  # (G, n)
+        s_ti = s_t[:, ii]
+        greater.index_add_(1, ii, (s_c > s_ti).double())
+        equal.index_add_(1, ii, (s_c == s_ti).double())
+    return 1 + greater + equal / 2
+
+
+def _weighted(w: torch.Tensor, z: torch.Tensor) -> torch.Tensor:
+    """``(G, n)`` ``Σ_k w[:, k] · z[k]`` added in order, as :func:`~textkg.evaluation.scoring.weighted_sum` does
+    (a weight of 1 multiplies exactly, a weight of 0 adds an exact 0)."""
+    total = torch.zeros(len(w), z.shape[1], dtype=z.dtype)
+    for k in range(len(z)):
+        total = total + torch.where(w[:, k, None] > 0, w[:, k, None] * z[k], 0)
+    return total
+
+
+def _margin_is_safe(rows: torch.Tensor, w: torch.Tensor, margin: float) -> bool:
+    """Whether a candidate ``margin`` below the target in every used component is below it in float arithmetic
+    too, for every weighting (module docstring): the exact gap is at least ``margin · max_k w_k``, and each
+    weighted sum of ``K'`` terms is rounded by at most ``(K' + 1) u Σ_k w_k max|Z_k|`` (twice: two sums)."""
+    if not rows.is_floating_point():
+        return False
+    u = torch.finfo(rows.dtype).eps / 2
+    size = rows.abs().flatten(1).amax(1).double()  # (K',)
+    if not bool(torch.isfinite(size).all()):
+        return False
+    rounding = 4 * (len(rows) + 1) * u * float((w * size).sum(1).max())
+    return margin * float(w.amax(1).min()) > rounding
+
+
+def _checked(components: Sequence[PlacementScorer], weightings: Sequence[Sequence[float]]) -> torch.Tensor:
+    if not len(weightings):
+        raise ConfigError("no weighting to rank", field="weightings")
+    if any(len(ws) != len(components) for ws in weightings):
+        raise ConfigError(f"each weighting needs {len(components)} weights", field="weightings")
+    w = torch.tensor([[float(x) for x in ws] for ws in weightings], dtype=torch.float64)
+    if bool((w < 0).any()) or not bool((w > 0).any(1).all()) or not bool(torch.isfinite(w).all()):
+        raise ConfigError("weights must be finite, non-negative, and not all 0 in a weighting", field="weightings")
+    return w
+
+
+__all__ = ["DEFAULT_MARGIN", "weighting_ranks"]
