@@ -20,8 +20,9 @@ from textkg.evaluation.scoring import standardise, weighted_sum
 NUM_TRAIN, NUM_VALID = 300, 60
 
 
-def planted(seed: int = 0):
-    """A graph of 300 training terms (two types) and 60 new terms with 1-3 parents each, of one type."""
+def planted(seed: int = 0, *, links: bool = False):
+    """A graph of 300 training terms (two types) and 60 new terms with 1-3 parents each, of one type;
+    with ``links``, also random ``linked`` statements (relation 1) among training terms and from new terms."""
     g = torch.Generator().manual_seed(seed)
     n = NUM_TRAIN + NUM_VALID
     types = tuple("a" if i % 3 else "b" for i in range(n))
@@ -32,14 +33,19 @@ def planted(seed: int = 0):
         pool = [i for i in range(NUM_TRAIN) if types[i] == kind]
         for p in torch.randperm(len(pool), generator=g)[: 1 + v % 3].tolist():
             valid.append((v, 0, pool[p]))
+    if links:
+        train += [(int(a), 1, int(b)) for a, b in torch.randint(0, NUM_TRAIN, (600, 2), generator=g)]
+        valid += [
+            (int(a), 1, int(b)) for a, b in zip(torch.randint(NUM_TRAIN, n, (90,), generator=g), range(90), strict=True)
+        ]
     train_t, valid_t = torch.tensor(train), torch.tensor(valid)
     kg = KnowledgeGraph(
         name="planted",
         entities=tuple(f"e{i}" for i in range(n)),
-        relations=("is_a",),
+        relations=("is_a", "linked"),
         entity_names=tuple(f"e{i}" for i in range(n)),
         entity_descriptions=tuple(f"term {i}" for i in range(n)),
-        relation_texts=("is_a",),
+        relation_texts=("is_a", "linked"),
         triples={"all": torch.cat([train_t, valid_t])},
         entity_types=types,
     )
@@ -181,3 +187,51 @@ def test_tuner_tries_every_weighting_with_the_exhaustive_mrr_in_one_ranking_pass
     assert combo.tried["combined" + combination._weights_name(combo.weights)] == best
     first_best = next(k for k, v in want.items() if v == best)  # on a tie, the earlier (simpler) weighting
     assert "combined" + combination._weights_name(combo.weights) == first_best
+
+
+class TableModel:
+    """``score_tails`` read from a fixed ``(n, n)`` table (the relation is ignored)."""
+
+    def __init__(self, n: int, seed: int) -> None:
+        self.table = torch.round(torch.randn(n, n, generator=torch.Generator().manual_seed(seed)) * 2)  # ties
+        self.calls = 0
+
+    def eval(self):
+        return self
+
+    def score_tails(self, heads, relations, candidates):
+        self.calls += 1
+        return self.table[heads][:, candidates]
+
+
+def test_known_links_weights_rank_as_the_voted_scorer_at_each_weight():
+    """``placement_with_known_links`` ranks all its vote weights from one pass: the same validation MRR per
+    weight, the same choice and the same test ranks as ``placement_ranks`` of ``voted_scorer`` at each weight."""
+    from textkg.evaluation.k_shot import choose, summarise
+    from textkg.evaluation.placement.known_links import (
+        VOTE_WEIGHTS,
+        AnnotationVote,
+        placement_with_known_links,
+        term_links,
+        voted_scorer,
+    )
+    from textkg.evaluation.placement.methods import model_scorer
+
+    kg, split = planted(4, links=True)
+    model = TableModel(kg.num_entities, 9)
+    got = placement_with_known_links(model, kg, split)
+    valid = placement_queries(kg, split, which="valid")
+    test = placement_queries(kg, split, which="test")
+    assert model.calls == len(valid.groups) + len(test.groups)  # once per batch, not once per weight
+    vote = AnnotationVote(split.train, valid.relation, kg.num_entities)
+
+    def ranks(queries, links, w):
+        scorer = voted_scorer(model_scorer(model, queries.relation), vote, links, w)
+        return placement_ranks(scorer, queries, num_entities=kg.num_entities, with_close=False)[0]
+
+    valid_links, test_links = term_links(valid, split.valid), term_links(test, split.test)
+    want = {f"{w:g}": float(ranks(valid, valid_links, w).reciprocal().mean()) for w in VOTE_WEIGHTS}
+    assert got["valid_mrr_by_weight"] == want
+    assert got["weight"] == float(choose(want)) > 0
+    assert got["with_links"] == summarise(ranks(test, test_links, got["weight"]))
+    assert got["without_links"] == summarise(ranks(test, test_links, 0.0))

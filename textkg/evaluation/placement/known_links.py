@@ -23,8 +23,9 @@ import torch
 
 from textkg.data.known_links import NEW_IS_HEAD, NEW_IS_TAIL
 from textkg.evaluation.k_shot import choose, summarise
-from textkg.evaluation.placement.methods import PlacementQueries, model_scorer, placement_queries, placement_ranks
-from textkg.evaluation.scoring import combine
+from textkg.evaluation.placement.grid import weighting_ranks
+from textkg.evaluation.placement.methods import PlacementQueries, model_scorer, placement_queries
+from textkg.evaluation.scoring import combine, weighted_sum
 
 #: weights of the links' vote tried on validation (0: the model alone)
 VOTE_WEIGHTS = (0.0, 0.5, 1.0, 2.0, 4.0, 8.0)
@@ -86,17 +87,27 @@ class AnnotationVote:
 def voted_scorer(base, vote: AnnotationVote, links: torch.Tensor, weight: float):
     """``base`` placement scores, standardised, plus ``weight ×`` the links' vote of each query term
     (``links (m, 4)`` ``(term, relation, other, role)``)."""
+    standardised, votes = voted_parts(base, vote, links)
 
     def score(terms: torch.Tensor, candidates: torch.Tensor) -> torch.Tensor:
-        def votes() -> torch.Tensor:
-            row = {t: i for i, t in enumerate(terms.tolist())}
-            mine = links[torch.isin(links[:, 0], terms)]
-            rows = torch.tensor([row[t] for t in mine[:, 0].tolist()], dtype=torch.long)
-            return vote(vote.bags(rows, mine[:, 2], len(terms)))[:, candidates]
-
-        return combine(base(terms, candidates), [(weight, votes)])
+        return weighted_sum([(1.0, standardised(terms, candidates)), (weight, lambda: votes(terms, candidates))])
 
     return score
+
+
+def voted_parts(base, vote: AnnotationVote, links: torch.Tensor):
+    """``(standardised base, votes)``: the two parts :func:`voted_scorer` adds, as scorers."""
+
+    def standardised(terms: torch.Tensor, candidates: torch.Tensor) -> torch.Tensor:
+        return combine(base(terms, candidates))
+
+    def votes(terms: torch.Tensor, candidates: torch.Tensor) -> torch.Tensor:
+        row = {t: i for i, t in enumerate(terms.tolist())}
+        mine = links[torch.isin(links[:, 0], terms)]
+        rows = torch.tensor([row[t] for t in mine[:, 0].tolist()], dtype=torch.long)
+        return vote(vote.bags(rows, mine[:, 2], len(terms)))[:, candidates]
+
+    return standardised, votes
 
 
 def placement_with_known_links(model, kg, split, *, statements: torch.Tensor | None = None) -> dict | None:
@@ -114,14 +125,17 @@ def placement_with_known_links(model, kg, split, *, statements: torch.Tensor | N
     model.eval()
     n = kg.num_entities
 
-    def mrr_ranks(queries: PlacementQueries, links: torch.Tensor, weight: float) -> torch.Tensor:
-        scorer = voted_scorer(model_scorer(model, queries.relation), vote, links, weight)
-        return placement_ranks(scorer, queries, num_entities=n, with_close=False)[0]  # only the ranks are read
+    def mrr_ranks(queries: PlacementQueries, links: torch.Tensor, weights: list[float]) -> torch.Tensor:
+        """``(len(weights), q)`` ranks of ``voted_scorer`` at each weight, from one pass (only the ranks are read)."""
+        model_score, votes = voted_parts(model_scorer(model, queries.relation), vote, links)
+        return weighting_ranks([model_score, votes], [[1.0, w] for w in weights], queries, num_entities=n)
 
     with torch.no_grad():
-        valid_mrr = {f"{w:g}": float(mrr_ranks(valid_q, valid_links, w).reciprocal().mean()) for w in VOTE_WEIGHTS}
+        by_weight = mrr_ranks(valid_q, valid_links, list(VOTE_WEIGHTS))
+        valid_mrr = {f"{w:g}": float(r.reciprocal().mean()) for w, r in zip(VOTE_WEIGHTS, by_weight, strict=True)}
         weight = float(choose(valid_mrr))
-        without, with_links = mrr_ranks(test_q, test_links, 0.0), mrr_ranks(test_q, test_links, weight)
+        ranks = mrr_ranks(test_q, test_links, [0.0, weight] if weight else [0.0])
+        without, with_links = ranks[0], ranks[-1]
     has = torch.isin(test_q.terms, test_links[:, 0])
     return {
         "links": "every statement of the term's split by a relation other than the parent relation "
