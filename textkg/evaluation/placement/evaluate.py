@@ -29,6 +29,7 @@ from textkg.evaluation.placement.methods import (
     rank_placement,
 )
 from textkg.evaluation.placement.rerank import RerankConfig, Reranker, fitted_reranker
+from textkg.evaluation.placement.siblings import REDUCTIONS, children_scorer
 from textkg.evaluation.placement.text import tfidf_scorer
 
 #: The vote the re-ranker reads (the best on ``hpo``'s validation terms, docs/results/placement.md), and the
@@ -127,7 +128,7 @@ def evaluate_placement(
             rerank,
             texts=texts,
             names=kg.entity_names,
-            scorers={"description": baselines["description-nn"], "vote": vote},
+            scorers={"description": baselines["description-nn"], "vote": vote, **sibling_scorers(text_features, edges)},
             first_stage=first_stage,
             parent_edges=edges,
             candidates=max(queries.groups, key=len),
@@ -152,6 +153,11 @@ def evaluate_placement(
     return out
 
 
+def sibling_scorers(features: torch.Tensor, parent_edges: torch.Tensor) -> dict:
+    """The optional re-ranker features of :mod:`.siblings`, by their names in :data:`.rerank.OPTIONAL_FEATURES`."""
+    return {f"sibling_{r}": children_scorer(features, parent_edges, reduce=r) for r in REDUCTIONS}
+
+
 def saved_reranker(
     saved: dict,
     *,
@@ -170,7 +176,7 @@ def saved_reranker(
         Reranker.from_dict(saved, file=file),
         texts=texts,
         names=names,
-        scorers={"description": cosine_scorer(features), "vote": vote},
+        scorers={"description": cosine_scorer(features), "vote": vote, **sibling_scorers(features, parent_edges)},
         parent_edges=parent_edges,
         fit_on=fit_on,
     )[1]

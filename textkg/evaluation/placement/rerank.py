@@ -12,6 +12,9 @@ for each (term, candidate) pair it reads a few cached features
 * ``children`` and ``depth``: ``log(1 + #children)`` and the ``is_a`` depth of
   the candidate in the training hierarchy (a prior: real additions go under
   terms that already have children, rarely under the root);
+* optionally (:attr:`RerankConfig.extra`, :data:`OPTIONAL_FEATURES`) ``sibling_max`` and
+  ``sibling_mean``: MiniLM cosine to the candidate's most similar child and to its
+  children's centroid (:func:`.siblings.children_scorer`: a new term reads like its siblings);
 
 and scores it with a linear function ``w . f``, a listwise learning-to-rank
 model (ListNet-style softmax cross-entropy, Cao et al. 2007, ICML, eq. 2 with a
@@ -42,6 +45,8 @@ from textkg.evaluation.scoring import standardise
 #: Pair features, in the order of :attr:`Reranker.weights` (the last two are candidate priors).
 SCORED_FEATURES = ("description", "vote", "tfidf", "containment")
 PRIOR_FEATURES = ("children", "depth")
+#: Pair features a config may add (between the scored features and the priors, in this order).
+OPTIONAL_FEATURES = ("sibling_max", "sibling_mean")
 #: Longest ``is_a`` path followed when computing depths (a cycle stops here).
 _MAX_DEPTH = 64
 
@@ -57,6 +62,7 @@ class RerankConfig:
         steps: L-BFGS iterations.
         l2: Ridge penalty on the weights.
         seed: Seeds the sample of training terms (the fit itself is deterministic).
+        extra: Features of :data:`OPTIONAL_FEATURES` read besides the fixed ones.
     """
 
     top_k: int = 50
@@ -65,6 +71,7 @@ class RerankConfig:
     steps: int = 100
     l2: float = 1e-3
     seed: int = 0
+    extra: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         for name in ("top_k", "num_terms", "batch_size", "steps"):
@@ -73,6 +80,11 @@ class RerankConfig:
                 raise ConfigError(f"{name} must be a positive integer, got {value!r}", field=name)
         if not self.l2 >= 0:
             raise ConfigError(f"l2 must be >= 0, got {self.l2!r}", field="l2")
+        unknown = [name for name in self.extra if name not in OPTIONAL_FEATURES]
+        if unknown or len(set(self.extra)) != len(self.extra):
+            raise ConfigError(
+                f"extra must be distinct names of {list(OPTIONAL_FEATURES)}, got {self.extra!r}", field="extra"
+            )
 
 
 @dataclass(frozen=True)
@@ -95,7 +107,8 @@ class Reranker:
     @classmethod
     def from_dict(cls, saved: object, *, file: str | None = None) -> Reranker:
         """A re-ranker from :meth:`to_dict`'s output as read from a run's ``metrics.json`` (data from
-        outside the process: exactly the six feature names, each a finite number).
+        outside the process: the six fixed feature names and any of :data:`OPTIONAL_FEATURES`, each a
+        finite number).
 
         Raises:
             ConfigError: Anything else, naming ``file`` and the field.
@@ -104,9 +117,15 @@ class Reranker:
 
         field = "test.placement_rerank.weights"
         weights = saved.get("weights") if isinstance(saved, dict) else None
-        names = SCORED_FEATURES + PRIOR_FEATURES
-        if not isinstance(weights, dict) or set(weights) != set(names):
-            raise ConfigError(f"expected a weight for each of {', '.join(names)}", file=file, field=field)
+        fixed = set(SCORED_FEATURES + PRIOR_FEATURES)
+        if not isinstance(weights, dict) or not fixed <= set(weights) <= fixed | set(OPTIONAL_FEATURES):
+            raise ConfigError(
+                f"expected a weight for each of {', '.join(sorted(fixed))} and for any of "
+                f"{', '.join(OPTIONAL_FEATURES)}",
+                file=file,
+                field=field,
+            )
+        names = feature_names(tuple(n for n in OPTIONAL_FEATURES if n in weights))
         for name, w in weights.items():
             if isinstance(w, bool) or not isinstance(w, int | float) or not math.isfinite(w):
                 raise ConfigError(f"weight of {name!r} must be a finite number, got {w!r}", file=file, field=field)
@@ -116,6 +135,12 @@ class Reranker:
             num_terms=int(saved.get("num_terms") or 0),
             train_loss=float(saved.get("train_loss") or 0.0),
         )
+
+
+def feature_names(extra: tuple[str, ...] = ()) -> tuple[str, ...]:
+    """The re-ranker's features in weight order: the scored ones, ``extra`` (in :data:`OPTIONAL_FEATURES` order),
+    the priors."""
+    return SCORED_FEATURES + tuple(n for n in OPTIONAL_FEATURES if n in extra) + PRIOR_FEATURES
 
 
 def hierarchy_priors(parent_edges: torch.Tensor, num_entities: int) -> torch.Tensor:
@@ -148,13 +173,19 @@ class PairFeatures:
         priors: ``(num_entities, 2)`` from :func:`hierarchy_priors`.
     """
 
-    names = SCORED_FEATURES + PRIOR_FEATURES
-
-    def __init__(self, scorers: Mapping[str, PlacementScorer], priors: torch.Tensor) -> None:
-        missing = set(SCORED_FEATURES) - set(scorers)
+    def __init__(self, scorers: Mapping[str, PlacementScorer], priors: torch.Tensor, extra: Sequence[str] = ()) -> None:
+        unknown = set(extra) - set(OPTIONAL_FEATURES)
+        if unknown:
+            raise ConfigError(
+                f"unknown pair features {sorted(unknown)}; optional: {list(OPTIONAL_FEATURES)}", field="extra"
+            )
+        extra = tuple(n for n in OPTIONAL_FEATURES if n in extra)
+        scored = SCORED_FEATURES + extra
+        missing = set(scored) - set(scorers)
         if missing:
             raise ConfigError(f"pair features need scorers for {sorted(missing)}", field="scorers")
-        self.scorers = [scorers[name] for name in SCORED_FEATURES]
+        self.names = feature_names(extra)
+        self.scorers = [scorers[name] for name in scored]
         self.priors = priors.float()
 
     def __call__(self, terms: torch.Tensor, candidates: torch.Tensor) -> torch.Tensor:
@@ -252,7 +283,7 @@ def fit_reranker(
     with torch.no_grad():
         final = float(loss_fn())
     return Reranker(
-        weights=dict(zip(PairFeatures.names, w.detach().tolist(), strict=True)), num_terms=len(xs), train_loss=final
+        weights=dict(zip(features.names, w.detach().tolist(), strict=True)), num_terms=len(xs), train_loss=final
     )
 
 
@@ -291,6 +322,9 @@ def fitted_reranker(
             "containment": containment_scorer(texts, names, fit_on),
         },
         hierarchy_priors(parent_edges, len(texts)),
+        rerank.extra
+        if isinstance(rerank, RerankConfig)
+        else tuple(n for n in OPTIONAL_FEATURES if n in rerank.weights),
     )
     if isinstance(rerank, RerankConfig):
         if first_stage is None or candidates is None:
@@ -300,12 +334,14 @@ def fitted_reranker(
 
 
 __all__ = [
+    "OPTIONAL_FEATURES",
     "PRIOR_FEATURES",
     "SCORED_FEATURES",
     "PairFeatures",
     "RerankConfig",
     "Reranker",
     "fit_reranker",
+    "feature_names",
     "fitted_reranker",
     "hierarchy_priors",
     "reranker_scorer",
