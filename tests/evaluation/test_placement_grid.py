@@ -91,8 +91,20 @@ def test_every_weighting_ranks_as_its_own_weighted_sum(levels):
         assert bool((got.frac() == 0.5).any())
 
 
-def test_added_weights_above_one_and_a_sparse_vote_rank_the_same():
-    """The re-ranker's weight goes up to 10, and a vote's standardised scores are large and mostly tied."""
+def test_added_weights_above_one_and_a_sparse_vote_rank_the_same(monkeypatch):
+    """The re-ranker's weight goes up to 10, and a vote's standardised scores are large and mostly tied;
+    candidates the vote ties with the target are still skipped where another component weighs in."""
+    import textkg.evaluation.placement.grid as grid_module
+
+    compared, everything = [], []
+    real = grid_module._counted_ranks
+
+    def spy(rows, z_t, keep, w):
+        compared.append(int(keep.sum()) * len(w))
+        everything.append(keep.numel() * len(w))
+        return real(rows, z_t, keep, w)
+
+    monkeypatch.setattr(grid_module, "_counted_ranks", spy)
     kg, split = planted(1)
     queries = placement_queries(kg, split, which="valid")
     n = kg.num_entities
@@ -111,6 +123,7 @@ def test_added_weights_above_one_and_a_sparse_vote_rank_the_same():
             return weighted_sum([(w, s(terms, candidates)) for s, w in zip(components, ws, strict=True)])
 
         assert torch.equal(got[g], placement_ranks(scorer, queries, num_entities=n, with_close=False)[0])
+    assert sum(compared) < 0.8 * sum(everything)  # random scores: the target is mid-ranked, yet some are skipped
 
 
 def test_reads_each_component_once_per_batch_and_never_an_unused_one():

@@ -8,13 +8,15 @@ weighting, the weighted sum over every candidate, the comparison with the target
 :func:`weighting_ranks` reads each component once per batch of terms, and compares, for every
 weighting at once, only the candidates that can reach the target's score:
 
-* A candidate ``c`` whose every used component is below the target's by more than ``margin``
-  (``Z_k[c] < Z_k[t] − margin`` for each ``k`` some weighting uses) scores below the target under
-  every non-negative weighting: exactly, ``Σ_k w_k (Z_k[c] − Z_k[t]) ≤ −margin · max_k w_k``,
-  and the float rounding of the two sums is far smaller (checked per batch: when
-  ``margin · min_g max_k w_gk`` is not above ``4 (K + 1) u Σ_k max_g w_gk · max|Z_k|``, ``u`` the
-  unit roundoff, no candidate is skipped). Such a candidate is neither above nor tied with the
-  target, so it leaves the realistic rank unchanged.
+* Weightings are taken in groups that weigh the same components (their support ``S``). A
+  candidate ``c`` that is at most the target ``t`` in every component of ``S`` and below it by more
+  than ``margin`` in one, ``a`` (``Z_a[c] < Z_a[t] − margin``), scores below the target under every
+  weighting of the group: exactly, ``Σ_k w_k (Z_k[c] − Z_k[t]) ≤ −margin · w_a``, and the float
+  rounding of the two sums is smaller (checked per batch and group: when ``margin · min w`` is not
+  above ``4 (|S| + 1) u max_g Σ_k w_gk · max|Z_k|``, ``u`` the unit roundoff, no candidate is
+  skipped). Such a candidate is neither above nor tied with the target, so it leaves the realistic
+  rank unchanged. A sparse vote ties most candidates with the target; they are still skipped
+  wherever another component weighs in.
 * The others are scored as :func:`textkg.evaluation.scoring.weighted_sum` scores them: in the
   component order, ``w · z`` in the components' dtype, a weight of 0 adding nothing. Each
   weighting's ranks are therefore **equal** to :func:`placement_ranks` of its weighted sum
@@ -36,7 +38,7 @@ from textkg.evaluation.placement.methods import PlacementQueries, PlacementScore
 
 #: How far below the target's score, in every used component, a candidate must be to be skipped
 #: (component scores here are standardised: a few units across a row).
-DEFAULT_MARGIN = 1e-2
+DEFAULT_MARGIN = 0.1
 #: Weighted scores computed at once (``G`` weightings × candidate entries; 4 bytes each in float32).
 _ENTRIES = 1 << 23
 
@@ -97,27 +99,45 @@ def weighting_ranks(
 def _batch_ranks(
     rows: torch.Tensor, target: torch.Tensor, fr: torch.Tensor, fc: torch.Tensor, w64: torch.Tensor, margin: float
 ) -> torch.Tensor:
-    """``(G, q_b)`` ranks ``1 + greater + equal / 2`` over each row's unfiltered candidates but the target."""
-    k, b, _ = rows.shape
+    """``(G, q_b)`` ranks ``1 + greater + equal / 2`` over each row's unfiltered candidates but the target.
+
+    Weightings are taken in groups of one support (the components they weigh): a candidate is skipped
+    for a group when it is at most the target's score in every component of the support and below it by
+    more than ``margin`` in one of them (module docstring), e.g. a candidate the sparse vote ties with the
+    target is still skipped wherever the model or the description weighs in.
+    """
+    _, b, _ = rows.shape
     w = w64.to(rows.dtype)
     z_t = rows[:, torch.arange(b), target]  # (K', q_b)
-    keep = torch.ones(rows.shape[1:], dtype=torch.bool)
-    if margin > 0 and _margin_is_safe(rows, w64, margin):
-        keep = (rows - z_t[:, :, None]).amax(0) > -margin  # (q_b, c): can reach the target's score
-    keep[fr, fc] = False
-    keep[torch.arange(b), target] = False
+    counted = torch.ones(rows.shape[1:], dtype=torch.bool)
+    counted[fr, fc] = False
+    counted[torch.arange(b), target] = False
+    below = rows <= z_t[:, :, None]  # (K', q_b, c)
+    far = rows < z_t[:, :, None] - margin
+    ranks = torch.empty(len(w), b, dtype=torch.float64)
+    for support in torch.unique(w > 0, dim=0):
+        group = ((w > 0) == support).all(1).nonzero().squeeze(1)
+        keep = counted
+        if margin > 0 and _margin_is_safe(rows[support], w64[group][:, support], margin):
+            keep = counted & ~(below[support].all(0) & far[support].any(0))
+        ranks[group] = _counted_ranks(rows, z_t, keep, w[group])
+    return ranks
+
+
+def _counted_ranks(rows: torch.Tensor, z_t: torch.Tensor, keep: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    """``(G, q_b)`` ``1 + greater + equal / 2`` of each row's target among its ``keep`` candidates."""
     i, j = keep.nonzero().unbind(1)
     s_t = _weighted(w, z_t)  # (G, q_b)
-    greater = torch.zeros(len(w), b, dtype=torch.float64)
-    equal = torch.zeros(len(w), b, dtype=torch.float64)
+    greater = torch.zeros(len(w), keep.shape[0])
+    equal = torch.zeros(len(w), keep.shape[0])  # float32 counts: exact below 2 ** 24 candidates
     step = max(1, _ENTRIES // len(w))
     for start in range(0, len(i), step):
         ii, jj = i[start : start + step], j[start : start + step]
         s_c = _weighted(w, rows[:, ii, jj])  # (G, n)
         s_ti = s_t[:, ii]
-        greater.index_add_(1, ii, (s_c > s_ti).double())
-        equal.index_add_(1, ii, (s_c == s_ti).double())
-    return 1 + greater + equal / 2
+        greater.index_add_(1, ii, (s_c > s_ti).float())
+        equal.index_add_(1, ii, (s_c == s_ti).float())
+    return 1 + greater.double() + equal.double() / 2
 
 
 def _weighted(w: torch.Tensor, z: torch.Tensor) -> torch.Tensor:
@@ -130,9 +150,10 @@ def _weighted(w: torch.Tensor, z: torch.Tensor) -> torch.Tensor:
 
 
 def _margin_is_safe(rows: torch.Tensor, w: torch.Tensor, margin: float) -> bool:
-    """Whether a candidate ``margin`` below the target in every used component is below it in float arithmetic
-    too, for every weighting (module docstring): the exact gap is at least ``margin · max_k w_k``, and each
-    weighted sum of ``K'`` terms is rounded by at most ``(K' + 1) u Σ_k w_k max|Z_k|`` (twice: two sums)."""
+    """Whether a candidate at most the target in every component of ``rows`` and ``margin`` below it in one is
+    below it in float arithmetic too, for every weighting ``w`` (all positive; module docstring): the exact gap
+    is at least ``margin · min w``, and each weighted sum of ``K'`` terms is rounded by at most
+    ``(K' + 1) u Σ_k w_k max|Z_k|`` (twice: two sums)."""
     if not rows.is_floating_point():
         return False
     u = torch.finfo(rows.dtype).eps / 2
@@ -140,7 +161,7 @@ def _margin_is_safe(rows: torch.Tensor, w: torch.Tensor, margin: float) -> bool:
     if not bool(torch.isfinite(size).all()):
         return False
     rounding = 4 * (len(rows) + 1) * u * float((w * size).sum(1).max())
-    return margin * float(w.amax(1).min()) > rounding
+    return margin * float(w.min()) > rounding
 
 
 def _checked(components: Sequence[PlacementScorer], weightings: Sequence[Sequence[float]]) -> torch.Tensor:
