@@ -108,3 +108,11 @@ def test_a_reranker_with_sibling_features_is_fitted_saved_and_read_back():
         fit_on=split.train_entities,
     )
     assert scorer(split.test[:, 0], split.train_entities).shape == (len(split.test), len(split.train_entities))
+
+
+def test_the_default_reranker_reads_the_sibling_centroid():
+    """Chosen on the README split's validation terms (docs/results/placement.md, 2026-11-28)."""
+    from textkg.evaluation.placement.rerank import RerankConfig, feature_names
+
+    assert RerankConfig().extra == ("sibling_mean",)
+    assert "sibling_mean" in feature_names(RerankConfig().extra)

@@ -12,7 +12,7 @@ for each (term, candidate) pair it reads a few cached features
 * ``children`` and ``depth``: ``log(1 + #children)`` and the ``is_a`` depth of
   the candidate in the training hierarchy (a prior: real additions go under
   terms that already have children, rarely under the root);
-* optionally (:attr:`RerankConfig.extra`, :data:`OPTIONAL_FEATURES`) ``sibling_max`` and
+* optional (:attr:`RerankConfig.extra`, :data:`OPTIONAL_FEATURES`; ``sibling_mean`` by default) ``sibling_max`` and
   ``sibling_mean``: MiniLM cosine to the candidate's most similar child and to its
   children's centroid (:func:`.siblings.children_scorer`: a new term reads like its siblings);
 
@@ -47,6 +47,9 @@ SCORED_FEATURES = ("description", "vote", "tfidf", "containment")
 PRIOR_FEATURES = ("children", "depth")
 #: Pair features a config may add (between the scored features and the priors, in this order).
 OPTIONAL_FEATURES = ("sibling_max", "sibling_mean")
+#: The optional features fitted by default: the best validation placement MRR on the README split
+#: (docs/results/placement.md, 2026-11-28: none 0.5898, sibling_max 0.5959, sibling_mean 0.5990, both 0.5966).
+DEFAULT_EXTRA = ("sibling_mean",)
 #: Longest ``is_a`` path followed when computing depths (a cycle stops here).
 _MAX_DEPTH = 64
 
@@ -62,7 +65,8 @@ class RerankConfig:
         steps: L-BFGS iterations.
         l2: Ridge penalty on the weights.
         seed: Seeds the sample of training terms (the fit itself is deterministic).
-        extra: Features of :data:`OPTIONAL_FEATURES` read besides the fixed ones.
+        extra: Features of :data:`OPTIONAL_FEATURES` read besides the fixed ones (default
+            :data:`DEFAULT_EXTRA`).
     """
 
     top_k: int = 50
@@ -71,7 +75,7 @@ class RerankConfig:
     steps: int = 100
     l2: float = 1e-3
     seed: int = 0
-    extra: tuple[str, ...] = ()
+    extra: tuple[str, ...] = DEFAULT_EXTRA
 
     def __post_init__(self) -> None:
         for name in ("top_k", "num_terms", "batch_size", "steps"):
@@ -334,6 +338,7 @@ def fitted_reranker(
 
 
 __all__ = [
+    "DEFAULT_EXTRA",
     "OPTIONAL_FEATURES",
     "PRIOR_FEATURES",
     "SCORED_FEATURES",
