@@ -149,8 +149,11 @@ def post_run_rows(run_dir: Path, profile: Path | None) -> dict:
         profile.write_text(text.getvalue())
     selection = blocks.get("placement_selection") or {}
     names_only = blocks.get("placement_names_only") or {}
+    import resource
+
     return {
         "run_dir": str(run_dir),
+        "peak_rss_gib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20, 2),  # Linux: KiB
         "cpu_s": round(time.process_time() - cpu, 1),
         "wall_s": round(time.monotonic() - wall, 1),
         "stages": stages,
