@@ -24,6 +24,8 @@ two idle cores would spend. Both sides run in the same process, alternately, on 
   model, CPU and wall seconds per stage, the placement MRRs and the weights chosen on validation; with
   ``--profile FILE``, cProfile's top functions by cumulative and own time, as text. Run it with
   ``PYTHONPATH`` pointing at another checkout to measure that code on the same run (before/after).
+* ``tuner`` (with ``--run-dir``): CPU seconds of ``tune_combination`` alone (the vote settings and the
+  weight grid on the validation terms) with the run's model, and every validation MRR it tried.
 """
 
 from __future__ import annotations
@@ -174,7 +176,38 @@ def post_run_rows(run_dir: Path, profile: Path | None) -> dict:
     }
 
 
-PARTS = ("encode", "train_step", "post_run")
+def tuner_rows(run_dir: Path) -> dict:
+    from textkg.evaluation.placement.combination import tune_combination
+    from textkg.evaluation.placement.methods import cosine_scorer, model_scorer, placement_queries
+    from textkg.pipeline.prepared import prepare
+    from textkg.pipeline.report import description_features
+    from textkg.pipeline.run_dir import open_run
+    from textkg.training import checkpoint as ckpt
+
+    cfg = open_run(run_dir).config
+    prep = prepare(cfg, run_dir, device=torch.device("cpu"))
+    prep.model.load_state_dict(ckpt.load_weights(run_dir))
+    prep.model.eval()
+    features = description_features(prep)
+    valid = placement_queries(prep.kg, prep.split, which="valid")
+    if valid is None:
+        raise SystemExit(f"{run_dir}: no validation placement queries")
+    train = prep.split.train
+    components = {"model": model_scorer(prep.model, valid.relation), "description": cosine_scorer(features)}
+    with torch.no_grad():
+        start = time.process_time()
+        combo = tune_combination(
+            components,
+            valid,
+            num_entities=prep.kg.num_entities,
+            features=features,
+            parent_edges=train[train[:, 1] == valid.relation][:, [0, 2]],
+        )
+        cpu = time.process_time() - start
+    return {"tune_combination_cpu_s": round(cpu, 1), "weights": combo.weights, "tried_valid_mrr": combo.tried}
+
+
+PARTS = ("encode", "train_step", "post_run", "tuner")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -188,8 +221,8 @@ def main(argv: list[str] | None = None) -> int:
     _harness.add_common_flags(parser, out="benchmarks/results/main_command_parts.json", seed=0, threads=1)
     args = parser.parse_args(argv)
     _harness.set_threads(args.threads)
-    if "post_run" in args.parts and args.run_dir is None:
-        parser.error("the post_run part needs --run-dir")
+    if {"post_run", "tuner"} & set(args.parts) and args.run_dir is None:
+        parser.error("the post_run and tuner parts need --run-dir")
     before = _harness.load_average()
     rows: dict = {}
     if "encode" in args.parts:
@@ -198,6 +231,8 @@ def main(argv: list[str] | None = None) -> int:
         rows["train_step"] = step_rows(args.steps, args.seed)
     if "post_run" in args.parts:
         rows["post_run"] = post_run_rows(args.run_dir, args.profile)
+    if "tuner" in args.parts:
+        rows["tuner"] = tuner_rows(args.run_dir)
     record = _harness.result(
         "main_command_parts",
         label=args.label,
