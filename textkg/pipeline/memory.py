@@ -70,10 +70,12 @@ class MemoryEstimate:
 
 
 def placement_bytes(*, num_valid_queries: int, num_candidates: int, num_entities: int, batch: int = 256) -> int:
-    """The placement evaluation's peak (:mod:`textkg.evaluation.placement.combination`): the tuner keeps
-    each component's standardised validation scores (3 components x queries x candidates, float32)
-    while it tries the weight grid, and a batch of new terms holds about six float64 ``batch x N``
-    work arrays (neighbour-vote weights and their roll-up, scores, standardisation)."""
+    """The placement evaluation's peak (:mod:`textkg.evaluation.placement.combination`), an upper bound:
+    sized as when the tuner kept each component's standardised validation scores (3 components x
+    queries x candidates, float32) while it tried the weight grid; since 2026-11-28 it ranks a batch of
+    terms at a time (:func:`textkg.evaluation.placement.grid.weighting_ranks`), which needs less. A
+    batch of new terms holds about six float64 ``batch x N`` work arrays (neighbour-vote weights and
+    their roll-up, scores, standardisation)."""
     return 3 * 4 * num_valid_queries * num_candidates + 6 * 8 * batch * num_entities
 
 
