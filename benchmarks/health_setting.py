@@ -56,8 +56,20 @@ PUBLIC, CONTROL, CEILING, POPULARITY = (
     "non-private annotations (ceiling)",
     "relation popularity",
 )
-#: the ceiling's private step: no noise to speak of, a clipping bound no gradient reaches
-CEILING_FLAGS = ("--mechanism", "simulation", "--noise-multiplier", "1e-9", "--max-grad-norm", "1000")
+#: the ceiling's private step: no noise to speak of, a clipping bound no gradient reaches. It is labelled
+#: ``simulation`` (no ε is claimed), and its ledger goes to the RDP accountant whatever the recipe names:
+#: dp-accounting's PLD cannot discretise σ = 1e-9 (``ValueError: Maximum allowed size exceeded`` when the
+#: full ``hpo`` ceiling with ``--private-args=--accountant pld`` wrote its privacy block, issue 39)
+CEILING_FLAGS = (
+    "--mechanism",
+    "simulation",
+    "--noise-multiplier",
+    "1e-9",
+    "--max-grad-norm",
+    "1000",
+    "--accountant",
+    "rdp",
+)
 
 
 def machine_info() -> dict:

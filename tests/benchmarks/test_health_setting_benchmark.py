@@ -149,6 +149,20 @@ def test_the_recipe_flags_reach_the_rows_they_name(tmp_path):
     assert ceiling.index("1000") > ceiling.index("0.5")
 
 
+def test_the_ceiling_takes_the_rdp_accountant_after_a_pld_recipe(tmp_path):
+    """A PLD recipe reaches the DP rows; the ceiling (σ = 1e-9, labelled simulation) names RDP after it, since
+    dp-accounting's PLD fails on σ = 1e-9 (the full hpo ceiling crashed writing its privacy block)."""
+    module = _module()
+    args = module.parse_args(
+        ["--runs", str(tmp_path), "--out", str(tmp_path / "o.json"), "--private-args=--accountant pld"]
+    )
+    runs = {r.name: r for r in module.plan(args, 0)}
+    assert " ".join(runs["confidential eps=1"].flags).count("--accountant pld") == 1
+    ceiling = runs["non-private annotations (ceiling)"].flags
+    last = len(ceiling) - 1 - ceiling[::-1].index("--accountant")
+    assert ceiling[last + 1] == "rdp" and last > ceiling.index("pld")
+
+
 def test_every_model_row_carries_its_test_and_privacy_blocks(result):
     """Issue 39's "each row with its privacy and test blocks": the released test block's headline numbers
     (read from the run's metrics.json) beside the privacy block."""
