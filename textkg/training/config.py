@@ -182,8 +182,8 @@ class TrainConfig:
         placement_extras: ``on`` (default) or ``off``: ``off`` leaves out the two placement blocks that
             re-place the same held-out terms, ``test.placement_names_only`` (from their names alone) and
             ``test.placement_known_links`` (with their annotations). ``test.placement``,
-            ``placement_combined`` and ``placement_selection`` are unchanged. On the full ``hpo`` the
-            names-only block alone costs about as much as the placement it repeats (issue 39: a
+            ``placement_combined`` and ``placement_selection`` are unchanged. On the full ``hpo`` (2 shared
+            cores, load 9–14) the placement took 7.4 min with them and 4.2–6.1 min without (issue 39: a
             benchmark that reads only the placement; ``textkg place`` then has no names-only choice).
         min_steps: ``0`` (default in the Python API: train exactly ``epochs``) or a number of optimiser
             steps: a non-private run whose ``epochs`` give fewer steps raises ``epochs`` to reach it, at
