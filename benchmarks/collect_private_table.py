@@ -12,6 +12,12 @@ has them (per-direction and subset blocks dropped, ``answer_seen`` /
 made it (looked up by run directory in ``--commands``, the rows that
 ``benchmarks/reproduce_fb15k237.py`` appended). It prints the markdown table of
 docs/results/privacy_utility.md.
+
+Every private row that starts from a public model (``privacy.initialised_from``) gets its ``control``
+(issue 39): the ``public-only`` row continued from the same model (the same ``best_model.pt`` hash)
+for the same epochs, and the difference in test MRR; without one the row says ``no control: claim
+withdrawn``, since its gain over the public model may come from the extra public steps.
+``--from-json FILE`` renders the table again from a written JSON (the run folders are not kept).
 """
 
 from __future__ import annotations
@@ -42,11 +48,49 @@ def row(run_dir: Path, commands: dict[str, dict]) -> dict:
     }
 
 
+#: what a private row that starts from a public model says when no control of its own was run
+NO_CONTROL = "no control: claim withdrawn"
+
+
+def _source(r: dict) -> str | None:
+    """The ``best_model.pt`` hash a row started from (``None``: it started from scratch)."""
+    init = (r.get("privacy") or {}).get("initialised_from") or {}
+    return init.get("best_model_sha256")
+
+
+def controls(rows: list[dict]) -> dict[str, dict]:
+    """``{run: {"control": run or None, "mrr_minus_control": float or None}}`` for every private row that
+    starts from a public model: its control is a ``public-only`` row started from the same model that
+    trained the same epochs (the public steps continued without a private statement)."""
+    public = [r for r in rows if (r.get("privacy") or {}).get("mode") == "public-only" and _source(r)]
+    out = {}
+    for r in rows:
+        if (r.get("privacy") or {}).get("mode") in (None, "public-only") or not _source(r):
+            continue
+        match = [c for c in public if _source(c) == _source(r) and c["train"]["epochs"] == r["train"]["epochs"]]
+        c = match[0] if match else None
+        out[r["run"]] = {
+            "control": None if c is None else c["run"],
+            "mrr_minus_control": None if c is None else r["test"]["mrr"] - c["test"]["mrr"],
+        }
+    return out
+
+
+def _control_cell(entry: dict | None) -> str:
+    if entry is None:
+        return "—"
+    if entry["control"] is None:
+        return NO_CONTROL
+    return f"`{entry['control']}` ({entry['mrr_minus_control']:+.4f})"
+
+
 def markdown(rows: list[dict]) -> str:
     head = (
         "| run | mode | ε (RDP; PLD) | σ | q | steps | train min | test MRR | H@1 | H@3 | H@10 "
-        "| answer seen | answer unseen |\n|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+        "| answer seen | answer unseen | control (MRR difference) |"
+        "\n|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"
     )
+    control = controls(rows)
     lines = [head]
     for r in rows:
         p = r["privacy"] or {}
@@ -58,17 +102,24 @@ def markdown(rows: list[dict]) -> str:
         lines.append(
             f"| `{r['run']}` | {mode} | {eps} | {sigma} | {q} | {r['train']['steps']} | "
             f"{r['train']['seconds'] / 60:.1f} | {t['mrr']:.3f} | {t['hits@1']:.3f} | {t['hits@3']:.3f} | "
-            f"{t['hits@10']:.3f} | {r['test_answer_seen']['mrr']:.3f} | {r['test_answer_unseen']['mrr']:.3f} |"
+            f"{t['hits@10']:.3f} | {r['test_answer_seen']['mrr']:.3f} | {r['test_answer_unseen']['mrr']:.3f} | "
+            f"{_control_cell(control.get(r['run']))} |"
         )
     return "\n".join(lines)
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("root")
+    p.add_argument("root", nargs="?", help="the run folders (omit with --from-json)")
     p.add_argument("--commands", default="benchmarks/results/fb15k237_private_table.json")
     p.add_argument("--out", default="benchmarks/results/fb15k237_privacy_utility.json")
-    args = p.parse_args()
+    p.add_argument("--from-json", type=Path, help="print the table of this written JSON (no run folders read)")
+    args = p.parse_args(argv)
+    if args.from_json is not None:
+        print(markdown(json.loads(args.from_json.read_text())["rows"]))
+        return
+    if args.root is None:
+        p.error("give RUNS_ROOT or --from-json")
     commands = {}
     if Path(args.commands).is_file():
         for entry in json.loads(Path(args.commands).read_text()):
@@ -80,6 +131,7 @@ def main() -> None:
         description="privacy-utility on inductive FB15k-237 (ind_rebuilt_seed0, BLP protocol), one CPU thread per run",
         source=str(args.root),
         rows=rows,
+        controls=controls(rows),
     )
     _harness.write_results(args.out, record)
     print(markdown(rows))

@@ -23,7 +23,9 @@ Each row reports what a user asks:
   new terms, overall and ``has_phenotype`` alone.
 
 ``controls`` sets every DP row beside its control (same seed) with the differences; ``summary``
-gives the mean and sd over seeds.
+gives the mean and sd over seeds; ``targets`` states issue 39's targets for every DP row, met or
+missed, on those means (:func:`targets`). Each row also carries ``test``: the released
+``metrics.json`` test block's headline numbers (new terms' ``is_a`` ranking and the placement).
 
 Usage::
 
@@ -54,8 +56,20 @@ PUBLIC, CONTROL, CEILING, POPULARITY = (
     "non-private annotations (ceiling)",
     "relation popularity",
 )
-#: the ceiling's private step: no noise to speak of, a clipping bound no gradient reaches
-CEILING_FLAGS = ("--mechanism", "simulation", "--noise-multiplier", "1e-9", "--max-grad-norm", "1000")
+#: the ceiling's private step: no noise to speak of, a clipping bound no gradient reaches. It is labelled
+#: ``simulation`` (no ε is claimed), and its ledger goes to the RDP accountant whatever the recipe names:
+#: dp-accounting's PLD cannot discretise σ = 1e-9 (``ValueError: Maximum allowed size exceeded`` when the
+#: full ``hpo`` ceiling with ``--private-args=--accountant pld`` wrote its privacy block, issue 39)
+CEILING_FLAGS = (
+    "--mechanism",
+    "simulation",
+    "--noise-multiplier",
+    "1e-9",
+    "--max-grad-norm",
+    "1000",
+    "--accountant",
+    "rdp",
+)
 
 
 def machine_info() -> dict:
@@ -126,6 +140,7 @@ def row(run: Run, relation: str = "has_phenotype") -> dict:
         "run_dir": str(run.out),
         "initialised_from": (metrics["train"].get("initialised_from") or {}).get("run"),
         "epochs": metrics["train"]["epochs"],
+        "test": _test_block(test),
         "released": {
             "test_is_a_mrr_new_terms": test["mrr"],
             "placement_model_mrr": test.get("placement", {}).get("mrr"),
@@ -135,6 +150,19 @@ def row(run: Run, relation: str = "has_phenotype") -> dict:
         "public_validation": {"placement_combined_mrr": _valid_placement(test)},
         "privacy": {k: privacy.get(k) for k in PRIVACY_KEYS},
     }
+
+
+#: the headline numbers of ``metrics.json``'s test block that a row carries (``test``)
+TEST_KEYS = ("mrr", "hits@1", "hits@10", "num_triples")
+
+
+def _test_block(test: dict) -> dict:
+    """``metrics.json`` → ``test``: the ranking's headline numbers and the placement blocks' (no subsets)."""
+    out: dict = {k: test.get(k) for k in TEST_KEYS}
+    for block in ("placement", "placement_combined"):
+        if isinstance(test.get(block), dict):
+            out[block] = {k: test[block].get(k) for k in (*TEST_KEYS[:3], "num_queries")}
+    return out
 
 
 def _valid_placement(test: dict) -> float | None:
@@ -218,6 +246,58 @@ def placement_choice(rows: list[dict]) -> list[dict]:
     return out
 
 
+#: issue 39's targets for a DP row: (the target, what is compared, the bound it must reach)
+TARGETS = (
+    ("has_phenotype >= 2x relation popularity", "ratio to popularity", 2.0),
+    ("has_phenotype >= 50 % of the non-private ceiling", "ratio to ceiling", 0.5),
+    ("has_phenotype above public-only continued", "minus control", 0.0),
+    ("released placement (combined) not below public-only continued", "placement minus control", 0.0),
+)
+
+
+def targets(summary_rows: dict, chosen: dict | None = None) -> dict:
+    """Issue 39's targets for every DP row, read on the seeds' means (``summary``'s blocks).
+
+    A target is met when the value reaches its bound: the ratios and the released placement's
+    difference at or above it, the owner's difference with the control strictly above 0. ``chosen``:
+    ``summary`` of the placement chosen on validation, whose released placement is stated beside the
+    DP model's own. A row whose comparison row is missing (no ceiling, say) gets ``None``, never a guess.
+    """
+    chosen = chosen or {}
+
+    def mean(name: str, key: str, block: dict | None = None) -> float | None:
+        return ((block if block is not None else summary_rows).get(name) or {}).get(key, {}).get("mean")
+
+    out = {}
+    for name in summary_rows:
+        if not name.startswith("confidential"):
+            continue
+        dp, ceiling, popular = (mean(n, "has_phenotype_mrr") for n in (name, CEILING, POPULARITY))
+        control = mean(CONTROL, "has_phenotype_mrr")
+        place, place_control = mean(name, "placement_combined_mrr"), mean(CONTROL, "placement_combined_mrr")
+        values = (
+            None if dp is None or not popular else dp / popular,
+            None if dp is None or not ceiling else dp / ceiling,
+            None if dp is None or control is None else dp - control,
+            None if place is None or place_control is None else place - place_control,
+        )
+        block = {}
+        for (target, reading, bound), value in zip(TARGETS, values, strict=True):
+            met = None if value is None else (value > bound if reading == "minus control" else value >= bound)
+            block[target] = {"reading": reading, "value": value, "bound": bound, "met": met}
+        picked = mean(name + ", placement chosen on validation", "placement_combined_mrr", chosen)
+        if picked is not None and place_control is not None:
+            block["released placement chosen on validation not below public-only continued"] = {
+                "reading": "placement minus control",
+                "value": picked - place_control,
+                "bound": 0.0,
+                "met": picked - place_control >= 0.0,
+            }
+        block["seeds"] = (summary_rows[name].get("has_phenotype_mrr") or {}).get("n")
+        out[name] = block
+    return out
+
+
 def summary(rows: list[dict]) -> dict:
     out: dict = {}
     for name in dict.fromkeys(r["run"] for r in rows):
@@ -286,8 +366,9 @@ def main(argv: list[str] | None = None) -> dict:
         "rows": rows,
         "controls": controls(rows),
         "placement_chosen_on_validation": (choice := placement_choice(rows)),
-        "summary": summary(rows),
-        "summary_placement_chosen_on_validation": summary(choice),
+        "summary": (means := summary(rows)),
+        "summary_placement_chosen_on_validation": (chosen := summary(choice)),
+        "targets": targets(means, chosen),
     }
     _harness.write_results(args.out, result)
     return result

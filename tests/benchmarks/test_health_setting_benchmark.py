@@ -147,3 +147,63 @@ def test_the_recipe_flags_reach_the_rows_they_name(tmp_path):
     # the ceiling's own clipping bound comes after the recipe's, so no gradient is clipped
     ceiling = runs["non-private annotations (ceiling)"].flags
     assert ceiling.index("1000") > ceiling.index("0.5")
+
+
+def test_the_ceiling_takes_the_rdp_accountant_after_a_pld_recipe(tmp_path):
+    """A PLD recipe reaches the DP rows; the ceiling (σ = 1e-9, labelled simulation) names RDP after it, since
+    dp-accounting's PLD fails on σ = 1e-9 (the full hpo ceiling crashed writing its privacy block)."""
+    module = _module()
+    args = module.parse_args(
+        ["--runs", str(tmp_path), "--out", str(tmp_path / "o.json"), "--private-args=--accountant pld"]
+    )
+    runs = {r.name: r for r in module.plan(args, 0)}
+    assert " ".join(runs["confidential eps=1"].flags).count("--accountant pld") == 1
+    ceiling = runs["non-private annotations (ceiling)"].flags
+    last = len(ceiling) - 1 - ceiling[::-1].index("--accountant")
+    assert ceiling[last + 1] == "rdp" and last > ceiling.index("pld")
+
+
+def test_every_model_row_carries_its_test_and_privacy_blocks(result):
+    """Issue 39's "each row with its privacy and test blocks": the released test block's headline numbers
+    (read from the run's metrics.json) beside the privacy block."""
+    for r in result["rows"]:
+        if r["run"] == "relation popularity":
+            assert r["privacy"] is None and "test" not in r
+            continue
+        metrics = json.loads((Path(r["run_dir"]) / "metrics.json").read_text())
+        assert r["test"]["mrr"] == metrics["test"]["mrr"] == r["released"]["test_is_a_mrr_new_terms"]
+        assert r["test"]["num_triples"] == metrics["test"]["num_triples"] > 0
+        assert r["privacy"]["mode"] == metrics["privacy"]["mode"]
+    assert set(result["targets"]) == {"confidential eps=4"}
+
+
+def test_the_targets_are_read_on_the_means_met_or_missed():
+    """Oracle by hand: DP 0.012 against popularity 0.005 (2.4x: met), ceiling 0.030 (40 %: missed), control
+    0.004 (+0.008: met); released placement 0.60 against the control's 0.61 (−0.01: missed), chosen on
+    validation 0.61 (0: met)."""
+    module = _module()
+    rows: dict = {}
+    for name, key, value in (
+        ("confidential eps=1", "has_phenotype_mrr", 0.012),
+        ("confidential eps=1", "placement_combined_mrr", 0.60),
+        ("relation popularity", "has_phenotype_mrr", 0.005),
+        ("non-private annotations (ceiling)", "has_phenotype_mrr", 0.030),
+        ("public-only continued", "has_phenotype_mrr", 0.004),
+        ("public-only continued", "placement_combined_mrr", 0.61),
+    ):
+        rows.setdefault(name, {})[key] = {"mean": value, "sd": 0.0, "n": 3}
+    chosen = {"confidential eps=1, placement chosen on validation": {"placement_combined_mrr": {"mean": 0.61}}}
+    block = module.targets(rows, chosen)["confidential eps=1"]
+    got = {k: (v["value"], v["met"]) for k, v in block.items() if k != "seeds"}
+    assert got == {
+        "has_phenotype >= 2x relation popularity": (pytest.approx(2.4), True),
+        "has_phenotype >= 50 % of the non-private ceiling": (pytest.approx(0.4), False),
+        "has_phenotype above public-only continued": (pytest.approx(0.008), True),
+        "released placement (combined) not below public-only continued": (pytest.approx(-0.01), False),
+        "released placement chosen on validation not below public-only continued": (pytest.approx(0.0), True),
+    }
+    assert block["seeds"] == 3
+    # no ceiling row: that target is not measured (None), never met by default
+    del rows["non-private annotations (ceiling)"]
+    missing = module.targets(rows)["confidential eps=1"]["has_phenotype >= 50 % of the non-private ceiling"]
+    assert missing["value"] is None and missing["met"] is None

@@ -221,3 +221,21 @@ def rows_weights():
     from textkg.evaluation.placement.rerank import PRIOR_FEATURES, SCORED_FEATURES
 
     return {name: 1.0 for name in SCORED_FEATURES + PRIOR_FEATURES}
+
+
+def test_placement_extras_off_leaves_out_the_repeated_placements_only(toy_run, tmp_path):
+    """``--placement-extras off`` (issue 39: the full ``hpo`` benchmark rows read the placement only) leaves
+    out the names-only and known-links blocks; the placement, its combination and validation's choice are
+    those of the same run with them."""
+    data, out = toy_run.parent / "toy", tmp_path / "run"
+    argv = ["train", "--dataset", str(data), "--split", "inductive", "--model", "fused-transe"]
+    argv += ["--encoder", "glove-bow", "--dim", "16", "--epochs", "2", "--batch-size", "8", "--seed", "0"]
+    assert main([*argv, "--placement-extras", "off", "--no-progress", "--out", str(out)]) == 0
+    full = json.loads((toy_run / "metrics.json").read_text())["test"]
+    lean = json.loads((out / "metrics.json").read_text())["test"]
+    assert "placement_names_only" in full
+    assert "placement_names_only" not in lean and "placement_known_links" not in lean
+    for key in ("placement", "placement_baselines", "placement_combined", "placement_selection"):
+        assert lean[key] == full[key], key
+    assert set(full) - set(lean) <= {"placement_names_only", "placement_known_links"}
+    assert json.loads((out / "config.json").read_text())["train"]["placement_extras"] == "off"

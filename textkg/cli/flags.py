@@ -243,6 +243,13 @@ TRAIN_FLAGS: tuple[Flag, ...] = (
         "(test.neighbour_vote; auto: inductive splits with descriptions, except graphs with a placement task)",
     ),
     Flag(
+        "--placement-extras",
+        key="train.placement_extras",
+        choices=("on", "off"),
+        help="off: leave out test.placement_names_only and test.placement_known_links (the held-out terms "
+        "placed again from their names alone and with their annotations); the placement is unchanged",
+    ),
+    Flag(
         "--max-minutes",
         key="train.max_minutes",
         help="stop training after this wall time, in minutes (unset: no limit)",

@@ -182,7 +182,8 @@ def _placement(prep: Prepared, cfg: RunConfig) -> dict | None:
             texts=list(prep.kg.entity_descriptions),
             rerank=RerankConfig(seed=cfg.train.seed),
         )
-        if out is not None and out.get("placement_selection"):  # the same terms, from their names alone
+        extras = cfg.train.placement_extras == "on"
+        if extras and out is not None and out.get("placement_selection"):  # the same terms, from their names alone
             names_only = names_only_placement(
                 prep,
                 cfg,
@@ -411,7 +412,8 @@ def extra_test_blocks(prep: Prepared, cfg: RunConfig, *, progress: bool = False)
     if k_shot is not None:
         out.update(k_shot)
     stage("placement with the terms' annotations (where it applies)", progress=progress)
-    placed = _placement_known_links(prep, cfg)  # ontologies: placement with the terms' annotations
+    # ontologies: placement with the terms' annotations (train.placement_extras: off leaves it out)
+    placed = _placement_known_links(prep, cfg) if cfg.train.placement_extras == "on" else None
     if placed is not None:
         out["placement_known_links"] = placed
     return out
