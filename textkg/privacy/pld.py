@@ -13,6 +13,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from functools import lru_cache
 
+from textkg.errors import PrivacyError
+
 #: dp-accounting's discretisation of the privacy loss (its default); smaller is tighter and slower
 VALUE_DISCRETIZATION_INTERVAL = 1e-4
 
@@ -49,8 +51,24 @@ def _composed_epsilon(entries: tuple[tuple[float, float, int], ...], delta: floa
         for q, sigma, steps in entries
     ]
     accountant = pld_privacy_accountant.PLDAccountant(value_discretization_interval=VALUE_DISCRETIZATION_INTERVAL)
-    accountant.compose(dp_accounting.ComposedDpEvent(events))
+    try:
+        accountant.compose(dp_accounting.ComposedDpEvent(events))
+    except ValueError as exc:  # e.g. "Maximum allowed size exceeded": a privacy loss too wide to discretise
+        sigmas = ", ".join(f"{sigma:g}" for _, sigma, _ in entries)
+        raise PrivacyError(
+            f"the PLD accountant (dp-accounting) cannot discretise the privacy loss at noise multiplier "
+            f"{sigmas} ({exc}): such a sigma gives no meaningful guarantee; use --accountant rdp",
+            field="privacy.accountant",
+        ) from None
     return float(accountant.get_epsilon(delta))
+
+
+def _epsilon_or_inf(entries: list[tuple[float, float, int]], delta: float) -> float:
+    """ε of ``entries``, or ∞ where the loss is too wide to discretise (a σ far below any budget)."""
+    try:
+        return pld_epsilon(entries, delta=delta)
+    except PrivacyError:
+        return float("inf")
 
 
 def pld_calibrate_noise_multiplier(
@@ -66,7 +84,7 @@ def pld_calibrate_noise_multiplier(
     """
 
     def eps(sigma: float) -> float:
-        return pld_epsilon([(sample_rate, sigma, steps)], delta=delta)
+        return _epsilon_or_inf([(sample_rate, sigma, steps)], delta)
 
     lo, hi = 0.0, 1.0
     while eps(hi) > target_epsilon:
@@ -85,7 +103,7 @@ def pld_max_steps(
     """The most steps ``k ≤ limit`` at (q, σ) whose PLD ε is ≤ ``target_epsilon`` (ε grows with k)."""
 
     def ok(k: int) -> bool:
-        return k == 0 or pld_epsilon([(sample_rate, noise_multiplier, k)], delta=delta) <= target_epsilon
+        return k == 0 or _epsilon_or_inf([(sample_rate, noise_multiplier, k)], delta) <= target_epsilon
 
     if ok(limit):
         return limit

@@ -275,6 +275,8 @@ class PrivateTraining:
             except ValueError as exc:
                 raise PrivacyError(str(exc), field="privacy.target_epsilon") from None
             self.calibrated = True
+        # a claim that cannot account this σ (PLD at σ ≈ 0) says so before any step, not after training
+        self.claim.one_step_cost(self.next_event(), delta=self.delta)
         if cfg.target_epsilon is not None and self.budget_exhausted():
             cost = self.claim.one_step_cost(self.next_event(), delta=self.delta)
             raise PrivacyError(
@@ -402,7 +404,10 @@ class PrivateTraining:
         eps_pld = None
         if dp:
             history = self.accountant.history
-            eps_pld = get_claim("pld").epsilon(history, delta=self.delta) if self.accountant.steps else 0.0
+            try:
+                eps_pld = get_claim("pld").epsilon(history, delta=self.delta) if self.accountant.steps else 0.0
+            except PrivacyError:  # a loss too wide for dp-accounting to discretise: no PLD figure beside it
+                eps_pld = None
         orders = list(self.orders) if self.orders is not None else list(DEFAULT_ORDERS)
         return {
             "guarantee": label,
