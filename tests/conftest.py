@@ -1,7 +1,7 @@
 """Test-wide setup: offline, temporary caches, no network; the order and threads of a parallel run.
 
-``python -m pytest`` runs on pytest-xdist workers (pyproject.toml: ``-n auto --maxprocesses 2 --dist
-worksteal``; ``-n 0`` runs in one process). The workers of one run share one temporary cache folder
+``python -m pytest`` runs on pytest-xdist workers (pyproject.toml: ``-n auto --dist worksteal``, and ``auto``
+is at most two, below; ``-n 0`` runs in one process). The workers of one run share one temporary cache folder
 (every cache file is written under a temporary name and ``os.replace``-d, so a reader never sees half a
 file, and a text encoded by one worker is not encoded again by the other); each worker trains on one
 torch thread, as do the processes it starts (two workers of two threads each thrash on two cores).
@@ -40,6 +40,14 @@ def pytest_collection_modifyitems(session, config, items):
     end. The same order in every worker (xdist checks that the collections agree)."""
     slow_files = {item.path for item in items if item.get_closest_marker("slow") is not None}
     items.sort(key=lambda item: item.path not in slow_files)  # stable: the rest keeps its order
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_auto_num_workers(config):
+    """``-n auto``: one worker per core this process may use, at most two (each worker holds up to ~1.5 GiB
+    and trains on one thread); an explicit ``-n N`` is taken as given."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    return max(1, min(2, cores))
 
 
 def pytest_configure(config):
