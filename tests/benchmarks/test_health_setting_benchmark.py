@@ -9,12 +9,17 @@ from __future__ import annotations
 
 import json
 import shutil
+import subprocess
+import sys
+import types
 from pathlib import Path
 
 import pytest
 from bench_module import load_benchmark
 
-pytestmark = pytest.mark.slow  # four tiny training runs in subprocesses (~20 s of CPU)
+from textkg.cli.main import main
+
+pytestmark = pytest.mark.slow  # four tiny training runs (~20 s of CPU)
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURE = ROOT / "tests" / "fixtures" / "tiny_blp"
@@ -22,6 +27,15 @@ FIXTURE = ROOT / "tests" / "fixtures" / "tiny_blp"
 
 def _module():
     return load_benchmark("health_setting.py", "health_setting_bench")
+
+
+def _in_process(cmd, check):
+    """The script's ``python -m textkg train ...`` with the same argv in this process: no new interpreter
+    to import torch and transformers again for each run (issue 38)."""
+    assert cmd[:3] == [sys.executable, "-m", "textkg"], cmd
+    code = main(cmd[3:])
+    if check and code:
+        raise subprocess.CalledProcessError(code, cmd)
 
 
 @pytest.fixture(scope="module")
@@ -33,7 +47,9 @@ def result(tmp_path_factory):
     argv += ["--confidential", "/r/likes", "--relation", "/r/likes", "--private-size", "256"]
     argv += ["--train-args", "--description short --dim 8 --batch-size 32", "--runs", str(tmp / "runs")]
     out = tmp / "health.json"
-    _module().main([*argv, "--out", str(out)])
+    bench = _module()
+    bench.subprocess = types.SimpleNamespace(run=_in_process)  # this module's copy of the script only
+    bench.main([*argv, "--out", str(out)])
     return json.loads(out.read_text())  # strict JSON: json.loads would read NaN, the harness refuses it
 
 

@@ -72,9 +72,9 @@ def test_obo_parsing_strips_quotes_and_xrefs(tmp_path):
 def test_cache_hit_is_fast_and_identical(hpo_small, hpo_cache):
     path = cache_path("hpo-small", hpo_cache)
     assert path.is_file()
-    start = time.perf_counter()
+    start = time.process_time()  # CPU seconds: a loaded machine (or the other test worker) does not count
     again = load_dataset("hpo-small", cache_dir=hpo_cache)
-    assert time.perf_counter() - start < 1.0
+    assert time.process_time() - start < 1.0
     assert again.entities == hpo_small.entities and again.entity_types == hpo_small.entity_types
     assert again.entity_descriptions == hpo_small.entity_descriptions
     assert torch.equal(again.triples["all"], hpo_small.triples["all"])
@@ -112,9 +112,9 @@ def test_hpo_small_inductive_holds_out_terms_only(hpo_small):
 
 
 def test_full_hpo_counts(hpo_cache):
-    start = time.perf_counter()
+    start = time.process_time()  # CPU seconds, as above
     kg = load_dataset("hpo", cache_dir=hpo_cache)
-    assert time.perf_counter() - start < 60
+    assert time.process_time() - start < 60
     types = Counter(kg.entity_types)
     assert types["phenotype"] > 15_000 and types["disease"] > 10_000 and types["gene"] > 4_000
     assert len(kg.triples["all"]) > 400_000

@@ -5,7 +5,6 @@ name is still accepted with a notice."""
 
 from __future__ import annotations
 
-import glob
 import json
 import os
 import sys
@@ -14,6 +13,7 @@ import tempfile
 import pytest
 import torch
 from fed_threads import one_thread
+from filelock import FileLock
 from test_resume import crash_at_round, straight_and_resumed  # noqa: F401 (a fixture)
 
 from textkg.cli.main import main
@@ -27,8 +27,33 @@ from textkg.federated.engines import FederatedConfig, federate
 FLAGS = ("--partition", "random", "--clients", "3", "--rounds", "2")
 
 
+@pytest.fixture
+def one_ray_at_a_time():
+    """The Ray tests of this machine one after another (pytest-xdist's workers, a colleague's run): two Ray
+    clusters on two cores start slowly enough to fail."""
+    with FileLock(f"{tempfile.gettempdir()}/textkg-tests-ray.lock"):
+        yield
+
+
+@pytest.fixture
+def ray_dirs(monkeypatch):
+    """The folders that ``simulate`` makes for Ray (``tempfile.mkdtemp(prefix="textkg-ray-")``)."""
+    made: list[str] = []
+    mkdtemp = tempfile.mkdtemp
+
+    def spy(*args, **kwargs):
+        path = mkdtemp(*args, **kwargs)
+        if kwargs.get("prefix") == "textkg-ray-":
+            made.append(path)
+        return path
+
+    monkeypatch.setattr(tempfile, "mkdtemp", spy)
+    return made
+
+
 @pytest.mark.slow
-def test_simulation_engine_equals_the_in_process_engine(federate_base, tmp_path, capfd):
+@pytest.mark.usefixtures("one_ray_at_a_time")
+def test_simulation_engine_equals_the_in_process_engine(federate_base, tmp_path, capfd, ray_dirs):
     """Same settings, same seed: Flower's simulation engine (the deployment apps, holders in Ray actors)
     writes the in-process run's files with its global model bit for bit (PartitionOrderGrid: FedAvg adds
     the three holders in the in-process order), its rounds, reports and test metrics; stdout is the summary
@@ -39,14 +64,13 @@ def test_simulation_engine_equals_the_in_process_engine(federate_base, tmp_path,
 
     argv = [*federate_base, *FLAGS]
     inproc, sim = tmp_path / "inprocess", tmp_path / "simulation"
-    ray_dirs = set(glob.glob(os.path.join(tempfile.gettempdir(), "textkg-ray-*")))
     assert one_thread(lambda: main([*argv, "--out", str(inproc)])) == 0
     capfd.readouterr()
     assert one_thread(lambda: main([*argv, "--engine", "ray", "--out", str(sim)])) == 0
     summary = json.loads(capfd.readouterr().out)
     assert [r["round"] for r in summary["rounds"]] == [0, 1, 2]
     assert not ray.is_initialized()
-    assert set(glob.glob(os.path.join(tempfile.gettempdir(), "textkg-ray-*"))) == ray_dirs
+    assert len(ray_dirs) == 1 and not any(os.path.exists(d) for d in ray_dirs)  # not a glob of /tmp: parallel runs
 
     # the holders' private states: in checkpoint.pt in process, in their own files on the simulation engine
     assert sorted(p.name for p in sim.iterdir() if p.name != "clients") == sorted(p.name for p in inproc.iterdir())
@@ -90,6 +114,7 @@ def test_the_old_engine_name_is_read_as_ray_with_a_notice(federate_base, tmp_pat
 
 
 @pytest.mark.slow
+@pytest.mark.usefixtures("one_ray_at_a_time")
 def test_a_resumed_simulation_equals_an_uninterrupted_one(federate_base, tmp_path, crash_at_round, monkeypatch):  # noqa: F811
     """Record-level DP on the simulation engine, 2 holders, 2 rounds: the server crashes in round 2, after
     round 1's checkpoint.pt and holder files; ``--resume`` starts a new simulation (Flower's cannot

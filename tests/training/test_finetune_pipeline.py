@@ -232,7 +232,7 @@ def test_cli_dp_run_fine_tunes_under_dp_sgd(tmp_path):
         "--confidential-fraction",
         "0.1",
         "--private-size",
-        "1000",
+        "40",  # ~11 confidential statements; 40 / 8 = 5 private steps (1000 made 125, each through MiniLM)
         "--noise-multiplier",
         "1.0",
         "--out",
