@@ -405,6 +405,12 @@ def extra_test_blocks(prep: Prepared, cfg: RunConfig, *, progress: bool = False)
     vote = _neighbour_vote(prep, cfg)  # inductive splits with descriptions only
     if vote is not None:
         out["neighbour_vote"] = vote
+        stage("the link-prediction re-ranker over the vote's top answers", progress=progress)
+        from textkg.pipeline.link_rerank import MAX_FIT_TRIPLES, link_rerank_report
+
+        valid = seeded_subset(prep.split.valid, MAX_FIT_TRIPLES, cfg.train.seed)
+        voters = None if "skipped" in vote else neighbour_vote_of(prep)
+        out["link_rerank"] = link_rerank_report(prep, cfg, vote, vote=voters, valid=valid)
     # inductive splits only: test.k_shot, test.k_shot_selection. Not by default on a graph with a placement task
     # (an ontology: thousands of new terms made it the slowest part of the README's run); evaluate --k-shot gives it
     k_shot = k_shot_report(prep, cfg) if placement is None else None
