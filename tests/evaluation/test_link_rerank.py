@@ -12,16 +12,8 @@ import torch
 
 from textkg.errors import ConfigError
 from textkg.evaluation import FilterIndex
-from textkg.evaluation.link_rerank import (
-    FEATURES,
-    LinkFeatures,
-    LinkRerankConfig,
-    LinkReranker,
-    choose_rerank,
-    collect_lists,
-    first_stage,
-    rerank_top,
-)
+from textkg.evaluation import link_rerank as lr
+from textkg.evaluation.link_rerank import FEATURES, LinkFeatures, LinkRerankConfig, LinkReranker
 
 N, SEEN = 60, 40
 COUNTRIES = list(range(5))  # the only tails of relation 0 ("nationality") in training
@@ -65,7 +57,7 @@ def _features(train):
 
 def _lists(model, features, triples, train, valid, test):
     index = FilterIndex.from_triples(torch.cat([train, valid, test]), N, 2)
-    return collect_lists(
+    return lr.collect_lists(
         model, None, (0.0, 0.0), features, triples, filter_index=index, candidates=torch.arange(N), top_k=10
     )
 
@@ -77,7 +69,7 @@ def test_the_type_prior_lifts_the_answer_the_first_stage_ranks_second():
     model = _Model({int(q): int(a) for q, _, a in torch.cat([valid, test]).tolist()})
     features = _features(train)
     fitted = _lists(model, features, valid, train, valid, test)
-    reranker, valid_mrr = choose_rerank(fitted, LinkRerankConfig())
+    reranker, valid_mrr = lr.choose_rerank(fitted, LinkRerankConfig())
     assert reranker.weight > 0 and valid_mrr[reranker.weight] > valid_mrr[0.0]
     assert reranker.weights["type"] > 0
     lists = _lists(model, features, test, train, valid, test)
@@ -95,7 +87,7 @@ def test_weight_zero_when_validation_says_the_re_ranker_does_not_help():
         model.table[a, q] = 5.0  # the head queries too
     lists = _lists(model, _features(train), valid, train, valid, test)
     assert lists.base.tolist() == [1.0] * len(lists.base)
-    reranker, valid_mrr = choose_rerank(lists, LinkRerankConfig())
+    reranker, valid_mrr = lr.choose_rerank(lists, LinkRerankConfig())
     assert reranker.weight == 0.0 and set(valid_mrr.values()) == {1.0}
 
 
@@ -103,8 +95,8 @@ def test_the_fit_and_the_choice_are_deterministic_under_a_seed():
     train, valid, test = _graph()
     model = _Model({int(q): int(a) for q, _, a in torch.cat([valid, test]).tolist()})
     features = _features(train)
-    first = choose_rerank(_lists(model, features, valid, train, valid, test), LinkRerankConfig(seed=3))
-    again = choose_rerank(_lists(model, features, valid, train, valid, test), LinkRerankConfig(seed=3))
+    first = lr.choose_rerank(_lists(model, features, valid, train, valid, test), LinkRerankConfig(seed=3))
+    again = lr.choose_rerank(_lists(model, features, valid, train, valid, test), LinkRerankConfig(seed=3))
     assert first == again
 
 
@@ -164,7 +156,7 @@ def test_predict_through_the_cli_uses_the_chosen_reranker_as_the_evaluator_score
     vote = neighbour_vote_of(predictor.prepared)
     features = link_features(predictor.prepared, vote)
     with torch.no_grad():
-        first, v = first_stage(
+        first, v = lr.first_stage(
             predictor.model,
             vote,
             (0.0, 0.0),
@@ -175,6 +167,6 @@ def test_predict_through_the_cli_uses_the_chosen_reranker_as_the_evaluator_score
         )
     reranker = LinkReranker.from_dict(block)
     rows = features.entity_query_rows(torch.tensor([q]))
-    values, ids = rerank_top(reranker, features, rows, torch.tensor([r]), "tail", first, v, 3)
+    values, ids = lr.rerank_top(reranker, features, rows, torch.tensor([r]), "tail", first, v, 3)
     assert [p["entity"] for p in printed["predictions"]] == [kg.entities[i] for i in ids[0].tolist()]
     assert [p["score"] for p in printed["predictions"]] == pytest.approx(values[0].tolist(), abs=1e-4)

@@ -290,7 +290,7 @@ def collect_lists(
 ) -> Lists:
     """:class:`Lists` of both directions of ``triples`` (heads first, then tails, as
     :func:`textkg.evaluation.neighbour_vote.rank_weights` orders them)."""
-    from textkg.evaluation.ranking import filtered_positions, realistic_ranks
+    from textkg.evaluation.ranking import filtered_targets, realistic_ranks
 
     column = torch.full((features.new.numel(),), -1, dtype=torch.long)
     column[candidates] = torch.arange(len(candidates))
@@ -301,12 +301,9 @@ def collect_lists(
         for direction in ("head", "tail"):
             for start in range(0, len(triples), batch_size):
                 h, r, t = triples[start : start + batch_size].unbind(1)
-                rows, cols, query = filtered_positions(
-                    h, r, t, direction, filter_index, column, exclude_query=exclude_query
+                rows, cols, query, targets = filtered_targets(
+                    torch.stack([h, r, t], 1), direction, filter_index, column, exclude_query=exclude_query
                 )
-                targets = column[t if direction == "tail" else h]
-                if bool((targets < 0).any()):
-                    raise ValueError("a target entity is not among the candidates")
                 clock = time.process_time()
                 first, v = first_stage(model, vote, vote_weights, query, r, candidates, direction)
                 base = realistic_ranks(first, targets, rows, cols)
