@@ -170,3 +170,9 @@ def test_predict_through_the_cli_uses_the_chosen_reranker_as_the_evaluator_score
     values, ids = lr.rerank_top(reranker, features, rows, torch.tensor([r]), "tail", first, v, 3)
     assert [p["entity"] for p in printed["predictions"]] == [kg.entities[i] for i in ids[0].tolist()]
     assert [p["score"] for p in printed["predictions"]] == pytest.approx(values[0].tolist(), abs=1e-4)
+
+    block["weight"] = 12345.5
+    (out / "metrics.json").write_text(json.dumps(metrics).replace("12345.5", "1e400"))  # inf on reading
+    capsys.readouterr()
+    assert main(["predict", str(out), "--description", text]) == 2
+    assert "test.link_rerank" in capsys.readouterr().err
