@@ -448,13 +448,15 @@ def evaluate_run(
     exclude_query: bool | None = None,
     device: str | torch.device = "auto",
     k_shot: tuple[int, ...] | None = None,
+    link_rerank: bool = False,
 ) -> dict:
     """Re-evaluate a finished run's best model on its validation and test splits.
 
     ``exclude_query``: override the run's ``train.exclude_query`` protocol.
     ``k_shot``: also the k-shot protocol at these numbers of known links (:func:`k_shot_report`;
     inductive runs only); the choice it makes on validation is saved in the run
-    (:func:`save_k_shot_choice`), so ``predict --known-links`` uses it.
+    (:func:`save_k_shot_choice`), so ``predict --known-links`` uses it. ``link_rerank``: also fit and
+    choose the link re-ranker (:mod:`textkg.pipeline.link_rerank`) and save its choice for ``predict``.
     ``device``: where to evaluate (a name as for ``--device``, or a :class:`torch.device`);
     not the run's ``train.device``, which may name a device this machine lacks.
     """
@@ -481,6 +483,12 @@ def evaluate_run(
             raise ConfigError("--k-shot needs a run on an inductive split (new entities)", field="k_shot")
         out["test"].update(report)
         out["saved_k_shot_choice"] = save_k_shot_choice(run_dir, report, k_shot)
+    if link_rerank:
+        from textkg.pipeline.link_rerank import rerank_run, save_link_rerank
+
+        saved = (open_run(run_dir).metrics() or {}).get("test") or {}
+        out["test"]["link_rerank"] = block = rerank_run(prep, cfg, saved)
+        out["saved_link_rerank"] = save_link_rerank(run_dir, block) if block and "skipped" not in block else None
     return out
 
 
