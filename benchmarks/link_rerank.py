@@ -39,12 +39,17 @@ def measure(run_dir: Path, *, top_k: int, save: bool) -> dict:
     prep = prepare(cfg, run_dir)
     prep.model.load_state_dict(ckpt.load_weights(run_dir))
     start, cpu = time.perf_counter(), time.process_time()
+    if "mrr" not in test:  # a run whose post-run report has not finished: the model alone, and the vote's choice
+        from textkg.pipeline.report import _neighbour_vote, evaluate_split
+
+        test = {**evaluate_split(prep, cfg, "test").to_dict(), "neighbour_vote": _neighbour_vote(prep, cfg)}
     block = rerank_run(prep, cfg, test, config=LinkRerankConfig(top_k=top_k, seed=cfg.train.seed))
     vote = test.get("neighbour_vote") or {}
     row = {
         "run": run_dir.name,
         "dataset": cfg.data.dataset,
         "model": {k: test.get(k) for k in ("mrr", "hits@1", "hits@10")},
+        "first_stage_choice": {k: vote.get(k) for k in ("weight", "spread_weight")},
         "vote_only": vote.get("vote_only"),
         "link_rerank": block,
         "seconds": time.perf_counter() - start,

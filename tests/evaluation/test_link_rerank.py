@@ -176,3 +176,26 @@ def test_predict_through_the_cli_uses_the_chosen_reranker_as_the_evaluator_score
     capsys.readouterr()
     assert main(["predict", str(out), "--description", text]) == 2
     assert "test.link_rerank" in capsys.readouterr().err
+
+
+def test_full_privacy_skips_the_reranker_with_its_reason_and_it_reads_public_statements_only():
+    """Under --privacy full no training statement is public: nothing for the priors to read. Under a partial
+    mode the re-ranker's statements are the training ones less the private ones."""
+    import dataclasses
+
+    from textkg.cli.config_loading import build_run_config
+    from textkg.cli.main import build_parser
+    from textkg.pipeline.link_rerank import link_rerank_report, public_statements
+    from textkg.pipeline.prepared import prepare
+    from textkg.pipeline.report import _neighbour_vote
+
+    args = ["train", "--dataset", str(FIXTURE), "--split", "inductive", "--model", "blp-transe", "--dim", "8"]
+    cfg = build_run_config(build_parser().parse_args(args))
+    prep = prepare(cfg)
+    private = dataclasses.replace(cfg, privacy=dataclasses.replace(cfg.privacy, mode="full", noise_multiplier=1.0))
+    block = link_rerank_report(prep, private, _neighbour_vote(prep, private))
+    assert block is not None and "private" in block["skipped"]
+    mask = torch.zeros(len(prep.split.train), dtype=torch.bool)
+    mask[::2] = True
+    kept = public_statements(dataclasses.replace(prep, private_mask=mask))
+    assert torch.equal(kept, prep.split.train[1::2])
