@@ -14,6 +14,8 @@ features (:data:`FEATURES`):
   description (the vote's spread kernel): a new candidate "described like a country";
 * ``tfidf``: TF-IDF cosine of the query entity's text and the candidate's
   (:class:`textkg.evaluation.placement.text.TfIdf`);
+* ``stem_tfidf``: the same over words cut to their first :data:`STEM` characters (a word and its
+  derived forms: WordNet's ``_derivationally_related_form``);
 * ``relation_text``: TF-IDF cosine of the relation's text and the candidate's;
 * ``degree``: ``log(1 + training degree)`` of the candidate;
 * ``new``: 1 for a candidate that was not in training (its priors are 0 by construction).
@@ -48,10 +50,12 @@ import torch
 from textkg.errors import ConfigError
 from textkg.evaluation.listwise import fit_listnet
 from textkg.evaluation.neighbour_vote import NeighbourVote, choose_weight
-from textkg.evaluation.placement.text import TfIdf
+from textkg.evaluation.placement.text import TfIdf, words
 from textkg.evaluation.scoring import Part, standardise, weighted_sum
 
-FEATURES = ("first_stage", "vote", "type", "type_spread", "tfidf", "relation_text", "degree", "new")
+FEATURES = ("first_stage", "vote", "type", "type_spread", "tfidf", "stem_tfidf", "relation_text", "degree", "new")
+#: Characters a word keeps in ``stem_tfidf`` (a crude stemmer: "abandonment" and "abandon" share "aband").
+STEM = 5
 #: Re-ranker weights tried on validation (0: the first stage alone).
 DEFAULT_RERANK_WEIGHTS = (0.0, 0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0)
 #: Largest ``relations x entities`` table the priors may hold (float32 each, three tables).
@@ -177,42 +181,55 @@ class LinkFeatures:
         seen_texts = [texts[i] for i in torch.as_tensor(seen).tolist()]
         self.tfidf = TfIdf.fit(seen_texts)
         self.entity_rows = self.tfidf.transform(texts)  # (n, V) sparse
+        self.stems = TfIdf.fit([stemmed(t) for t in seen_texts])
+        self.entity_stems = self.stems.transform([stemmed(t) for t in texts])
         rel = self.tfidf.transform(relation_texts).to_dense()  # (R, V)
         self.relation_text = torch.sparse.mm(self.entity_rows, rel.T).T.contiguous()  # (R, n)
 
-    def query_rows(self, texts: Sequence[str]) -> torch.Tensor:
-        """``(b, V)`` dense TF-IDF rows of new texts (``textkg predict``)."""
-        return self.tfidf.transform(texts).to_dense()
+    def query_rows(self, texts: Sequence[str]) -> tuple[torch.Tensor, torch.Tensor]:
+        """Dense TF-IDF rows ``(b, V)`` and stem TF-IDF rows ``(b, V')`` of new texts (``textkg predict``)."""
+        return self.tfidf.transform(texts).to_dense(), self.stems.transform([stemmed(t) for t in texts]).to_dense()
 
-    def entity_query_rows(self, entities: torch.Tensor) -> torch.Tensor:
-        """``(b, V)`` dense TF-IDF rows of entities' own texts."""
-        return torch.index_select(self.entity_rows, 0, entities.long()).to_dense()
+    def entity_query_rows(self, entities: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """:meth:`query_rows` of entities' own texts."""
+        ids = entities.long()
+        return (
+            torch.index_select(self.entity_rows, 0, ids).to_dense(),
+            torch.index_select(self.entity_stems, 0, ids).to_dense(),
+        )
 
     def __call__(
         self,
-        query_rows: torch.Tensor,
+        query_rows: tuple[torch.Tensor, torch.Tensor],
         relations: torch.Tensor,
         direction: str,
         candidates: torch.Tensor,
         first: torch.Tensor,
         vote: torch.Tensor,
     ) -> torch.Tensor:
-        """``(b, K, F)`` from ``query_rows (b, V)``, ``relations (b,)``, ``candidates (b, K)`` ids and the
+        """``(b, K, F)`` from ``query_rows`` (:meth:`query_rows`), ``relations (b,)``, ``candidates (b, K)`` ids and the
         first stage's and the vote's ``(b, K)`` scores of them."""
         d = 0 if direction == "head" else 1
         rel = relations.long()[:, None]
-        text = torch.sparse.mm(self.entity_rows, query_rows.float().T).T  # (b, n)
+        text = torch.sparse.mm(self.entity_rows, query_rows[0].float().T).T  # (b, n)
+        stem = torch.sparse.mm(self.entity_stems, query_rows[1].float().T).T
         parts = [
             first.float(),
             vote.float(),
             self.type[d][rel, candidates],
             self.type_spread[d][rel, candidates],
             text.gather(1, candidates),
+            stem.gather(1, candidates),
             self.relation_text[rel, candidates],
             self.degree[candidates],
             self.new[candidates],
         ]
         return torch.stack(parts, dim=2)
+
+
+def stemmed(text: str) -> str:
+    """``text``'s words cut to :data:`STEM` characters."""
+    return " ".join(w[:STEM] for w in words(text))
 
 
 def first_stage(
@@ -369,7 +386,7 @@ def rerank_row(reranker: LinkReranker, first: torch.Tensor, x: torch.Tensor) -> 
 def rerank_top(
     reranker: LinkReranker,
     features: LinkFeatures,
-    query_rows: torch.Tensor,
+    query_rows: tuple[torch.Tensor, torch.Tensor],
     relations: torch.Tensor,
     direction: str,
     first: torch.Tensor,
