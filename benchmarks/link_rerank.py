@@ -28,8 +28,9 @@ import _harness
 
 def measure(run_dir: Path, *, top_k: int, save: bool) -> dict:
     from textkg.evaluation.link_rerank import LinkRerankConfig
-    from textkg.pipeline.link_rerank import rerank_run, save_link_rerank
+    from textkg.pipeline.link_rerank import save_link_rerank
     from textkg.pipeline.prepared import prepare
+    from textkg.pipeline.report import link_rerank_of
     from textkg.pipeline.run_dir import open_run
     from textkg.training import checkpoint as ckpt
 
@@ -43,7 +44,8 @@ def measure(run_dir: Path, *, top_k: int, save: bool) -> dict:
         from textkg.pipeline.report import _neighbour_vote, evaluate_split
 
         test = {**evaluate_split(prep, cfg, "test").to_dict(), "neighbour_vote": _neighbour_vote(prep, cfg)}
-    block = rerank_run(prep, cfg, test, config=LinkRerankConfig(top_k=top_k, seed=cfg.train.seed))
+    config = LinkRerankConfig(top_k=top_k, seed=cfg.train.seed)
+    block = link_rerank_of(prep, cfg, test.get("neighbour_vote"), config=config)
     vote = test.get("neighbour_vote") or {}
     row = {
         "run": run_dir.name,

@@ -142,20 +142,6 @@ def saved_reranker(test: dict, *, file: str | None = None) -> LinkReranker | Non
     return LinkReranker.from_dict(block, file=file)
 
 
-def rerank_run(prep: Prepared, cfg: RunConfig, test: dict, *, config: LinkRerankConfig | None = None) -> dict | None:
-    """:func:`link_rerank_report` of a finished run whose ``metrics.json`` ``test`` block is ``test`` (its
-    ``neighbour_vote`` choice makes the first stage; a run without one gets it computed here)."""
-    from textkg.pipeline.report import _neighbour_vote, neighbour_vote_of, seeded_subset
-
-    vote_block = test.get("neighbour_vote") if isinstance(test.get("neighbour_vote"), dict) else None
-    if vote_block is None:
-        vote_block = _neighbour_vote(prep, cfg)
-    if vote_block is None or "skipped" in vote_block:
-        return link_rerank_report(prep, cfg, vote_block)
-    valid = seeded_subset(prep.split.valid, MAX_FIT_TRIPLES, cfg.train.seed)
-    return link_rerank_report(prep, cfg, vote_block, vote=neighbour_vote_of(prep), valid=valid, config=config)
-
-
 def save_link_rerank(run_dir: Path, block: dict) -> str | None:
     """Write ``block`` as ``test.link_rerank`` into the run's ``metrics.json`` (atomically, strict JSON), so that
     ``textkg predict`` uses the choice; ``None`` (nothing written) for a run without ``metrics.json`` or a
@@ -177,7 +163,6 @@ __all__ = [
     "link_features",
     "link_rerank_report",
     "public_statements",
-    "rerank_run",
     "save_link_rerank",
     "saved_reranker",
 ]

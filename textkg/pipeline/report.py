@@ -391,6 +391,17 @@ def _new_description_features(prep: Prepared, cfg: RunConfig, texts: list[str]) 
     return cached_encode(get_encoder("bert"), texts, cache_dir=default_cache_dir()).float()
 
 
+def link_rerank_of(prep: Prepared, cfg: RunConfig, vote_block: dict | None, config=None) -> dict | None:
+    """``test.link_rerank`` (:mod:`textkg.pipeline.link_rerank`) over the first stage ``vote_block`` chose
+    (``test.neighbour_vote``; computed here when ``None``, e.g. for a run evaluated before the re-ranker)."""
+    from textkg.pipeline.link_rerank import MAX_FIT_TRIPLES, link_rerank_report
+
+    vote_block = _neighbour_vote(prep, cfg) if vote_block is None else vote_block
+    voters = None if vote_block is None or "skipped" in vote_block else neighbour_vote_of(prep)
+    valid = seeded_subset(prep.split.valid, MAX_FIT_TRIPLES, cfg.train.seed)
+    return link_rerank_report(prep, cfg, vote_block, vote=voters, valid=valid, config=config)
+
+
 def extra_test_blocks(prep: Prepared, cfg: RunConfig, *, progress: bool = False) -> dict:
     """What the post-run report adds to ``metrics.json``'s ``test`` block after the ranking metrics, in
     this order (each only where it applies); ``progress``: a stage line before each (where the time goes)."""
@@ -406,11 +417,7 @@ def extra_test_blocks(prep: Prepared, cfg: RunConfig, *, progress: bool = False)
     if vote is not None:
         out["neighbour_vote"] = vote
         stage("the link-prediction re-ranker over the vote's top answers", progress=progress)
-        from textkg.pipeline.link_rerank import MAX_FIT_TRIPLES, link_rerank_report
-
-        valid = seeded_subset(prep.split.valid, MAX_FIT_TRIPLES, cfg.train.seed)
-        voters = None if "skipped" in vote else neighbour_vote_of(prep)
-        out["link_rerank"] = link_rerank_report(prep, cfg, vote, vote=voters, valid=valid)
+        out["link_rerank"] = link_rerank_of(prep, cfg, vote)
     # inductive splits only: test.k_shot, test.k_shot_selection. Not by default on a graph with a placement task
     # (an ontology: thousands of new terms made it the slowest part of the README's run); evaluate --k-shot gives it
     k_shot = k_shot_report(prep, cfg) if placement is None else None
@@ -484,10 +491,10 @@ def evaluate_run(
         out["test"].update(report)
         out["saved_k_shot_choice"] = save_k_shot_choice(run_dir, report, k_shot)
     if link_rerank:
-        from textkg.pipeline.link_rerank import rerank_run, save_link_rerank
+        from textkg.pipeline.link_rerank import save_link_rerank
 
         saved = (open_run(run_dir).metrics() or {}).get("test") or {}
-        out["test"]["link_rerank"] = block = rerank_run(prep, cfg, saved)
+        out["test"]["link_rerank"] = block = link_rerank_of(prep, cfg, saved.get("neighbour_vote"))
         out["saved_link_rerank"] = save_link_rerank(run_dir, block) if block and "skipped" not in block else None
     return out
 

@@ -233,9 +233,7 @@ def fit_reranker(
     if not xs:
         raise ConfigError("no training term kept a parent among its candidates to fit the re-ranker on")
     weights, final = fit_listnet(torch.stack(xs), torch.stack(ys), steps=config.steps, l2=config.l2)  # (n, K, F)
-    return Reranker(
-        weights=dict(zip(PairFeatures.names, weights, strict=True)), num_terms=len(xs), train_loss=final
-    )
+    return Reranker(weights=dict(zip(PairFeatures.names, weights, strict=True)), num_terms=len(xs), train_loss=final)
 
 
 def fitted_reranker(
