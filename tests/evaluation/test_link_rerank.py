@@ -137,6 +137,12 @@ def test_predict_through_the_cli_uses_the_chosen_reranker_as_the_evaluator_score
     metrics = json.loads((out / "metrics.json").read_text())
     block = metrics["test"]["link_rerank"]
     assert set(block["weights"]) == set(FEATURES) and math.isfinite(block["with"]["mrr"])
+    capsys.readouterr()
+    assert main(["evaluate", str(out), "--link-rerank", "--device", "cpu"]) == 0  # the same choice, saved again
+    evaluated = json.loads(capsys.readouterr().out)
+    assert evaluated["saved_link_rerank"] == str(out / "metrics.json")
+    assert evaluated["test"]["link_rerank"]["with"] == block["with"]
+    assert evaluated["test"]["link_rerank"]["weights"] == block["weights"]
     weights = {name: 0.0 for name in FEATURES} | {"first_stage": 1.0, "type": 3.0, "degree": -1.0, "tfidf": 2.0}
     block.update(weights=weights, weight=1.0, top_k=5)  # as if validation had chosen it
     metrics["test"]["neighbour_vote"].update(weight=0.0, spread_weight=0.0)
