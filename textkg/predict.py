@@ -20,6 +20,7 @@ from pathlib import Path
 import torch
 
 from textkg.errors import ConfigError
+from textkg.evaluation.link_rerank import LinkFeatures
 from textkg.evaluation.neighbour_vote import NeighbourVote
 from textkg.evaluation.ranking import default_candidate_chunk, topk_in_chunks
 from textkg.training import checkpoint as ckpt
@@ -62,6 +63,11 @@ class Predictor:
         self._tokenizer = None  # loaded on first use (fine-tuned runs only)
         self.vote_weight, self.spread_weight = _chosen_vote_weights(self.choices)
         self._vote: NeighbourVote | None = None  # built on first use (runs whose evaluation chose the neighbour vote)
+        from textkg.pipeline.link_rerank import saved_reranker
+
+        #: the link re-ranker the run's evaluation chose on validation (``test.link_rerank``), or ``None``
+        self.reranker = saved_reranker(self.choices, file=str(opened.path / "metrics.json"))
+        self._link_features: LinkFeatures | None = None  # built on first use
 
     def text_inputs(self, descriptions: list[str]) -> dict[str, torch.Tensor]:
         """The model's text inputs for ``descriptions``, by name (as in :meth:`KGEModel.embed_new_entities`)."""
@@ -166,6 +172,7 @@ class Predictor:
             new = self._with_known_links(new, links)
             top_k += len(links)  # room for the known links, dropped below
         k_shot = links is not None  # score as the k-shot evaluation did: no description neighbour vote
+        reranker = self.reranker if (vote and not k_shot) else None
         weight = self.vote_weight if (vote and not k_shot) else 0.0
         spread_weight = self.spread_weight if (vote and not k_shot) else 0.0
         link_weight = self.link_vote_weight if (vote and links is not None and len(links)) else 0.0
@@ -179,16 +186,24 @@ class Predictor:
                 assert links is not None
                 rows = torch.cat([torch.zeros(len(links), 1, dtype=torch.long), links], dim=1)
                 _, voter_ids, voter_weights = link_vote.voters(rows)
-        if weight or spread_weight or link_weight:
+        if weight or spread_weight or link_weight or reranker:
             from textkg.evaluation.scoring import Part, standardise, weighted_sum
 
-        if weight or spread_weight:
+        if weight or spread_weight or reranker:
             from textkg.pipeline.report import neighbour_vote_of
 
             if self._vote is None:
                 self._vote = neighbour_vote_of(self.prepared)
             neighbours = self._vote
             features = self._vote_features([description], inputs)
+        if reranker is not None:
+            from textkg.evaluation.link_rerank import rerank_top
+            from textkg.pipeline.link_rerank import link_features
+
+            if self._link_features is None:
+                self._link_features = link_features(self.prepared, neighbours)
+            link_feats = self._link_features
+            query_rows = link_feats.query_rows([description])
         with torch.no_grad():
             ents = self.model.entity_matrix()
             rels = self.model.relation_matrix()
@@ -204,7 +219,7 @@ class Predictor:
                             return interaction.score_tails(new, r_vec, part)
                         return interaction.score_heads(r_vec, new, part)
 
-                    if weight or spread_weight or link_weight:  # standardised model scores + the votes
+                    if weight or spread_weight or link_weight or reranker:  # standardised model scores + the votes
                         rel = torch.tensor([r])
                         parts: list[Part] = [(1.0, standardise(score(0, len(ents))).cpu())]
                         if link_weight:  # training entities that share the known links vote
@@ -214,7 +229,12 @@ class Predictor:
                         if spread_weight:
                             parts.append((spread_weight, neighbours.spread_for_new(features, rel, d)))
                         row = weighted_sum(parts)
-                        values, indices = row.topk(min(top_k, len(ents)), dim=1)
+                        if reranker is not None:  # the first stage's top answers re-ranked (test.link_rerank)
+                            votes = neighbours.votes_for_new(features, rel, d)
+                            args = (query_rows, rel, d, row, votes, top_k)
+                            values, indices = rerank_top(reranker, link_feats, *args)
+                        else:
+                            values, indices = row.topk(min(top_k, len(ents)), dim=1)
                     else:  # the scores of every entity are never held at once: per-chunk top-k, merged
                         values, indices = topk_in_chunks(score, len(ents), top_k, chunk=default_candidate_chunk(1))
                     preds += [
@@ -241,6 +261,10 @@ class Predictor:
             if weight or spread_weight
             else {"method": "model", "neighbour_vote_weight": 0.0, "spread_weight": 0.0}
         )
+        if "link_rerank" in self.choices:  # runs evaluated since the re-ranker: whether it re-ranked
+            scoring["link_rerank"] = _rerank_note(self.reranker, used=reranker is not None)
+        if reranker is not None:
+            scoring["method"] = str(scoring["method"]) + " + the link re-ranker over its top answers"
         if links_report is not None:
             links_report["link_vote_weight"] = link_weight
             if link_weight:
@@ -356,6 +380,15 @@ def _placement_note(test: dict) -> str | None:
         "this run chose on its validation terms; predict ranks every relation, is_a included, with 'method' "
         "(docs/usage.md)"
     )
+
+
+def _rerank_note(reranker, *, used: bool) -> dict:
+    """What ``scoring.link_rerank`` says: whether the re-ranker the run chose on validation re-ranked the answers."""
+    if reranker is None:
+        return {"used": False, "reason": "the run's validation did not choose the link re-ranker (or predates it)"}
+    if not used:
+        return {"used": False, "reason": "not with vote=False or known links (the k-shot evaluation did not use it)"}
+    return {"used": True, "weight": reranker.weight, "top_k": reranker.top_k, "chosen_on": "validation"}
 
 
 def _chosen_vote_weights(test: dict) -> tuple[float, float]:

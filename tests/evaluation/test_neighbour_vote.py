@@ -227,6 +227,8 @@ def test_predict_uses_the_vote_the_run_chose_and_its_neighbours_answers_come_fir
     assert out["scoring"]["neighbour_vote_weight"] == 1000.0 and "vote" in out["scoring"]["method"]
     assert out["predictions"][0]["entity"] in tails
     plain = predictor.predict(description=description, relation=kg.relations[r], direction="tail", vote=False)
+    assert plain["scoring"]["link_rerank"]["used"] is False  # the link re-ranker goes with the vote
+    plain["scoring"].pop("link_rerank")
     assert plain["scoring"] == {"method": "model", "neighbour_vote_weight": 0.0, "spread_weight": 0.0}
     metrics["test"]["neighbour_vote"]["weight"] = 0.0  # validation chose the model alone
     (run / "metrics.json").write_text(json.dumps(metrics))

@@ -1,6 +1,6 @@
 """Reading a finished run: ``evaluate`` it again, ``predict`` links of a new entity, ``plot`` its curves.
 
-* ``textkg evaluate RUN [--k-shot KS]``
+* ``textkg evaluate RUN [--k-shot KS] [--link-rerank]``
 * ``textkg predict RUN --description TEXT | --batch FILE [--known-links FILE]``
 * ``textkg plot DIR [DIR ...] [--out DIR]``
 """
@@ -30,6 +30,12 @@ def add_evaluate(sub) -> None:
         "--k-shot",
         metavar="KS",
         help="also rank new entities' statements with k of them known, e.g. 0,1,3,5,10 (docs/k_shot.md)",
+    )
+    ev.add_argument(
+        "--link-rerank",
+        action="store_true",
+        help="also fit the link re-ranker on validation, rank the test split with and without it, and save "
+        "the choice in the run's metrics.json for predict (inductive runs with the neighbour vote)",
     )
 
 
@@ -85,7 +91,11 @@ def evaluate(args) -> dict:
 
         k_shot = parse_ks(args.k_shot, field="--k-shot")
     return evaluate_run(
-        Path(args.run_dir), exclude_query=args.exclude_query, device=args.device or "auto", k_shot=k_shot
+        Path(args.run_dir),
+        exclude_query=args.exclude_query,
+        device=args.device or "auto",
+        k_shot=k_shot,
+        link_rerank=bool(getattr(args, "link_rerank", False)),
     )
 
 

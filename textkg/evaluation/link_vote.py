@@ -194,7 +194,7 @@ def rank_link_vote(
     (``head``/``tail`` masks of ``queries``, heads first as :func:`textkg.evaluation.k_shot.k_shot_ranks`
     orders them) for each weight, in one pass (the base scores and the vote computed once per batch).
     The same ranks :func:`textkg.evaluation.compute_ranks` gives ``scorer`` at each weight (a test checks it)."""
-    from textkg.evaluation.ranking import filtered_positions, realistic_ranks
+    from textkg.evaluation.ranking import filtered_targets, realistic_ranks
 
     column = torch.full((scorer.vote.num_entities,), -1, dtype=torch.long)
     column[candidates.cpu()] = torch.arange(len(candidates))
@@ -205,12 +205,9 @@ def rank_link_vote(
             chosen = queries[mask]
             for start in range(0, len(chosen), batch_size):
                 h, r, t = chosen[start : start + batch_size].unbind(1)
-                rows, cols, query = filtered_positions(
-                    h, r, t, direction, filter_index, column, exclude_query=exclude_query
+                rows, cols, query, targets = filtered_targets(
+                    torch.stack([h, r, t], 1), direction, filter_index, column, exclude_query=exclude_query
                 )
-                targets = column[t if direction == "tail" else h]
-                if bool((targets < 0).any()):
-                    raise ValueError("a target entity is not among the candidates")
                 base = scorer.base
                 s = base.score_tails(h, r, candidates) if direction == "tail" else base.score_heads(r, t, candidates)
                 z = standardise(s)

@@ -258,7 +258,7 @@ def rank_weights(
     ``(λ, μ)`` of ``weights × spread_weights`` is ranked from them. Keys: :func:`weights_key` per pair
     and ``"vote_only"``.
     """
-    from textkg.evaluation.ranking import filtered_positions, realistic_ranks
+    from textkg.evaluation.ranking import filtered_targets, realistic_ranks
 
     n = len(triples)
     column = torch.full((vote.num_entities,), -1, dtype=torch.long)
@@ -270,12 +270,9 @@ def rank_weights(
         for d, direction in enumerate(("head", "tail")):
             for start in range(0, n, batch_size):
                 h, r, t = triples[start : start + batch_size].unbind(1)
-                rows, cols, query = filtered_positions(
-                    h, r, t, direction, filter_index, column, exclude_query=exclude_query
+                rows, cols, query, targets = filtered_targets(
+                    torch.stack([h, r, t], 1), direction, filter_index, column, exclude_query=exclude_query
                 )
-                targets = column[t if direction == "tail" else h]
-                if bool((targets < 0).any()):
-                    raise ValueError("a target entity is not among the candidates")
                 s = model.score_tails(h, r, candidates) if direction == "tail" else model.score_heads(r, t, candidates)
                 z = standardise(s)
                 votes = vote.votes(query, r, direction)

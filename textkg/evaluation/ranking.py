@@ -354,6 +354,23 @@ def filtered_positions(
     return rows[keep], cols[keep], query_entity
 
 
+def filtered_targets(
+    batch: torch.Tensor, direction: str, filter_index: FilterIndex, column: torch.Tensor, *, exclude_query: bool
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """``(rows, cols, query_entities, targets)`` of a ``(b, 3)`` batch: :func:`filtered_positions` plus each
+    row's target column.
+
+    Raises:
+        ValueError: A target entity is not among the candidates.
+    """
+    h, r, t = batch.unbind(1)
+    rows, cols, query = filtered_positions(h, r, t, direction, filter_index, column, exclude_query=exclude_query)
+    targets = column[t if direction == "tail" else h]
+    if bool((targets < 0).any()):
+        raise ValueError("a target entity is not among the candidates")
+    return rows, cols, query, targets
+
+
 def _rank_direction(
     scorer: Scorer,
     triples: torch.Tensor,

@@ -392,6 +392,17 @@ def _new_description_features(prep: Prepared, cfg: RunConfig, texts: list[str]) 
     return cached_encode(get_encoder("bert"), texts, cache_dir=default_cache_dir()).float()
 
 
+def link_rerank_of(prep: Prepared, cfg: RunConfig, vote_block: dict | None, config=None) -> dict | None:
+    """``test.link_rerank`` (:mod:`textkg.pipeline.link_rerank`) over the first stage ``vote_block`` chose
+    (``test.neighbour_vote``; computed here when ``None``, e.g. for a run evaluated before the re-ranker)."""
+    from textkg.pipeline.link_rerank import MAX_FIT_TRIPLES, link_rerank_report
+
+    vote_block = _neighbour_vote(prep, cfg) if vote_block is None else vote_block
+    voters = None if vote_block is None or "skipped" in vote_block else neighbour_vote_of(prep)
+    valid = seeded_subset(prep.split.valid, MAX_FIT_TRIPLES, cfg.train.seed)
+    return link_rerank_report(prep, cfg, vote_block, vote=voters, valid=valid, config=config)
+
+
 def extra_test_blocks(prep: Prepared, cfg: RunConfig, *, progress: bool = False) -> dict:
     """What the post-run report adds to ``metrics.json``'s ``test`` block after the ranking metrics, in
     this order (each only where it applies); ``progress``: a stage line before each (where the time goes)."""
@@ -406,6 +417,8 @@ def extra_test_blocks(prep: Prepared, cfg: RunConfig, *, progress: bool = False)
     vote = _neighbour_vote(prep, cfg)  # inductive splits with descriptions only
     if vote is not None:
         out["neighbour_vote"] = vote
+        stage("the link-prediction re-ranker over the vote's top answers", progress=progress)
+        out["link_rerank"] = link_rerank_of(prep, cfg, vote)
     # inductive splits only: test.k_shot, test.k_shot_selection. Not by default on a graph with a placement task
     # (an ontology: thousands of new terms made it the slowest part of the README's run); evaluate --k-shot gives it
     k_shot = k_shot_report(prep, cfg) if placement is None else None
@@ -444,13 +457,15 @@ def evaluate_run(
     exclude_query: bool | None = None,
     device: str | torch.device = "auto",
     k_shot: tuple[int, ...] | None = None,
+    link_rerank: bool = False,
 ) -> dict:
     """Re-evaluate a finished run's best model on its validation and test splits.
 
     ``exclude_query``: override the run's ``train.exclude_query`` protocol.
     ``k_shot``: also the k-shot protocol at these numbers of known links (:func:`k_shot_report`;
     inductive runs only); the choice it makes on validation is saved in the run
-    (:func:`save_k_shot_choice`), so ``predict --known-links`` uses it.
+    (:func:`save_k_shot_choice`), so ``predict --known-links`` uses it. ``link_rerank``: also fit and
+    choose the link re-ranker (:mod:`textkg.pipeline.link_rerank`) and save its choice for ``predict``.
     ``device``: where to evaluate (a name as for ``--device``, or a :class:`torch.device`);
     not the run's ``train.device``, which may name a device this machine lacks.
     """
@@ -477,6 +492,12 @@ def evaluate_run(
             raise ConfigError("--k-shot needs a run on an inductive split (new entities)", field="k_shot")
         out["test"].update(report)
         out["saved_k_shot_choice"] = save_k_shot_choice(run_dir, report, k_shot)
+    if link_rerank:
+        from textkg.pipeline.link_rerank import save_link_rerank
+
+        saved = (open_run(run_dir).metrics() or {}).get("test") or {}
+        out["test"]["link_rerank"] = block = link_rerank_of(prep, cfg, saved.get("neighbour_vote"))
+        out["saved_link_rerank"] = save_link_rerank(run_dir, block) if block and "skipped" not in block else None
     return out
 
 

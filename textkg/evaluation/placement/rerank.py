@@ -39,6 +39,7 @@ from dataclasses import dataclass
 import torch
 
 from textkg.errors import ConfigError
+from textkg.evaluation.listwise import fit_listnet
 from textkg.evaluation.placement.methods import STANDARDISE, PlacementScorer
 from textkg.evaluation.scoring import standardise
 
@@ -266,29 +267,8 @@ def fit_reranker(
             ys.append(torch.isin(index, torch.tensor(pos)))
     if not xs:
         raise ConfigError("no training term kept a parent among its candidates to fit the re-ranker on")
-    x = torch.stack(xs).double()  # (n, K, F)
-    y = torch.stack(ys)  # (n, K)
-    w = torch.zeros(x.shape[2], dtype=torch.float64, requires_grad=True)
-    opt = torch.optim.LBFGS([w], max_iter=config.steps, line_search_fn="strong_wolfe")
-
-    def loss_fn() -> torch.Tensor:
-        s = x @ w
-        return (
-            torch.logsumexp(s, 1) - torch.logsumexp(s.masked_fill(~y, float("-inf")), 1)
-        ).mean() + config.l2 * w.pow(2).sum()
-
-    def closure() -> torch.Tensor:
-        opt.zero_grad()
-        loss = loss_fn()
-        loss.backward()
-        return loss
-
-    opt.step(closure)
-    with torch.no_grad():
-        final = float(loss_fn())
-    return Reranker(
-        weights=dict(zip(features.names, w.detach().tolist(), strict=True)), num_terms=len(xs), train_loss=final
-    )
+    weights, final = fit_listnet(torch.stack(xs), torch.stack(ys), steps=config.steps, l2=config.l2)  # (n, K, F)
+    return Reranker(weights=dict(zip(features.names, weights, strict=True)), num_terms=len(xs), train_loss=final)
 
 
 def fitted_reranker(

@@ -1,0 +1,207 @@
+"""The link-prediction re-ranker (textkg.evaluation.link_rerank): an oracle, the weight chosen on validation,
+determinism, and ``predict`` scoring as the evaluator does."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+import torch
+
+from textkg.errors import ConfigError
+from textkg.evaluation import FilterIndex
+from textkg.evaluation import link_rerank as lr
+from textkg.evaluation.link_rerank import FEATURES, LinkFeatures, LinkRerankConfig, LinkReranker
+
+N, SEEN = 60, 40
+COUNTRIES = list(range(5))  # the only tails of relation 0 ("nationality") in training
+DISTRACTOR = 20  # not a country: the first stage ranks it above the true country
+
+
+class _Model:
+    """Query ``q``'s scores: its country second (below :data:`DISTRACTOR`), every other entity below both."""
+
+    def __init__(self, answer: dict[int, int]):
+        g = torch.Generator().manual_seed(0)
+        self.table = torch.rand(N, N, generator=g)  # in [0, 1)
+        for q, a in answer.items():
+            self.table[q, DISTRACTOR] = 3.0
+            self.table[q, a] = 2.0
+
+    def score_tails(self, heads, relations, candidates):
+        return self.table[heads][:, candidates]
+
+    def score_heads(self, relations, tails, candidates):
+        return self.table[tails][:, candidates]
+
+
+def _graph():
+    """Training: every seen entity has a country (relation 0) and a friend (relation 1, any entity); validation
+    and test: new entities 40-49 and 50-59 with a country each."""
+    g = torch.Generator().manual_seed(1)
+    train = [(s, 0, COUNTRIES[s % 5]) for s in range(5, SEEN)]
+    train += [(s, 1, int(torch.randint(5, SEEN, (1,), generator=g))) for s in range(5, SEEN)]
+    valid = torch.tensor([(q, 0, COUNTRIES[q % 5]) for q in range(40, 50)])
+    test = torch.tensor([(q, 0, COUNTRIES[q % 5]) for q in range(50, 60)])
+    return torch.tensor(train), valid, test
+
+
+def _features(train):
+    texts = [f"entity {i}" for i in range(N)]
+    return LinkFeatures(
+        train, seen=torch.arange(SEEN), texts=texts, relation_texts=["nationality", "friend"], vote=None
+    )
+
+
+def _lists(model, features, triples, train, valid, test):
+    index = FilterIndex.from_triples(torch.cat([train, valid, test]), N, 2)
+    return lr.collect_lists(
+        model, None, (0.0, 0.0), features, triples, filter_index=index, candidates=torch.arange(N), top_k=10
+    )
+
+
+def test_the_type_prior_lifts_the_answer_the_first_stage_ranks_second():
+    """Oracle: nationality's answers are always countries; the first stage puts a non-country first. Only the
+    re-ranker's type feature can tell, and with it every tail query's answer comes first."""
+    train, valid, test = _graph()
+    model = _Model({int(q): int(a) for q, _, a in torch.cat([valid, test]).tolist()})
+    features = _features(train)
+    fitted = _lists(model, features, valid, train, valid, test)
+    reranker, valid_mrr = lr.choose_rerank(fitted, LinkRerankConfig())
+    assert reranker.weight > 0 and valid_mrr[reranker.weight] > valid_mrr[0.0]
+    assert reranker.weights["type"] > 0
+    lists = _lists(model, features, test, train, valid, test)
+    tail = slice(len(test), None)  # heads first, then tails
+    assert lists.base[tail].tolist() == [2.0] * len(test)  # the first stage alone: second
+    assert lists.ranks(reranker.vector(), reranker.weight)[tail].tolist() == [1.0] * len(test)
+
+
+def test_weight_zero_when_validation_says_the_re_ranker_does_not_help():
+    """A first stage that already ranks every answer first leaves nothing to gain: 0 wins the tie."""
+    train, valid, test = _graph()
+    model = _Model({})
+    for q, _, a in torch.cat([valid, test]).tolist():
+        model.table[q, a] = 5.0
+        model.table[a, q] = 5.0  # the head queries too
+    lists = _lists(model, _features(train), valid, train, valid, test)
+    assert lists.base.tolist() == [1.0] * len(lists.base)
+    reranker, valid_mrr = lr.choose_rerank(lists, LinkRerankConfig())
+    assert reranker.weight == 0.0 and set(valid_mrr.values()) == {1.0}
+
+
+def test_the_fit_and_the_choice_are_deterministic_under_a_seed():
+    train, valid, test = _graph()
+    model = _Model({int(q): int(a) for q, _, a in torch.cat([valid, test]).tolist()})
+    features = _features(train)
+    first = lr.choose_rerank(_lists(model, features, valid, train, valid, test), LinkRerankConfig(seed=3))
+    again = lr.choose_rerank(_lists(model, features, valid, train, valid, test), LinkRerankConfig(seed=3))
+    assert first == again
+
+
+def test_a_saved_reranker_is_read_back_and_bad_ones_are_refused():
+    saved = LinkReranker(dict.fromkeys(FEATURES, 0.5), 2.0, 50).to_dict()
+    assert LinkReranker.from_dict(json.loads(json.dumps(saved))) == LinkReranker.from_dict(saved)
+    for bad in (
+        {**saved, "weight": float("nan")},
+        {**saved, "weights": {"first_stage": 1.0}},
+        {**saved, "top_k": 0},
+        {**saved, "weight": True},
+        [],
+    ):
+        with pytest.raises(ConfigError, match="test.link_rerank"):
+            LinkReranker.from_dict(bad, file="metrics.json")
+
+
+FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "tiny_blp_ind"
+
+
+def test_predict_through_the_cli_uses_the_chosen_reranker_as_the_evaluator_scores(tmp_path, capsys, monkeypatch):
+    """A run whose validation chose the re-ranker: ``textkg predict`` of a test entity's own text gives the
+    evaluator's re-ranked top answers and scores (the same features, read from the entity's id), and says so.
+
+    The test entity is in the graph, so the evaluator masks its own column (``model.irreflexive``) where a
+    new text has none: the mask is off on both sides. The neighbour vote's weights are 0: a re-encoded
+    text's vote differs from the stored features' by the encoder's batch noise, sharpened by its softmax."""
+    from textkg.cli.main import main
+    from textkg.models.kge import KGEModel
+    from textkg.pipeline.link_rerank import link_features
+    from textkg.pipeline.report import neighbour_vote_of
+    from textkg.predict import load_predictor
+    from textkg.training.features import entity_texts
+
+    out = tmp_path / "run"
+    args = ["train", "--dataset", str(FIXTURE), "--split", "inductive", "--model", "blp-transe", "--dim", "8"]
+    assert main([*args, "--epochs", "1", "--batch-size", "32", "--no-progress", "--out", str(out)]) == 0
+    metrics = json.loads((out / "metrics.json").read_text())
+    block = metrics["test"]["link_rerank"]
+    assert set(block["weights"]) == set(FEATURES) and math.isfinite(block["with"]["mrr"])
+    capsys.readouterr()
+    assert main(["evaluate", str(out), "--link-rerank", "--device", "cpu"]) == 0  # the same choice, saved again
+    evaluated = json.loads(capsys.readouterr().out)
+    assert evaluated["saved_link_rerank"] == str(out / "metrics.json")
+    assert evaluated["test"]["link_rerank"]["with"] == block["with"]
+    assert evaluated["test"]["link_rerank"]["weights"] == block["weights"]
+    weights = {name: 0.0 for name in FEATURES} | {"first_stage": 1.0, "type": 3.0, "degree": -1.0, "tfidf": 2.0}
+    block.update(weights=weights, weight=1.0, top_k=5)  # as if validation had chosen it
+    metrics["test"]["neighbour_vote"].update(weight=0.0, spread_weight=0.0)
+    monkeypatch.setattr(KGEModel, "_mask_self", lambda self, scores, *_: scores)
+    (out / "metrics.json").write_text(json.dumps(metrics))
+
+    predictor = load_predictor(out, device="cpu")
+    kg, split = predictor.kg, predictor.prepared.split
+    q, r, _ = split.test[0].tolist()
+    text = entity_texts(kg)[q]
+    capsys.readouterr()
+    assert main(["predict", str(out), "--description", text, "--relation", kg.relations[r],
+                 "--direction", "tail", "--top-k", "3"]) == 0  # fmt: skip
+    printed = json.loads(capsys.readouterr().out)
+    assert printed["scoring"]["link_rerank"]["used"] is True and "re-ranker" in printed["scoring"]["method"]
+
+    vote = neighbour_vote_of(predictor.prepared)
+    features = link_features(predictor.prepared, vote)
+    with torch.no_grad():
+        first, v = lr.first_stage(
+            predictor.model,
+            vote,
+            (0.0, 0.0),
+            torch.tensor([q]),
+            torch.tensor([r]),
+            torch.arange(kg.num_entities),
+            "tail",
+        )
+    reranker = LinkReranker.from_dict(block)
+    rows = features.entity_query_rows(torch.tensor([q]))
+    values, ids = lr.rerank_top(reranker, features, rows, torch.tensor([r]), "tail", first, v, 3)
+    assert [p["entity"] for p in printed["predictions"]] == [kg.entities[i] for i in ids[0].tolist()]
+    assert [p["score"] for p in printed["predictions"]] == pytest.approx(values[0].tolist(), abs=1e-4)
+
+    block["weight"] = 12345.5
+    (out / "metrics.json").write_text(json.dumps(metrics).replace("12345.5", "1e400"))  # inf on reading
+    capsys.readouterr()
+    assert main(["predict", str(out), "--description", text]) == 2
+    assert "test.link_rerank" in capsys.readouterr().err
+
+
+def test_full_privacy_skips_the_reranker_with_its_reason_and_it_reads_public_statements_only():
+    """Under --privacy full no training statement is public: nothing for the priors to read. Under a partial
+    mode the re-ranker's statements are the training ones less the private ones."""
+    import dataclasses
+
+    from textkg.cli.config_loading import build_run_config
+    from textkg.cli.main import build_parser
+    from textkg.pipeline.link_rerank import link_rerank_report, public_statements
+    from textkg.pipeline.prepared import prepare
+    from textkg.pipeline.report import _neighbour_vote
+
+    args = ["train", "--dataset", str(FIXTURE), "--split", "inductive", "--model", "blp-transe", "--dim", "8"]
+    cfg = build_run_config(build_parser().parse_args(args))
+    prep = prepare(cfg)
+    private = dataclasses.replace(cfg, privacy=dataclasses.replace(cfg.privacy, mode="full", noise_multiplier=1.0))
+    block = link_rerank_report(prep, private, _neighbour_vote(prep, private))
+    assert block is not None and "private" in block["skipped"]
+    mask = torch.zeros(len(prep.split.train), dtype=torch.bool)
+    mask[::2] = True
+    kept = public_statements(dataclasses.replace(prep, private_mask=mask))
+    assert torch.equal(kept, prep.split.train[1::2])

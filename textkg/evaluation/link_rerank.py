@@ -1,0 +1,418 @@
+"""A learned re-ranker for link prediction on new entities: a (new entity, relation) query against the
+current scorer's top ``k`` answers.
+
+The first stage (the model, or the model + the description neighbour vote chosen on validation,
+:mod:`textkg.evaluation.neighbour_vote`) reads a new entity as one pooled vector. Over its top
+``k`` answers of each query ``(q, r, ?)`` (and ``(?, r, q)``) the re-ranker reads cheap pair
+features (:data:`FEATURES`):
+
+* ``first_stage``: the first stage's score (model standardised per query, plus its votes);
+* ``vote``: the neighbour vote alone (0 without one);
+* ``type``: ``log(1 + #training statements with the candidate as r's answer in this direction)``, a
+  relation-conditioned type prior (answers of "nationality" are countries);
+* ``type_spread``: the same prior averaged over the candidate's nearest training entities by
+  description (the vote's spread kernel): a new candidate "described like a country";
+* ``tfidf``: TF-IDF cosine of the query entity's text and the candidate's
+  (:class:`textkg.evaluation.placement.text.TfIdf`);
+* ``stem_tfidf``: the same over words cut to their first :data:`STEM` characters (a word and its
+  derived forms: WordNet's ``_derivationally_related_form``);
+* ``relation_text``: TF-IDF cosine of the relation's text and the candidate's;
+* ``degree``: ``log(1 + training degree)`` of the candidate;
+* ``new``: 1 for a candidate that was not in training (its priors are 0 by construction).
+
+The score is linear, ``f . w``, fitted listwise (ListNet, :func:`textkg.evaluation.listwise.fit_listnet`)
+and added to the first stage as ``first_stage + weight · f . w`` within the top ``k``; the order
+outside it is the first stage's. **It is fitted on validation statements, not training ones**: a
+training entity's first-stage score is the score of an entity whose statements the model was
+trained on, far better than a new entity's, and no training answer is a new entity, so a fit there
+learns to trust the model and the priors too much. Validation entities are new, as test ones are.
+The weight is chosen by cross-fitting (:func:`choose_rerank`): the validation lists are split into
+folds by query entity, each fold is ranked with the weights fitted on the others, and the weight
+with the best out-of-fold MRR wins (0, the first stage alone, wins a tie); the final ``w`` is then
+fitted on every validation list. Ranks are filtered and realistic as in
+:mod:`textkg.evaluation.ranking`: the list is the top ``k`` after the filter.
+
+Only the statements the caller passes are read (under privacy, the public training statements:
+the priors, the degrees and the vote are released through the ranking), the public texts and the
+validation statements (public inputs).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import torch
+
+from textkg.errors import ConfigError
+from textkg.evaluation.listwise import fit_listnet
+from textkg.evaluation.neighbour_vote import NeighbourVote, choose_weight
+from textkg.evaluation.placement.text import TfIdf, words
+from textkg.evaluation.scoring import Part, standardise, weighted_sum
+
+FEATURES = ("first_stage", "vote", "type", "type_spread", "tfidf", "stem_tfidf", "relation_text", "degree", "new")
+#: Characters a word keeps in ``stem_tfidf`` (a crude stemmer: "abandonment" and "abandon" share "aband").
+STEM = 5
+#: Re-ranker weights tried on validation (0: the first stage alone).
+DEFAULT_RERANK_WEIGHTS = (0.0, 0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0)
+#: Largest ``relations x entities`` table the priors may hold (float32 each, three tables).
+MAX_TABLE_ENTRIES = 50_000_000
+
+
+@dataclass(frozen=True)
+class LinkRerankConfig:
+    """How the re-ranker is fitted and chosen.
+
+    Attributes:
+        top_k: Candidates re-ranked per query (the first stage's top ``top_k`` after the filter).
+        folds: Cross-fitting folds over the validation query entities.
+        steps: L-BFGS iterations.
+        l2: Ridge penalty.
+        seed: Seeds the folds.
+        weights: Re-ranker weights tried.
+    """
+
+    top_k: int = 50
+    folds: int = 2
+    steps: int = 100
+    l2: float = 1e-3
+    seed: int = 0
+    weights: tuple[float, ...] = DEFAULT_RERANK_WEIGHTS
+
+    def __post_init__(self) -> None:
+        for name in ("top_k", "folds", "steps"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ConfigError(f"{name} must be a positive integer, got {value!r}", field=name)
+        if self.folds < 2:
+            raise ConfigError(f"folds must be >= 2, got {self.folds}", field="folds")
+        if not self.l2 >= 0 or not self.weights or any(not w >= 0 for w in self.weights):
+            raise ConfigError("l2 and every weight must be >= 0, with one weight at least", field="weights")
+
+
+@dataclass(frozen=True)
+class LinkReranker:
+    """A fitted, chosen re-ranker.
+
+    Attributes:
+        weights: ``{feature: w}`` in :data:`FEATURES` order.
+        weight: Its weight beside the first stage, chosen on validation (0: not used).
+        top_k: Candidates it re-ranks per query.
+    """
+
+    weights: dict[str, float]
+    weight: float
+    top_k: int
+
+    def to_dict(self) -> dict:
+        return {"weights": dict(self.weights), "weight": self.weight, "top_k": self.top_k}
+
+    @classmethod
+    def from_dict(cls, saved: object, *, file: str | None = None) -> LinkReranker:
+        """From :meth:`to_dict`'s output as read from a run's ``metrics.json`` (data from outside the process).
+
+        Raises:
+            ConfigError: Not a weight for exactly each of :data:`FEATURES`, a weight that is not a finite
+                number, or a ``top_k`` that is not a positive integer; naming ``file`` and the field.
+        """
+        field = "test.link_rerank"
+        block = saved if isinstance(saved, dict) else {}
+        weights = block.get("weights")
+        if not isinstance(weights, dict) or set(weights) != set(FEATURES):
+            raise ConfigError(f"expected a weight for each of {', '.join(FEATURES)}", file=file, field=field)
+        for name, w in [*weights.items(), ("weight", block.get("weight"))]:
+            if isinstance(w, bool) or not isinstance(w, int | float) or not math.isfinite(w) or w < -1e6 or w > 1e6:
+                raise ConfigError(f"{name!r} must be a finite number, got {w!r}", file=file, field=field)
+        top_k = block.get("top_k")
+        if isinstance(top_k, bool) or not isinstance(top_k, int) or not 1 <= top_k <= 100_000:
+            raise ConfigError(f"top_k must be an integer in [1, 100000], got {top_k!r}", file=file, field=field)
+        return cls({n: float(weights[n]) for n in FEATURES}, float(block["weight"]), top_k)
+
+    def vector(self) -> torch.Tensor:
+        return torch.tensor([self.weights[n] for n in FEATURES], dtype=torch.float64)
+
+
+class LinkFeatures:
+    """``(b, K, F)`` pair features of queries against their candidates (module docstring).
+
+    Args:
+        statements: ``(m, 3)`` training statements the priors read (the public ones under privacy).
+        seen: ``(n_seen,)`` training entities.
+        texts: Each entity's text.
+        relation_texts: Each relation's text.
+        vote: The neighbour vote (its spread kernel gives ``type_spread``), or ``None``.
+
+    Raises:
+        ConfigError: ``relations x entities`` is over :data:`MAX_TABLE_ENTRIES`.
+    """
+
+    def __init__(
+        self,
+        statements: torch.Tensor,
+        *,
+        seen: torch.Tensor,
+        texts: Sequence[str],
+        relation_texts: Sequence[str],
+        vote: NeighbourVote | None,
+    ) -> None:
+        n, num_rel = len(texts), len(relation_texts)
+        if n * num_rel > MAX_TABLE_ENTRIES:
+            raise ConfigError(
+                f"{num_rel} relations x {n} entities is over the re-ranker's table limit ({MAX_TABLE_ENTRIES:,})",
+                field="link_rerank",
+            )
+        h, r, t = torch.as_tensor(statements, dtype=torch.long).reshape(-1, 3).unbind(1)
+        count = torch.zeros(2, num_rel * n, dtype=torch.float32)  # [head answers, tail answers]
+        count[0].index_add_(0, r * n + h, torch.ones(len(h)))
+        count[1].index_add_(0, r * n + t, torch.ones(len(t)))
+        self.type = count.reshape(2, num_rel, n).log1p()
+        if vote is not None:
+            kernel = vote.kernel()  # (n, n): row c, the softmax weights of c's nearest training entities
+            flat = self.type.reshape(2 * num_rel, n)
+            self.type_spread = torch.sparse.mm(kernel, flat.T).T.reshape(2, num_rel, n).contiguous()
+        else:
+            self.type_spread = torch.zeros_like(self.type)
+        self.degree = torch.bincount(torch.cat([h, t]), minlength=n).float().log1p()
+        self.new = torch.ones(n)
+        self.new[torch.as_tensor(seen, dtype=torch.long)] = 0.0
+        seen_texts = [texts[i] for i in torch.as_tensor(seen).tolist()]
+        self.tfidf = TfIdf.fit(seen_texts)
+        self.entity_rows = self.tfidf.transform(texts)  # (n, V) sparse
+        self.stems = TfIdf.fit([stemmed(t) for t in seen_texts])
+        self.entity_stems = self.stems.transform([stemmed(t) for t in texts])
+        rel = self.tfidf.transform(relation_texts).to_dense()  # (R, V)
+        self.relation_text = torch.sparse.mm(self.entity_rows, rel.T).T.contiguous()  # (R, n)
+
+    def query_rows(self, texts: Sequence[str]) -> tuple[torch.Tensor, torch.Tensor]:
+        """Dense TF-IDF rows ``(b, V)`` and stem TF-IDF rows ``(b, V')`` of new texts (``textkg predict``)."""
+        return self.tfidf.transform(texts).to_dense(), self.stems.transform([stemmed(t) for t in texts]).to_dense()
+
+    def entity_query_rows(self, entities: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """:meth:`query_rows` of entities' own texts."""
+        ids = entities.long()
+        return (
+            torch.index_select(self.entity_rows, 0, ids).to_dense(),
+            torch.index_select(self.entity_stems, 0, ids).to_dense(),
+        )
+
+    def __call__(
+        self,
+        query_rows: tuple[torch.Tensor, torch.Tensor],
+        relations: torch.Tensor,
+        direction: str,
+        candidates: torch.Tensor,
+        first: torch.Tensor,
+        vote: torch.Tensor,
+    ) -> torch.Tensor:
+        """``(b, K, F)`` from ``query_rows`` (:meth:`query_rows`), ``relations (b,)``, ``candidates (b, K)`` ids and the
+        first stage's and the vote's ``(b, K)`` scores of them."""
+        d = 0 if direction == "head" else 1
+        rel = relations.long()[:, None]
+        text = torch.sparse.mm(self.entity_rows, query_rows[0].float().T).T  # (b, n)
+        stem = torch.sparse.mm(self.entity_stems, query_rows[1].float().T).T
+        parts = [
+            first.float(),
+            vote.float(),
+            self.type[d][rel, candidates],
+            self.type_spread[d][rel, candidates],
+            text.gather(1, candidates),
+            stem.gather(1, candidates),
+            self.relation_text[rel, candidates],
+            self.degree[candidates],
+            self.new[candidates],
+        ]
+        return torch.stack(parts, dim=2)
+
+
+def stemmed(text: str) -> str:
+    """``text``'s words cut to :data:`STEM` characters."""
+    return " ".join(w[:STEM] for w in words(text))
+
+
+def first_stage(
+    model, vote: NeighbourVote | None, weights: tuple[float, float], queries, relations, candidates, direction: str
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(first (b, c), vote (b, c))``: standardised model scores + ``λ · vote + μ · spread`` (the
+    combination :class:`textkg.evaluation.neighbour_vote.VoteScorer` scores), and the vote alone
+    (new query entities only; zeros without a vote)."""
+    h_or_t = queries
+    s = (
+        model.score_tails(h_or_t, relations, candidates)
+        if direction == "tail"
+        else model.score_heads(relations, h_or_t, candidates)
+    )
+    z = standardise(s).cpu()
+    if vote is None:
+        return z, torch.zeros_like(z)
+    votes = vote.votes(queries, relations, direction)
+    v = votes[:, candidates] * vote.gate(queries)[:, None]
+    parts: list[Part] = [(1.0, z), (weights[0], v)]
+    if weights[1]:
+        parts.append((weights[1], vote.spread(queries, relations, direction, votes=votes)[:, candidates]))
+    return weighted_sum(parts), v
+
+
+@dataclass
+class Lists:
+    """The top-``k`` lists of a set of ranking queries, cached for fitting and ranking.
+
+    Attributes:
+        x: ``(n, K, F)`` features.
+        mask: ``(n, K)`` the list's real candidates (fewer than ``K`` remain after the filter).
+        target: ``(n,)`` the target's position in its list, -1 when outside it.
+        base: ``(n,)`` the first stage's filtered realistic rank.
+        query: ``(n,)`` the query entity.
+        cpu_seconds: Process CPU seconds spent ``{"first_stage": ..., "features": ...}`` building them.
+    """
+
+    x: torch.Tensor
+    mask: torch.Tensor
+    target: torch.Tensor
+    base: torch.Tensor
+    query: torch.Tensor
+    cpu_seconds: dict[str, float] = dataclasses.field(default_factory=dict)
+
+    def ranks(self, w: torch.Tensor, weight: float) -> torch.Tensor:
+        """``(n,)`` float64 ranks with the re-ranker ``w`` at ``weight``: within the list, the realistic rank of
+        ``first + weight · x . w``; outside it, the first stage's rank."""
+        if not weight:
+            return self.base.clone()
+        s = self.x[..., 0].double() + weight * (self.x.double() @ w.double())
+        s = s.masked_fill(~self.mask, float("-inf"))
+        inside = self.target >= 0
+        t = s.gather(1, self.target.clamp_min(0)[:, None])
+        greater = (s > t).sum(1)
+        equal = (s == t).sum(1) - 1
+        return torch.where(inside, 1.0 + greater.double() + equal.double() / 2, self.base)
+
+    def subset(self, keep: torch.Tensor) -> Lists:
+        return Lists(self.x[keep], self.mask[keep], self.target[keep], self.base[keep], self.query[keep])
+
+
+def collect_lists(
+    model,
+    vote: NeighbourVote | None,
+    vote_weights: tuple[float, float],
+    features: LinkFeatures,
+    triples: torch.Tensor,
+    *,
+    filter_index,
+    candidates: torch.Tensor,
+    top_k: int,
+    batch_size: int = 256,
+    exclude_query: bool = False,
+) -> Lists:
+    """:class:`Lists` of both directions of ``triples`` (heads first, then tails, as
+    :func:`textkg.evaluation.neighbour_vote.rank_weights` orders them)."""
+    from textkg.evaluation.ranking import filtered_targets, realistic_ranks
+
+    column = torch.full((features.new.numel(),), -1, dtype=torch.long)
+    column[candidates] = torch.arange(len(candidates))
+    k = min(top_k, len(candidates))
+    out: list[Lists] = []
+    cpu = {"first_stage": 0.0, "features": 0.0}
+    with torch.no_grad():
+        for direction in ("head", "tail"):
+            for start in range(0, len(triples), batch_size):
+                h, r, t = triples[start : start + batch_size].unbind(1)
+                rows, cols, query, targets = filtered_targets(
+                    torch.stack([h, r, t], 1), direction, filter_index, column, exclude_query=exclude_query
+                )
+                clock = time.process_time()
+                first, v = first_stage(model, vote, vote_weights, query, r, candidates, direction)
+                base = realistic_ranks(first, targets, rows, cols)
+                cpu["first_stage"] += time.process_time() - clock
+                clock = time.process_time()
+                kept = first.index_put((rows, cols), torch.tensor(float("-inf")))
+                top = kept.topk(k, dim=1)
+                mask = top.values > float("-inf")
+                cand = candidates[top.indices]  # (b, K) ids
+                x = features(
+                    features.entity_query_rows(query), r, direction, cand, first.gather(1, top.indices),
+                    v.gather(1, top.indices),
+                )  # fmt: skip
+                hit = top.indices == targets[:, None]
+                target = torch.where(hit.any(1), hit.float().argmax(1), torch.full_like(targets, -1))
+                out.append(Lists(x, mask, target, base, query))
+                cpu["features"] += time.process_time() - clock
+    fields = ("x", "mask", "target", "base", "query")
+    return Lists(**{f: torch.cat([getattr(p, f) for p in out]) for f in fields}, cpu_seconds=cpu)
+
+
+def fit_on(lists: Lists, config: LinkRerankConfig) -> torch.Tensor:
+    """``(F,)`` weights fitted on the lists whose target is inside (zeros when none is)."""
+    inside = lists.target >= 0
+    if not bool(inside.any()):
+        return torch.zeros(len(FEATURES), dtype=torch.float64)
+    sub = lists.subset(inside)
+    y = torch.zeros(sub.mask.shape, dtype=torch.bool)
+    y[torch.arange(len(y)), sub.target] = True
+    w, _ = fit_listnet(sub.x, y, steps=config.steps, l2=config.l2, mask=sub.mask)
+    return torch.tensor(w, dtype=torch.float64)
+
+
+def choose_rerank(lists: Lists, config: LinkRerankConfig) -> tuple[LinkReranker, dict[float, float]]:
+    """The re-ranker fitted on validation ``lists`` and its weight chosen by cross-fitting (module docstring).
+
+    Returns:
+        ``(re-ranker, {weight: out-of-fold validation MRR})``.
+    """
+    entities = torch.unique(lists.query)
+    g = torch.Generator().manual_seed(config.seed)
+    fold_of = torch.zeros(int(entities.max()) + 1 if len(entities) else 1, dtype=torch.long)
+    fold_of[entities[torch.randperm(len(entities), generator=g)]] = torch.arange(len(entities)) % config.folds
+    fold = fold_of[lists.query]
+    ranks = {w: torch.empty(len(fold), dtype=torch.float64) for w in config.weights}
+    for f in range(config.folds):
+        held = fold == f
+        w_f = fit_on(lists.subset(~held), config)
+        part = lists.subset(held)
+        for weight in config.weights:
+            ranks[weight][held] = part.ranks(w_f, weight)
+    valid_mrr = {w: float(r.reciprocal().mean()) for w, r in ranks.items()}
+    chosen = choose_weight(valid_mrr)
+    w = fit_on(lists, config)
+    return LinkReranker(dict(zip(FEATURES, w.tolist(), strict=True)), chosen, config.top_k), valid_mrr
+
+
+def rerank_row(reranker: LinkReranker, first: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+    """``(b, K)`` final scores of a top-``K`` list: ``first + weight · x . w`` (``first (b, K)``, ``x (b, K, F)``)."""
+    return first.double() + reranker.weight * (x.double() @ reranker.vector())
+
+
+def rerank_top(
+    reranker: LinkReranker,
+    features: LinkFeatures,
+    query_rows: tuple[torch.Tensor, torch.Tensor],
+    relations: torch.Tensor,
+    direction: str,
+    first: torch.Tensor,
+    vote: torch.Tensor,
+    k: int,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(scores (b, k), entity ids (b, k))``: the first stage's top ``reranker.top_k`` of every entity,
+    re-scored (:func:`rerank_row`) and sorted; ``first`` and ``vote`` are ``(b, n)`` over all entities
+    (``textkg predict``, where nothing is filtered)."""
+    top = first.topk(min(reranker.top_k, first.shape[1]), dim=1)
+    x = features(query_rows, relations, direction, top.indices, top.values, vote.gather(1, top.indices))
+    final = rerank_row(reranker, top.values, x)
+    values, order = final.topk(min(k, final.shape[1]), dim=1)
+    return values, top.indices.gather(1, order)
+
+
+__all__ = [
+    "DEFAULT_RERANK_WEIGHTS",
+    "FEATURES",
+    "LinkFeatures",
+    "LinkRerankConfig",
+    "LinkReranker",
+    "Lists",
+    "choose_rerank",
+    "collect_lists",
+    "first_stage",
+    "rerank_row",
+    "rerank_top",
+]
