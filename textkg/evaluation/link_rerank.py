@@ -18,7 +18,10 @@ features (:data:`FEATURES`):
   derived forms: WordNet's ``_derivationally_related_form``);
 * ``relation_text``: TF-IDF cosine of the relation's text and the candidate's;
 * ``degree``: ``log(1 + training degree)`` of the candidate;
-* ``new``: 1 for a candidate that was not in training (its priors are 0 by construction).
+
+No "is the candidate new" feature: held-out statements leave the training graph with their entities, so
+a benchmark split over-represents held-out entities as answers, and such a feature (weight +2.5 on
+FB15k-237) learns the split's construction, not a signal a curator's new entity carries.
 
 The score is linear, ``f . w``, fitted listwise (ListNet, :func:`textkg.evaluation.listwise.fit_listnet`)
 and added to the first stage as ``first_stage + weight · f . w`` within the top ``k``; the order
@@ -53,7 +56,7 @@ from textkg.evaluation.neighbour_vote import NeighbourVote, choose_weight
 from textkg.evaluation.placement.text import TfIdf, words
 from textkg.evaluation.scoring import Part, standardise, weighted_sum
 
-FEATURES = ("first_stage", "vote", "type", "type_spread", "tfidf", "stem_tfidf", "relation_text", "degree", "new")
+FEATURES = ("first_stage", "vote", "type", "type_spread", "tfidf", "stem_tfidf", "relation_text", "degree")
 #: Characters a word keeps in ``stem_tfidf`` (a crude stemmer: "abandonment" and "abandon" share "aband").
 STEM = 5
 #: Re-ranker weights tried on validation (0: the first stage alone).
@@ -222,7 +225,6 @@ class LinkFeatures:
             stem.gather(1, candidates),
             self.relation_text[rel, candidates],
             self.degree[candidates],
-            self.new[candidates],
         ]
         return torch.stack(parts, dim=2)
 
