@@ -94,8 +94,9 @@ def measure(run_dir: Path, *, ks: tuple[int, ...], timing_entities: int, max_ent
     import dataclasses
 
     from textkg.models.known_links import LinkMethod
+    from textkg.pipeline.k_shot import k_shot_report
     from textkg.pipeline.prepared import prepare
-    from textkg.pipeline.report import _placement_known_links, k_shot_report
+    from textkg.pipeline.report import _placement_known_links
     from textkg.training import checkpoint as ckpt
     from textkg.training.config import RunConfig
 
@@ -128,7 +129,7 @@ def measure(run_dir: Path, *, ks: tuple[int, ...], timing_entities: int, max_ent
         row["placement_known_links"] = placed
     chosen = LinkMethod.from_key(report["k_shot_selection"]["chosen"], temperature=cfg.train.temperature)
     timed = chosen if chosen.key != "none" else LinkMethod(temperature=cfg.train.temperature)
-    from textkg.pipeline.report import link_vote_of
+    from textkg.pipeline.k_shot import link_vote_of
 
     link_vote, _ = link_vote_of(prep)
     row["timing"] = inference_seconds(

@@ -177,7 +177,7 @@ class Predictor:
         spread_weight = self.spread_weight if (vote and not k_shot) else 0.0
         link_weight = self.link_vote_weight if (vote and links is not None and len(links)) else 0.0
         if link_weight:
-            from textkg.pipeline.report import link_vote_of
+            from textkg.pipeline.k_shot import link_vote_of
 
             link_vote, _ = link_vote_of(self.prepared)
             if link_vote is None:  # nothing public to vote from (the run chose no vote then either)

@@ -113,7 +113,7 @@ def test_inductive_run_reports_the_link_vote_choice(ind_run):
 def test_predict_with_known_links_adds_the_link_vote_the_run_chose(ind_run, monkeypatch):
     """With a large chosen weight, the top answer is what the training entities sharing the known
     link do (the vote's oracle), and without known links the vote is not used."""
-    from textkg.pipeline.report import link_vote_of
+    from textkg.pipeline.k_shot import link_vote_of
     from textkg.predict import Predictor
 
     predictor = Predictor(ind_run, device="cpu")

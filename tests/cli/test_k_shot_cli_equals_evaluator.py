@@ -68,7 +68,7 @@ def _cli_ranks(run: Path, tmp_path: Path, capsys) -> tuple[torch.Tensor, torch.T
     from textkg.evaluation.k_shot import k_shot_ranks
     from textkg.evaluation.link_vote import LinkVoteScorer, rank_link_vote
     from textkg.models.known_links import LinkMethod, with_known_links_many
-    from textkg.pipeline.report import link_vote_of
+    from textkg.pipeline.k_shot import link_vote_of
     from textkg.predict import Predictor
 
     predictor = Predictor(run, device="cpu")

@@ -168,7 +168,7 @@ def _prep(train, private_mask):
 
 def test_under_privacy_the_vote_reads_only_public_statements():
     """Played as the adversary who holds metrics.json: a private statement changed changes no vote."""
-    from textkg.pipeline.report import link_vote_of
+    from textkg.pipeline.k_shot import link_vote_of
 
     _, train = _planted()
     mask = torch.zeros(len(train), dtype=torch.bool)

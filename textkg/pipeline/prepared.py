@@ -146,3 +146,12 @@ def public_view(kg, split, cfg: RunConfig):
     private_filter = split.filter_triples if split.kind == "transductive" else None
     split = dataclasses.replace(split, train_entities=vocabulary, filter_triples=public_filter)
     return split, private_mask, private_filter
+
+
+def seeded_subset(triples: torch.Tensor, max_triples: int, seed: int) -> torch.Tensor:
+    """At most ``max_triples`` of ``triples``: a seeded random subset (all of them when ``max_triples`` is 0
+    or not smaller), the same for the same seed."""
+    if not max_triples or len(triples) <= max_triples:
+        return triples
+    g = torch.Generator().manual_seed(seed)
+    return triples[torch.randperm(len(triples), generator=g)[:max_triples]]

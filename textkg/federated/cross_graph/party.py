@@ -176,7 +176,7 @@ class Party:
 
     def _evaluate(self, triples: torch.Tensor, max_triples: int = 0, *, filter_index=None):
         from textkg.evaluation.metrics import evaluate
-        from textkg.pipeline.report import seeded_subset
+        from textkg.pipeline.prepared import seeded_subset
 
         triples = seeded_subset(triples, max_triples, self.cfg.train.seed)
         self.model.eval()
