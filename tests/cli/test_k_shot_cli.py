@@ -128,6 +128,8 @@ def test_predict_with_known_links_adds_the_link_vote_the_run_chose(ind_run, monk
     votes = link_vote.votes(ids, weights, torch.tensor([r]), "tail")[0]
     votes[o] = -1.0  # the known link is not proposed again
     assert float(votes.max()) > 0  # the fixture has training entities that like /e/33 and others
-    assert out["predictions"][0]["entity"] == predictor.kg.entities[int(votes.argmax())]
+    best = {predictor.kg.entities[int(i)] for i in torch.nonzero(votes == votes.max()).flatten()}
+    # the vote's best answers come first, in the model's order where the vote ties (the fixture has ties)
+    assert {p["entity"] for p in out["predictions"][: len(best)]} == best
     plain = predictor.predict(description="a new person", relation="/r/likes", direction="tail")
     assert plain["scoring"]["method"] == "model" or "link" not in plain["scoring"]["method"]
