@@ -3,7 +3,7 @@
 Usage::
 
     OMP_NUM_THREADS=1 python benchmarks/encoder_placement.py --key minilm [--model-folder DIR]
-        [--queries 400] [--distractors 3000] [--seed 0] [--threads 1] [--full]
+        [--max-tokens 32] [--queries 400] [--distractors 3000] [--seed 0] [--threads 1] [--full]
         [--out benchmarks/results/text_encoder_mpnet.json]
 
 The README split (``--dataset hpo --split inductive``, its default split seed) and its test placement
@@ -26,8 +26,9 @@ its own process (its own ``--key``) so that the peak RSS is its own. ``--full`` 
 methods on the full protocol (all test queries, every training term) through the on-disk feature cache;
 use it only where that cache is already filled (MiniLM after any README run).
 
-The encoder is ``bert`` with mean pooling over 32 word pieces, as in the ``fused-transe`` preset the
-README trains; ``--model-folder`` replaces its weights (what ``textkg train --encoder-model`` does).
+The encoder is ``bert`` with mean pooling over 32 word pieces (``--max-tokens``), as in the
+``fused-transe`` preset the README trains; ``--model-folder`` replaces its weights (what
+``textkg train --encoder-model`` does).
 """
 
 from __future__ import annotations
@@ -111,6 +112,7 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--key", required=True, help="name of this encoder's entry in --out (e.g. minilm, mpnet)")
     ap.add_argument("--model-folder", default=None, help="local transformer folder; default: the packaged MiniLM")
+    ap.add_argument("--max-tokens", type=int, default=32, help="word pieces kept per description (the preset's 32)")
     ap.add_argument("--queries", type=int, default=400)
     ap.add_argument("--distractors", type=int, default=3000)
     ap.add_argument("--full", action="store_true", help="also the full protocol, through the feature cache")
@@ -132,7 +134,7 @@ def main(argv=None) -> int:
     pool_edges = edges[torch.isin(edges, needed).all(dim=1)]
 
     t = time.time()
-    encoder = get_encoder("bert", model_name_or_path=args.model_folder, pooling="mean", max_tokens=32)
+    encoder = get_encoder("bert", model_name_or_path=args.model_folder, pooling="mean", max_tokens=args.max_tokens)
     load_seconds = time.time() - t
     cpu, t = time.process_time(), time.time()
     rows = encoder.encode([texts[i] for i in needed.tolist()])
