@@ -20,7 +20,7 @@ features (:data:`FEATURES`):
 * ``degree``: ``log(1 + training degree)`` of the candidate;
 * ``holder_max``, ``holder_mean``, ``answer_centroid``, ``text_cosine``: the query's description vector
   against those of the training entities that hold ``(r, candidate)``, the candidate's against ``r``'s
-  typical answer, and the two texts' cosine (:mod:`textkg.evaluation.link_neighbours`).
+  typical answer, and the two texts' cosine (:mod:`textkg.evaluation.link_features`).
 
 Which features take part is chosen per run with the weight (:data:`FEATURE_SETS`, by the same
 cross-fitting): a feature that helps on one graph and hurts on another is left out where it hurts.
@@ -51,23 +51,25 @@ from __future__ import annotations
 import dataclasses
 import math
 import time
-from collections.abc import Sequence
 from dataclasses import dataclass
 
 import torch
 
 from textkg.errors import ConfigError
-from textkg.evaluation.link_neighbours import AnswerHolders
+from textkg.evaluation.link_features import (
+    FEATURES,
+    MAX_TABLE_ENTRIES,
+    NEIGHBOUR_FEATURES,
+    SHIPPED,
+    STEM,
+    LinkFeatures,
+    QueryRows,
+    stemmed,
+)
 from textkg.evaluation.listwise import fit_listnet
 from textkg.evaluation.neighbour_vote import NeighbourVote
-from textkg.evaluation.placement.text import TfIdf, words
 from textkg.evaluation.scoring import Part, standardise, weighted_sum
 
-#: The features of the first shipped form (a saved re-ranker may name these only).
-SHIPPED = ("first_stage", "vote", "type", "type_spread", "tfidf", "stem_tfidf", "relation_text", "degree")
-#: The description-vector features (:mod:`textkg.evaluation.link_neighbours`).
-NEIGHBOUR_FEATURES = ("holder_max", "holder_mean", "answer_centroid", "text_cosine")
-FEATURES = SHIPPED + NEIGHBOUR_FEATURES
 #: The feature sets tried on validation, in order (the first wins a tie): each is used or left out whole.
 FEATURE_SETS: dict[str, tuple[str, ...]] = {
     "shipped": SHIPPED,
@@ -76,14 +78,8 @@ FEATURE_SETS: dict[str, tuple[str, ...]] = {
     "cosine": SHIPPED + ("text_cosine",),
     "all": FEATURES,
 }
-#: Characters a word keeps in ``stem_tfidf`` (a crude stemmer: "abandonment" and "abandon" share "aband").
-STEM = 5
 #: Re-ranker weights tried on validation (0: the first stage alone).
 DEFAULT_RERANK_WEIGHTS = (0.0, 0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0)
-#: Largest ``relations x entities`` table the priors may hold (float32 each, three tables).
-MAX_TABLE_ENTRIES = 50_000_000
-#: A query's TF-IDF row, stem TF-IDF row and description vector (``(b, V)``, ``(b, V')``, ``(b, D)``).
-QueryRows = tuple[torch.Tensor, torch.Tensor, torch.Tensor]
 
 
 @dataclass(frozen=True)
@@ -185,129 +181,6 @@ class LinkReranker:
 
     def vector(self) -> torch.Tensor:
         return torch.tensor([self.weights[n] for n in FEATURES], dtype=torch.float64)
-
-
-class LinkFeatures:
-    """``(b, K, F)`` pair features of queries against their candidates (module docstring).
-
-    Args:
-        statements: ``(m, 3)`` training statements the priors read (the public ones under privacy).
-        seen: ``(n_seen,)`` training entities.
-        texts: Each entity's text.
-        relation_texts: Each relation's text.
-        vote: The neighbour vote (its spread kernel gives ``type_spread``), or ``None``.
-        embeddings: ``(n, D)`` description vectors for :data:`NEIGHBOUR_FEATURES` (default: the vote's; without
-            either those features are 0).
-
-    Raises:
-        ConfigError: ``relations x entities`` is over :data:`MAX_TABLE_ENTRIES`.
-    """
-
-    def __init__(
-        self,
-        statements: torch.Tensor,
-        *,
-        seen: torch.Tensor,
-        texts: Sequence[str],
-        relation_texts: Sequence[str],
-        vote: NeighbourVote | None,
-        embeddings: torch.Tensor | None = None,
-    ) -> None:
-        n, num_rel = len(texts), len(relation_texts)
-        if n * num_rel > MAX_TABLE_ENTRIES:
-            raise ConfigError(
-                f"{num_rel} relations x {n} entities is over the re-ranker's table limit ({MAX_TABLE_ENTRIES:,})",
-                field="link_rerank",
-            )
-        h, r, t = torch.as_tensor(statements, dtype=torch.long).reshape(-1, 3).unbind(1)
-        count = torch.zeros(2, num_rel * n, dtype=torch.float32)  # [head answers, tail answers]
-        count[0].index_add_(0, r * n + h, torch.ones(len(h)))
-        count[1].index_add_(0, r * n + t, torch.ones(len(t)))
-        self.type = count.reshape(2, num_rel, n).log1p()
-        if vote is not None:
-            kernel = vote.kernel()  # (n, n): row c, the softmax weights of c's nearest training entities
-            flat = self.type.reshape(2 * num_rel, n)
-            self.type_spread = torch.sparse.mm(kernel, flat.T).T.reshape(2, num_rel, n).contiguous()
-        else:
-            self.type_spread = torch.zeros_like(self.type)
-        self.degree = torch.bincount(torch.cat([h, t]), minlength=n).float().log1p()
-        self.new = torch.ones(n)
-        self.new[torch.as_tensor(seen, dtype=torch.long)] = 0.0
-        seen_texts = [texts[i] for i in torch.as_tensor(seen).tolist()]
-        self.tfidf = TfIdf.fit(seen_texts)
-        self.entity_rows = self.tfidf.transform(texts)  # (n, V) sparse
-        self.stems = TfIdf.fit([stemmed(t) for t in seen_texts])
-        self.entity_stems = self.stems.transform([stemmed(t) for t in texts])
-        rel = self.tfidf.transform(relation_texts).to_dense()  # (R, V)
-        self.relation_text = torch.sparse.mm(self.entity_rows, rel.T).T.contiguous()  # (R, n)
-        if embeddings is None and vote is not None:
-            embeddings = vote.features
-        self.holders = (
-            None if embeddings is None else AnswerHolders(statements, embeddings=embeddings, num_relations=num_rel)
-        )
-
-    def _vectors(self, embeddings: torch.Tensor | None, b: int) -> torch.Tensor:
-        if self.holders is None:
-            return torch.zeros(b, 1)
-        if embeddings is None:
-            raise ValueError("the re-ranker's description-vector features need the query's description vector")
-        return embeddings.float()
-
-    def query_rows(self, texts: Sequence[str], embeddings: torch.Tensor | None = None) -> QueryRows:
-        """Dense TF-IDF rows ``(b, V)``, stem TF-IDF rows ``(b, V')`` and description vectors ``(b, D)`` of new
-        texts (``textkg predict``; ``embeddings``: their vectors in the vote's space)."""
-        tfidf = self.tfidf.transform(texts).to_dense()
-        return (
-            tfidf,
-            self.stems.transform([stemmed(t) for t in texts]).to_dense(),
-            self._vectors(embeddings, len(texts)),
-        )
-
-    def entity_query_rows(self, entities: torch.Tensor) -> QueryRows:
-        """:meth:`query_rows` of entities' own texts."""
-        ids = entities.long()
-        return (
-            torch.index_select(self.entity_rows, 0, ids).to_dense(),
-            torch.index_select(self.entity_stems, 0, ids).to_dense(),
-            self._vectors(None if self.holders is None else self.holders.embeddings[ids], len(ids)),
-        )
-
-    def __call__(
-        self,
-        query_rows: QueryRows,
-        relations: torch.Tensor,
-        direction: str,
-        candidates: torch.Tensor,
-        first: torch.Tensor,
-        vote: torch.Tensor,
-    ) -> torch.Tensor:
-        """``(b, K, F)`` from ``query_rows`` (:meth:`query_rows`), ``relations (b,)``, ``candidates (b, K)`` ids and the
-        first stage's and the vote's ``(b, K)`` scores of them."""
-        d = 0 if direction == "head" else 1
-        rel = relations.long()[:, None]
-        text = torch.sparse.mm(self.entity_rows, query_rows[0].float().T).T  # (b, n)
-        stem = torch.sparse.mm(self.entity_stems, query_rows[1].float().T).T
-        parts = [
-            first.float(),
-            vote.float(),
-            self.type[d][rel, candidates],
-            self.type_spread[d][rel, candidates],
-            text.gather(1, candidates),
-            stem.gather(1, candidates),
-            self.relation_text[rel, candidates],
-            self.degree[candidates],
-        ]
-        if self.holders is None:
-            parts += [torch.zeros(candidates.shape)] * len(NEIGHBOUR_FEATURES)
-        else:
-            best, mean, cosine = self.holders.holder_similarity(query_rows[2], relations, direction, candidates)
-            parts += [best, mean, self.holders.answer_centroid[d][rel, candidates], cosine]
-        return torch.stack(parts, dim=2)
-
-
-def stemmed(text: str) -> str:
-    """``text``'s words cut to :data:`STEM` characters."""
-    return " ".join(w[:STEM] for w in words(text))
 
 
 def first_stage(
@@ -514,6 +387,9 @@ __all__ = [
     "SHIPPED",
     "QueryRows",
     "LinkFeatures",
+    "MAX_TABLE_ENTRIES",
+    "STEM",
+    "stemmed",
     "LinkRerankConfig",
     "LinkReranker",
     "Lists",
