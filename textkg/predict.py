@@ -203,7 +203,7 @@ class Predictor:
             if self._link_features is None:
                 self._link_features = link_features(self.prepared, neighbours)
             link_feats = self._link_features
-            query_rows = link_feats.query_rows([description])
+            query_rows = link_feats.query_rows([description], features)
         with torch.no_grad():
             ents = self.model.entity_matrix()
             rels = self.model.relation_matrix()

@@ -72,6 +72,7 @@ def test_the_type_prior_lifts_the_answer_the_first_stage_ranks_second():
     reranker, valid_mrr = lr.choose_rerank(fitted, LinkRerankConfig())
     assert reranker.weight > 0 and valid_mrr[reranker.weight] > valid_mrr[0.0]
     assert reranker.weights["type"] > 0
+    assert reranker.feature_set == "shipped"  # no description vectors: the extra features are 0 and tie
     lists = _lists(model, features, test, train, valid, test)
     tail = slice(len(test), None)  # heads first, then tails
     assert lists.base[tail].tolist() == [2.0] * len(test)  # the first stage alone: second
@@ -205,3 +206,111 @@ def test_full_privacy_skips_the_reranker_with_its_reason_and_it_reads_public_sta
     mask[::2] = True
     kept = public_statements(dataclasses.replace(prep, private_mask=mask))
     assert torch.equal(kept, prep.split.train[1::2])
+
+
+def _planted_lists(emb, train, valid, test, wrong, feature_sets):
+    """Lists of a planted graph whose texts are all alike (TF-IDF tells nothing): the first stage ranks
+    ``wrong[q][0]`` first, the true answer second and ``wrong[q][1:]`` next for every query ``q`` (so that no
+    monotone use of the first stage's score finds the answer); the description vectors ``emb`` carry the
+    pattern. Returns the re-ranker chosen on validation and the test split's tail ranks."""
+    table = _Model({})
+    for q, _, a in torch.cat([valid, test]).tolist():
+        table.table[q, a] = 2.0
+        for e, score in zip(wrong[q], (3.0, 1.5, 1.2), strict=False):
+            table.table[q, e] = score
+    features = LinkFeatures(
+        train, seen=torch.arange(SEEN), texts=["an entity"] * N, relation_texts=["r0", "r1"], vote=None, embeddings=emb
+    )
+    config = LinkRerankConfig(feature_sets=feature_sets)
+    reranker, _ = lr.choose_rerank(_lists(table, features, valid, train, valid, test), config)
+    lists = _lists(table, features, test, train, valid, test)
+    tail = slice(len(test), None)
+    assert lists.base[tail].tolist() == [2.0] * len(test)  # the first stage alone: second
+    return reranker, lists.ranks(reranker.vector(), reranker.weight)[tail]
+
+
+def _basis(i: int, noise: float = 0.05, seed: int = 0) -> torch.Tensor:
+    v = torch.zeros(16)
+    v[i] = 1.0
+    return v + noise * torch.randn(16, generator=torch.Generator().manual_seed(seed))
+
+
+def test_holder_similarity_finds_the_answer_whose_holders_look_like_the_query():
+    """Oracle: answers 0-3 of relation 0 have five training holders each (the same type prior and degree),
+    those of answer ``a`` described like ``X_a``; a new entity described like ``X_a`` answers ``a``. Only
+    ``holder_max`` / ``holder_mean`` (the query against each answer's holders) can tell."""
+    emb = torch.stack([_basis(15, seed=i) for i in range(N)])  # 15: every answer's own vector, and the rest
+    train = torch.tensor([(s, 0, s % 4) for s in range(4, 24)])
+    for s in range(4, 24):
+        emb[s] = _basis(s % 4, seed=s)
+    answer = {q: q % 4 for q in range(40, 60)}
+    for q in answer:
+        emb[q] = _basis(answer[q], seed=q)
+    valid = torch.tensor([(q, 0, answer[q]) for q in range(40, 50)])
+    test = torch.tensor([(q, 0, answer[q]) for q in range(50, 60)])
+    wrong = {q: [(a + i) % 4 for i in (1, 2, 3)] for q, a in answer.items()}
+    _, shipped = _planted_lists(emb, train, valid, test, wrong, ("shipped",))
+    assert shipped.tolist() == [2.0] * len(test)  # the eight shipped features cannot tell
+    reranker, ranks = _planted_lists(emb, train, valid, test, wrong, ("shipped", "holders"))
+    assert reranker.feature_set == "holders" and reranker.weight > 0
+    assert reranker.weights["holder_max"] + reranker.weights["holder_mean"] > 0
+    assert ranks.tolist() == [1.0] * len(test)
+
+
+def test_answer_centroid_finds_a_new_answer_described_like_the_relations_answers():
+    """Oracle: relation 0's training answers (0-9) are described like X. Each query's answer and the first
+    stage's favourite are both new (no statement: no type prior, degree or holder); the answer is described like
+    X, the favourite like Y, the query like neither. Only ``answer_centroid`` can tell."""
+    emb = torch.stack([_basis(3, seed=i) for i in range(N)])  # 3: the holders and the queries
+    for a in range(10):
+        emb[a] = _basis(0, seed=a)
+    train = torch.tensor([(s, 0, s % 10) for s in range(10, 30)])
+    answer = {q: 30 + q % 5 for q in range(40, 60)}
+    wrong = {q: [35 + q % 5] for q in range(40, 60)}
+    for q in range(40, 60):
+        emb[answer[q]], emb[wrong[q][0]] = _basis(0, seed=100 + q), _basis(1, seed=200 + q)
+    valid = torch.tensor([(q, 0, answer[q]) for q in range(40, 50)])
+    test = torch.tensor([(q, 0, answer[q]) for q in range(50, 60)])
+    _, shipped = _planted_lists(emb, train, valid, test, wrong, ("shipped",))
+    assert shipped.tolist() == [2.0] * len(test)
+    reranker, ranks = _planted_lists(emb, train, valid, test, wrong, ("shipped", "holders", "centroid"))
+    assert reranker.feature_set == "centroid" and reranker.weights["answer_centroid"] > 0
+    assert ranks.tolist() == [1.0] * len(test)
+
+
+def test_text_cosine_finds_the_new_answer_described_like_the_query():
+    """Oracle: each query's answer and the first stage's favourite are new, the relation's training answers are
+    described like neither; the answer is described like the query, the favourite unlike it. Only
+    ``text_cosine`` can tell."""
+    emb = torch.stack([_basis(10, seed=i) for i in range(N)])  # 10: the holders
+    for a in range(10):
+        emb[a] = _basis(11, seed=a)  # the relation's training answers
+    train = torch.tensor([(s, 0, s % 10) for s in range(10, 30)])
+    answer = {q: 30 + q % 5 for q in range(40, 60)}
+    wrong = {q: [35 + q % 5] for q in range(40, 60)}
+    for j in range(5):
+        emb[30 + j], emb[35 + j] = _basis(j, seed=100 + j), _basis(5 + j, seed=200 + j)
+    for q in range(40, 60):
+        emb[q] = _basis(q % 5, seed=q)
+    valid = torch.tensor([(q, 0, answer[q]) for q in range(40, 50)])
+    test = torch.tensor([(q, 0, answer[q]) for q in range(50, 60)])
+    _, shipped = _planted_lists(emb, train, valid, test, wrong, ("shipped", "holders", "centroid"))
+    assert shipped.tolist() == [2.0] * len(test)
+    reranker, ranks = _planted_lists(emb, train, valid, test, wrong, ("shipped", "centroid", "cosine"))
+    assert reranker.feature_set == "cosine" and reranker.weights["text_cosine"] > 0
+    assert ranks.tolist() == [1.0] * len(test)
+
+
+def test_a_reranker_saved_before_the_neighbour_features_loads_and_unknown_names_are_refused():
+    old = {"weights": dict.fromkeys(lr.SHIPPED, 0.5), "weight": 2.0, "top_k": 50}  # as 3d9cc9b saved it
+    loaded = LinkReranker.from_dict(old)
+    assert loaded.feature_set == "shipped" and all(loaded.weights[f] == 0.0 for f in lr.NEIGHBOUR_FEATURES)
+    for bad in (
+        {**old, "weights": {**old["weights"], "new": 2.5}},
+        {**old, "feature_set": "everything"},
+        {**old, "feature_set": ["all"]},
+    ):
+        with pytest.raises(ConfigError, match="test.link_rerank"):
+            LinkReranker.from_dict(bad, file="metrics.json")
+    with pytest.raises(ConfigError, match="feature_sets"):
+        LinkRerankConfig(feature_sets=("shipped", "magic"))

@@ -18,6 +18,12 @@ features (:data:`FEATURES`):
   derived forms: WordNet's ``_derivationally_related_form``);
 * ``relation_text``: TF-IDF cosine of the relation's text and the candidate's;
 * ``degree``: ``log(1 + training degree)`` of the candidate;
+* ``holder_max``, ``holder_mean``, ``answer_centroid``, ``text_cosine``: the query's description vector
+  against those of the training entities that hold ``(r, candidate)``, the candidate's against ``r``'s
+  typical answer, and the two texts' cosine (:mod:`textkg.evaluation.link_features`).
+
+Which features take part is chosen per run with the weight (:data:`FEATURE_SETS`, by the same
+cross-fitting): a feature that helps on one graph and hurts on another is left out where it hurts.
 
 No "is the candidate new" feature: held-out statements leave the training graph with their entities, so
 a benchmark split over-represents held-out entities as answers, and such a feature (weight +2.5 on
@@ -45,24 +51,35 @@ from __future__ import annotations
 import dataclasses
 import math
 import time
-from collections.abc import Sequence
 from dataclasses import dataclass
 
 import torch
 
 from textkg.errors import ConfigError
+from textkg.evaluation.link_features import (
+    FEATURES,
+    MAX_TABLE_ENTRIES,
+    NEIGHBOUR_FEATURES,
+    SHIPPED,
+    STEM,
+    LinkFeatures,
+    QueryRows,
+    stemmed,
+)
 from textkg.evaluation.listwise import fit_listnet
-from textkg.evaluation.neighbour_vote import NeighbourVote, choose_weight
-from textkg.evaluation.placement.text import TfIdf, words
+from textkg.evaluation.neighbour_vote import NeighbourVote
 from textkg.evaluation.scoring import Part, standardise, weighted_sum
 
-FEATURES = ("first_stage", "vote", "type", "type_spread", "tfidf", "stem_tfidf", "relation_text", "degree")
-#: Characters a word keeps in ``stem_tfidf`` (a crude stemmer: "abandonment" and "abandon" share "aband").
-STEM = 5
+#: The feature sets tried on validation, in order (the first wins a tie): each is used or left out whole.
+FEATURE_SETS: dict[str, tuple[str, ...]] = {
+    "shipped": SHIPPED,
+    "holders": SHIPPED + ("holder_max", "holder_mean"),
+    "centroid": SHIPPED + ("answer_centroid",),
+    "cosine": SHIPPED + ("text_cosine",),
+    "all": FEATURES,
+}
 #: Re-ranker weights tried on validation (0: the first stage alone).
 DEFAULT_RERANK_WEIGHTS = (0.0, 0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0)
-#: Largest ``relations x entities`` table the priors may hold (float32 each, three tables).
-MAX_TABLE_ENTRIES = 50_000_000
 
 
 @dataclass(frozen=True)
@@ -76,6 +93,7 @@ class LinkRerankConfig:
         l2: Ridge penalty.
         seed: Seeds the folds.
         weights: Re-ranker weights tried.
+        feature_sets: Names in :data:`FEATURE_SETS` tried with every weight.
     """
 
     top_k: int = 50
@@ -84,6 +102,7 @@ class LinkRerankConfig:
     l2: float = 1e-3
     seed: int = 0
     weights: tuple[float, ...] = DEFAULT_RERANK_WEIGHTS
+    feature_sets: tuple[str, ...] = tuple(FEATURE_SETS)
 
     def __post_init__(self) -> None:
         for name in ("top_k", "folds", "steps"):
@@ -94,6 +113,12 @@ class LinkRerankConfig:
             raise ConfigError(f"folds must be >= 2, got {self.folds}", field="folds")
         if not self.l2 >= 0 or not self.weights or any(not w >= 0 for w in self.weights):
             raise ConfigError("l2 and every weight must be >= 0, with one weight at least", field="weights")
+        unknown = [f for f in self.feature_sets if f not in FEATURE_SETS]
+        if unknown or not self.feature_sets:
+            raise ConfigError(
+                f"feature_sets must name some of {', '.join(FEATURE_SETS)}, got {list(self.feature_sets)}",
+                field="feature_sets",
+            )
 
 
 @dataclass(frozen=True)
@@ -101,137 +126,61 @@ class LinkReranker:
     """A fitted, chosen re-ranker.
 
     Attributes:
-        weights: ``{feature: w}`` in :data:`FEATURES` order.
+        weights: ``{feature: w}`` in :data:`FEATURES` order (0 outside ``feature_set``).
         weight: Its weight beside the first stage, chosen on validation (0: not used).
         top_k: Candidates it re-ranks per query.
+        feature_set: The :data:`FEATURE_SETS` name chosen with the weight.
     """
 
     weights: dict[str, float]
     weight: float
     top_k: int
+    feature_set: str = "shipped"
 
     def to_dict(self) -> dict:
-        return {"weights": dict(self.weights), "weight": self.weight, "top_k": self.top_k}
+        return {
+            "weights": dict(self.weights),
+            "weight": self.weight,
+            "top_k": self.top_k,
+            "feature_set": self.feature_set,
+        }
 
     @classmethod
     def from_dict(cls, saved: object, *, file: str | None = None) -> LinkReranker:
         """From :meth:`to_dict`'s output as read from a run's ``metrics.json`` (data from outside the process).
 
+        A re-ranker saved before the :data:`NEIGHBOUR_FEATURES` (weights for :data:`SHIPPED` only) still loads,
+        with 0 for them.
+
         Raises:
-            ConfigError: Not a weight for exactly each of :data:`FEATURES`, a weight that is not a finite
-                number, or a ``top_k`` that is not a positive integer; naming ``file`` and the field.
+            ConfigError: Not a weight for each of :data:`SHIPPED` and at most :data:`FEATURES`, a weight that
+                is not a finite number, a ``top_k`` that is not a positive integer, or an unknown
+                ``feature_set``; naming ``file`` and the field.
         """
         field = "test.link_rerank"
         block = saved if isinstance(saved, dict) else {}
         weights = block.get("weights")
-        if not isinstance(weights, dict) or set(weights) != set(FEATURES):
-            raise ConfigError(f"expected a weight for each of {', '.join(FEATURES)}", file=file, field=field)
+        if not isinstance(weights, dict) or not set(SHIPPED) <= set(weights) <= set(FEATURES):
+            raise ConfigError(
+                f"expected a weight for each of {', '.join(SHIPPED)} and at most {', '.join(NEIGHBOUR_FEATURES)}",
+                file=file,
+                field=field,
+            )
+        feature_set = block.get("feature_set", "shipped")
+        if not isinstance(feature_set, str) or feature_set not in FEATURE_SETS:
+            raise ConfigError(
+                f"feature_set must be one of {', '.join(FEATURE_SETS)}, got {feature_set!r}", file=file, field=field
+            )
         for name, w in [*weights.items(), ("weight", block.get("weight"))]:
             if isinstance(w, bool) or not isinstance(w, int | float) or not math.isfinite(w) or w < -1e6 or w > 1e6:
                 raise ConfigError(f"{name!r} must be a finite number, got {w!r}", file=file, field=field)
         top_k = block.get("top_k")
         if isinstance(top_k, bool) or not isinstance(top_k, int) or not 1 <= top_k <= 100_000:
             raise ConfigError(f"top_k must be an integer in [1, 100000], got {top_k!r}", file=file, field=field)
-        return cls({n: float(weights[n]) for n in FEATURES}, float(block["weight"]), top_k)
+        return cls({n: float(weights.get(n, 0.0)) for n in FEATURES}, float(block["weight"]), top_k, feature_set)
 
     def vector(self) -> torch.Tensor:
         return torch.tensor([self.weights[n] for n in FEATURES], dtype=torch.float64)
-
-
-class LinkFeatures:
-    """``(b, K, F)`` pair features of queries against their candidates (module docstring).
-
-    Args:
-        statements: ``(m, 3)`` training statements the priors read (the public ones under privacy).
-        seen: ``(n_seen,)`` training entities.
-        texts: Each entity's text.
-        relation_texts: Each relation's text.
-        vote: The neighbour vote (its spread kernel gives ``type_spread``), or ``None``.
-
-    Raises:
-        ConfigError: ``relations x entities`` is over :data:`MAX_TABLE_ENTRIES`.
-    """
-
-    def __init__(
-        self,
-        statements: torch.Tensor,
-        *,
-        seen: torch.Tensor,
-        texts: Sequence[str],
-        relation_texts: Sequence[str],
-        vote: NeighbourVote | None,
-    ) -> None:
-        n, num_rel = len(texts), len(relation_texts)
-        if n * num_rel > MAX_TABLE_ENTRIES:
-            raise ConfigError(
-                f"{num_rel} relations x {n} entities is over the re-ranker's table limit ({MAX_TABLE_ENTRIES:,})",
-                field="link_rerank",
-            )
-        h, r, t = torch.as_tensor(statements, dtype=torch.long).reshape(-1, 3).unbind(1)
-        count = torch.zeros(2, num_rel * n, dtype=torch.float32)  # [head answers, tail answers]
-        count[0].index_add_(0, r * n + h, torch.ones(len(h)))
-        count[1].index_add_(0, r * n + t, torch.ones(len(t)))
-        self.type = count.reshape(2, num_rel, n).log1p()
-        if vote is not None:
-            kernel = vote.kernel()  # (n, n): row c, the softmax weights of c's nearest training entities
-            flat = self.type.reshape(2 * num_rel, n)
-            self.type_spread = torch.sparse.mm(kernel, flat.T).T.reshape(2, num_rel, n).contiguous()
-        else:
-            self.type_spread = torch.zeros_like(self.type)
-        self.degree = torch.bincount(torch.cat([h, t]), minlength=n).float().log1p()
-        self.new = torch.ones(n)
-        self.new[torch.as_tensor(seen, dtype=torch.long)] = 0.0
-        seen_texts = [texts[i] for i in torch.as_tensor(seen).tolist()]
-        self.tfidf = TfIdf.fit(seen_texts)
-        self.entity_rows = self.tfidf.transform(texts)  # (n, V) sparse
-        self.stems = TfIdf.fit([stemmed(t) for t in seen_texts])
-        self.entity_stems = self.stems.transform([stemmed(t) for t in texts])
-        rel = self.tfidf.transform(relation_texts).to_dense()  # (R, V)
-        self.relation_text = torch.sparse.mm(self.entity_rows, rel.T).T.contiguous()  # (R, n)
-
-    def query_rows(self, texts: Sequence[str]) -> tuple[torch.Tensor, torch.Tensor]:
-        """Dense TF-IDF rows ``(b, V)`` and stem TF-IDF rows ``(b, V')`` of new texts (``textkg predict``)."""
-        return self.tfidf.transform(texts).to_dense(), self.stems.transform([stemmed(t) for t in texts]).to_dense()
-
-    def entity_query_rows(self, entities: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """:meth:`query_rows` of entities' own texts."""
-        ids = entities.long()
-        return (
-            torch.index_select(self.entity_rows, 0, ids).to_dense(),
-            torch.index_select(self.entity_stems, 0, ids).to_dense(),
-        )
-
-    def __call__(
-        self,
-        query_rows: tuple[torch.Tensor, torch.Tensor],
-        relations: torch.Tensor,
-        direction: str,
-        candidates: torch.Tensor,
-        first: torch.Tensor,
-        vote: torch.Tensor,
-    ) -> torch.Tensor:
-        """``(b, K, F)`` from ``query_rows`` (:meth:`query_rows`), ``relations (b,)``, ``candidates (b, K)`` ids and the
-        first stage's and the vote's ``(b, K)`` scores of them."""
-        d = 0 if direction == "head" else 1
-        rel = relations.long()[:, None]
-        text = torch.sparse.mm(self.entity_rows, query_rows[0].float().T).T  # (b, n)
-        stem = torch.sparse.mm(self.entity_stems, query_rows[1].float().T).T
-        parts = [
-            first.float(),
-            vote.float(),
-            self.type[d][rel, candidates],
-            self.type_spread[d][rel, candidates],
-            text.gather(1, candidates),
-            stem.gather(1, candidates),
-            self.relation_text[rel, candidates],
-            self.degree[candidates],
-        ]
-        return torch.stack(parts, dim=2)
-
-
-def stemmed(text: str) -> str:
-    """``text``'s words cut to :data:`STEM` characters."""
-    return " ".join(w[:STEM] for w in words(text))
 
 
 def first_stage(
@@ -290,6 +239,10 @@ class Lists:
         equal = (s == t).sum(1) - 1
         return torch.where(inside, 1.0 + greater.double() + equal.double() / 2, self.base)
 
+    def recall(self) -> float:
+        """The share of queries whose target is inside their list (the first stage's filtered recall at ``K``)."""
+        return float((self.target >= 0).float().mean()) if len(self.target) else 0.0
+
     def subset(self, keep: torch.Tensor) -> Lists:
         return Lists(self.x[keep], self.mask[keep], self.target[keep], self.base[keep], self.query[keep])
 
@@ -344,40 +297,61 @@ def collect_lists(
     return Lists(**{f: torch.cat([getattr(p, f) for p in out]) for f in fields}, cpu_seconds=cpu)
 
 
-def fit_on(lists: Lists, config: LinkRerankConfig) -> torch.Tensor:
-    """``(F,)`` weights fitted on the lists whose target is inside (zeros when none is)."""
+def fit_on(lists: Lists, config: LinkRerankConfig, feature_set: str = "all") -> torch.Tensor:
+    """``(F,)`` weights over :data:`FEATURES` fitted on the lists whose target is inside, with the features of
+    ``feature_set`` only (0 for the others; zeros when no target is inside)."""
     inside = lists.target >= 0
+    w = torch.zeros(len(FEATURES), dtype=torch.float64)
     if not bool(inside.any()):
-        return torch.zeros(len(FEATURES), dtype=torch.float64)
+        return w
+    columns = torch.tensor([FEATURES.index(f) for f in FEATURE_SETS[feature_set]])
     sub = lists.subset(inside)
     y = torch.zeros(sub.mask.shape, dtype=torch.bool)
     y[torch.arange(len(y)), sub.target] = True
-    w, _ = fit_listnet(sub.x, y, steps=config.steps, l2=config.l2, mask=sub.mask)
-    return torch.tensor(w, dtype=torch.float64)
+    fitted, _ = fit_listnet(sub.x[..., columns], y, steps=config.steps, l2=config.l2, mask=sub.mask)
+    w[columns] = torch.tensor(fitted, dtype=torch.float64)
+    return w
 
 
-def choose_rerank(lists: Lists, config: LinkRerankConfig) -> tuple[LinkReranker, dict[float, float]]:
-    """The re-ranker fitted on validation ``lists`` and its weight chosen by cross-fitting (module docstring).
+def choose_rerank_sets(lists: Lists, config: LinkRerankConfig) -> tuple[LinkReranker, dict[str, dict[float, float]]]:
+    """The re-ranker fitted on validation ``lists``, its feature set and weight chosen together by cross-fitting
+    (module docstring): the best out-of-fold MRR wins; a tie goes to the smaller weight, then to the earlier set
+    of ``config.feature_sets`` (so the first stage alone wins a tie, and then the fewer features).
 
     Returns:
-        ``(re-ranker, {weight: out-of-fold validation MRR})``.
+        ``(re-ranker, {feature set: {weight: out-of-fold validation MRR}})``.
     """
     entities = torch.unique(lists.query)
     g = torch.Generator().manual_seed(config.seed)
     fold_of = torch.zeros(int(entities.max()) + 1 if len(entities) else 1, dtype=torch.long)
     fold_of[entities[torch.randperm(len(entities), generator=g)]] = torch.arange(len(entities)) % config.folds
     fold = fold_of[lists.query]
-    ranks = {w: torch.empty(len(fold), dtype=torch.float64) for w in config.weights}
-    for f in range(config.folds):
-        held = fold == f
-        w_f = fit_on(lists.subset(~held), config)
-        part = lists.subset(held)
-        for weight in config.weights:
-            ranks[weight][held] = part.ranks(w_f, weight)
-    valid_mrr = {w: float(r.reciprocal().mean()) for w, r in ranks.items()}
-    chosen = choose_weight(valid_mrr)
-    w = fit_on(lists, config)
-    return LinkReranker(dict(zip(FEATURES, w.tolist(), strict=True)), chosen, config.top_k), valid_mrr
+    by_set: dict[str, dict[float, float]] = {}
+    for name in config.feature_sets:
+        ranks = {w: torch.empty(len(fold), dtype=torch.float64) for w in config.weights}
+        for f in range(config.folds):
+            held = fold == f
+            w_f = fit_on(lists.subset(~held), config, name)
+            part = lists.subset(held)
+            for weight in config.weights:
+                ranks[weight][held] = part.ranks(w_f, weight)
+        by_set[name] = {w: float(r.reciprocal().mean()) for w, r in ranks.items()}
+    order = {name: i for i, name in enumerate(config.feature_sets)}
+    name, chosen = max(
+        ((n, w) for n in by_set for w in by_set[n]), key=lambda nw: (by_set[nw[0]][nw[1]], -nw[1], -order[nw[0]])
+    )
+    w = fit_on(lists, config, name)
+    return LinkReranker(dict(zip(FEATURES, w.tolist(), strict=True)), float(chosen), config.top_k, name), by_set
+
+
+def choose_rerank(lists: Lists, config: LinkRerankConfig) -> tuple[LinkReranker, dict[float, float]]:
+    """:func:`choose_rerank_sets`, with the out-of-fold MRR by weight of the chosen feature set only.
+
+    Returns:
+        ``(re-ranker, {weight: out-of-fold validation MRR})``.
+    """
+    reranker, by_set = choose_rerank_sets(lists, config)
+    return reranker, by_set[reranker.feature_set]
 
 
 def rerank_row(reranker: LinkReranker, first: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
@@ -388,7 +362,7 @@ def rerank_row(reranker: LinkReranker, first: torch.Tensor, x: torch.Tensor) -> 
 def rerank_top(
     reranker: LinkReranker,
     features: LinkFeatures,
-    query_rows: tuple[torch.Tensor, torch.Tensor],
+    query_rows: QueryRows,
     relations: torch.Tensor,
     direction: str,
     first: torch.Tensor,
@@ -408,11 +382,19 @@ def rerank_top(
 __all__ = [
     "DEFAULT_RERANK_WEIGHTS",
     "FEATURES",
+    "FEATURE_SETS",
+    "NEIGHBOUR_FEATURES",
+    "SHIPPED",
+    "QueryRows",
     "LinkFeatures",
+    "MAX_TABLE_ENTRIES",
+    "STEM",
+    "stemmed",
     "LinkRerankConfig",
     "LinkReranker",
     "Lists",
     "choose_rerank",
+    "choose_rerank_sets",
     "collect_lists",
     "first_stage",
     "rerank_row",
