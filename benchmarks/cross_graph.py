@@ -52,6 +52,7 @@ import itertools
 import json
 import math
 import platform
+import shlex
 import sys
 import tempfile
 import time
@@ -358,7 +359,7 @@ def main(argv: list[str] | None = None) -> None:
     seeds = [int(s) for s in args.seeds.split(",") if s]
     epsilons = [float(e) for e in args.epsilons.split(",")]
     rows: list[dict] = []
-    command = "python benchmarks/cross_graph.py " + " ".join(argv if argv is not None else sys.argv[1:])
+    command = "python benchmarks/cross_graph.py " + shlex.join(argv if argv is not None else sys.argv[1:])
     commands = [command]
     if args.append and Path(args.out).is_file():  # an earlier command's rows (and its alone rows)
         earlier = json.loads(Path(args.out).read_text())
