@@ -35,13 +35,19 @@ def test_the_benchmark_writes_alone_once_and_every_epsilon(tmp_path, two_graphs,
     assert gains[("alpha", "alone")] == 0.0
 
 
-def test_the_statement_level_benchmark_pairs_each_budget_with_its_own_alone(tmp_path, two_graphs, holders):
+def _statement_holders(tmp_path, two_graphs, holders) -> Path:
+    """A statement-level holders file (one round, every holder DP-SGD at ε = 8) in ``tmp_path``."""
     path = tmp_path / "holders.yaml"
     config = holders(*two_graphs, unit="statement")
     config["exchange"]["rounds"] = 1
     for h in config["holders"]:
         h["privacy"] = {"mode": "full", "target_epsilon": 8.0, "private_size": 100}
     path.write_text(yaml.safe_dump(config))
+    return path
+
+
+def test_the_statement_level_benchmark_pairs_each_budget_with_its_own_alone(tmp_path, two_graphs, holders):
+    path = _statement_holders(tmp_path, two_graphs, holders)
     out = tmp_path / "bench.json"
     _module().main(["--holders", str(path), "--seeds", "0", "--epsilons", "2", "--out", str(out)])
     record = json.loads(out.read_text())
@@ -72,12 +78,7 @@ def test_the_benchmark_runs_ppat_beside_procrustes_and_appends(tmp_path, two_gra
 
 
 def test_each_method_has_its_own_no_information_control_and_seeds_merge(tmp_path, two_graphs, holders):
-    path = tmp_path / "holders.yaml"
-    config = holders(*two_graphs, unit="statement")
-    config["exchange"]["rounds"] = 1
-    for h in config["holders"]:
-        h["privacy"] = {"mode": "full", "target_epsilon": 8.0, "private_size": 100}
-    path.write_text(yaml.safe_dump(config))
+    path = _statement_holders(tmp_path, two_graphs, holders)
     bench = _module()
     common = ["--holders", str(path), "--epsilons", "4", "--methods", "procrustes,average", "--no-information"]
     for seed in (0, 1):
