@@ -52,6 +52,7 @@ import itertools
 import json
 import math
 import platform
+import shlex
 import sys
 import tempfile
 import time
@@ -144,13 +145,13 @@ def with_method(config, spec: str | None):
         return config
     ex = config.exchange
     ppat = ex.ppat if ex.method == "ppat" else PPATConfig()
-    if spec == "procrustes":
-        ex = dataclasses.replace(ex, method="procrustes", ppat=PPATConfig())
+    if spec in ("procrustes", "average"):
+        ex = dataclasses.replace(ex, method=spec, ppat=PPATConfig())
     elif spec in ("ppat", "ppat-clear"):
         release = "clear" if spec == "ppat-clear" else "gaussian"
         ex = dataclasses.replace(ex, method="ppat", ppat=dataclasses.replace(ppat, client_release=release))
     else:
-        raise SystemExit(f"--methods: unknown {spec!r}; choose from procrustes, ppat, ppat-clear")
+        raise SystemExit(f"--methods: unknown {spec!r}; choose from procrustes, average, ppat, ppat-clear")
     return dataclasses.replace(config, exchange=ex)
 
 
@@ -177,7 +178,8 @@ def cross_graph_rows(
     seconds = time.perf_counter() - t0
     rows = []
     statement = _statement_level(config) and not math.isinf(eps)
-    baseline = f"alone eps={eps:g}" + (" (control run)" if control else "") if statement else "alone"
+    run = f"{label} control run" if label and control else f"{label} run" if label else "control run" if control else ""
+    baseline = f"alone eps={eps:g}" + (f" ({run})" if run else "") if statement else "alone"
     for h in config.holders:
         m = json.loads((out / h.name / "metrics.json").read_text())
         common = {"seed": seed, "party": h.name, "sizes": m["sizes"], "aligned": m["aligned"], "baseline": baseline}
@@ -188,6 +190,7 @@ def cross_graph_rows(
             rows.append({**common, "method": "alone", "test": m["alone"]["test"], "privacy": None})
         if statement:
             method = f"{'control: no information' if control else 'statement-level'} eps={eps:g}"
+            method = f"{label} {method}" if label else method
         elif _statement_level(config):
             method = "cross-graph no DP"
         else:
@@ -203,6 +206,7 @@ def cross_graph_rows(
                 "exchanges": len(m["exchanges"]),
                 "privacy": m["privacy"],
                 "seconds": seconds,
+                **({"control": control, "epsilon_target": eps} if statement else {}),
             }
         )
     if not statement:
@@ -278,9 +282,32 @@ def summarise(rows: list[dict]) -> list[dict]:
                 else sum(m > a for m, a in zip(mrrs, alone, strict=True)),
                 "relative_gain": None if not base else (mean - base) / base,
                 "epsilon_max": max((e for e in eps if e is not None), default=None),
+                **_against_controls(rows, mine),
             }
         )
     return out
+
+
+def _against_controls(rows: list[dict], mine: list[dict]) -> dict:
+    """A statement-level exchange's rows against every no-information control at the same ε (each
+    method's own, e.g. ``procrustes``'s shrinkage and ``average``'s): per seed, the best control's MRR;
+    the mean gain over it and the seeds above it. Empty for other rows."""
+    if not mine or mine[0].get("control") is not False:
+        return {}
+    party, eps = mine[0]["party"], mine[0]["epsilon_target"]
+    controls = [r for r in rows if r["party"] == party and r.get("control") and r.get("epsilon_target") == eps]
+    best = {}
+    for r in controls:
+        best[r["seed"]] = max(best.get(r["seed"], -math.inf), r["test"]["mrr"])
+    paired = [(r["test"]["mrr"], best[r["seed"]]) for r in mine if r["seed"] in best]
+    if not paired:
+        return {}
+    return {
+        "controls": sorted({r["method"] for r in controls}),
+        "gain_over_best_control": sum(m - c for m, c in paired) / len(paired),
+        "seeds_above_every_control": sum(m > c for m, c in paired),
+        "seeds_compared_with_controls": len(paired),
+    }
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -316,6 +343,12 @@ def main(argv: list[str] | None = None) -> None:
         action="store_true",
         help="keep the rows already in --out (same holders file) and add this command's; commands are listed",
     )
+    ap.add_argument(
+        "--merge",
+        default="",
+        help="comma-separated outputs of this script (same holders file, e.g. one seed each, run side by side): "
+        "their rows and commands join --out's before this command's (--seeds '' runs nothing)",
+    )
     ap.add_argument("--out", default="benchmarks/results/cross_graph_hpo_small.json")
     args = ap.parse_args(argv)
     global PAIRED_NOISE
@@ -323,15 +356,22 @@ def main(argv: list[str] | None = None) -> None:
     torch.set_num_threads(1)
     config = load_holders(args.holders)
     methods = args.methods.split(",") if args.methods else [None]
-    seeds = [int(s) for s in args.seeds.split(",")]
+    seeds = [int(s) for s in args.seeds.split(",") if s]
     epsilons = [float(e) for e in args.epsilons.split(",")]
     rows: list[dict] = []
-    command = "python benchmarks/cross_graph.py " + " ".join(argv if argv is not None else sys.argv[1:])
+    command = "python benchmarks/cross_graph.py " + shlex.join(argv if argv is not None else sys.argv[1:])
     commands = [command]
     if args.append and Path(args.out).is_file():  # an earlier command's rows (and its alone rows)
         earlier = json.loads(Path(args.out).read_text())
         rows.extend(earlier["rows"])
         commands = [*earlier.get("commands", [earlier["command"]]), command]
+        _ALONE_DONE.update(r["seed"] for r in rows if r["method"] == "alone")
+    for path in filter(None, args.merge.split(",")):
+        earlier = json.loads(Path(path).read_text())
+        if earlier["holders"] != config.to_dict():
+            raise SystemExit(f"--merge: {path} was made from another holders file than {args.holders}")
+        rows.extend(earlier["rows"])
+        commands = [*commands[:-1], *earlier.get("commands", [earlier["command"]]), command]
         _ALONE_DONE.update(r["seed"] for r in rows if r["method"] == "alone")
     record = {
         "command": command,
@@ -353,7 +393,9 @@ def main(argv: list[str] | None = None) -> None:
                 ):
                     rows.extend(cross_graph_rows(with_method(config, method), seed, eps, Path(tmp), fraction))
                     if args.no_information and _statement_level(config) and not math.isinf(eps):
-                        rows.extend(cross_graph_rows(config, seed, eps, Path(tmp), fraction, control=True))
+                        rows.extend(
+                            cross_graph_rows(with_method(config, method), seed, eps, Path(tmp), fraction, control=True)
+                        )
                     _write(args.out, record)
             if args.fedavg:
                 rows.extend(fedavg_rows(config, seed, Path(tmp)))

@@ -35,13 +35,19 @@ def test_the_benchmark_writes_alone_once_and_every_epsilon(tmp_path, two_graphs,
     assert gains[("alpha", "alone")] == 0.0
 
 
-def test_the_statement_level_benchmark_pairs_each_budget_with_its_own_alone(tmp_path, two_graphs, holders):
+def _statement_holders(tmp_path, two_graphs, holders) -> Path:
+    """A statement-level holders file (one round, every holder DP-SGD at ε = 8) in ``tmp_path``."""
     path = tmp_path / "holders.yaml"
     config = holders(*two_graphs, unit="statement")
     config["exchange"]["rounds"] = 1
     for h in config["holders"]:
         h["privacy"] = {"mode": "full", "target_epsilon": 8.0, "private_size": 100}
     path.write_text(yaml.safe_dump(config))
+    return path
+
+
+def test_the_statement_level_benchmark_pairs_each_budget_with_its_own_alone(tmp_path, two_graphs, holders):
+    path = _statement_holders(tmp_path, two_graphs, holders)
     out = tmp_path / "bench.json"
     _module().main(["--holders", str(path), "--seeds", "0", "--epsilons", "2", "--out", str(out)])
     record = json.loads(out.read_text())
@@ -69,3 +75,40 @@ def test_the_benchmark_runs_ppat_beside_procrustes_and_appends(tmp_path, two_gra
     rows = {r["method"]: r for r in record["rows"] if r["party"] == "alpha"}
     assert rows["ppat eps=4"]["privacy"]["answers"] == 2 and rows["ppat eps=4"]["privacy"]["epsilon"] <= 4.0
     assert rows["ppat-clear eps=4"]["privacy"]["guarantee"] == "none"
+
+
+def test_each_method_has_its_own_no_information_control_and_seeds_merge(tmp_path, two_graphs, holders):
+    path = _statement_holders(tmp_path, two_graphs, holders)
+    bench = _module()
+    common = ["--holders", str(path), "--epsilons", "4", "--methods", "procrustes,average", "--no-information"]
+    for seed in (0, 1):
+        bench.main([*common, "--paired-noise", "--seeds", str(seed), "--out", str(tmp_path / f"s{seed}.json")])
+    out = tmp_path / "bench.json"
+    merge = f"{tmp_path / 's0.json'},{tmp_path / 's1.json'}"
+    bench.main(["--holders", str(path), "--seeds", "", "--merge", merge, "--out", str(out)])
+    record = json.loads(out.read_text())
+    assert len(record["commands"]) == 3 and {r["seed"] for r in record["rows"]} == {0, 1}
+    rows = [r for r in record["rows"] if r["party"] == "alpha" and r["seed"] == 0]
+    assert sorted(r["method"] for r in rows) == [
+        "alone eps=4",
+        "alone eps=4 (average control run)",
+        "alone eps=4 (average run)",
+        "alone eps=4 (control run)",
+        "average control: no information eps=4",
+        "average statement-level eps=4",
+        "control: no information eps=4",
+        "statement-level eps=4",
+    ]
+    # --paired-noise: the four runs of a seed share the DP-SGD streams, so their alone tracks agree
+    assert len({json.dumps(r["test"]) for r in rows if r["method"].startswith("alone")}) == 1
+    summary = {s["method"]: s for s in record["summary"] if s["party"] == "alpha"}
+    mine = summary["average statement-level eps=4"]
+    assert mine["controls"] == ["average control: no information eps=4", "control: no information eps=4"]
+    best = [
+        max(r["test"]["mrr"] for r in record["rows"] if r["party"] == "alpha" and r["seed"] == s and r.get("control"))
+        for s in (0, 1)
+    ]
+    got = [r["test"]["mrr"] for r in record["rows"] if r["party"] == "alpha" and r["method"] == mine["method"]]
+    assert mine["gain_over_best_control"] == sum(g - b for g, b in zip(got, best, strict=True)) / 2
+    assert mine["seeds_above_every_control"] == sum(g > b for g, b in zip(got, best, strict=True))
+    assert "controls" not in summary["average control: no information eps=4"]

@@ -10,7 +10,8 @@ A ``--holders`` YAML (or JSON) file::
       mix: 0.5
       fine_tune_epochs: 1
       unit: entity            # or statement: each holder trains with DP-SGD (its privacy block)
-      method: procrustes      # or ppat (FKGE's PPAT network, entity unit only); its settings under ppat:
+      method: procrustes      # or ppat (FKGE's PPAT network, entity unit only; its settings under ppat:),
+                              # or average (a running mean of the parties' rotated rows; no mix)
     holders:
       - name: OMIM
         dataset: hpo-small    # any textkg dataset: a name, a BLP directory, an ontology file
@@ -139,8 +140,10 @@ class ExchangeConfig:
             fine-tuning epoch), a release is post-processing of its DP model and adds no noise, and
             the received rows only add a candidate to a slot that costs what ``alone``'s costs.
         method: The exchange method (:mod:`textkg.federated.cross_graph.methods`): ``procrustes`` (a
-            Gaussian release of the sender's rows and a Procrustes map) or ``ppat`` (FKGE's PPAT:
-            PATE teachers at the receiver, a student and a linear generator at the sender; entity unit).
+            Gaussian release of the sender's rows and a Procrustes map), ``ppat`` (FKGE's PPAT:
+            PATE teachers at the receiver, a student and a linear generator at the sender; entity unit)
+            or ``average`` (``procrustes``'s release; the receiver's rows become the running mean of its
+            own and its partners' rows, each rotated into its space with its spread; ``mix`` unused).
         ppat: :class:`~textkg.federated.cross_graph.ppat.PPATConfig` (a mapping in a file); only with
             ``method: ppat``.
     """
@@ -211,6 +214,12 @@ class ExchangeConfig:
             raise ConfigError(f"exchange.ppat must be a mapping, got {type(ppat).__name__}", field="ppat")
         if self.method != "ppat" and ppat != PPATConfig():
             raise ConfigError(f"exchange.ppat is for method ppat; method is {self.method!r}", field="ppat")
+        if self.method == "average" and self.mix != 0.5:
+            msg = (
+                f"exchange.mix is not used by method average (its weight is the running mean 1/(j + 1) of the "
+                f"j-th partner's rows in a round); got mix {self.mix!r}"
+            )
+            raise ConfigError(msg, field="mix")
         if self.method == "ppat" and self.unit != "entity":
             msg = (
                 "exchange.method ppat needs exchange.unit entity: at the statement level a release is "

@@ -11,10 +11,13 @@ with:
 * ``send(step, sender, receiver, ex)``: the transmitted object, with its privacy block, in the
   receiver's hands (interactive methods run their protocol here);
 * ``translate(released, own)``: ``(n, d_receiver)`` the received rows in the receiver's space
-  (post-processing at the receiver).
+  (post-processing at the receiver);
+* ``mix_weight(receiver, rnd, ex)``: λ of the receiver's update ``(1 − λ)·own + λ·translated``.
 
-Registered: ``procrustes`` (the Gaussian release and a Procrustes map, the default) and ``ppat``
-(FKGE's PPAT, :mod:`textkg.federated.cross_graph.ppat_exchange`). Classes are imported lazily, by
+Registered: ``procrustes`` (the Gaussian release and a Procrustes map, the default), ``ppat``
+(FKGE's PPAT, :mod:`textkg.federated.cross_graph.ppat_exchange`) and ``average`` (``procrustes``'s
+release; a spread-matched rotation and a running mean of the parties' rows,
+:mod:`textkg.federated.cross_graph.average_exchange`). Classes are imported lazily, by
 ``"module:Class"``, so that the settings can list the names without importing the runners.
 """
 
@@ -29,6 +32,7 @@ _METHODS: Registry[str] = Registry("exchange method", field="method", sort=False
 for _name, _target in {
     "procrustes": "textkg.federated.cross_graph.runner:ProcrustesExchange",
     "ppat": "textkg.federated.cross_graph.ppat_exchange:PPATExchange",
+    "average": "textkg.federated.cross_graph.average_exchange:AverageExchange",
 }.items():
     _METHODS.register(_name, _target)
 

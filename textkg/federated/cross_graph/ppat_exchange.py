@@ -130,6 +130,10 @@ class PPATExchange:
         own, released = own.double(), released.double()
         return released * (own.norm(dim=1).mean() / released.norm(dim=1).mean().clamp_min(1e-12))
 
+    def mix_weight(self, receiver, rnd: int, ex) -> float:
+        """λ of the update ``(1 − λ)·own + λ·translated``: ``exchange.mix``."""
+        return ex.mix
+
 
 def _release(step: int, sender, to: str, ex) -> tuple[torch.Tensor, dict]:
     """The client's one Gaussian release of its aligned rows for ``to`` (composed once, also on resume)."""

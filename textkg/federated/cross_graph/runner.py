@@ -143,6 +143,10 @@ class ProcrustesExchange:
     def translate(self, released: torch.Tensor, own: torch.Tensor, ex) -> torch.Tensor:
         return procrustes(released, own)(released)
 
+    def mix_weight(self, receiver: PartyRuntime, rnd: int, ex) -> float:
+        """λ of the update ``(1 − λ)·own + λ·translated``: ``exchange.mix``."""
+        return ex.mix
+
 
 def send_release(step: int, sender: PartyRuntime, to: str, ex) -> dict:
     """The sender's half: its aligned rows for ``to`` under the Gaussian mechanism (``exchange.unit:
@@ -177,13 +181,13 @@ def apply_release(step: int, rnd: int, receiver: PartyRuntime, message: dict, ex
     before, snap = receiver.valid, party.snapshot()
     if ex.unit == "statement":  # the slot's one DP-SGD fine-tuning, from the updated rows: alone's cost
         kept_local, local_valid, local_snap = False, before, snap
-        _move_aligned_rows(party, names, released, ex)
+        _move_aligned_rows(receiver, rnd, names, released, ex)
         party.train_epochs(ex.fine_tune_epochs)
     else:
         kept_local = local_slot(receiver, ex.fine_tune_epochs, ex.valid_max_triples)  # the slot without the update
         local_valid, local_snap = receiver.valid, party.snapshot()
         party.restore(snap)  # the same start, sampler included: a paired comparison
-        _move_aligned_rows(party, names, released, ex)
+        _move_aligned_rows(receiver, rnd, names, released, ex)
         party.train_epochs(ex.fine_tune_epochs)
     after = party.valid_mrr(ex.valid_max_triples)
     if after > local_valid and after > before:
@@ -208,12 +212,15 @@ def apply_release(step: int, rnd: int, receiver: PartyRuntime, message: dict, ex
     receiver.save()
 
 
-def _move_aligned_rows(party: Party, names: list[str], released: torch.Tensor, ex) -> None:
+def _move_aligned_rows(receiver: PartyRuntime, rnd: int, names: list[str], released: torch.Tensor, ex) -> None:
     """Map the received rows into the party's space (the method's ``translate``: Procrustes on the
-    aligned pairs, or PPAT's rescaling) and move its aligned rows a fraction ``ex.mix`` toward them."""
+    aligned pairs, PPAT's rescaling, ``average``'s matched rotation) and move its aligned rows a
+    fraction λ toward them (the method's ``mix_weight``: ``exchange.mix``, or ``average``'s running mean)."""
+    party, method = receiver.party, get_exchange_method(ex.method)
     own = party.rows(names)
-    translated = get_exchange_method(ex.method).translate(released, own, ex)
-    party.set_rows(names, (1 - ex.mix) * own.double() + ex.mix * translated)
+    translated = method.translate(released, own, ex)
+    weight = method.mix_weight(receiver, rnd, ex)
+    party.set_rows(names, (1 - weight) * own.double() + weight * translated)
 
 
 def run_cross_graph(
