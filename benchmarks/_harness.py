@@ -40,6 +40,14 @@ ROOT = Path(__file__).resolve().parents[1]
 SCHEMA_KEYS = ("benchmark", "command", "machine", "date")
 
 
+def file_mode() -> int:
+    """``0o666`` less the process umask: the mode ``open()`` gives a new file (``os.umask`` is the only way
+    to read the mask; it is set back at once)."""
+    mask = os.umask(0)
+    os.umask(mask)
+    return 0o666 & ~mask
+
+
 def utc_now() -> str:
     """The current time, UTC, ISO 8601 to the second (``2026-11-26T15:04:05Z``)."""
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
@@ -174,6 +182,7 @@ def write_results(path: str | os.PathLike[str], obj: Any, *, indent: int = 1) ->
     out.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent)
     try:
+        os.fchmod(fd, file_mode())  # mkstemp makes 0o600: a results file follows the umask, as open() would
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             f.write(text)
         os.replace(tmp, out)

@@ -149,3 +149,17 @@ def test_the_scripts_find_the_harness_when_run_from_anywhere(tmp_path):
         [sys.executable, str(BENCHMARKS / "neighbour_vote.py"), "--help"], cwd=tmp_path, capture_output=True, text=True
     )
     assert proc.returncode == 0, proc.stderr
+
+
+def test_a_results_file_follows_the_umask(tmp_path):
+    """Colleagues in a shared folder can read the results (mkstemp alone gives 0o600 whatever the umask)."""
+    import os
+
+    old = os.umask(0o022)
+    try:
+        out = harness.write_results(tmp_path / "r.json", {"v": 1})
+        assert out.stat().st_mode & 0o777 == 0o644
+        os.umask(0o077)
+        assert harness.write_results(tmp_path / "s.json", {"v": 1}).stat().st_mode & 0o777 == 0o600
+    finally:
+        os.umask(old)
