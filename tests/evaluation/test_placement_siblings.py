@@ -63,7 +63,10 @@ def test_optional_rerank_features_are_named_validated_and_read_back():
     for bad in (("siblings",), ("sibling_max", "sibling_max")):
         with pytest.raises(ConfigError, match="extra"):
             RerankConfig(extra=bad)
-    assert feature_names(("sibling_mean", "sibling_max")) == SCORED_FEATURES + OPTIONAL_FEATURES + PRIOR_FEATURES
+    assert feature_names(("sibling_mean", "sibling_max")) == (
+        SCORED_FEATURES + ("sibling_max", "sibling_mean") + PRIOR_FEATURES
+    )
+    assert OPTIONAL_FEATURES[:2] == ("sibling_max", "sibling_mean")  # new features are appended: saved orders hold
     fixed = dict.fromkeys(SCORED_FEATURES + PRIOR_FEATURES, 1.0)
     assert list(Reranker.from_dict({"weights": fixed}).weights) == list(feature_names())  # a run saved before
     with_one = Reranker.from_dict({"weights": {**fixed, "sibling_mean": 2.0}})
@@ -83,8 +86,9 @@ def test_a_reranker_with_sibling_features_is_fitted_saved_and_read_back():
     from test_placement_rerank import RandomModel, _features, _planted
 
     from textkg.evaluation.placement.evaluate import evaluate_placement, saved_reranker
-    from textkg.evaluation.placement.rerank import OPTIONAL_FEATURES, RerankConfig
+    from textkg.evaluation.placement.rerank import RerankConfig
 
+    OPTIONAL_FEATURES = ("sibling_max", "sibling_mean")
     kg, split = _planted()
     n = kg.num_entities
     texts = list(kg.entity_descriptions)

@@ -20,6 +20,7 @@ from textkg.evaluation.placement.combination import (
     evaluate_combined,
     neighbour_vote_scorer,
 )
+from textkg.evaluation.placement.late import WordEncoder
 from textkg.evaluation.placement.methods import (
     DEFAULT_NEIGHBOURS,
     cosine_scorer,
@@ -51,6 +52,7 @@ def evaluate_placement(
     combine: bool = True,
     texts: Sequence[str] | None = None,
     rerank: RerankConfig | Reranker | None = None,
+    word_encoder: WordEncoder | None = None,
 ) -> dict | None:
     """Placement metrics of a model, of the text baselines and of the combined scorer.
 
@@ -79,6 +81,8 @@ def evaluate_placement(
             training terms, a fitted :class:`~textkg.evaluation.placement.rerank.Reranker` is
             used as is; its weight in the combination is chosen on validation
             (``placement_selection.combined.weights.rerank``; 0 = not used).
+        word_encoder: ``words -> (n, D)`` word vectors for the re-ranker's ``maxsim`` feature
+            (:mod:`.late`); needed when ``rerank`` reads it.
 
     Returns:
         ``{"placement": {...}, "placement_baselines": {"description-nn": {...},
@@ -133,6 +137,7 @@ def evaluate_placement(
             parent_edges=edges,
             candidates=max(queries.groups, key=len),
             fit_on=split.train_entities,
+            word_encoder=word_encoder,
         )
         added = ("rerank", scorer)
         out["placement_rerank"] = reranker.to_dict()
@@ -167,6 +172,7 @@ def saved_reranker(
     names: Sequence[str],
     fit_on: torch.Tensor,
     file: str | None = None,
+    word_encoder: WordEncoder | None = None,
 ):
     """The scorer of a re-ranker saved in a run's ``metrics.json`` (``test.placement_rerank``, checked by
     :meth:`Reranker.from_dict`), over the same pair features :func:`evaluate_placement` fitted it on
@@ -179,6 +185,7 @@ def saved_reranker(
         scorers={"description": cosine_scorer(features), "vote": vote, **sibling_scorers(features, parent_edges)},
         parent_edges=parent_edges,
         fit_on=fit_on,
+        word_encoder=word_encoder,
     )[1]
 
 

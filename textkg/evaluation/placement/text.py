@@ -135,18 +135,22 @@ def containment_scorer(texts: Sequence[str], names: Sequence[str], fit_on: torch
     present = torch.sparse_coo_tensor(
         present.indices(), torch.ones_like(present.values()), present.shape, check_invariants=False
     ).coalesce()  # 1 where the word occurs in the new term's text
+    return _pairwise(present, name_weights(model, names))
+
+
+def name_weights(model: TfIdf, names: Sequence[str]) -> torch.Tensor:
+    """``(n, V)`` sparse: each name's words weighted ``idf^2 / sum idf^2`` (the share of the name's weight)."""
     squared = model.idf.pow(2)
     rows: list[int] = []
     cols, vals = [], []
-    for i, name in enumerate(names):  # name weights idf^2 / sum idf^2: the share of the name's weight
+    for i, name in enumerate(names):
         col = sorted({model.vocabulary[w] for w in words(name) if w in model.vocabulary})
         if col:
             c = torch.tensor(col, dtype=torch.long)
             rows += [i] * len(col)
             cols.append(c)
             vals.append(squared[c] / squared[c].sum())
-    weights = _sparse(rows, cols, vals, (len(names), len(model.vocabulary)))
-    return _pairwise(present, weights)
+    return _sparse(rows, cols, vals, (len(names), len(model.vocabulary)))
 
 
-__all__ = ["STOP_WORDS", "TfIdf", "containment_scorer", "tfidf_scorer", "words"]
+__all__ = ["STOP_WORDS", "TfIdf", "containment_scorer", "name_weights", "tfidf_scorer", "words"]
