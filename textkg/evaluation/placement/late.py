@@ -132,4 +132,16 @@ def maxsim_scorer(
     return _pairwise(soft, name_weights(model, names))  # a_c(v) = idf(v)^2 / sum idf^2 over c's name words
 
 
-__all__ = ["THRESHOLD", "TOP_WORDS", "WordEncoder", "WordVectors", "maxsim_scorer"]
+def minilm_word_encoder() -> WordEncoder:
+    """Word vectors from the packaged MiniLM, mean pooled (the README model's description encoder), cached on disk
+    as description features are (:func:`textkg.encoders.cached_encode`); the model is loaded on the first call."""
+
+    def encode(vocabulary: list[str]) -> torch.Tensor:
+        from textkg.encoders import cached_encode, get_encoder
+
+        return cached_encode(get_encoder("bert", pooling="mean"), vocabulary)
+
+    return encode
+
+
+__all__ = ["THRESHOLD", "TOP_WORDS", "WordEncoder", "WordVectors", "maxsim_scorer", "minilm_word_encoder"]
