@@ -202,3 +202,42 @@ def test_maxsim_without_a_word_encoder_is_refused_and_a_saved_one_reads_back():
     assert scorer(terms, split.train_entities).shape == (len(terms), len(split.train_entities))
     with pytest.raises(ConfigError, match="word encoder"):
         saved_reranker(saved, fit_on=split.train_entities, **common)
+
+
+def test_the_word_vote_is_the_neighbour_vote_over_tfidf_vectors():
+    from textkg.evaluation.placement.combination import VoteConfig, neighbour_vote_scorer
+    from textkg.evaluation.placement.context import word_vote_scorer
+
+    g = torch.Generator().manual_seed(2)
+    vocab = [f"v{i}" for i in range(30)]
+    texts = [" ".join(vocab[int(j)] for j in torch.randint(0, 30, (5,), generator=g)) for _ in range(50)]
+    edges = torch.tensor([[c, int(torch.randint(0, c, (1,), generator=g))] for c in range(1, 40)])
+    fit_on = torch.arange(40)
+    dense = TfIdf.fit([texts[i] for i in range(40)]).transform(texts).to_dense()
+    want = neighbour_vote_scorer(dense, edges, vote=VoteConfig(k=5, temperature=0.1))
+    got = word_vote_scorer(texts, edges, fit_on, k=5, temperature=0.1)
+    terms, candidates = torch.arange(40, 50), torch.arange(40)
+    assert torch.allclose(got(terms, candidates).double(), want(terms, candidates), atol=1e-5)
+
+
+def test_oracle_only_the_word_vote_finds_the_parent_when_pooled_vectors_are_noise():
+    """The children of ``pI`` share ``kI``; the pooled vector misleads: its vote misses, the word vote finds."""
+    from textkg.evaluation.placement.combination import VoteConfig, neighbour_vote_scorer
+    from textkg.evaluation.placement.context import word_vote_scorer
+
+    names = ["root"] + [f"p{i}" for i in range(P)]
+    edges = [[i + 1, 0] for i in range(P)]
+    for i in range(P):
+        for j in range(3):
+            edges.append([len(names), i + 1])
+            names.append(f"k{i} t{i}x{j}")
+    new = len(names)
+    names.append("k7 brand new")  # a child of p7 (id 8)
+    edges_t, fit_on = torch.tensor(edges), torch.arange(new)
+    terms, candidates = torch.tensor([new]), torch.arange(new)
+    words_vote = word_vote_scorer(names, edges_t, fit_on, k=3)(terms, candidates)
+    assert int(words_vote.argmax()) == 8
+    features = _features(new + 1)
+    features[new] = features[names.index("k2 t2x0")]  # the pooled vector reads like a child of p2 (id 3)
+    pooled = neighbour_vote_scorer(features, edges_t, vote=VoteConfig(k=3, temperature=0.1))
+    assert int(pooled(terms, candidates).argmax()) == 3

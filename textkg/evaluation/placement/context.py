@@ -13,6 +13,8 @@
 * :func:`name_containment_scorer` (``name_containment``): :func:`.text.containment_scorer` read
   on the new term's *name* rather than its whole text (ontology names are compositional: a
   parent's name words recur in its children's names, while a definition mentions many terms).
+* :func:`word_vote_scorer` (``tfidf_vote``): the neighbour vote with neighbours found by their words
+  (TF-IDF) rather than by their pooled MiniLM vectors.
 
 Only texts and names (public inputs) and the ``(child, parent)`` statements the caller passes are read.
 """
@@ -24,7 +26,7 @@ from collections.abc import Sequence
 import torch
 
 from textkg.evaluation.placement.methods import PlacementScorer
-from textkg.evaluation.placement.text import TfIdf, _pairwise, _rows, containment_scorer
+from textkg.evaluation.placement.text import TfIdf, _pairwise, _rows, containment_scorer, tfidf_scorer
 
 
 def children_tfidf_scorer(texts: Sequence[str], parent_edges: torch.Tensor, fit_on: torch.Tensor) -> PlacementScorer:
@@ -74,9 +76,30 @@ def _children_sums(x: torch.Tensor, child: torch.Tensor, parent: torch.Tensor) -
     return torch.sparse_coo_tensor(summed, values[source], tuple(x.shape), check_invariants=False).coalesce()
 
 
+def word_vote_scorer(
+    texts: Sequence[str], parent_edges: torch.Tensor, fit_on: torch.Tensor, *, k: int = 20, temperature: float = 0.1
+) -> PlacementScorer:
+    """``tfidf_vote``: the neighbour vote (:func:`.combination.neighbour_vote_scorer`) with TF-IDF neighbours.
+
+    The ``k`` candidates whose texts are most TF-IDF-similar to the new term's (:func:`.text.tfidf_scorer`)
+    each give ``softmax(similarity / temperature)`` over the ``k`` to their own parents (in ``parent_edges``).
+    """
+    similarity = tfidf_scorer(texts, fit_on)
+    n = len(texts)
+    edges = parent_edges.long().reshape(-1, 2)
+    child, parent = (torch.unique(edges, dim=0) if len(edges) else edges).T
+
+    def score(terms: torch.Tensor, candidates: torch.Tensor) -> torch.Tensor:
+        top, cols = similarity(terms, candidates).topk(min(k, len(candidates)), dim=1)  # (b, k)
+        weights = torch.zeros(len(terms), n).scatter_(1, candidates[cols], torch.softmax(top / temperature, 1))
+        return torch.zeros_like(weights).index_add_(1, parent, weights[:, child])[:, candidates]
+
+    return score
+
+
 def name_containment_scorer(names: Sequence[str], fit_on: torch.Tensor) -> PlacementScorer:
     """IDF-weighted share of a candidate's name words found in the new term's **name** (module docstring)."""
     return containment_scorer(names, names, fit_on)
 
 
-__all__ = ["children_tfidf_scorer", "name_containment_scorer"]
+__all__ = ["children_tfidf_scorer", "name_containment_scorer", "word_vote_scorer"]

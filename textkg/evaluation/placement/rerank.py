@@ -18,7 +18,8 @@ for each (term, candidate) pair it reads a few cached features
   ``sibling_tfidf``: the same with TF-IDF vectors of the words (:func:`.context.children_tfidf_scorer`);
   ``name_containment``: ``containment`` read on the new term's name (:func:`.context.name_containment_scorer`);
   ``maxsim``: late interaction, the candidate's name words matched to the new term's words by their
-  MiniLM word vectors (:func:`.late.maxsim_scorer`; needs a word encoder);
+  MiniLM word vectors (:func:`.late.maxsim_scorer`; needs a word encoder); ``tfidf_vote``: the neighbour
+  vote with TF-IDF neighbours (:func:`.context.word_vote_scorer`);
 
 and scores it with a linear function ``w . f``, a listwise learning-to-rank
 model (ListNet-style softmax cross-entropy, Cao et al. 2007, ICML, eq. 2 with a
@@ -54,9 +55,9 @@ PRIOR_FEATURES = ("children", "depth")
 #: Pair features a config may add (between the scored features and the priors, in this order): the
 #: children's MiniLM features (:mod:`.siblings`), the children's words and the new term's name
 #: (:mod:`.context`), late interaction on word vectors (:mod:`.late`).
-OPTIONAL_FEATURES = ("sibling_max", "sibling_mean", "sibling_tfidf", "name_containment", "maxsim")
+OPTIONAL_FEATURES = ("sibling_max", "sibling_mean", "sibling_tfidf", "name_containment", "maxsim", "tfidf_vote")
 #: The optional features built from the texts here (the others come with the caller's scorers).
-TEXT_FEATURES = ("sibling_tfidf", "name_containment", "maxsim")
+TEXT_FEATURES = ("sibling_tfidf", "name_containment", "maxsim", "tfidf_vote")
 #: The optional features fitted by default: the best validation placement MRR on the README split
 #: (docs/results/placement.md, 2026-11-28: none 0.5898, sibling_max 0.5959, sibling_mean 0.5990, both 0.5966).
 DEFAULT_EXTRA = ("sibling_mean",)
@@ -347,7 +348,7 @@ def text_feature_scorers(
     Raises:
         ConfigError: ``maxsim`` without a ``word_encoder``.
     """
-    from textkg.evaluation.placement.context import children_tfidf_scorer, name_containment_scorer
+    from textkg.evaluation.placement.context import children_tfidf_scorer, name_containment_scorer, word_vote_scorer
     from textkg.evaluation.placement.late import WordVectors, maxsim_scorer
 
     def maxsim() -> PlacementScorer:
@@ -359,6 +360,7 @@ def text_feature_scorers(
         "sibling_tfidf": lambda: children_tfidf_scorer(texts, parent_edges, fit_on),
         "name_containment": lambda: name_containment_scorer(names, fit_on),
         "maxsim": maxsim,
+        "tfidf_vote": lambda: word_vote_scorer(texts, parent_edges, fit_on),
     }
     return {name: builders[name]() for name in TEXT_FEATURES if name in extra}
 
