@@ -163,7 +163,7 @@ def test_oracle_only_late_interaction_finds_children_named_with_synonyms():
     n = kg.num_entities
     texts = list(kg.entity_descriptions)
     common = dict(text_features=_features(n), texts=texts, word_encoder=fake_word_encoder)
-    without = evaluate_placement(RandomModel(n), kg, split, rerank=RerankConfig(), **common)
+    without = evaluate_placement(RandomModel(n), kg, split, rerank=RerankConfig(extra=("sibling_mean",)), **common)
     assert without["placement_combined"]["mrr"] < 0.6
     out = evaluate_placement(
         RandomModel(n), kg, split, rerank=RerankConfig(extra=("sibling_mean", "sibling_tfidf", "maxsim")), **common
@@ -175,16 +175,21 @@ def test_oracle_only_late_interaction_finds_children_named_with_synonyms():
 
 
 def test_maxsim_without_a_word_encoder_is_refused_and_a_saved_one_reads_back():
+    """The fit's own entry refuses ``maxsim`` without word vectors (``evaluate_placement`` and ``place`` pass
+    MiniLM's); a re-ranker saved with ``maxsim`` scores again from its saved weights."""
     from textkg.evaluation.placement.evaluate import evaluate_placement, saved_reranker
     from textkg.evaluation.placement.rerank import RerankConfig
 
     kg, split = _synonym_planted()
     n = kg.num_entities
     texts = list(kg.entity_descriptions)
+    from textkg.evaluation.placement.rerank import text_feature_scorers
+
+    edges = split.train[split.train[:, 1] == IS_A][:, [0, 2]]
+    place = dict(texts=texts, names=kg.entity_names, parent_edges=edges, fit_on=split.train_entities)
     with pytest.raises(ConfigError, match="word encoder"):
-        evaluate_placement(
-            RandomModel(n), kg, split, text_features=_features(n), texts=texts, rerank=RerankConfig(extra=("maxsim",))
-        )
+        text_feature_scorers(("maxsim",), word_encoder=None, **place)
+    assert text_feature_scorers(("sibling_tfidf",), word_encoder=None, **place).keys() == {"sibling_tfidf"}
     out = evaluate_placement(
         RandomModel(n),
         kg,
@@ -195,13 +200,10 @@ def test_maxsim_without_a_word_encoder_is_refused_and_a_saved_one_reads_back():
         word_encoder=fake_word_encoder,
     )
     saved = out["placement_rerank"]
-    edges = split.train[split.train[:, 1] == IS_A][:, [0, 2]]
     common = dict(features=_features(n), parent_edges=edges, texts=texts, names=kg.entity_names)
     scorer = saved_reranker(saved, fit_on=split.train_entities, word_encoder=fake_word_encoder, **common)
     terms = split.test[:, 0]
     assert scorer(terms, split.train_entities).shape == (len(terms), len(split.train_entities))
-    with pytest.raises(ConfigError, match="word encoder"):
-        saved_reranker(saved, fit_on=split.train_entities, **common)
 
 
 def test_the_word_vote_is_the_neighbour_vote_over_tfidf_vectors():

@@ -114,9 +114,9 @@ def test_a_reranker_with_sibling_features_is_fitted_saved_and_read_back():
     assert scorer(split.test[:, 0], split.train_entities).shape == (len(split.test), len(split.train_entities))
 
 
-def test_the_default_reranker_reads_the_sibling_centroid():
+def test_the_default_reranker_reads_the_sibling_centroid_words_and_word_vectors():
     """Chosen on the README split's validation terms (docs/results/placement.md, 2026-11-28)."""
     from textkg.evaluation.placement.rerank import RerankConfig, feature_names
 
-    assert RerankConfig().extra == ("sibling_mean",)
+    assert RerankConfig().extra == ("sibling_mean", "sibling_tfidf", "name_containment", "maxsim", "tfidf_vote")
     assert "sibling_mean" in feature_names(RerankConfig().extra)

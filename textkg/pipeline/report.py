@@ -158,7 +158,6 @@ def _placement(prep: Prepared, cfg: RunConfig) -> dict | None:
         return None
     # a private run's hierarchy (close@1, parent-of-nearest, vote) is its public training statements only
     hierarchy = None if prep.private_mask is None else prep.split.train[~prep.private_mask]
-    from textkg.evaluation.placement.late import minilm_word_encoder
     from textkg.evaluation.placement.rerank import RerankConfig
     from textkg.pipeline.placement_names import names_only_placement
 
@@ -175,7 +174,6 @@ def _placement(prep: Prepared, cfg: RunConfig) -> dict | None:
             hierarchy=hierarchy,
             texts=list(prep.kg.entity_descriptions),
             rerank=RerankConfig(seed=cfg.train.seed),
-            word_encoder=minilm_word_encoder(),
         )
         extras = cfg.train.placement_extras == "on"
         if extras and out is not None and out.get("placement_selection"):  # the same terms, from their names alone
@@ -187,7 +185,6 @@ def _placement(prep: Prepared, cfg: RunConfig) -> dict | None:
                 hierarchy=hierarchy,
                 reranker=out.get("placement_rerank"),
                 batch_size=batch_size,
-                word_encoder=minilm_word_encoder(),
             )
             if names_only is not None:
                 out["placement_names_only"] = names_only

@@ -296,7 +296,6 @@ class Placer:
     def _rerank(self, features: torch.Tensor, texts: list[str], names: list[str]):
         """The run's fitted re-ranker (:mod:`textkg.evaluation.placement.rerank`) over existing + new terms."""
         from textkg.evaluation.placement.evaluate import saved_reranker
-        from textkg.evaluation.placement.late import minilm_word_encoder
 
         assert self.reranker is not None
         train = self.predictor.prepared.split.train_entities
@@ -308,8 +307,7 @@ class Placer:
             names=names,
             fit_on=train,
             file=str(self.run_dir / "metrics.json"),
-            word_encoder=minilm_word_encoder(),  # read only when the saved re-ranker weighs maxsim
-        )
+        )  # the packaged MiniLM's word vectors, read only when the saved re-ranker weighs maxsim
 
     def place(
         self,

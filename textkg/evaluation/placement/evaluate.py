@@ -20,7 +20,7 @@ from textkg.evaluation.placement.combination import (
     evaluate_combined,
     neighbour_vote_scorer,
 )
-from textkg.evaluation.placement.late import WordEncoder
+from textkg.evaluation.placement.late import WordEncoder, minilm_word_encoder
 from textkg.evaluation.placement.methods import (
     DEFAULT_NEIGHBOURS,
     cosine_scorer,
@@ -82,7 +82,8 @@ def evaluate_placement(
             used as is; its weight in the combination is chosen on validation
             (``placement_selection.combined.weights.rerank``; 0 = not used).
         word_encoder: ``words -> (n, D)`` word vectors for the re-ranker's ``maxsim`` feature
-            (:mod:`.late`); needed when ``rerank`` reads it.
+            (:mod:`.late`; read only when ``rerank`` has it); ``None``: the packaged MiniLM's
+            (:func:`.late.minilm_word_encoder`).
 
     Returns:
         ``{"placement": {...}, "placement_baselines": {"description-nn": {...},
@@ -137,7 +138,7 @@ def evaluate_placement(
             parent_edges=edges,
             candidates=max(queries.groups, key=len),
             fit_on=split.train_entities,
-            word_encoder=word_encoder,
+            word_encoder=minilm_word_encoder() if word_encoder is None else word_encoder,
         )
         added = ("rerank", scorer)
         out["placement_rerank"] = reranker.to_dict()
@@ -176,7 +177,7 @@ def saved_reranker(
 ):
     """The scorer of a re-ranker saved in a run's ``metrics.json`` (``test.placement_rerank``, checked by
     :meth:`Reranker.from_dict`), over the same pair features :func:`evaluate_placement` fitted it on
-    (``textkg place``: existing + new terms)."""
+    (``textkg place``: existing + new terms); ``word_encoder`` as in :func:`evaluate_placement`."""
     vote = neighbour_vote_scorer(features, parent_edges, vote=RERANK_VOTE)
     return fitted_reranker(
         Reranker.from_dict(saved, file=file),
@@ -185,7 +186,7 @@ def saved_reranker(
         scorers={"description": cosine_scorer(features), "vote": vote, **sibling_scorers(features, parent_edges)},
         parent_edges=parent_edges,
         fit_on=fit_on,
-        word_encoder=word_encoder,
+        word_encoder=minilm_word_encoder() if word_encoder is None else word_encoder,
     )[1]
 
 
