@@ -26,7 +26,7 @@ from collections.abc import Sequence
 import torch
 
 from textkg.evaluation.placement.methods import PlacementScorer
-from textkg.evaluation.placement.text import TfIdf, _pairwise, _rows, containment_scorer, tfidf_scorer
+from textkg.evaluation.placement.text import TfIdf, containment_scorer, dense_rows, pairwise_scorer, tfidf_scorer
 
 
 def children_tfidf_scorer(texts: Sequence[str], parent_edges: torch.Tensor, fit_on: torch.Tensor) -> PlacementScorer:
@@ -43,7 +43,7 @@ def children_tfidf_scorer(texts: Sequence[str], parent_edges: torch.Tensor, fit_
     child, parent = (torch.unique(edges, dim=0) if len(edges) else edges).T
     sums = _children_sums(x, child, parent)  # (n, V) each term's children's rows summed
     counts = torch.bincount(parent, minlength=n).float()
-    summed = _pairwise(x, sums)
+    summed = pairwise_scorer(x, sums)
 
     def score(terms: torch.Tensor, candidates: torch.Tensor) -> torch.Tensor:
         s = summed(terms, candidates)  # (b, c) dot products with the children's sums
@@ -54,7 +54,7 @@ def children_tfidf_scorer(texts: Sequence[str], parent_edges: torch.Tensor, fit_
             at[candidates] = torch.arange(len(candidates))
             row = torch.full((n,), -1, dtype=torch.long)
             row[terms] = torch.arange(len(terms))
-            dense = _rows(x, terms)  # (b, V)
+            dense = dense_rows(x, terms)  # (b, V)
             gram = dense @ dense.T  # (b, b)
             columns = at[parent[mine]]
             s.index_add_(1, columns, -gram[:, row[child[mine]]])

@@ -32,7 +32,7 @@ from dataclasses import dataclass
 import torch
 
 from textkg.evaluation.placement.methods import PlacementScorer
-from textkg.evaluation.placement.text import TfIdf, _pairwise, _sparse, name_weights, words
+from textkg.evaluation.placement.text import TfIdf, name_weights, pairwise_scorer, sparse_rows, words
 
 #: A word's closest name words kept (the rest count as 0).
 TOP_WORDS = 16
@@ -75,7 +75,7 @@ def _matches(vectors: WordVectors, targets: dict[str, int]) -> torch.Tensor:
     columns = torch.tensor([targets[w] for w in order if w in vectors.vocabulary], dtype=torch.long)
     size = (len(vectors.vocabulary), len(targets))
     if not known:
-        return _sparse([], [], [], size)
+        return sparse_rows([], [], [], size)
     y = vectors.vectors[known]  # (V', D)
     rows, cols, vals = [], [], []
     for start in range(0, len(vectors.vectors), _CHUNK):
@@ -128,8 +128,8 @@ def maxsim_scorer(
         rows += [i] * len(unique)
         cols.append(unique)
         vals.append(best)
-    soft = _sparse(rows, cols, vals, (len(texts), len(vocabulary)))  # (n, V) max cosine per name word
-    return _pairwise(soft, name_weights(model, names))  # a_c(v) = idf(v)^2 / sum idf^2 over c's name words
+    soft = sparse_rows(rows, cols, vals, (len(texts), len(vocabulary)))  # (n, V) max cosine per name word
+    return pairwise_scorer(soft, name_weights(model, names))  # a_c(v) = idf(v)^2 / sum idf^2 over c's name words
 
 
 def minilm_word_encoder() -> WordEncoder:

@@ -84,10 +84,12 @@ class TfIdf:
             rows += [i] * len(col)
             cols.append(col)
             vals.append(v / v.norm())
-        return _sparse(rows, cols, vals, (len(texts), len(self.vocabulary)))
+        return sparse_rows(rows, cols, vals, (len(texts), len(self.vocabulary)))
 
 
-def _sparse(rows: list[int], cols: list[torch.Tensor], vals: list[torch.Tensor], size: tuple[int, int]) -> torch.Tensor:
+def sparse_rows(
+    rows: list[int], cols: list[torch.Tensor], vals: list[torch.Tensor], size: tuple[int, int]
+) -> torch.Tensor:
     """A coalesced ``size`` sparse COO matrix from per-row column and value pieces."""
     if not cols:
         index, values = torch.zeros(2, 0, dtype=torch.long), torch.zeros(0)
@@ -96,12 +98,12 @@ def _sparse(rows: list[int], cols: list[torch.Tensor], vals: list[torch.Tensor],
     return torch.sparse_coo_tensor(index, values, size, check_invariants=False).coalesce()
 
 
-def _rows(matrix: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
+def dense_rows(matrix: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
     """Dense ``(len(ids), V)`` rows of a sparse COO matrix."""
     return torch.index_select(matrix, 0, ids.long()).to_dense()
 
 
-def _pairwise(queries: torch.Tensor, candidates: torch.Tensor) -> PlacementScorer:
+def pairwise_scorer(queries: torch.Tensor, candidates: torch.Tensor) -> PlacementScorer:
     """``score(terms, candidates) = queries[terms] . candidates[candidates]`` for sparse ``(n, V)`` rows."""
     cache: dict[tuple[int, int], torch.Tensor] = {}
 
@@ -110,7 +112,7 @@ def _pairwise(queries: torch.Tensor, candidates: torch.Tensor) -> PlacementScore
         if key not in cache:  # the candidates' rows, transposed once per candidate set
             cache.clear()
             cache[key] = torch.index_select(candidates, 0, cands.long()).coalesce()
-        return torch.sparse.mm(cache[key], _rows(queries, terms).T).T.contiguous()  # (b, c)
+        return torch.sparse.mm(cache[key], dense_rows(queries, terms).T).T.contiguous()  # (b, c)
 
     return score
 
@@ -119,7 +121,7 @@ def tfidf_scorer(texts: Sequence[str], fit_on: torch.Tensor) -> PlacementScorer:
     """``tfidf-nn``: cosine of TF-IDF vectors of ``texts`` (one per entity id), IDF fitted on ``fit_on`` ids' texts."""
     model = TfIdf.fit([texts[i] for i in fit_on.tolist()])
     x = model.transform(texts)
-    return _pairwise(x, x)
+    return pairwise_scorer(x, x)
 
 
 def containment_scorer(texts: Sequence[str], names: Sequence[str], fit_on: torch.Tensor) -> PlacementScorer:
@@ -135,7 +137,7 @@ def containment_scorer(texts: Sequence[str], names: Sequence[str], fit_on: torch
     present = torch.sparse_coo_tensor(
         present.indices(), torch.ones_like(present.values()), present.shape, check_invariants=False
     ).coalesce()  # 1 where the word occurs in the new term's text
-    return _pairwise(present, name_weights(model, names))
+    return pairwise_scorer(present, name_weights(model, names))
 
 
 def name_weights(model: TfIdf, names: Sequence[str]) -> torch.Tensor:
@@ -150,7 +152,17 @@ def name_weights(model: TfIdf, names: Sequence[str]) -> torch.Tensor:
             rows += [i] * len(col)
             cols.append(c)
             vals.append(squared[c] / squared[c].sum())
-    return _sparse(rows, cols, vals, (len(names), len(model.vocabulary)))
+    return sparse_rows(rows, cols, vals, (len(names), len(model.vocabulary)))
 
 
-__all__ = ["STOP_WORDS", "TfIdf", "containment_scorer", "name_weights", "tfidf_scorer", "words"]
+__all__ = [
+    "STOP_WORDS",
+    "TfIdf",
+    "containment_scorer",
+    "dense_rows",
+    "name_weights",
+    "pairwise_scorer",
+    "sparse_rows",
+    "tfidf_scorer",
+    "words",
+]
