@@ -26,7 +26,14 @@ from collections.abc import Sequence
 import torch
 
 from textkg.evaluation.placement.methods import PlacementScorer
-from textkg.evaluation.placement.text import TfIdf, containment_scorer, dense_rows, pairwise_scorer, tfidf_scorer
+from textkg.evaluation.placement.text import (
+    TfIdf,
+    containment_scorer,
+    dense_rows,
+    pairwise_scorer,
+    row_entries,
+    tfidf_scorer,
+)
 
 
 def children_tfidf_scorer(texts: Sequence[str], parent_edges: torch.Tensor, fit_on: torch.Tensor) -> PlacementScorer:
@@ -67,11 +74,7 @@ def children_tfidf_scorer(texts: Sequence[str], parent_edges: torch.Tensor, fit_
 def _children_sums(x: torch.Tensor, child: torch.Tensor, parent: torch.Tensor) -> torch.Tensor:
     """``(n, V)`` sparse: row ``p`` is the sum of the rows of ``x`` (coalesced sparse COO) of ``p``'s children."""
     index, values = x.indices(), x.values()
-    starts = torch.searchsorted(index[0], torch.arange(x.shape[0] + 1))
-    per_edge = starts[child + 1] - starts[child]  # entries of each child's row
-    edge = torch.repeat_interleave(torch.arange(len(child)), per_edge)
-    first = torch.repeat_interleave(torch.cumsum(per_edge, 0) - per_edge, per_edge)
-    source = starts[child][edge] + torch.arange(len(edge)) - first
+    edge, source = row_entries(torch.searchsorted(index[0], torch.arange(x.shape[0] + 1)), child)
     summed = torch.stack([parent[edge], index[1, source]])
     return torch.sparse_coo_tensor(summed, values[source], tuple(x.shape), check_invariants=False).coalesce()
 

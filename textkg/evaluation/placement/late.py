@@ -32,7 +32,7 @@ from dataclasses import dataclass
 import torch
 
 from textkg.evaluation.placement.methods import PlacementScorer
-from textkg.evaluation.placement.text import TfIdf, name_weights, pairwise_scorer, sparse_rows, words
+from textkg.evaluation.placement.text import TfIdf, name_weights, pairwise_scorer, row_entries, sparse_rows, words
 
 #: A word's closest name words kept (the rest count as 0).
 TOP_WORDS = 16
@@ -107,28 +107,27 @@ def maxsim_scorer(
     matches = _matches(vectors, vocabulary)  # (W, V)
     m_index, m_value = matches.indices(), matches.values()
     starts = torch.searchsorted(m_index[0], torch.arange(len(vectors.vocabulary) + 1))
-    rows: list[int] = []
-    cols, vals = [], []
-    for i, text in enumerate(texts):  # the best match of each name word over the text's words
-        found = [w for w in set(words(text)) if w in vectors.vocabulary or w in vocabulary]
-        col_parts, val_parts = [], []
-        for w in found:
+    encoded: tuple[list[int], list[int]] = ([], [])  # (text, encoded word) pairs
+    spelled: tuple[list[int], list[int]] = ([], [])  # (text, name word) pairs: a word matches itself
+    for i, text in enumerate(texts):
+        for w in set(words(text)):
             if w in vectors.vocabulary:
-                r = vectors.vocabulary[w]
-                col_parts.append(m_index[1, starts[r] : starts[r + 1]])
-                val_parts.append(m_value[starts[r] : starts[r + 1]])
-            if w in vocabulary:  # a word matches itself, encoded or not
-                col_parts.append(torch.tensor([vocabulary[w]]))
-                val_parts.append(torch.ones(1))
-        if not col_parts:
-            continue
-        c, v = torch.cat(col_parts), torch.cat(val_parts)
-        unique, inverse = torch.unique(c, return_inverse=True)
-        best = torch.zeros(len(unique)).scatter_reduce(0, inverse, v, reduce="amax")
-        rows += [i] * len(unique)
-        cols.append(unique)
-        vals.append(best)
-    soft = sparse_rows(rows, cols, vals, (len(texts), len(vocabulary)))  # (n, V) max cosine per name word
+                encoded[0].append(i)
+                encoded[1].append(vectors.vocabulary[w])
+            if w in vocabulary:
+                spelled[0].append(i)
+                spelled[1].append(vocabulary[w])
+    text_of, word = (torch.tensor(x, dtype=torch.long) for x in encoded)
+    pair, at = row_entries(starts, word)  # each (text, word) pair's matches
+    text = torch.cat([text_of[pair], torch.tensor(spelled[0], dtype=torch.long)])
+    column = torch.cat([m_index[1, at], torch.tensor(spelled[1], dtype=torch.long)])
+    value = torch.cat([m_value[at], torch.ones(len(spelled[0]))])
+    size = len(vocabulary)
+    key, inverse = torch.unique(text * size + column, return_inverse=True)  # the best match of each name word
+    best = torch.zeros(len(key)).scatter_reduce(0, inverse, value, reduce="amax")
+    soft = torch.sparse_coo_tensor(
+        torch.stack([key // size, key % size]), best, (len(texts), size), check_invariants=False
+    ).coalesce()  # (n, V) the max cosine of each name word over the text's words
     return pairwise_scorer(soft, name_weights(model, names))  # a_c(v) = idf(v)^2 / sum idf^2 over c's name words
 
 

@@ -98,6 +98,16 @@ def sparse_rows(
     return torch.sparse_coo_tensor(index, values, size, check_invariants=False).coalesce()
 
 
+def row_entries(starts: torch.Tensor, rows: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """The entries of each of ``rows`` in a row-sorted COO matrix whose row ``r`` holds entries
+    ``starts[r]:starts[r + 1]``: ``(request, position)``, ``request[k]`` the index into ``rows`` and
+    ``position[k]`` the entry's position."""
+    per = starts[rows + 1] - starts[rows]
+    request = torch.repeat_interleave(torch.arange(len(rows)), per)
+    first = torch.repeat_interleave(torch.cumsum(per, 0) - per, per)
+    return request, starts[rows][request] + torch.arange(len(request)) - first
+
+
 def dense_rows(matrix: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
     """Dense ``(len(ids), V)`` rows of a sparse COO matrix."""
     return torch.index_select(matrix, 0, ids.long()).to_dense()
@@ -162,6 +172,7 @@ __all__ = [
     "dense_rows",
     "name_weights",
     "pairwise_scorer",
+    "row_entries",
     "sparse_rows",
     "tfidf_scorer",
     "words",
