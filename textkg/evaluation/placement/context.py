@@ -80,14 +80,21 @@ def _children_sums(x: torch.Tensor, child: torch.Tensor, parent: torch.Tensor) -
 
 
 def word_vote_scorer(
-    texts: Sequence[str], parent_edges: torch.Tensor, fit_on: torch.Tensor, *, k: int = 20, temperature: float = 0.1
+    texts: Sequence[str],
+    parent_edges: torch.Tensor,
+    fit_on: torch.Tensor,
+    *,
+    k: int = 20,
+    temperature: float = 0.1,
+    similarity: PlacementScorer | None = None,
 ) -> PlacementScorer:
     """``tfidf_vote``: the neighbour vote (:func:`.combination.neighbour_vote_scorer`) with TF-IDF neighbours.
 
     The ``k`` candidates whose texts are most TF-IDF-similar to the new term's (:func:`.text.tfidf_scorer`)
     each give ``softmax(similarity / temperature)`` over the ``k`` to their own parents (in ``parent_edges``).
+    ``similarity``: that TF-IDF scorer when the caller has it already (the re-ranker's ``tfidf`` feature).
     """
-    similarity = tfidf_scorer(texts, fit_on)
+    similarity = tfidf_scorer(texts, fit_on) if similarity is None else similarity
     n = len(texts)
     edges = parent_edges.long().reshape(-1, 2)
     child, parent = (torch.unique(edges, dim=0) if len(edges) else edges).T

@@ -109,8 +109,8 @@ def maxsim_scorer(
     starts = torch.searchsorted(m_index[0], torch.arange(len(vectors.vocabulary) + 1))
     encoded: tuple[list[int], list[int]] = ([], [])  # (text, encoded word) pairs
     spelled: tuple[list[int], list[int]] = ([], [])  # (text, name word) pairs: a word matches itself
-    for i, text in enumerate(texts):
-        for w in set(words(text)):
+    for i, read in enumerate(texts):
+        for w in set(words(read)):
             if w in vectors.vocabulary:
                 encoded[0].append(i)
                 encoded[1].append(vectors.vocabulary[w])
@@ -119,11 +119,11 @@ def maxsim_scorer(
                 spelled[1].append(vocabulary[w])
     text_of, word = (torch.tensor(x, dtype=torch.long) for x in encoded)
     pair, at = row_entries(starts, word)  # each (text, word) pair's matches
-    text = torch.cat([text_of[pair], torch.tensor(spelled[0], dtype=torch.long)])
+    owner = torch.cat([text_of[pair], torch.tensor(spelled[0], dtype=torch.long)])
     column = torch.cat([m_index[1, at], torch.tensor(spelled[1], dtype=torch.long)])
     value = torch.cat([m_value[at], torch.ones(len(spelled[0]))])
     size = len(vocabulary)
-    key, inverse = torch.unique(text * size + column, return_inverse=True)  # the best match of each name word
+    key, inverse = torch.unique(owner * size + column, return_inverse=True)  # the best match of each name word
     best = torch.zeros(len(key)).scatter_reduce(0, inverse, value, reduce="amax")
     soft = torch.sparse_coo_tensor(
         torch.stack([key // size, key % size]), best, (len(texts), size), check_invariants=False

@@ -311,18 +311,25 @@ def fitted_reranker(
         ConfigError: ``rerank`` is a config but ``first_stage`` or ``candidates`` is missing, or it
             reads ``maxsim`` without a ``word_encoder``.
     """
-    from textkg.evaluation.placement.text import containment_scorer, tfidf_scorer
+    from textkg.evaluation.placement.text import containment_scorer, last_call_memo, tfidf_scorer
 
+    tfidf = last_call_memo(tfidf_scorer(texts, fit_on))  # read by "tfidf" and "tfidf_vote" on each batch
     extra = (
         rerank.extra if isinstance(rerank, RerankConfig) else tuple(n for n in OPTIONAL_FEATURES if n in rerank.weights)
     )
     features = PairFeatures(
         {
             **scorers,
-            "tfidf": tfidf_scorer(texts, fit_on),
+            "tfidf": tfidf,
             "containment": containment_scorer(texts, names, fit_on),
             **text_feature_scorers(
-                extra, texts=texts, names=names, parent_edges=parent_edges, fit_on=fit_on, word_encoder=word_encoder
+                extra,
+                texts=texts,
+                names=names,
+                parent_edges=parent_edges,
+                fit_on=fit_on,
+                word_encoder=word_encoder,
+                tfidf=tfidf,
             ),
         },
         hierarchy_priors(parent_edges, len(texts)),
@@ -343,8 +350,10 @@ def text_feature_scorers(
     parent_edges: torch.Tensor,
     fit_on: torch.Tensor,
     word_encoder: WordEncoder | None,
+    tfidf: PlacementScorer | None = None,
 ) -> dict[str, PlacementScorer]:
-    """The scorers of the :data:`TEXT_FEATURES` named in ``extra`` (see :func:`fitted_reranker`'s arguments).
+    """The scorers of the :data:`TEXT_FEATURES` named in ``extra`` (see :func:`fitted_reranker`'s arguments;
+    ``tfidf``: the TF-IDF cosine scorer, when the caller has one, for ``tfidf_vote`` to share).
 
     Raises:
         ConfigError: ``maxsim`` without a ``word_encoder``.
@@ -361,7 +370,7 @@ def text_feature_scorers(
         "sibling_tfidf": lambda: children_tfidf_scorer(texts, parent_edges, fit_on),
         "name_containment": lambda: name_containment_scorer(names, fit_on),
         "maxsim": maxsim,
-        "tfidf_vote": lambda: word_vote_scorer(texts, parent_edges, fit_on),
+        "tfidf_vote": lambda: word_vote_scorer(texts, parent_edges, fit_on, similarity=tfidf),
     }
     return {name: builders[name]() for name in TEXT_FEATURES if name in extra}
 

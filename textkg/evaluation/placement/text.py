@@ -127,6 +127,21 @@ def pairwise_scorer(queries: torch.Tensor, candidates: torch.Tensor) -> Placemen
     return score
 
 
+def last_call_memo(scorer: PlacementScorer) -> PlacementScorer:
+    """``scorer``, keeping its last result: two features that read the same scores (the re-ranker's ``tfidf`` and
+    the vote over TF-IDF neighbours) compute them once per batch of terms."""
+    last: dict[tuple, torch.Tensor] = {}
+
+    def score(terms: torch.Tensor, candidates: torch.Tensor) -> torch.Tensor:
+        key = (tuple(terms.tolist()), candidates.data_ptr(), tuple(candidates.shape))
+        if key not in last:
+            last.clear()
+            last[key] = scorer(terms, candidates)
+        return last[key]
+
+    return score
+
+
 def tfidf_scorer(texts: Sequence[str], fit_on: torch.Tensor) -> PlacementScorer:
     """``tfidf-nn``: cosine of TF-IDF vectors of ``texts`` (one per entity id), IDF fitted on ``fit_on`` ids' texts."""
     model = TfIdf.fit([texts[i] for i in fit_on.tolist()])
@@ -170,6 +185,7 @@ __all__ = [
     "TfIdf",
     "containment_scorer",
     "dense_rows",
+    "last_call_memo",
     "name_weights",
     "pairwise_scorer",
     "row_entries",
