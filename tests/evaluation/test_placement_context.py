@@ -243,3 +243,20 @@ def test_oracle_only_the_word_vote_finds_the_parent_when_pooled_vectors_are_nois
     features[new] = features[names.index("k2 t2x0")]  # the pooled vector reads like a child of p2 (id 3)
     pooled = neighbour_vote_scorer(features, edges_t, vote=VoteConfig(k=3, temperature=0.1))
     assert int(pooled(terms, candidates).argmax()) == 3
+
+
+def test_the_tfidf_scores_shared_with_the_word_vote_are_computed_once_per_batch():
+    from textkg.evaluation.placement.text import last_call_memo
+
+    calls = []
+
+    def scorer(terms, candidates):
+        calls.append(1)
+        return terms[:, None].float() + candidates[None, :].float()
+
+    memo = last_call_memo(scorer)
+    terms, candidates = torch.tensor([1, 2]), torch.arange(4)
+    first = memo(terms, candidates)
+    assert memo(terms.clone(), candidates) is first and len(calls) == 1  # the same batch: read again
+    assert torch.equal(memo(torch.tensor([3, 2]), candidates), scorer(torch.tensor([3, 2]), candidates))
+    assert len(calls) == 3
