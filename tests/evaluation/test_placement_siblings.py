@@ -118,5 +118,5 @@ def test_the_default_reranker_reads_the_sibling_centroid_words_and_word_vectors(
     """Chosen on the README split's validation terms (docs/results/placement.md, 2026-11-28)."""
     from textkg.evaluation.placement.rerank import RerankConfig, feature_names
 
-    assert RerankConfig().extra == ("sibling_mean", "sibling_tfidf", "name_containment", "maxsim", "tfidf_vote")
+    assert RerankConfig().extra == ("sibling_mean", "maxsim", "tfidf_vote")
     assert "sibling_mean" in feature_names(RerankConfig().extra)
