@@ -126,7 +126,11 @@ def brute_maxsim(texts, names, fit_on, vectors, terms, candidates):
     return out
 
 
-def test_maxsim_equals_its_formula_and_generalises_containment():
+@pytest.mark.parametrize("texts_at_once", [4096, 2])  # one piece; pieces of two texts
+def test_maxsim_equals_its_formula_and_generalises_containment(texts_at_once, monkeypatch):
+    import textkg.evaluation.placement.late as late
+
+    monkeypatch.setattr(late, "_TEXTS", texts_at_once)
     names = ["root", "w1a w1b", "w2a w2b", "w3a", "s1a7 zzz", "w2b s3a1 s1a2", "qq"]
     texts = [*names[:4], "s1a7 zzz: w2a", names[5], "nothing known"]
     fit_on = torch.tensor([0, 1, 2, 3])

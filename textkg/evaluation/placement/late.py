@@ -40,6 +40,8 @@ TOP_WORDS = 16
 THRESHOLD = 0.6
 #: Vocabulary words compared with the name words at once (a ``(chunk, V)`` float32 block).
 _CHUNK = 2048
+#: Texts whose best matches are gathered at once (bounds the transient ``(text, match)`` arrays).
+_TEXTS = 4096
 
 #: ``words -> (len(words), D)`` float vectors, e.g. a cached sentence encoder.
 WordEncoder = Callable[[list[str]], torch.Tensor]
@@ -107,28 +109,47 @@ def maxsim_scorer(
     matches = _matches(vectors, vocabulary)  # (W, V)
     m_index, m_value = matches.indices(), matches.values()
     starts = torch.searchsorted(m_index[0], torch.arange(len(vectors.vocabulary) + 1))
-    encoded: tuple[list[int], list[int]] = ([], [])  # (text, encoded word) pairs
-    spelled: tuple[list[int], list[int]] = ([], [])  # (text, name word) pairs: a word matches itself
-    for i, read in enumerate(texts):
-        for w in set(words(read)):
-            if w in vectors.vocabulary:
-                encoded[0].append(i)
-                encoded[1].append(vectors.vocabulary[w])
-            if w in vocabulary:
-                spelled[0].append(i)
-                spelled[1].append(vocabulary[w])
-    text_of, word = (torch.tensor(x, dtype=torch.long) for x in encoded)
-    pair, at = row_entries(starts, word)  # each (text, word) pair's matches
-    owner = torch.cat([text_of[pair], torch.tensor(spelled[0], dtype=torch.long)])
-    column = torch.cat([m_index[1, at], torch.tensor(spelled[1], dtype=torch.long)])
-    value = torch.cat([m_value[at], torch.ones(len(spelled[0]))])
     size = len(vocabulary)
-    key, inverse = torch.unique(owner * size + column, return_inverse=True)  # the best match of each name word
-    best = torch.zeros(len(key)).scatter_reduce(0, inverse, value, reduce="amax")
+    pieces = [
+        _best_matches(texts, start, vectors.vocabulary, vocabulary, starts, m_index[1], m_value)
+        for start in range(0, len(texts), _TEXTS)
+    ]
+    key, best = torch.cat([k for k, _ in pieces]), torch.cat([b for _, b in pieces])
     soft = torch.sparse_coo_tensor(
         torch.stack([key // size, key % size]), best, (len(texts), size), check_invariants=False
     ).coalesce()  # (n, V) the max cosine of each name word over the text's words
     return pairwise_scorer(soft, name_weights(model, names))  # a_c(v) = idf(v)^2 / sum idf^2 over c's name words
+
+
+def _best_matches(
+    texts: Sequence[str],
+    start: int,
+    encoded_words: dict[str, int],
+    name_words: dict[str, int],
+    starts: torch.Tensor,
+    columns: torch.Tensor,
+    values: torch.Tensor,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(keys, best)`` of texts ``start:start + _TEXTS``: ``key = text * V + name word`` and the name word's
+    largest match over the text's words (a spelled match counts 1); ``starts``, ``columns``, ``values``: the
+    row-sorted entries of :func:`_matches`."""
+    encoded: tuple[list[int], list[int]] = ([], [])  # (text, encoded word) pairs
+    spelled: tuple[list[int], list[int]] = ([], [])  # (text, name word) pairs: a word matches itself
+    for i in range(start, min(start + _TEXTS, len(texts))):
+        for w in set(words(texts[i])):
+            if w in encoded_words:
+                encoded[0].append(i)
+                encoded[1].append(encoded_words[w])
+            if w in name_words:
+                spelled[0].append(i)
+                spelled[1].append(name_words[w])
+    text_of, word = (torch.tensor(x, dtype=torch.long) for x in encoded)
+    pair, at = row_entries(starts, word)  # each (text, word) pair's matches
+    owner = torch.cat([text_of[pair], torch.tensor(spelled[0], dtype=torch.long)])
+    column = torch.cat([columns[at], torch.tensor(spelled[1], dtype=torch.long)])
+    value = torch.cat([values[at], torch.ones(len(spelled[0]))])
+    key, inverse = torch.unique(owner * len(name_words) + column, return_inverse=True)
+    return key, torch.zeros(len(key)).scatter_reduce(0, inverse, value, reduce="amax")
 
 
 def minilm_word_encoder() -> WordEncoder:
