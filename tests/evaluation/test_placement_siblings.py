@@ -63,7 +63,10 @@ def test_optional_rerank_features_are_named_validated_and_read_back():
     for bad in (("siblings",), ("sibling_max", "sibling_max")):
         with pytest.raises(ConfigError, match="extra"):
             RerankConfig(extra=bad)
-    assert feature_names(("sibling_mean", "sibling_max")) == SCORED_FEATURES + OPTIONAL_FEATURES + PRIOR_FEATURES
+    assert feature_names(("sibling_mean", "sibling_max")) == (
+        SCORED_FEATURES + ("sibling_max", "sibling_mean") + PRIOR_FEATURES
+    )
+    assert OPTIONAL_FEATURES[:2] == ("sibling_max", "sibling_mean")  # new features are appended: saved orders hold
     fixed = dict.fromkeys(SCORED_FEATURES + PRIOR_FEATURES, 1.0)
     assert list(Reranker.from_dict({"weights": fixed}).weights) == list(feature_names())  # a run saved before
     with_one = Reranker.from_dict({"weights": {**fixed, "sibling_mean": 2.0}})
@@ -83,8 +86,9 @@ def test_a_reranker_with_sibling_features_is_fitted_saved_and_read_back():
     from test_placement_rerank import RandomModel, _features, _planted
 
     from textkg.evaluation.placement.evaluate import evaluate_placement, saved_reranker
-    from textkg.evaluation.placement.rerank import OPTIONAL_FEATURES, RerankConfig
+    from textkg.evaluation.placement.rerank import RerankConfig
 
+    OPTIONAL_FEATURES = ("sibling_max", "sibling_mean")
     kg, split = _planted()
     n = kg.num_entities
     texts = list(kg.entity_descriptions)
@@ -110,9 +114,9 @@ def test_a_reranker_with_sibling_features_is_fitted_saved_and_read_back():
     assert scorer(split.test[:, 0], split.train_entities).shape == (len(split.test), len(split.train_entities))
 
 
-def test_the_default_reranker_reads_the_sibling_centroid():
+def test_the_default_reranker_reads_the_sibling_centroid_words_and_word_vectors():
     """Chosen on the README split's validation terms (docs/results/placement.md, 2026-11-28)."""
     from textkg.evaluation.placement.rerank import RerankConfig, feature_names
 
-    assert RerankConfig().extra == ("sibling_mean",)
+    assert RerankConfig().extra == ("sibling_mean", "maxsim", "tfidf_vote")
     assert "sibling_mean" in feature_names(RerankConfig().extra)

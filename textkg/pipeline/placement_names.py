@@ -21,6 +21,7 @@ from collections.abc import Callable
 import torch
 
 from textkg.evaluation.placement.evaluate import evaluate_placement
+from textkg.evaluation.placement.late import WordEncoder
 from textkg.evaluation.placement.methods import NewRowsModel
 from textkg.evaluation.placement.rerank import Reranker
 from textkg.pipeline.prepared import Prepared
@@ -54,6 +55,7 @@ def names_only_placement(
     hierarchy: torch.Tensor | None,
     reranker: dict | None,
     batch_size: int,
+    word_encoder: WordEncoder | None = None,
 ) -> dict | None:
     """``evaluate_placement``'s result with every validation and test term read from its name alone.
 
@@ -64,6 +66,7 @@ def names_only_placement(
         hierarchy: The training statements the placement may read (public ones under privacy).
         reranker: ``test.placement_rerank`` (its fitted weights), or ``None``.
         batch_size: New terms scored at once.
+        word_encoder: Word vectors for a re-ranker that reads ``maxsim`` (:mod:`textkg.evaluation.placement.late`).
     """
     kg, split = prep.kg, prep.split
     ids = torch.cat([split.valid_entities, split.test_entities]).long().unique()
@@ -87,6 +90,7 @@ def names_only_placement(
         hierarchy=hierarchy,
         texts=texts,
         rerank=None if reranker is None else Reranker.from_dict(reranker),
+        word_encoder=word_encoder,
     )
 
 

@@ -307,7 +307,7 @@ class Placer:
             names=names,
             fit_on=train,
             file=str(self.run_dir / "metrics.json"),
-        )
+        )  # the packaged MiniLM's word vectors, read only when the saved re-ranker weighs maxsim
 
     def place(
         self,

@@ -20,6 +20,7 @@ from textkg.evaluation.placement.combination import (
     evaluate_combined,
     neighbour_vote_scorer,
 )
+from textkg.evaluation.placement.late import WordEncoder, minilm_word_encoder
 from textkg.evaluation.placement.methods import (
     DEFAULT_NEIGHBOURS,
     cosine_scorer,
@@ -51,6 +52,7 @@ def evaluate_placement(
     combine: bool = True,
     texts: Sequence[str] | None = None,
     rerank: RerankConfig | Reranker | None = None,
+    word_encoder: WordEncoder | None = None,
 ) -> dict | None:
     """Placement metrics of a model, of the text baselines and of the combined scorer.
 
@@ -79,6 +81,9 @@ def evaluate_placement(
             training terms, a fitted :class:`~textkg.evaluation.placement.rerank.Reranker` is
             used as is; its weight in the combination is chosen on validation
             (``placement_selection.combined.weights.rerank``; 0 = not used).
+        word_encoder: ``words -> (n, D)`` word vectors for the re-ranker's ``maxsim`` feature
+            (:mod:`.late`; read only when ``rerank`` has it); ``None``: the packaged MiniLM's
+            (:func:`.late.minilm_word_encoder`).
 
     Returns:
         ``{"placement": {...}, "placement_baselines": {"description-nn": {...},
@@ -133,6 +138,7 @@ def evaluate_placement(
             parent_edges=edges,
             candidates=max(queries.groups, key=len),
             fit_on=split.train_entities,
+            word_encoder=minilm_word_encoder() if word_encoder is None else word_encoder,
         )
         added = ("rerank", scorer)
         out["placement_rerank"] = reranker.to_dict()
@@ -167,10 +173,11 @@ def saved_reranker(
     names: Sequence[str],
     fit_on: torch.Tensor,
     file: str | None = None,
+    word_encoder: WordEncoder | None = None,
 ):
     """The scorer of a re-ranker saved in a run's ``metrics.json`` (``test.placement_rerank``, checked by
     :meth:`Reranker.from_dict`), over the same pair features :func:`evaluate_placement` fitted it on
-    (``textkg place``: existing + new terms)."""
+    (``textkg place``: existing + new terms); ``word_encoder`` as in :func:`evaluate_placement`."""
     vote = neighbour_vote_scorer(features, parent_edges, vote=RERANK_VOTE)
     return fitted_reranker(
         Reranker.from_dict(saved, file=file),
@@ -179,6 +186,7 @@ def saved_reranker(
         scorers={"description": cosine_scorer(features), "vote": vote, **sibling_scorers(features, parent_edges)},
         parent_edges=parent_edges,
         fit_on=fit_on,
+        word_encoder=minilm_word_encoder() if word_encoder is None else word_encoder,
     )[1]
 
 

@@ -12,9 +12,14 @@ for each (term, candidate) pair it reads a few cached features
 * ``children`` and ``depth``: ``log(1 + #children)`` and the ``is_a`` depth of
   the candidate in the training hierarchy (a prior: real additions go under
   terms that already have children, rarely under the root);
-* optional (:attr:`RerankConfig.extra`, :data:`OPTIONAL_FEATURES`; ``sibling_mean`` by default) ``sibling_max`` and
+* optional (:attr:`RerankConfig.extra`, :data:`OPTIONAL_FEATURES`; :data:`DEFAULT_EXTRA` by default) ``sibling_max`` and
   ``sibling_mean``: MiniLM cosine to the candidate's most similar child and to its
   children's centroid (:func:`.siblings.children_scorer`: a new term reads like its siblings);
+  ``sibling_tfidf``: the same with TF-IDF vectors of the words (:func:`.context.children_tfidf_scorer`);
+  ``name_containment``: ``containment`` read on the new term's name (:func:`.context.name_containment_scorer`);
+  ``maxsim``: late interaction, the candidate's name words matched to the new term's words by their
+  MiniLM word vectors (:func:`.late.maxsim_scorer`; needs a word encoder); ``tfidf_vote``: the neighbour
+  vote with TF-IDF neighbours (:func:`.context.word_vote_scorer`);
 
 and scores it with a linear function ``w . f``, a listwise learning-to-rank
 model (ListNet-style softmax cross-entropy, Cao et al. 2007, ICML, eq. 2 with a
@@ -40,17 +45,24 @@ import torch
 
 from textkg.errors import ConfigError
 from textkg.evaluation.listwise import fit_listnet
+from textkg.evaluation.placement.late import WordEncoder
 from textkg.evaluation.placement.methods import STANDARDISE, PlacementScorer
 from textkg.evaluation.scoring import standardise
 
 #: Pair features, in the order of :attr:`Reranker.weights` (the last two are candidate priors).
 SCORED_FEATURES = ("description", "vote", "tfidf", "containment")
 PRIOR_FEATURES = ("children", "depth")
-#: Pair features a config may add (between the scored features and the priors, in this order).
-OPTIONAL_FEATURES = ("sibling_max", "sibling_mean")
-#: The optional features fitted by default: the best validation placement MRR on the README split
-#: (docs/results/placement.md, 2026-11-28: none 0.5898, sibling_max 0.5959, sibling_mean 0.5990, both 0.5966).
-DEFAULT_EXTRA = ("sibling_mean",)
+#: Pair features a config may add (between the scored features and the priors, in this order): the
+#: children's MiniLM features (:mod:`.siblings`), the children's words and the new term's name
+#: (:mod:`.context`), late interaction on word vectors (:mod:`.late`).
+OPTIONAL_FEATURES = ("sibling_max", "sibling_mean", "sibling_tfidf", "name_containment", "maxsim", "tfidf_vote")
+#: The optional features built from the texts here (the others come with the caller's scorers).
+TEXT_FEATURES = ("sibling_tfidf", "name_containment", "maxsim", "tfidf_vote")
+#: The optional features fitted by default, chosen on the README split's validation terms (docs/results/placement.md,
+#: 2026-11-28, ``benchmarks/rerank_features.py``): ``sibling_mean`` alone 0.5986, + ``tfidf_vote`` 0.6094, + ``maxsim``
+#: and ``tfidf_vote`` 0.6128, + those two, ``sibling_tfidf`` and ``name_containment`` 0.6129 (a tie at four digits, at
+#: about three times the per-batch cost: the post-run CPU budget binds, so the cheaper set is the default).
+DEFAULT_EXTRA = ("sibling_mean", "maxsim", "tfidf_vote")
 #: Longest ``is_a`` path followed when computing depths (a cycle stops here).
 _MAX_DEPTH = 64
 
@@ -281,6 +293,7 @@ def fitted_reranker(
     fit_on: torch.Tensor,
     first_stage: PlacementScorer | None = None,
     candidates: torch.Tensor | None = None,
+    word_encoder: WordEncoder | None = None,
 ) -> tuple[Reranker, PlacementScorer]:
     """The re-ranker (fitted per ``rerank`` when a config, else as given) and its scorer.
 
@@ -293,22 +306,35 @@ def fitted_reranker(
         fit_on: Entity ids whose texts fit the TF-IDF vocabulary (training terms).
         first_stage: The scorer whose top candidates are the hard negatives (to fit only).
         candidates: ``(c,)`` candidate parents of the training terms fitted on (to fit only).
+        word_encoder: ``words -> (n, D)`` vectors, for the ``maxsim`` feature (:mod:`.late`).
 
     Raises:
-        ConfigError: ``rerank`` is a config but ``first_stage`` or ``candidates`` is missing.
+        ConfigError: ``rerank`` is a config but ``first_stage`` or ``candidates`` is missing, or it
+            reads ``maxsim`` without a ``word_encoder``.
     """
-    from textkg.evaluation.placement.text import containment_scorer, tfidf_scorer
+    from textkg.evaluation.placement.text import containment_scorer, last_call_memo, tfidf_scorer
 
+    tfidf = last_call_memo(tfidf_scorer(texts, fit_on))  # read by "tfidf" and "tfidf_vote" on each batch
+    extra = (
+        rerank.extra if isinstance(rerank, RerankConfig) else tuple(n for n in OPTIONAL_FEATURES if n in rerank.weights)
+    )
     features = PairFeatures(
         {
             **scorers,
-            "tfidf": tfidf_scorer(texts, fit_on),
+            "tfidf": tfidf,
             "containment": containment_scorer(texts, names, fit_on),
+            **text_feature_scorers(
+                extra,
+                texts=texts,
+                names=names,
+                parent_edges=parent_edges,
+                fit_on=fit_on,
+                word_encoder=word_encoder,
+                tfidf=tfidf,
+            ),
         },
         hierarchy_priors(parent_edges, len(texts)),
-        rerank.extra
-        if isinstance(rerank, RerankConfig)
-        else tuple(n for n in OPTIONAL_FEATURES if n in rerank.weights),
+        extra,
     )
     if isinstance(rerank, RerankConfig):
         if first_stage is None or candidates is None:
@@ -317,11 +343,45 @@ def fitted_reranker(
     return rerank, reranker_scorer(rerank, features)
 
 
+def text_feature_scorers(
+    extra: Sequence[str],
+    *,
+    texts: Sequence[str],
+    names: Sequence[str],
+    parent_edges: torch.Tensor,
+    fit_on: torch.Tensor,
+    word_encoder: WordEncoder | None,
+    tfidf: PlacementScorer | None = None,
+) -> dict[str, PlacementScorer]:
+    """The scorers of the :data:`TEXT_FEATURES` named in ``extra`` (see :func:`fitted_reranker`'s arguments;
+    ``tfidf``: the TF-IDF cosine scorer, when the caller has one, for ``tfidf_vote`` to share).
+
+    Raises:
+        ConfigError: ``maxsim`` without a ``word_encoder``.
+    """
+    from textkg.evaluation.placement.context import children_tfidf_scorer, name_containment_scorer, word_vote_scorer
+    from textkg.evaluation.placement.late import WordVectors, maxsim_scorer
+
+    def maxsim() -> PlacementScorer:
+        if word_encoder is None:
+            raise ConfigError("the maxsim re-ranker feature needs a word encoder", field="word_encoder")
+        return maxsim_scorer(texts, names, fit_on, WordVectors.encode([*texts, *names], word_encoder))
+
+    builders = {
+        "sibling_tfidf": lambda: children_tfidf_scorer(texts, parent_edges, fit_on),
+        "name_containment": lambda: name_containment_scorer(names, fit_on),
+        "maxsim": maxsim,
+        "tfidf_vote": lambda: word_vote_scorer(texts, parent_edges, fit_on, similarity=tfidf),
+    }
+    return {name: builders[name]() for name in TEXT_FEATURES if name in extra}
+
+
 __all__ = [
     "DEFAULT_EXTRA",
     "OPTIONAL_FEATURES",
     "PRIOR_FEATURES",
     "SCORED_FEATURES",
+    "TEXT_FEATURES",
     "PairFeatures",
     "RerankConfig",
     "Reranker",
@@ -330,4 +390,5 @@ __all__ = [
     "fitted_reranker",
     "hierarchy_priors",
     "reranker_scorer",
+    "text_feature_scorers",
 ]

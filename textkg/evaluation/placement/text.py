@@ -84,10 +84,12 @@ class TfIdf:
             rows += [i] * len(col)
             cols.append(col)
             vals.append(v / v.norm())
-        return _sparse(rows, cols, vals, (len(texts), len(self.vocabulary)))
+        return sparse_rows(rows, cols, vals, (len(texts), len(self.vocabulary)))
 
 
-def _sparse(rows: list[int], cols: list[torch.Tensor], vals: list[torch.Tensor], size: tuple[int, int]) -> torch.Tensor:
+def sparse_rows(
+    rows: list[int], cols: list[torch.Tensor], vals: list[torch.Tensor], size: tuple[int, int]
+) -> torch.Tensor:
     """A coalesced ``size`` sparse COO matrix from per-row column and value pieces."""
     if not cols:
         index, values = torch.zeros(2, 0, dtype=torch.long), torch.zeros(0)
@@ -96,12 +98,22 @@ def _sparse(rows: list[int], cols: list[torch.Tensor], vals: list[torch.Tensor],
     return torch.sparse_coo_tensor(index, values, size, check_invariants=False).coalesce()
 
 
-def _rows(matrix: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
+def row_entries(starts: torch.Tensor, rows: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """The entries of each of ``rows`` in a row-sorted COO matrix whose row ``r`` holds entries
+    ``starts[r]:starts[r + 1]``: ``(request, position)``, ``request[k]`` the index into ``rows`` and
+    ``position[k]`` the entry's position."""
+    per = starts[rows + 1] - starts[rows]
+    request = torch.repeat_interleave(torch.arange(len(rows)), per)
+    first = torch.repeat_interleave(torch.cumsum(per, 0) - per, per)
+    return request, starts[rows][request] + torch.arange(len(request)) - first
+
+
+def dense_rows(matrix: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
     """Dense ``(len(ids), V)`` rows of a sparse COO matrix."""
     return torch.index_select(matrix, 0, ids.long()).to_dense()
 
 
-def _pairwise(queries: torch.Tensor, candidates: torch.Tensor) -> PlacementScorer:
+def pairwise_scorer(queries: torch.Tensor, candidates: torch.Tensor) -> PlacementScorer:
     """``score(terms, candidates) = queries[terms] . candidates[candidates]`` for sparse ``(n, V)`` rows."""
     cache: dict[tuple[int, int], torch.Tensor] = {}
 
@@ -110,7 +122,22 @@ def _pairwise(queries: torch.Tensor, candidates: torch.Tensor) -> PlacementScore
         if key not in cache:  # the candidates' rows, transposed once per candidate set
             cache.clear()
             cache[key] = torch.index_select(candidates, 0, cands.long()).coalesce()
-        return torch.sparse.mm(cache[key], _rows(queries, terms).T).T.contiguous()  # (b, c)
+        return torch.sparse.mm(cache[key], dense_rows(queries, terms).T).T.contiguous()  # (b, c)
+
+    return score
+
+
+def last_call_memo(scorer: PlacementScorer) -> PlacementScorer:
+    """``scorer``, keeping its last result: two features that read the same scores (the re-ranker's ``tfidf`` and
+    the vote over TF-IDF neighbours) compute them once per batch of terms."""
+    last: dict[tuple, torch.Tensor] = {}
+
+    def score(terms: torch.Tensor, candidates: torch.Tensor) -> torch.Tensor:
+        key = (tuple(terms.tolist()), candidates.data_ptr(), tuple(candidates.shape))
+        if key not in last:
+            last.clear()
+            last[key] = scorer(terms, candidates)
+        return last[key]
 
     return score
 
@@ -119,7 +146,7 @@ def tfidf_scorer(texts: Sequence[str], fit_on: torch.Tensor) -> PlacementScorer:
     """``tfidf-nn``: cosine of TF-IDF vectors of ``texts`` (one per entity id), IDF fitted on ``fit_on`` ids' texts."""
     model = TfIdf.fit([texts[i] for i in fit_on.tolist()])
     x = model.transform(texts)
-    return _pairwise(x, x)
+    return pairwise_scorer(x, x)
 
 
 def containment_scorer(texts: Sequence[str], names: Sequence[str], fit_on: torch.Tensor) -> PlacementScorer:
@@ -135,18 +162,34 @@ def containment_scorer(texts: Sequence[str], names: Sequence[str], fit_on: torch
     present = torch.sparse_coo_tensor(
         present.indices(), torch.ones_like(present.values()), present.shape, check_invariants=False
     ).coalesce()  # 1 where the word occurs in the new term's text
+    return pairwise_scorer(present, name_weights(model, names))
+
+
+def name_weights(model: TfIdf, names: Sequence[str]) -> torch.Tensor:
+    """``(n, V)`` sparse: each name's words weighted ``idf^2 / sum idf^2`` (the share of the name's weight)."""
     squared = model.idf.pow(2)
     rows: list[int] = []
     cols, vals = [], []
-    for i, name in enumerate(names):  # name weights idf^2 / sum idf^2: the share of the name's weight
+    for i, name in enumerate(names):
         col = sorted({model.vocabulary[w] for w in words(name) if w in model.vocabulary})
         if col:
             c = torch.tensor(col, dtype=torch.long)
             rows += [i] * len(col)
             cols.append(c)
             vals.append(squared[c] / squared[c].sum())
-    weights = _sparse(rows, cols, vals, (len(names), len(model.vocabulary)))
-    return _pairwise(present, weights)
+    return sparse_rows(rows, cols, vals, (len(names), len(model.vocabulary)))
 
 
-__all__ = ["STOP_WORDS", "TfIdf", "containment_scorer", "tfidf_scorer", "words"]
+__all__ = [
+    "STOP_WORDS",
+    "TfIdf",
+    "containment_scorer",
+    "dense_rows",
+    "last_call_memo",
+    "name_weights",
+    "pairwise_scorer",
+    "row_entries",
+    "sparse_rows",
+    "tfidf_scorer",
+    "words",
+]
