@@ -14,7 +14,7 @@ an earlier ``benchmarks/link_rerank.py`` row of the same run recorded, ``--first
 seeded validation subset the post-run report fits on (:data:`textkg.pipeline.link_rerank.MAX_FIT_TRIPLES`)
 and over the test split, with the same filter and candidates as ``test.link_rerank``, and saves each query's
 top 100 candidate ids, scores, votes, target position and filtered rank (a local file for this script only:
-it is read back with ``weights_only=False``, never a file from elsewhere). ``rerank`` then builds
+it holds tensors, lists, dicts and numbers only and is read back with ``weights_only=True``). ``rerank`` then builds
 :class:`textkg.evaluation.link_rerank.LinkFeatures` from the run's statements, texts and vote, and calls the
 same :func:`~textkg.evaluation.link_rerank.choose_rerank_sets` as the report, on the first ``--top-k``
 columns: the row is what ``test.link_rerank`` reports, without reloading the model for every try.
@@ -132,7 +132,7 @@ def rerank(path: Path, *, top_k: int, feature_sets: tuple[str, ...]) -> dict:
     from textkg.evaluation.neighbour_vote import NeighbourVote
     from textkg.pipeline.link_rerank import _block
 
-    c = torch.load(path, weights_only=False)  # this script's own file (module docstring)
+    c = torch.load(path, weights_only=True)  # tensors, lists, dicts and numbers only: nothing is unpickled
     vote = NeighbourVote(c["features"], c["train"], c["seen"], num_relations=len(c["relation_texts"]))
     clock = time.process_time()
     feats = lr.LinkFeatures(c["train"], seen=c["seen"], texts=c["texts"], relation_texts=c["relation_texts"], vote=vote)
