@@ -217,6 +217,39 @@ def test_place_uses_the_reranker_when_validation_weighs_it(toy_run):
             placer.place([term], top_k=3)
 
 
+def test_a_glove_run_reranks_without_minilm_word_vectors(toy_run, monkeypatch):
+    """``maxsim`` reads MiniLM word vectors; a ``glove-bow`` run leaves it out (issue 38: the notebook's glove run
+    loaded MiniLM only for them), so neither training nor ``place`` with the re-ranker loads a second encoder."""
+    from textkg.evaluation.placement import evaluate
+    from textkg.place import NewTerm, Placer
+
+    placer = Placer(toy_run)
+    assert placer.reranker is not None and "maxsim" not in placer.reranker["weights"]
+    assert {"sibling_mean", "tfidf_vote"} <= set(placer.reranker["weights"])
+
+    def refuse(words):
+        raise AssertionError("MiniLM word vectors loaded for a glove-bow run")
+
+    monkeypatch.setattr(evaluate, "minilm_word_encoder", lambda: refuse)
+    placer.method = "combined"
+    placer.selection["combined"]["weights"] = {"description": 1.0, "rerank": 1.0}
+    rows = placer.place([NewTerm("NEW:1", "dachshund", CATEGORIES["dog"][0])], top_k=3)
+    assert rows[0]["parent"] == "dog"
+
+
+def test_rerank_features_by_encoder():
+    from types import SimpleNamespace
+
+    from textkg.evaluation.placement.rerank import DEFAULT_EXTRA
+    from textkg.pipeline.report import rerank_features
+
+    for encoder in (None, "bert"):
+        assert rerank_features(SimpleNamespace(model=SimpleNamespace(encoder=encoder))) == DEFAULT_EXTRA
+    for encoder in ("glove-bow", "flair"):
+        features = rerank_features(SimpleNamespace(model=SimpleNamespace(encoder=encoder)))
+        assert "maxsim" not in features and set(features) == set(DEFAULT_EXTRA) - {"maxsim"}
+
+
 def rows_weights():
     from textkg.evaluation.placement.rerank import PRIOR_FEATURES, SCORED_FEATURES
 

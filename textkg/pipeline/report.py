@@ -173,7 +173,7 @@ def _placement(prep: Prepared, cfg: RunConfig) -> dict | None:
             batch_size=batch_size,
             hierarchy=hierarchy,
             texts=list(prep.kg.entity_descriptions),
-            rerank=RerankConfig(seed=cfg.train.seed),
+            rerank=RerankConfig(seed=cfg.train.seed, extra=rerank_features(cfg)),
         )
         extras = cfg.train.placement_extras == "on"
         if extras and out is not None and out.get("placement_selection"):  # the same terms, from their names alone
@@ -191,6 +191,19 @@ def _placement(prep: Prepared, cfg: RunConfig) -> dict | None:
     if out is not None:  # terms textkg place can never propose as parents: they are not training terms
         out["placement_held_out_terms"] = len(torch.cat([prep.split.valid_entities, prep.split.test_entities]).unique())
     return out
+
+
+def rerank_features(cfg: RunConfig) -> tuple[str, ...]:
+    """The placement re-ranker's optional features for a run: :data:`~textkg.evaluation.placement.rerank.DEFAULT_EXTRA`,
+    less ``maxsim`` when the run's text encoder is not ``bert`` (``maxsim`` reads the packaged MiniLM's word
+    vectors; a ``glove-bow`` or ``flair`` run does not load a second encoder for them, and ``textkg place``
+    on such a run does not either: the saved re-ranker lists its features)."""
+    from textkg.evaluation.placement.rerank import DEFAULT_EXTRA
+
+    encoder = getattr(cfg.model, "encoder", None)
+    if encoder in (None, "bert"):  # structural runs' description features are MiniLM's already
+        return DEFAULT_EXTRA
+    return tuple(f for f in DEFAULT_EXTRA if f != "maxsim")
 
 
 def placement_size(prep: Prepared) -> tuple[int, int] | None:
