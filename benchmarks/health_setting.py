@@ -337,15 +337,49 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         help="flags of the private steps' recipe, for the DP rows and the ceiling alike "
         "(e.g. '--private-batch-size 4096')",
     )
-    p.add_argument("--runs", type=Path, required=True, help="run directories go here (reused when finished)")
+    p.add_argument("--runs", type=Path, help="run directories go here (reused when finished)")
+    p.add_argument(
+        "--merge",
+        type=Path,
+        nargs="+",
+        help="instead of training: the rows of these result files (e.g. one per seed, run on separate cores), "
+        "one per (run, seed), the first file's where two have the same; controls, summary and targets recomputed",
+    )
     p.add_argument("--out", type=Path, required=True)
-    return p.parse_args(argv)
+    args = p.parse_args(argv)
+    if args.runs is None and not args.merge:
+        p.error("--runs is required unless --merge")
+    return args
+
+
+def merge(files: list[Path]) -> tuple[list[dict], list[str], list[str]]:
+    """``(rows, commands, dates)`` of earlier result files: one row per ``(run, seed)``, the first seen, and
+    the rows that do not repeat are checked to agree where two files ran the same run (a determinism check)."""
+    rows: dict[tuple[str, int], dict] = {}
+    commands: list[str] = []
+    dates: list[str] = []
+    for file in files:
+        result = json.loads(file.read_text(encoding="utf-8"))
+        commands += result["commands"]
+        dates.append(result["date"])
+        for r in result["rows"]:
+            key = (r["run"], r["seed"])
+            if key in rows and rows[key].get("released") != r.get("released"):
+                raise SystemExit(f"{file}: {key} differs from an earlier file's row with the same run and seed")
+            rows.setdefault(key, r)
+    order = {name: i for i, name in enumerate(dict.fromkeys(r["run"] for r in rows.values()))}
+    return sorted(rows.values(), key=lambda r: (r["seed"], order[r["run"]])), commands, dates
 
 
 def main(argv: list[str] | None = None) -> dict:
     args = parse_args(argv)
     rows = []
-    for seed in (int(s) for s in args.seeds.split(",")):
+    commands = [" ".join(["python", "benchmarks/health_setting.py", *(argv or sys.argv[1:])])]
+    dates = [datetime.date.today().isoformat()]
+    if args.merge:
+        rows, merged, dates = merge(args.merge)
+        commands = merged + commands
+    for seed in () if args.merge else (int(s) for s in args.seeds.split(",")):
         runs = plan(args, seed)
         for run in runs:
             train(args, run)
@@ -356,13 +390,13 @@ def main(argv: list[str] | None = None) -> dict:
         + args.dataset
         + ": is_a public, the annotations confidential; does DP on the annotations beat public-only "
         "continued for the same public steps?",
-        "commands": [" ".join(["python", "benchmarks/health_setting.py", *(argv or sys.argv[1:])])],
+        "commands": commands,
         "note": "released: metrics.json (is_a of new terms, placement); owner_only: private_metrics.json "
         "confidential_test (the annotations at the new terms, never released). Every run but public-only "
         "starts from public-only and trains --epochs more epochs; 'public-only continued' is the control "
         "of every DP row (controls).",
         "machine": machine_info(),
-        "date": datetime.date.today().isoformat(),
+        "date": max(dates),
         "rows": rows,
         "controls": controls(rows),
         "placement_chosen_on_validation": (choice := placement_choice(rows)),

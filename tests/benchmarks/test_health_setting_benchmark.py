@@ -223,3 +223,27 @@ def test_the_targets_are_read_on_the_means_met_or_missed():
     del rows["non-private annotations (ceiling)"]
     missing = module.targets(rows)["confidential eps=1"]["has_phenotype >= 50 % of the non-private ceiling"]
     assert missing["value"] is None and missing["met"] is None
+
+
+def test_merge_keeps_one_row_per_run_and_seed_and_refuses_a_disagreement(result, tmp_path):
+    """Seeds run on separate cores are merged into one table: one row per (run, seed), the controls and
+    means recomputed; the same run in two files with different numbers is refused (not averaged)."""
+    bench = _module()
+    first, second = tmp_path / "a.json", tmp_path / "b.json"
+    first.write_text(json.dumps(result))
+    other = json.loads(json.dumps(result))
+    for r in other["rows"]:
+        r["seed"] = 1
+    second.write_text(json.dumps({**other, "rows": other["rows"] + result["rows"]}))  # seed 0 again, equal
+    out = tmp_path / "merged.json"
+    merged = bench.main(["--merge", str(first), str(second), "--out", str(out)])
+    n = len(result["rows"])
+    assert len(merged["rows"]) == 2 * n and [r["seed"] for r in merged["rows"]] == [0] * n + [1] * n
+    assert len(merged["controls"]) == 2 * len(result["controls"])
+    assert all(block["n"] == 2 for block in merged["summary"]["public-only"].values())
+    assert merged["commands"][: len(result["commands"])] == result["commands"]
+    changed = json.loads(json.dumps(result))
+    changed["rows"][0]["released"] = {k: 0.5 for k in changed["rows"][0]["released"]}
+    second.write_text(json.dumps(changed))
+    with pytest.raises(SystemExit, match="differs"):
+        bench.main(["--merge", str(first), str(second), "--out", str(out)])
