@@ -204,3 +204,27 @@ def test_placement_queries_on_the_planted_graph():
         tfidf_scorer(list(kg.entity_descriptions), split.train_entities), q, num_entities=len(kg.entities)
     )
     assert m.mrr > 0.9
+
+
+def test_children_prior_leaves_the_scored_terms_out():
+    """A training term fitted as a new term sees its parent as a real new term would: without itself among the
+    children (counting it taught the fit that a true parent always has a child); other terms see every child."""
+    edges = torch.tensor([[1, 0], [2, 1], [3, 1], [4, 3]])
+    zero = lambda t, c: torch.zeros(len(t), len(c))  # noqa: E731
+    scorers = dict.fromkeys(("description", "vote", "tfidf", "containment"), zero)
+    features = PairFeatures(scorers, hierarchy_priors(edges, 6), parent_edges=edges)
+    cands = torch.tensor([0, 1, 3, 5])
+    children = features.names.index("children")
+
+    def counts(terms):  # the children column, unstandardised: log(1 + #children) of each candidate
+        raw = torch.tensor([1.0, 2.0, 1.0, 0.0]).log1p() if terms is None else terms
+        return (raw - raw.mean()) / raw.std(unbiased=False)
+
+    new_term = features(torch.tensor([5]), cands)[0, :, children]  # 5 is nobody's child
+    assert torch.allclose(new_term, counts(None))
+    fitted = features(torch.tensor([4, 2]), cands)[:, :, children]  # 4 was 3's only child, 2 one of 1's two
+    left = counts(torch.tensor([1.0, 1.0, 0.0, 0.0]).log1p())
+    assert torch.allclose(fitted, left.expand(2, -1))
+    # without the statements, the priors are read as given (a caller that counted them itself)
+    as_given = PairFeatures(scorers, hierarchy_priors(edges, 6))(torch.tensor([4]), cands)[0, :, children]
+    assert torch.allclose(as_given, counts(None))
