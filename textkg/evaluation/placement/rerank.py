@@ -63,7 +63,9 @@ TEXT_FEATURES = ("sibling_tfidf", "name_containment", "maxsim", "tfidf_vote")
 #: The optional features fitted by default, chosen on the README split's validation terms (docs/results/placement.md,
 #: 2026-11-28, ``benchmarks/rerank_features.py``): ``sibling_mean`` alone 0.5986, + ``tfidf_vote`` 0.6094, + ``maxsim``
 #: and ``tfidf_vote`` 0.6128, + those two, ``sibling_tfidf`` and ``name_containment`` 0.6129 (a tie at four digits, at
-#: about three times the per-batch cost: the post-run CPU budget binds, so the cheaper set is the default).
+#: about three times the per-batch cost: the post-run CPU budget binds, so the cheaper set is the default). Those
+#: numbers predate the children prior without the scored terms (:class:`PairFeatures`), with which the default
+#: reaches 0.6307 (``benchmarks/rerank_forms.py``).
 DEFAULT_EXTRA = ("sibling_mean", "maxsim", "tfidf_vote")
 #: Longest ``is_a`` path followed when computing depths (a cycle stops here).
 _MAX_DEPTH = 64
