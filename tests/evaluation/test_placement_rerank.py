@@ -228,3 +228,39 @@ def test_children_prior_leaves_the_scored_terms_out():
     # without the statements, the priors are read as given (a caller that counted them itself)
     as_given = PairFeatures(scorers, hierarchy_priors(edges, 6))(torch.tensor([4]), cands)[0, :, children]
     assert torch.allclose(as_given, counts(None))
+
+
+def test_fitted_reranker_fits_on_children_without_the_fitted_term(monkeypatch):
+    """``fitted_reranker`` wires the statements in: a training child fitted alone sees its parent with two
+    children, the other parents with three (counting it, its parent looked like every other)."""
+    import textkg.evaluation.placement.rerank as rr
+
+    kg, split = _planted()
+    n = kg.num_entities
+    cos = torch.nn.functional.normalize(_features(n), dim=1)
+    description = lambda t, c: cos[t] @ cos[c].T  # noqa: E731
+    seen = {}
+
+    def keep(x, y, **kwargs):
+        seen["x"], seen["y"] = x, y
+        return [0.0] * x.shape[2], 0.0
+
+    monkeypatch.setattr(rr, "fit_listnet", keep)
+    rr.fitted_reranker(
+        RerankConfig(batch_size=1, num_terms=1000, top_k=1000, extra=()),
+        texts=list(kg.entity_descriptions),
+        names=kg.entity_names,
+        scorers={"description": description, "vote": description},
+        parent_edges=split.train[:, [0, 2]],
+        fit_on=split.train_entities,
+        first_stage=description,
+        candidates=split.train_entities,
+    )
+    children = rr.feature_names().index("children")
+    x, y = seen["x"][..., children], seen["y"]
+    positive = (x * y).sum(1) / y.sum(1)
+    top = x.max(1).values  # the root, with every parent as a child
+    child_lists = positive < top - 1e-6
+    assert int(child_lists.sum()) == P * TRAIN_CHILDREN
+    between = ((x > positive[:, None] + 1e-6) & (x < top[:, None] - 1e-6)).sum(1)
+    assert (between[child_lists] == P - 1).all()  # the other parents, each with all three children
