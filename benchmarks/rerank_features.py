@@ -116,6 +116,7 @@ def measure(run_dir: Path, sets: list[tuple[str, ...]]) -> dict:
             },
             rr.hierarchy_priors(edges, len(texts)),
             every,
+            parent_edges=edges,
         )
         build_cpu = time.process_time() - start
         first = combined_scorer({"description": description, "vote": vote}, RERANK_FIRST_STAGE)

@@ -204,3 +204,63 @@ def test_placement_queries_on_the_planted_graph():
         tfidf_scorer(list(kg.entity_descriptions), split.train_entities), q, num_entities=len(kg.entities)
     )
     assert m.mrr > 0.9
+
+
+def test_children_prior_leaves_the_scored_terms_out():
+    """A training term fitted as a new term sees its parent as a real new term would: without itself among the
+    children (counting it taught the fit that a true parent always has a child); other terms see every child."""
+    edges = torch.tensor([[1, 0], [2, 1], [3, 1], [4, 3]])
+    zero = lambda t, c: torch.zeros(len(t), len(c))  # noqa: E731
+    scorers = dict.fromkeys(("description", "vote", "tfidf", "containment"), zero)
+    features = PairFeatures(scorers, hierarchy_priors(edges, 6), parent_edges=edges)
+    cands = torch.tensor([0, 1, 3, 5])
+    children = features.names.index("children")
+
+    def counts(terms):  # the children column, unstandardised: log(1 + #children) of each candidate
+        raw = torch.tensor([1.0, 2.0, 1.0, 0.0]).log1p() if terms is None else terms
+        return (raw - raw.mean()) / raw.std(unbiased=False)
+
+    new_term = features(torch.tensor([5]), cands)[0, :, children]  # 5 is nobody's child
+    assert torch.allclose(new_term, counts(None))
+    fitted = features(torch.tensor([4, 2]), cands)[:, :, children]  # 4 was 3's only child, 2 one of 1's two
+    left = counts(torch.tensor([1.0, 1.0, 0.0, 0.0]).log1p())
+    assert torch.allclose(fitted, left.expand(2, -1))
+    # without the statements, the priors are read as given (a caller that counted them itself)
+    as_given = PairFeatures(scorers, hierarchy_priors(edges, 6))(torch.tensor([4]), cands)[0, :, children]
+    assert torch.allclose(as_given, counts(None))
+
+
+def test_fitted_reranker_fits_on_children_without_the_fitted_term(monkeypatch):
+    """``fitted_reranker`` wires the statements in: a training child fitted alone sees its parent with two
+    children, the other parents with three (counting it, its parent looked like every other)."""
+    import textkg.evaluation.placement.rerank as rr
+
+    kg, split = _planted()
+    n = kg.num_entities
+    cos = torch.nn.functional.normalize(_features(n), dim=1)
+    description = lambda t, c: cos[t] @ cos[c].T  # noqa: E731
+    seen = {}
+
+    def keep(x, y, **kwargs):
+        seen["x"], seen["y"] = x, y
+        return [0.0] * x.shape[2], 0.0
+
+    monkeypatch.setattr(rr, "fit_listnet", keep)
+    rr.fitted_reranker(
+        RerankConfig(batch_size=1, num_terms=1000, top_k=1000, extra=()),
+        texts=list(kg.entity_descriptions),
+        names=kg.entity_names,
+        scorers={"description": description, "vote": description},
+        parent_edges=split.train[:, [0, 2]],
+        fit_on=split.train_entities,
+        first_stage=description,
+        candidates=split.train_entities,
+    )
+    children = rr.feature_names().index("children")
+    x, y = seen["x"][..., children], seen["y"]
+    positive = (x * y).sum(1) / y.sum(1)
+    top = x.max(1).values  # the root, with every parent as a child
+    child_lists = positive < top - 1e-6
+    assert int(child_lists.sum()) == P * TRAIN_CHILDREN
+    between = ((x > positive[:, None] + 1e-6) & (x < top[:, None] - 1e-6)).sum(1)
+    assert (between[child_lists] == P - 1).all()  # the other parents, each with all three children
