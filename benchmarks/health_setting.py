@@ -298,6 +298,18 @@ def targets(summary_rows: dict, chosen: dict | None = None) -> dict:
     return out
 
 
+def targets_on_shared_seeds(rows: list[dict], choice: list[dict]) -> dict:
+    """:func:`targets` of each DP row read on its own seeds only: the control, the ceiling and popularity
+    averaged over the seeds the DP row has (a row run on fewer seeds, e.g. merged from separate files, is
+    never compared with means over other seeds)."""
+    out = {}
+    for name in dict.fromkeys(r["run"] for r in rows if r["run"].startswith("confidential")):
+        seeds = {r["seed"] for r in rows if r["run"] == name}
+        mine = [r for r in rows if r["seed"] in seeds]
+        out[name] = targets(summary(mine), summary([r for r in choice if r["seed"] in seeds]))[name]
+    return out
+
+
 def summary(rows: list[dict]) -> dict:
     out: dict = {}
     for name in dict.fromkeys(r["run"] for r in rows):
@@ -400,9 +412,9 @@ def main(argv: list[str] | None = None) -> dict:
         "rows": rows,
         "controls": controls(rows),
         "placement_chosen_on_validation": (choice := placement_choice(rows)),
-        "summary": (means := summary(rows)),
-        "summary_placement_chosen_on_validation": (chosen := summary(choice)),
-        "targets": targets(means, chosen),
+        "summary": summary(rows),
+        "summary_placement_chosen_on_validation": summary(choice),
+        "targets": targets_on_shared_seeds(rows, choice),
     }
     _harness.write_results(args.out, result)
     return result

@@ -247,3 +247,28 @@ def test_merge_keeps_one_row_per_run_and_seed_and_refuses_a_disagreement(result,
     second.write_text(json.dumps(changed))
     with pytest.raises(SystemExit, match="differs"):
         bench.main(["--merge", str(first), str(second), "--out", str(out)])
+
+
+def test_a_dp_row_on_fewer_seeds_is_read_against_the_control_on_those_seeds():
+    """A DP row merged from fewer seeds than its control (an eps run on seeds 1-2 only) is compared with the
+    control's mean over seeds 1-2, not over all three (a mean over other seeds can turn a loss on every
+    seed into a gain)."""
+    bench = _module()
+
+    def r(run, seed, place, owner=0.01):
+        return {
+            "run": run,
+            "seed": seed,
+            "released": {"placement_combined_mrr": place},
+            "owner_only": {"has_phenotype_mrr": owner},
+        }
+
+    rows = [
+        r("public-only continued", 0, 0.50),
+        r("public-only continued", 1, 0.62),
+        r("public-only continued", 2, 0.62),
+    ]
+    rows += [r("confidential eps=8", 1, 0.61), r("confidential eps=8", 2, 0.61)]  # below the control on both
+    block = bench.targets_on_shared_seeds(rows, [])["confidential eps=8"]
+    got = block["released placement (combined) not below public-only continued"]
+    assert got["met"] is False and abs(got["value"] + 0.01) < 1e-12 and block["seeds"] == 2
