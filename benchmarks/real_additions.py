@@ -21,7 +21,10 @@ For one ontology and two releases this script
 Usage (the wheel is fetched once with ``pip download --no-deps cellxgene-ontology-guide -d DIR``)::
 
     nice -n 10 python benchmarks/real_additions.py --wheel DIR/cellxgene_ontology_guide-*.whl \
-        --ontology CL --old v2025-02-13 --new v2025-04-10
+        --ontology CL --old v2025-02-13 --new v2025-04-10 [--label "what differs from the earlier run"]
+
+Each run is stored under the key ``ONTOLOGY:OLD->NEW`` (`` [LABEL]`` appended with ``--label``) in ``--out``,
+beside the runs already there, with its own command line (the wheel by file name) and machine record.
 """
 
 from __future__ import annotations
