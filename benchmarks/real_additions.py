@@ -21,7 +21,10 @@ For one ontology and two releases this script
 Usage (the wheel is fetched once with ``pip download --no-deps cellxgene-ontology-guide -d DIR``)::
 
     nice -n 10 python benchmarks/real_additions.py --wheel DIR/cellxgene_ontology_guide-*.whl \
-        --ontology CL --old v2025-02-13 --new v2025-04-10
+        --ontology CL --old v2025-02-13 --new v2025-04-10 [--label "what differs from the earlier run"]
+
+Each run is stored under the key ``ONTOLOGY:OLD->NEW`` (`` [LABEL]`` appended with ``--label``) in ``--out``,
+beside the runs already there, with its own command line (the wheel by file name) and machine record.
 """
 
 from __future__ import annotations
@@ -114,6 +117,17 @@ def additions(old: dict[str, dict], new: dict[str, dict], *, cap: int, seed: int
     return sorted(found[:cap], key=lambda x: x[0])
 
 
+def run_key(ontology: str, old: str, new: str, *, label: str = "") -> str:
+    """The key of one run in the results file: ``ONTOLOGY:OLD->NEW``, then `` [LABEL]`` when a label is given."""
+    key = f"{ontology}:{old}->{new}"
+    return f"{key} [{label.strip()}]" if label.strip() else key
+
+
+def recorded_argv(argv: list[str], wheel: Path) -> list[str]:
+    """``argv`` with the wheel named by its file name only: a results file holds no machine paths."""
+    return [a.replace(str(wheel), wheel.name) for a in argv]
+
+
 def ranks_of(order: dict[str, list[str]], gold: dict[str, list[str]]) -> list[float]:
     """Filtered rank of each (term, true parent) pair in each term's ranked list (inf beyond the list)."""
     out = []
@@ -168,12 +182,17 @@ def main() -> None:
     )
     parser.add_argument("--work", type=Path, default=Path("runs/real_additions"))
     parser.add_argument("--train-args", default="", help="extra textkg train flags (default: none)")
+    parser.add_argument(
+        "--label",
+        default="",
+        help="appended to the run's key as ' [LABEL]' so that a re-run sits beside the earlier one (default: none)",
+    )
     _harness.add_common_flags(parser, out="benchmarks/results/real_additions.json", seed=0, threads=1)
     args = parser.parse_args()
     _harness.set_threads(args.threads)
     from textkg.place import NewTerm, Placer
 
-    key = f"{args.ontology}:{args.old}->{args.new}"
+    key = run_key(args.ontology, args.old, args.new, label=args.label)
     old = live_terms(read_release(args.wheel, args.ontology, args.old), args.ontology)
     new = live_terms(read_release(args.wheel, args.ontology, args.new), args.ontology)
     added = additions(old, new, cap=args.cap, seed=args.seed)
@@ -244,10 +263,13 @@ def main() -> None:
         "train": json.loads((run / "metrics.json").read_text())["train"].get("warning"),
         "methods": rows,
     }
+    command = _harness.command_line(recorded_argv(sys.argv[1:], args.wheel), script="real_additions.py")
+    payload.update(command=command, machine=_harness.machine())
     print(json.dumps(payload, indent=1))
     previous = json.loads(args.out.read_text()) if args.out.is_file() else {}
+    kept = {k: v for k, v in previous.items() if k not in _harness.SCHEMA_KEYS and k != "runs"}  # e.g. the file's note
     runs = {**previous.get("runs", {}), key: payload}
-    _harness.write_results(args.out, _harness.result("real_additions", runs=runs))
+    _harness.write_results(args.out, _harness.result("real_additions", command=command, **kept, runs=runs))
 
 
 if __name__ == "__main__":

@@ -62,3 +62,17 @@ def test_subsample_keeps_the_parents_asked_for_and_every_path_to_the_root():
         assert all(a in sub for a in term["ancestors"])  # closed under ancestors
     assert bench.subsample(old, set(), max_terms=1000, seed=0) is old  # small enough: untouched
     assert sub == bench.subsample(old, {"X:20"}, max_terms=30, seed=0)  # seeded
+
+
+def test_a_label_keeps_a_rerun_beside_the_earlier_run_in_the_results_file():
+    bench = _module()
+    assert bench.run_key("CL", "v1", "v2") == "CL:v1->v2"  # no label: the key of the earlier runs
+    assert bench.run_key("CL", "v1", "v2", label=" prior fixed ") == "CL:v1->v2 [prior fixed]"
+    assert bench.run_key("CL", "v1", "v2", label="  ") == "CL:v1->v2"
+
+
+def test_the_recorded_command_names_the_wheel_without_its_folder():
+    bench = _module()
+    wheel = Path("/somewhere/wheels/cog-1.whl")
+    argv = ["--wheel", str(wheel), "--ontology", "CL", f"--wheel={wheel}"]
+    assert bench.recorded_argv(argv, wheel) == ["--wheel", "cog-1.whl", "--ontology", "CL", "--wheel=cog-1.whl"]
