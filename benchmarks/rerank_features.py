@@ -28,6 +28,7 @@ import json
 import sys
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import torch
 
@@ -54,21 +55,14 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def measure(run_dir: Path, sets: list[tuple[str, ...]]) -> dict:
-    import textkg.evaluation.placement.rerank as rr
-    from textkg.evaluation.listwise import fit_listnet
-    from textkg.evaluation.placement.combination import (
-        ADDED_WEIGHT_VALUES,
-        VoteConfig,
-        combined_scorer,
-        neighbour_vote_scorer,
-    )
-    from textkg.evaluation.placement.evaluate import RERANK_FIRST_STAGE, RERANK_VOTE, sibling_scorers
-    from textkg.evaluation.placement.grid import weighting_ranks
-    from textkg.evaluation.placement.late import minilm_word_encoder
-    from textkg.evaluation.placement.methods import STANDARDISE, cosine_scorer, model_scorer, placement_queries
-    from textkg.evaluation.placement.text import containment_scorer, tfidf_scorer
-    from textkg.evaluation.scoring import standardise
+def placement_run(run_dir: Path) -> SimpleNamespace:
+    """A finished run's model, graph and placement inputs, as its post-run report builds them: ``cfg``, ``prep``,
+    ``kg``, ``split``, ``features`` (description features), ``test`` / ``valid`` (placement queries), ``edges``
+    (training ``is_a``), ``texts``, ``names``, ``fit_on`` (training terms), ``description`` and ``vote``
+    (the re-ranker's first-stage scorers)."""
+    from textkg.evaluation.placement.combination import neighbour_vote_scorer
+    from textkg.evaluation.placement.evaluate import RERANK_VOTE
+    from textkg.evaluation.placement.methods import cosine_scorer, placement_queries
     from textkg.pipeline.prepared import prepare
     from textkg.pipeline.report import description_features
     from textkg.pipeline.run_dir import open_run
@@ -85,11 +79,63 @@ def measure(run_dir: Path, sets: list[tuple[str, ...]]) -> dict:
     if test is None or valid is None:
         raise SystemExit(f"{run_dir}: no placement queries")
     edges = split.train[split.train[:, 1] == test.relation][:, [0, 2]]
-    texts, names, fit_on = list(kg.entity_descriptions), kg.entity_names, split.train_entities
+    return SimpleNamespace(
+        cfg=cfg,
+        prep=prep,
+        kg=kg,
+        split=split,
+        features=features,
+        test=test,
+        valid=valid,
+        edges=edges,
+        texts=list(kg.entity_descriptions),
+        names=kg.entity_names,
+        fit_on=split.train_entities,
+        description=cosine_scorer(features),
+        vote=neighbour_vote_scorer(features, edges, vote=RERANK_VOTE),
+    )
+
+
+def feature_scorers(run: SimpleNamespace, extra: tuple[str, ...]) -> dict:
+    """The ``{name: scorer}`` the re-ranker's :class:`~textkg.evaluation.placement.rerank.PairFeatures` reads,
+    for ``extra`` optional features, as :func:`~textkg.evaluation.placement.rerank.fitted_reranker` builds them."""
+    import textkg.evaluation.placement.rerank as rr
+    from textkg.evaluation.placement.evaluate import sibling_scorers
+    from textkg.evaluation.placement.late import minilm_word_encoder
+    from textkg.evaluation.placement.text import containment_scorer, tfidf_scorer
+
+    texts, names, fit_on, edges = run.texts, run.names, run.fit_on, run.edges
+    return {
+        "description": run.description,
+        "vote": run.vote,
+        **sibling_scorers(run.features, edges),
+        "tfidf": tfidf_scorer(texts, fit_on),
+        "containment": containment_scorer(texts, names, fit_on),
+        **rr.text_feature_scorers(
+            extra, texts=texts, names=names, parent_edges=edges, fit_on=fit_on, word_encoder=minilm_word_encoder()
+        ),
+    }
+
+
+def measure(run_dir: Path, sets: list[tuple[str, ...]]) -> dict:
+    import textkg.evaluation.placement.rerank as rr
+    from textkg.evaluation.listwise import fit_listnet
+    from textkg.evaluation.placement.combination import (
+        ADDED_WEIGHT_VALUES,
+        VoteConfig,
+        combined_scorer,
+        neighbour_vote_scorer,
+    )
+    from textkg.evaluation.placement.evaluate import RERANK_FIRST_STAGE
+    from textkg.evaluation.placement.grid import weighting_ranks
+    from textkg.evaluation.placement.methods import STANDARDISE, model_scorer
+    from textkg.evaluation.scoring import standardise
+
+    run = placement_run(run_dir)
+    cfg, prep, kg, features, edges = run.cfg, run.prep, run.kg, run.features, run.edges
+    test, valid = run.test, run.valid
     every = rr.OPTIONAL_FEATURES
-    description = cosine_scorer(features)
-    vote = neighbour_vote_scorer(features, edges, vote=RERANK_VOTE)
-    scorers = {"description": description, "vote": vote, **sibling_scorers(features, edges)}
+    description, vote = run.description, run.vote
     lists: dict[str, torch.Tensor] = {}
 
     def keep_lists(x: torch.Tensor, y: torch.Tensor, **kwargs):  # the fit's (n, K, F) lists, kept to refit subsets
@@ -101,22 +147,7 @@ def measure(run_dir: Path, sets: list[tuple[str, ...]]) -> dict:
     with torch.no_grad():
         start = time.process_time()
         pair = rr.PairFeatures(
-            {
-                **scorers,
-                "tfidf": tfidf_scorer(texts, fit_on),
-                "containment": containment_scorer(texts, names, fit_on),
-                **rr.text_feature_scorers(
-                    every,
-                    texts=texts,
-                    names=names,
-                    parent_edges=edges,
-                    fit_on=fit_on,
-                    word_encoder=minilm_word_encoder(),
-                ),
-            },
-            rr.hierarchy_priors(edges, len(texts)),
-            every,
-            parent_edges=edges,
+            feature_scorers(run, every), rr.hierarchy_priors(edges, kg.num_entities), every, parent_edges=edges
         )
         build_cpu = time.process_time() - start
         first = combined_scorer({"description": description, "vote": vote}, RERANK_FIRST_STAGE)

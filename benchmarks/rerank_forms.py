@@ -45,6 +45,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # benchmarks/: the shared harness
 import _harness
+from rerank_features import feature_scorers, placement_run
 
 #: Hard negatives kept per list (``k = 50`` reads the first 50 of them).
 TOP = 100
@@ -208,63 +209,23 @@ def measure(run_dir: Path, *, with_all: bool = True) -> dict:
         combined_scorer,
         neighbour_vote_scorer,
     )
-    from textkg.evaluation.placement.evaluate import RERANK_FIRST_STAGE, RERANK_VOTE, sibling_scorers
+    from textkg.evaluation.placement.evaluate import RERANK_FIRST_STAGE
     from textkg.evaluation.placement.grid import weighting_ranks
-    from textkg.evaluation.placement.late import minilm_word_encoder
-    from textkg.evaluation.placement.methods import (
-        STANDARDISE,
-        cosine_scorer,
-        model_scorer,
-        parent_of_nearest_scorer,
-        placement_queries,
-        rank_placement,
-    )
-    from textkg.evaluation.placement.text import containment_scorer, tfidf_scorer
+    from textkg.evaluation.placement.methods import STANDARDISE, model_scorer, parent_of_nearest_scorer, rank_placement
+    from textkg.evaluation.placement.text import tfidf_scorer
     from textkg.evaluation.scoring import standardise
-    from textkg.pipeline.prepared import prepare
-    from textkg.pipeline.report import description_features
-    from textkg.pipeline.run_dir import open_run
-    from textkg.training import checkpoint as ckpt
 
-    cfg = open_run(run_dir).config
-    prep = prepare(cfg, run_dir, device=torch.device("cpu"))
-    prep.model.load_state_dict(ckpt.load_weights(run_dir))
-    prep.model.eval()
-    kg, split = prep.kg, prep.split
-    features = description_features(prep)
-    test = placement_queries(kg, split)
-    valid = placement_queries(kg, split, which="valid")
-    if test is None or valid is None:
-        raise SystemExit(f"{run_dir}: no placement queries")
-    edges = split.train[split.train[:, 1] == test.relation][:, [0, 2]]
-    texts, names, fit_on = list(kg.entity_descriptions), kg.entity_names, split.train_entities
+    run = placement_run(run_dir)
+    cfg, prep, kg, features, edges = run.cfg, run.prep, run.kg, run.features, run.edges
+    test, valid, texts, fit_on = run.test, run.valid, run.texts, run.fit_on
     config = rr.RerankConfig(seed=cfg.train.seed)
     extra = config.extra
-    description = cosine_scorer(features)
-    vote = neighbour_vote_scorer(features, edges, vote=RERANK_VOTE)
+    description, vote = run.description, run.vote
     model = model_scorer(prep.model, test.relation)
     cpu: dict = {}
     with torch.no_grad():
         start = time.process_time()
-        pair = rr.PairFeatures(
-            {
-                "description": description,
-                "vote": vote,
-                **sibling_scorers(features, edges),
-                "tfidf": tfidf_scorer(texts, fit_on),
-                "containment": containment_scorer(texts, names, fit_on),
-                **rr.text_feature_scorers(
-                    extra,
-                    texts=texts,
-                    names=names,
-                    parent_edges=edges,
-                    fit_on=fit_on,
-                    word_encoder=minilm_word_encoder(),
-                ),
-            },
-            rr.hierarchy_priors(edges, len(texts)),
-            extra,
-        )
+        pair = rr.PairFeatures(feature_scorers(run, extra), rr.hierarchy_priors(edges, kg.num_entities), extra)
         cpu["build_features"] = round(time.process_time() - start, 1)
     child, parent = edges.long().T
     counts = torch.bincount(parent, minlength=kg.num_entities).double()
