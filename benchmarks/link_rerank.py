@@ -4,7 +4,7 @@ Usage::
 
     OMP_NUM_THREADS=1 python benchmarks/link_rerank.py RUN_DIR [RUN_DIR ...]
         [--out benchmarks/results/link_rerank.json] [--top-k 50] [--save] [--threads 1]
-        [--reuse-first-stage RESULTS.json] [--label NAME]
+        [--reuse-first-stage RESULTS.json] [--label NAME] [--from-report]
 
 Loads each run's best model (nothing is trained) and computes what ``textkg train`` now reports as
 ``test.link_rerank`` (:mod:`textkg.evaluation.link_rerank`): the re-ranker is fitted on validation
@@ -17,6 +17,10 @@ the choice into the run's ``metrics.json`` so that ``textkg predict`` uses it. R
 finished post-run report, take the model alone, the vote alone and the vote's chosen weights from the row
 an earlier measurement of the same run (same name) left in ``F`` (they depend on the run and the vote only,
 not on the re-ranker) instead of computing them again (most of the CPU time: FB15k-237 ≈ 500 of 830 CPU s).
+``--from-report``: a run whose ``textkg train`` finished its post-run report already holds ``test.link_rerank``
+(the same :func:`textkg.pipeline.report.link_rerank_of`); the row is read from its ``metrics.json``, nothing
+is loaded or recomputed (the row's ``read_from_report`` says so; its CPU seconds are the report's own,
+``link_rerank.cpu_seconds``).
 """
 
 from __future__ import annotations
@@ -37,6 +41,26 @@ def reused_test_block(previous: dict | None) -> dict | None:
         return None
     vote = {**choice, "vote_only": previous.get("vote_only")}
     return {**(previous.get("model") or {}), "neighbour_vote": vote}
+
+
+def from_report(run_dir: Path) -> dict:
+    """The row of a run whose post-run report computed ``test.link_rerank`` (``--from-report``)."""
+    from textkg.pipeline.run_dir import open_run
+
+    opened = open_run(run_dir)
+    test = (opened.metrics() or {}).get("test") or {}
+    block, vote = test.get("link_rerank"), test.get("neighbour_vote") or {}
+    if not isinstance(block, dict) or "with" not in block:
+        raise SystemExit(f"{run_dir}: metrics.json has no test.link_rerank with a 'with' block (drop --from-report)")
+    return {
+        "run": run_dir.name,
+        "read_from_report": True,
+        "dataset": opened.config.data.dataset,
+        "model": {k: test.get(k) for k in ("mrr", "hits@1", "hits@10")},
+        "first_stage_choice": {k: vote.get(k) for k in ("weight", "spread_weight")},
+        "vote_only": vote.get("vote_only"),
+        "link_rerank": block,
+    }
 
 
 def measure(run_dir: Path, *, top_k: int, save: bool, previous: dict | None = None) -> dict:
@@ -91,6 +115,11 @@ def main() -> None:
         help="take the model alone and the vote's choice from the row an earlier measurement left in RESULTS",
     )
     p.add_argument("--label", help="the row's name (default: the run's); one run only")
+    p.add_argument(
+        "--from-report",
+        action="store_true",
+        help="read test.link_rerank from each run's metrics.json (a finished post-run report): nothing recomputed",
+    )
     _harness.add_common_flags(p, out="benchmarks/results/link_rerank.json", threads=1)
     args = p.parse_args()
     _harness.set_threads(args.threads)
@@ -108,11 +137,21 @@ def main() -> None:
             if not same:
                 p.error(f"{args.reuse_first_stage} has no row of {run.name} with the vote's choice")
             earlier = same[0]
-        row = measure(run, top_k=args.top_k, save=args.save, previous=earlier)
+        if args.from_report:
+            row = from_report(run)
+        else:
+            row = measure(run, top_k=args.top_k, save=args.save, previous=earlier)
         if args.label:
             row["label"] = args.label
+        # each row its own command (run folders as runs/NAME: a results file holds no machine paths) and machine;
+        # the file's header (the earlier rows' commands, notes) is kept as it was
+        argv = [f"runs/{Path(a).name}" if Path(a) in args.runs else a for a in sys.argv[1:]]
+        row.update(command=_harness.command_line(argv, script="link_rerank.py"), machine=_harness.machine())
         rows[args.label or row["run"]] = row
-        _harness.write_results(args.out, _harness.result("link_rerank", rows=list(rows.values())))
+        header = {k: v for k, v in previous.items() if k != "rows"}
+        listed = list(rows.values())
+        record = {**header, "rows": listed} if header else _harness.result("link_rerank", rows=listed)
+        _harness.write_results(args.out, record)
         lr = row["link_rerank"] or {}
         if "with" in lr:
             print(
