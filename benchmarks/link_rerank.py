@@ -43,6 +43,13 @@ def reused_test_block(previous: dict | None) -> dict | None:
     return {**(previous.get("model") or {}), "neighbour_vote": vote}
 
 
+def _recorded(arg: str, runs: list[Path]) -> str:
+    """``arg`` as the results file records it: a run folder as ``runs/NAME``, another absolute path by its name."""
+    if Path(arg) in runs:
+        return f"runs/{Path(arg).name}"
+    return Path(arg).name if Path(arg).is_absolute() else arg
+
+
 def from_report(run_dir: Path) -> dict:
     """The row of a run whose post-run report computed ``test.link_rerank`` (``--from-report``)."""
     from textkg.pipeline.run_dir import open_run
@@ -145,7 +152,7 @@ def main() -> None:
             row["label"] = args.label
         # each row its own command (run folders as runs/NAME: a results file holds no machine paths) and machine;
         # the file's header (the earlier rows' commands, notes) is kept as it was
-        argv = [f"runs/{Path(a).name}" if Path(a) in args.runs else a for a in sys.argv[1:]]
+        argv = [_recorded(a, args.runs) for a in sys.argv[1:]]
         row.update(command=_harness.command_line(argv, script="link_rerank.py"), machine=_harness.machine())
         rows[args.label or row["run"]] = row
         header = {k: v for k, v in previous.items() if k != "rows"}
