@@ -62,7 +62,7 @@ def from_report(run_dir: Path) -> dict:
     return {
         "run": run_dir.name,
         "read_from_report": True,
-        "dataset": opened.config.data.dataset,
+        "dataset": _recorded(str(opened.config.data.dataset), []),
         "model": {k: test.get(k) for k in ("mrr", "hits@1", "hits@10")},
         "first_stage_choice": {k: vote.get(k) for k in ("weight", "spread_weight")},
         "vote_only": vote.get("vote_only"),
@@ -97,7 +97,7 @@ def measure(run_dir: Path, *, top_k: int, save: bool, previous: dict | None = No
     row = {
         "run": run_dir.name,
         "first_stage_reused_from_an_earlier_row": reused is not None,
-        "dataset": cfg.data.dataset,
+        "dataset": _recorded(str(cfg.data.dataset), []),
         "model": {k: test.get(k) for k in ("mrr", "hits@1", "hits@10")},
         "first_stage_choice": {k: vote.get(k) for k in ("weight", "spread_weight")},
         "vote_only": vote.get("vote_only"),

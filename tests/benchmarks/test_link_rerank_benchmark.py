@@ -17,7 +17,7 @@ BLOCK = {"with": {"mrr": 0.455}, "without": {"mrr": 0.409}, "weight": 16.0, "bes
 def _stub_run(monkeypatch, test: dict) -> None:
     import textkg.pipeline.run_dir as run_dir
 
-    config = SimpleNamespace(data=SimpleNamespace(dataset="data/wn"))
+    config = SimpleNamespace(data=SimpleNamespace(dataset="/home/someone/data/wn"))
     opened = SimpleNamespace(config=config, metrics=lambda: {"test": test})
     monkeypatch.setattr(run_dir, "open_run", lambda path: opened)
 
@@ -29,6 +29,7 @@ def test_from_report_reads_the_block_and_refuses_a_run_without_one(monkeypatch, 
     _stub_run(monkeypatch, test)
     row = bench.from_report(tmp_path / "wn_cf5")
     assert row["read_from_report"] and row["link_rerank"] == BLOCK and row["model"]["mrr"] == 0.392
+    assert row["dataset"] == "wn"  # an absolute dataset path is recorded by its name: no machine path
     assert row["first_stage_choice"] == {"weight": 8.0, "spread_weight": 2.0} and row["vote_only"] == {"mrr": 0.15}
     _stub_run(monkeypatch, {"mrr": 0.392})  # the report did not reach the re-ranker
     with pytest.raises(SystemExit, match="no test.link_rerank"):
