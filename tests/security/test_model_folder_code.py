@@ -47,3 +47,32 @@ def test_auto_map_is_refused_and_the_packaged_model_passes(tmp_path):
     (folder / "config.json").write_text(json.dumps({"auto_map": {"AutoModel": "evil.Model"}}))
     with pytest.raises(ConfigError, match="auto_map"):
         check_model_folder(str(folder))
+
+
+@pytest.mark.parametrize(
+    ("where", "document", "match"),
+    [
+        # a Dense module's activation is imported by name and called
+        ("2_Dense/config.json", {"in_features": 384, "activation_function": "os.getpid"}, "Dense activation"),
+        # a module's own subfolder may hold a config with remote code, or turn it on
+        ("0_Transformer/config.json", {"auto_map": {"AutoModel": "evil.Model"}}, "auto_map"),
+        ("sentence_bert_config.json", {"model_args": {"trust_remote_code": True}}, "trust_remote_code"),
+    ],
+)
+def test_code_named_in_a_module_folder_is_refused(tmp_path, where, document, match):
+    folder = tmp_path / "model"
+    shutil.copytree(default_minilm_path(), folder)
+    (folder / where).parent.mkdir(exist_ok=True)
+    (folder / where).write_text(json.dumps(document))
+    with pytest.raises(ConfigError, match=match):
+        check_model_folder(str(folder))
+
+
+def test_a_router_module_is_refused(tmp_path):
+    """A Router loads its routes' classes from the folder itself (code a local folder is trusted to run)."""
+    folder = tmp_path / "model"
+    shutil.copytree(default_minilm_path(), folder)
+    modules = [{"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.base.modules.router.Router"}]
+    (folder / "modules.json").write_text(json.dumps(modules))
+    with pytest.raises(ConfigError, match="outside sentence_transformers"):
+        check_model_folder(str(folder))

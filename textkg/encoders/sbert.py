@@ -19,7 +19,7 @@ class _STLoader:
     def from_pretrained(self, name: str) -> Any:
         from sentence_transformers import SentenceTransformer
 
-        return SentenceTransformer(name, device=self.device)
+        return SentenceTransformer(name, device=self.device, trust_remote_code=False)
 
 
 class SentenceTransformerEncoder(TextEncoder):
