@@ -148,10 +148,12 @@ def rerank(path: Path, *, top_k: int, feature_sets: tuple[str, ...]) -> dict:
     reranker, by_set = lr.choose_rerank_sets(valid, config)
     choose = time.process_time() - clock
     each = {}
-    for name, mrr in by_set.items():
+    for form, name in config.candidates():
+        key = lr.candidate_key(form, name)
+        mrr = by_set[key]
         weight = max(mrr, key=lambda w: (mrr[w], -w))
-        w = lr.fit_on(valid, config, name)
-        each[name] = {"weight": weight, "valid_mrr": mrr[weight], "test": _block(test.ranks(w, weight))}
+        scores = (reranker if reranker.key == key else lr.fit_candidate(valid, config, form, name)).score(test.x)
+        each[key] = {"weight": weight, "valid_mrr": mrr[weight], "test": _block(test.ranks_by(scores, weight))}
     per_1000 = 1000.0 / len(test.base)
     return {
         "run": c["run"],
@@ -163,7 +165,7 @@ def rerank(path: Path, *, top_k: int, feature_sets: tuple[str, ...]) -> dict:
             "used": reranker.weight > 0,
             "valid_mrr_by_feature_set": {n: {f"{w:g}": v for w, v in m.items()} for n, m in by_set.items()},
             "without": _block(test.base),
-            "with": _block(test.ranks(reranker.vector(), reranker.weight)),
+            "with": _block(test.ranks_by(reranker.score(test.x), reranker.weight)),
             "by_feature_set": each,
         },
         "cpu_seconds": {
@@ -207,7 +209,8 @@ def main() -> None:
     _harness.write_results(args.out, _harness.result("link_rerank", **record, rows=list(rows.values())))
     lr_ = row["link_rerank"]
     print(
-        f"{args.label}: first stage {lr_['without']['mrr']:.4f}; re-ranked ({lr_['feature_set']}, weight "
+        f"{args.label}: first stage {lr_['without']['mrr']:.4f}; "
+        f"re-ranked ({lr_['form']} on {lr_['feature_set']}, weight "
         f"{lr_['weight']:g}) {lr_['with']['mrr']:.4f}; "
         + "; ".join(f"{n} {e['test']['mrr']:.4f}" for n, e in lr_["by_feature_set"].items())
     )

@@ -76,7 +76,7 @@ def test_the_type_prior_lifts_the_answer_the_first_stage_ranks_second():
     lists = _lists(model, features, test, train, valid, test)
     tail = slice(len(test), None)  # heads first, then tails
     assert lists.base[tail].tolist() == [2.0] * len(test)  # the first stage alone: second
-    assert lists.ranks(reranker.vector(), reranker.weight)[tail].tolist() == [1.0] * len(test)
+    assert lists.ranks_by(reranker.score(lists.x), reranker.weight)[tail].tolist() == [1.0] * len(test)
 
 
 def test_weight_zero_when_validation_says_the_re_ranker_does_not_help():
@@ -145,7 +145,8 @@ def test_predict_through_the_cli_uses_the_chosen_reranker_as_the_evaluator_score
     assert evaluated["test"]["link_rerank"]["with"] == block["with"]
     assert evaluated["test"]["link_rerank"]["weights"] == block["weights"]
     weights = {name: 0.0 for name in FEATURES} | {"first_stage": 1.0, "type": 3.0, "degree": -1.0, "tfidf": 2.0}
-    block.update(weights=weights, weight=1.0, top_k=5)  # as if validation had chosen it
+    block.update(weights=weights, weight=1.0, top_k=5, form="linear")  # as if validation had chosen it
+    block.pop("mlp", None)  # features the re-encoded text shares exactly (the description vectors' differ a little)
     metrics["test"]["neighbour_vote"].update(weight=0.0, spread_weight=0.0)
     monkeypatch.setattr(KGEModel, "_mask_self", lambda self, scores, *_: scores)
     (out / "metrics.json").write_text(json.dumps(metrics))
@@ -221,12 +222,12 @@ def _planted_lists(emb, train, valid, test, wrong, feature_sets):
     features = LinkFeatures(
         train, seen=torch.arange(SEEN), texts=["an entity"] * N, relation_texts=["r0", "r1"], vote=None, embeddings=emb
     )
-    config = LinkRerankConfig(feature_sets=feature_sets)
+    config = LinkRerankConfig(feature_sets=feature_sets, forms=("linear",))  # which feature tells, in the linear form
     reranker, _ = lr.choose_rerank(_lists(table, features, valid, train, valid, test), config)
     lists = _lists(table, features, test, train, valid, test)
     tail = slice(len(test), None)
     assert lists.base[tail].tolist() == [2.0] * len(test)  # the first stage alone: second
-    return reranker, lists.ranks(reranker.vector(), reranker.weight)[tail]
+    return reranker, lists.ranks_by(reranker.score(lists.x), reranker.weight)[tail]
 
 
 def _basis(i: int, noise: float = 0.05, seed: int = 0) -> torch.Tensor:
@@ -314,3 +315,83 @@ def test_a_reranker_saved_before_the_neighbour_features_loads_and_unknown_names_
             LinkReranker.from_dict(bad, file="metrics.json")
     with pytest.raises(ConfigError, match="feature_sets"):
         LinkRerankConfig(feature_sets=("shipped", "magic"))
+
+
+def _bump_lists(forms):
+    """Lists where every feature but the first stage's score is alike, and the answer always sits second by it:
+    the first stage puts ``wrong[q][0]`` (3.0) above it (2.0) and ``wrong[q][1:]`` (1.5, 1.2) below. No weight on
+    a monotone score finds it; a score that peaks at the answer's level does."""
+    emb = torch.stack([_basis(0, seed=i) for i in range(N)])
+    train = torch.tensor([(s, 1, (s + 1) % SEEN) for s in range(SEEN)])  # relation 0 has no statement: no prior
+    answer = {q: 20 + q % 10 for q in range(40, 60)}
+    wrong = {q: [30 + q % 10, 5 + q % 10, 10 + q % 5] for q in range(40, 60)}
+    valid = torch.tensor([(q, 0, answer[q]) for q in range(40, 50)])
+    test = torch.tensor([(q, 0, answer[q]) for q in range(50, 60)])
+    table = _Model({})
+    for q, _, a in torch.cat([valid, test]).tolist():
+        table.table[q] *= 0.1  # the rest well below
+        table.table[q, a] = 2.0
+        for e, score in zip(wrong[q], (3.0, 1.5, 1.2), strict=True):
+            table.table[q, e] = score
+    features = LinkFeatures(
+        train, seen=torch.arange(SEEN), texts=["an entity"] * N, relation_texts=["r0", "r1"], vote=None, embeddings=emb
+    )
+    config = LinkRerankConfig(forms=forms, feature_sets=("shipped",))
+    fitted = _lists(table, features, valid, train, valid, test)
+    reranker, valid_mrr = lr.choose_rerank(fitted, config)
+    lists = _lists(table, features, test, train, valid, test)
+    tail = slice(len(test), None)
+    assert lists.base[tail].tolist() == [2.0] * len(test)  # the first stage alone: second
+    return reranker, lists.ranks_by(reranker.score(lists.x), reranker.weight)[tail], fitted
+
+
+def test_the_mlp_form_finds_what_no_linear_score_can():
+    """Oracle (:func:`_bump_lists`): the linear form leaves every answer second, so validation keeps the first
+    stage alone; the mlp form, chosen on validation, puts every test answer first."""
+    linear, ranks, _ = _bump_lists(("linear",))
+    assert ranks.tolist() == [2.0] * len(ranks)
+    chosen, ranks, _ = _bump_lists(("linear", "mlp"))
+    assert chosen.form == "mlp" and chosen.weight > 0 and chosen.key == "mlp:shipped"
+    assert ranks.tolist() == [1.0] * len(ranks)
+
+
+def test_the_mlp_form_is_deterministic_and_round_trips_through_metrics_json():
+    first, _, fitted = _bump_lists(("linear", "mlp"))
+    again, _, _ = _bump_lists(("linear", "mlp"))
+    assert first == again
+    saved = json.loads(json.dumps(first.to_dict()))
+    loaded = LinkReranker.from_dict(saved, file="metrics.json")
+    assert loaded == first
+    assert torch.equal(loaded.score(fitted.x), first.score(fitted.x))
+    first_stage = fitted.x[..., 0]
+    expected = first_stage.double() + first.weight * first.score(fitted.x)
+    assert torch.equal(lr.rerank_row(loaded, first_stage, fitted.x), expected)
+
+
+def test_a_saved_mlp_reranker_is_checked_before_use():
+    """``metrics.json`` comes from outside the process: a malformed mlp block names the file and the field."""
+    good, _, _ = _bump_lists(("linear", "mlp"))
+    saved = good.to_dict()
+    mlp = saved["mlp"]
+    f = len(FEATURES)
+    for bad_mlp in (
+        {**mlp, "mean": mlp["mean"][:-1]},
+        {**mlp, "scale": [0.0] * f},
+        {**mlp, "hidden_bias": []},
+        {**mlp, "hidden_bias": [0.0] * (lr.MAX_HIDDEN + 1), "hidden_out": [0.0] * (lr.MAX_HIDDEN + 1)},
+        {**mlp, "hidden_in": [row[:-1] for row in mlp["hidden_in"]]},
+        {**mlp, "hidden_out": [float("nan")] * len(mlp["hidden_out"])},
+        {**mlp, "code": "import os"},
+        {k: v for k, v in mlp.items() if k != "scale"},
+        "mlp",
+    ):
+        with pytest.raises(ConfigError, match=r"test\.link_rerank\.mlp"):
+            LinkReranker.from_dict({**saved, "mlp": bad_mlp}, file="metrics.json")
+    with pytest.raises(ConfigError, match="form"):
+        LinkReranker.from_dict({**saved, "form": "tree"}, file="metrics.json")
+    with pytest.raises(ConfigError, match="no mlp block"):
+        LinkReranker.from_dict({**saved, "form": "linear"}, file="metrics.json")
+    with pytest.raises(ConfigError, match="forms"):
+        LinkRerankConfig(forms=("mlp",))
+    with pytest.raises(ConfigError, match="hidden"):
+        LinkRerankConfig(hidden=lr.MAX_HIDDEN + 1)

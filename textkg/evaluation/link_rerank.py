@@ -29,9 +29,17 @@ No "is the candidate new" feature: held-out statements leave the training graph 
 a benchmark split over-represents held-out entities as answers, and such a feature (weight +2.5 on
 FB15k-237) learns the split's construction, not a signal a curator's new entity carries.
 
-The score is linear, ``f . w``, fitted listwise (ListNet, :func:`textkg.evaluation.listwise.fit_listnet`)
-and added to the first stage as ``first_stage + weight · f . w`` within the top ``k``; the order
-outside it is the first stage's. **It is fitted on validation statements, not training ones**: a
+The score ``g(f)`` is added to the first stage as ``first_stage + weight · g(f)`` within the top ``k``;
+the order outside it is the first stage's. It has one of two forms (:data:`FORMS`), chosen on validation
+with the feature set and the weight:
+
+* ``linear``: ``g(f) = f . w``, fitted listwise (ListNet, :func:`textkg.evaluation.listwise.fit_listnet`);
+* ``mlp``: one hidden layer of ``tanh`` units beside a linear skip, on standardised features
+  (:func:`textkg.evaluation.listwise.fit_listnet_mlp`), tried on the widest feature set of the run
+  (the last of :attr:`LinkRerankConfig.feature_sets`). A feature's worth may then depend on the others:
+  on inductive FB15k-237 the holders' similarity, the answer centroid and the type prior count
+  differently for "nationality" (five answers) and "film release region" (hundreds), and the linear form
+  cannot say so (docs/results/new_entities.md). **It is fitted on validation statements, not training ones**: a
 training entity's first-stage score is the score of an entity whose statements the model was
 trained on, far better than a new entity's, and no training answer is a new entity, so a fit there
 learns to trust the model and the priors too much. Validation entities are new, as test ones are.
@@ -66,7 +74,7 @@ from textkg.evaluation.link_features import (
     QueryRows,
     stemmed,
 )
-from textkg.evaluation.listwise import fit_listnet
+from textkg.evaluation.listwise import MLP_PARAMETERS, fit_listnet, fit_listnet_mlp, mlp_scores
 from textkg.evaluation.neighbour_vote import NeighbourVote
 from textkg.evaluation.scoring import Part, standardise, weighted_sum
 
@@ -78,6 +86,10 @@ FEATURE_SETS: dict[str, tuple[str, ...]] = {
     "cosine": SHIPPED + ("text_cosine",),
     "all": FEATURES,
 }
+#: The re-ranker's forms (module docstring), in order (the first wins a tie).
+FORMS = ("linear", "mlp")
+#: Most hidden units a saved ``mlp`` re-ranker may hold (it is read from a run's ``metrics.json``).
+MAX_HIDDEN = 256
 #: Re-ranker weights tried on validation (0: the first stage alone).
 DEFAULT_RERANK_WEIGHTS = (0.0, 0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0)
 
@@ -91,9 +103,13 @@ class LinkRerankConfig:
         folds: Cross-fitting folds over the validation query entities.
         steps: L-BFGS iterations.
         l2: Ridge penalty.
-        seed: Seeds the folds.
+        seed: Seeds the folds (and the ``mlp`` form's start).
         weights: Re-ranker weights tried.
         feature_sets: Names in :data:`FEATURE_SETS` tried with every weight.
+        forms: Names in :data:`FORMS` tried: ``linear`` on every feature set, ``mlp`` on the last one.
+        hidden: The ``mlp`` form's hidden units.
+        mlp_steps: The ``mlp`` form's L-BFGS iterations.
+        mlp_l2: The ``mlp`` form's ridge penalty.
     """
 
     top_k: int = 50
@@ -103,15 +119,21 @@ class LinkRerankConfig:
     seed: int = 0
     weights: tuple[float, ...] = DEFAULT_RERANK_WEIGHTS
     feature_sets: tuple[str, ...] = tuple(FEATURE_SETS)
+    forms: tuple[str, ...] = FORMS
+    hidden: int = 32
+    mlp_steps: int = 200
+    mlp_l2: float = 1e-4
 
     def __post_init__(self) -> None:
-        for name in ("top_k", "folds", "steps"):
+        for name in ("top_k", "folds", "steps", "hidden", "mlp_steps"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ConfigError(f"{name} must be a positive integer, got {value!r}", field=name)
         if self.folds < 2:
             raise ConfigError(f"folds must be >= 2, got {self.folds}", field="folds")
-        if not self.l2 >= 0 or not self.weights or any(not w >= 0 for w in self.weights):
+        if self.hidden > MAX_HIDDEN:
+            raise ConfigError(f"hidden must be at most {MAX_HIDDEN}, got {self.hidden}", field="hidden")
+        if not self.l2 >= 0 or not self.mlp_l2 >= 0 or not self.weights or any(not w >= 0 for w in self.weights):
             raise ConfigError("l2 and every weight must be >= 0, with one weight at least", field="weights")
         unknown = [f for f in self.feature_sets if f not in FEATURE_SETS]
         if unknown or not self.feature_sets:
@@ -119,6 +141,23 @@ class LinkRerankConfig:
                 f"feature_sets must name some of {', '.join(FEATURE_SETS)}, got {list(self.feature_sets)}",
                 field="feature_sets",
             )
+        if not self.forms or any(f not in FORMS for f in self.forms) or "linear" not in self.forms:
+            raise ConfigError(
+                f"forms must name some of {', '.join(FORMS)}, linear among them, got {list(self.forms)}", field="forms"
+            )
+
+    def candidates(self) -> list[tuple[str, str]]:
+        """``(form, feature set)`` pairs tried, in tie-breaking order: ``linear`` on every set, then ``mlp`` on
+        the last."""
+        out = [("linear", name) for name in self.feature_sets]
+        if "mlp" in self.forms:
+            out.append(("mlp", self.feature_sets[-1]))
+        return out
+
+
+def candidate_key(form: str, feature_set: str) -> str:
+    """The name a ``(form, feature set)`` pair has in reports: the set's name for ``linear``, ``mlp:SET``."""
+    return feature_set if form == "linear" else f"{form}:{feature_set}"
 
 
 @dataclass(frozen=True)
@@ -126,24 +165,45 @@ class LinkReranker:
     """A fitted, chosen re-ranker.
 
     Attributes:
-        weights: ``{feature: w}`` in :data:`FEATURES` order (0 outside ``feature_set``).
+        weights: ``{feature: w}`` in :data:`FEATURES` order (0 outside ``feature_set``); for the ``mlp`` form,
+            the linear skip's weights on the standardised features.
         weight: Its weight beside the first stage, chosen on validation (0: not used).
         top_k: Candidates it re-ranks per query.
         feature_set: The :data:`FEATURE_SETS` name chosen with the weight.
+        form: The :data:`FORMS` name chosen with them.
+        mlp: The ``mlp`` form's other parameters, ``{name: list}`` over :data:`FEATURES`
+            (:data:`textkg.evaluation.listwise.MLP_PARAMETERS` less ``linear``; ``None`` for ``linear``).
     """
 
     weights: dict[str, float]
     weight: float
     top_k: int
     feature_set: str = "shipped"
+    form: str = "linear"
+    mlp: dict[str, list] | None = None
+
+    @property
+    def key(self) -> str:
+        return candidate_key(self.form, self.feature_set)
 
     def to_dict(self) -> dict:
-        return {
+        out = {
             "weights": dict(self.weights),
             "weight": self.weight,
             "top_k": self.top_k,
             "feature_set": self.feature_set,
+            "form": self.form,
         }
+        if self.mlp is not None:
+            out["mlp"] = {n: list(v) for n, v in self.mlp.items()}
+        return out
+
+    def score(self, x: torch.Tensor) -> torch.Tensor:
+        """``(..., K)`` float64 re-ranker scores ``g(f)`` of features ``x (..., K, F)`` (module docstring)."""
+        if self.mlp is None:
+            return x.double() @ self.vector()
+        params = {n: torch.tensor(v, dtype=torch.float64) for n, v in self.mlp.items()}
+        return mlp_scores({**params, "linear": self.vector()}, x)
 
     @classmethod
     def from_dict(cls, saved: object, *, file: str | None = None) -> LinkReranker:
@@ -177,10 +237,54 @@ class LinkReranker:
         top_k = block.get("top_k")
         if isinstance(top_k, bool) or not isinstance(top_k, int) or not 1 <= top_k <= 100_000:
             raise ConfigError(f"top_k must be an integer in [1, 100000], got {top_k!r}", file=file, field=field)
-        return cls({n: float(weights.get(n, 0.0)) for n in FEATURES}, float(block["weight"]), top_k, feature_set)
+        form = block.get("form", "linear")
+        if not isinstance(form, str) or form not in FORMS:
+            raise ConfigError(f"form must be one of {', '.join(FORMS)}, got {form!r}", file=file, field=field)
+        mlp = _read_mlp(block.get("mlp"), file=file) if form == "mlp" else None
+        if form == "linear" and "mlp" in block:
+            raise ConfigError("a linear re-ranker has no mlp block", file=file, field=field)
+        linear = {n: float(weights.get(n, 0.0)) for n in FEATURES}
+        return cls(linear, float(block["weight"]), top_k, feature_set, form, mlp)
 
     def vector(self) -> torch.Tensor:
         return torch.tensor([self.weights[n] for n in FEATURES], dtype=torch.float64)
+
+
+def _read_mlp(saved: object, *, file: str | None) -> dict[str, list]:
+    """The ``mlp`` block of a saved re-ranker, checked: every parameter of
+    :data:`textkg.evaluation.listwise.MLP_PARAMETERS` but ``linear``, of its shape over :data:`FEATURES` with
+    ``1..MAX_HIDDEN`` hidden units, finite numbers only, ``scale > 0``."""
+    field = "test.link_rerank.mlp"
+    names = [n for n in MLP_PARAMETERS if n != "linear"]
+    if not isinstance(saved, dict) or set(saved) != set(names):
+        raise ConfigError(f"expected exactly {', '.join(names)}", file=file, field=field)
+
+    def numbers(value: object, length: int, name: str) -> list[float]:
+        if not isinstance(value, list) or len(value) != length:
+            raise ConfigError(f"{name} must be a list of {length} numbers", file=file, field=field)
+        for v in value:
+            if isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v) or abs(v) > 1e6:
+                raise ConfigError(f"{name} must hold finite numbers, got {v!r}", file=file, field=field)
+        return [float(v) for v in value]
+
+    f = len(FEATURES)
+    hidden = len(saved["hidden_bias"]) if isinstance(saved["hidden_bias"], list) else 0
+    if not 1 <= hidden <= MAX_HIDDEN:
+        raise ConfigError(f"hidden_bias must hold 1 to {MAX_HIDDEN} numbers", file=file, field=field)
+    rows = saved["hidden_in"]
+    if not isinstance(rows, list) or len(rows) != f:
+        raise ConfigError(f"hidden_in must be {f} rows of {hidden} numbers", file=file, field=field)
+    scale = numbers(saved["scale"], f, "scale")
+    if any(s <= 0 for s in scale):
+        raise ConfigError("scale must be > 0", file=file, field=field)
+    out: dict[str, list] = {
+        "mean": numbers(saved["mean"], f, "mean"),
+        "scale": scale,
+        "hidden_in": [numbers(row, hidden, "hidden_in") for row in rows],
+        "hidden_bias": numbers(saved["hidden_bias"], hidden, "hidden_bias"),
+        "hidden_out": numbers(saved["hidden_out"], hidden, "hidden_out"),
+    }
+    return out
 
 
 def first_stage(
@@ -227,11 +331,15 @@ class Lists:
     cpu_seconds: dict[str, float] = dataclasses.field(default_factory=dict)
 
     def ranks(self, w: torch.Tensor, weight: float) -> torch.Tensor:
-        """``(n,)`` float64 ranks with the re-ranker ``w`` at ``weight``: within the list, the realistic rank of
-        ``first + weight · x . w``; outside it, the first stage's rank."""
+        """``(n,)`` float64 ranks with the linear re-ranker ``w`` at ``weight``: within the list, the realistic
+        rank of ``first + weight · x . w``; outside it, the first stage's rank."""
+        return self.ranks_by(self.x.double() @ w.double(), weight)
+
+    def ranks_by(self, scores: torch.Tensor, weight: float) -> torch.Tensor:
+        """:meth:`ranks` with the re-ranker's scores ``g(x)`` given, ``(n, K)``: ``first + weight · g(x)``."""
         if not weight:
             return self.base.clone()
-        s = self.x[..., 0].double() + weight * (self.x.double() @ w.double())
+        s = self.x[..., 0].double() + weight * scores.double()
         s = s.masked_fill(~self.mask, float("-inf"))
         inside = self.target >= 0
         t = s.gather(1, self.target.clamp_min(0)[:, None])
@@ -313,13 +421,46 @@ def fit_on(lists: Lists, config: LinkRerankConfig, feature_set: str = "all") -> 
     return w
 
 
+def fit_candidate(lists: Lists, config: LinkRerankConfig, form: str, feature_set: str, weight: float = 0.0):
+    """A :class:`LinkReranker` of ``form`` on ``feature_set`` fitted on ``lists`` (at ``weight``)."""
+    if form == "linear":
+        w = fit_on(lists, config, feature_set)
+        return LinkReranker(dict(zip(FEATURES, w.tolist(), strict=True)), float(weight), config.top_k, feature_set)
+    columns = torch.tensor([FEATURES.index(f) for f in FEATURE_SETS[feature_set]])
+    f, h = len(FEATURES), config.hidden
+    params = {
+        "mean": torch.zeros(f, dtype=torch.float64),
+        "scale": torch.ones(f, dtype=torch.float64),
+        "linear": torch.zeros(f, dtype=torch.float64),
+        "hidden_in": torch.zeros(f, h, dtype=torch.float64),
+        "hidden_bias": torch.zeros(h, dtype=torch.float64),
+        "hidden_out": torch.zeros(h, dtype=torch.float64),
+    }
+    inside = lists.target >= 0
+    if bool(inside.any()):
+        sub = lists.subset(inside)
+        y = torch.zeros(sub.mask.shape, dtype=torch.bool)
+        y[torch.arange(len(y)), sub.target] = True
+        fitted, _ = fit_listnet_mlp(
+            sub.x[..., columns], y, hidden=h, steps=config.mlp_steps, l2=config.mlp_l2, mask=sub.mask, seed=config.seed
+        )
+        for name in ("mean", "scale", "linear"):
+            params[name][columns] = fitted[name]
+        params["hidden_in"][columns] = fitted["hidden_in"]
+        params["hidden_bias"], params["hidden_out"] = fitted["hidden_bias"], fitted["hidden_out"]
+    weights = dict(zip(FEATURES, params.pop("linear").tolist(), strict=True))
+    mlp = {n: v.tolist() for n, v in params.items()}
+    return LinkReranker(weights, float(weight), config.top_k, feature_set, form, mlp)
+
+
 def choose_rerank_sets(lists: Lists, config: LinkRerankConfig) -> tuple[LinkReranker, dict[str, dict[float, float]]]:
-    """The re-ranker fitted on validation ``lists``, its feature set and weight chosen together by cross-fitting
-    (module docstring): the best out-of-fold MRR wins; a tie goes to the smaller weight, then to the earlier set
-    of ``config.feature_sets`` (so the first stage alone wins a tie, and then the fewer features).
+    """The re-ranker fitted on validation ``lists``, its form, feature set and weight chosen together by
+    cross-fitting (module docstring): the best out-of-fold MRR wins; a tie goes to the earlier of
+    :meth:`LinkRerankConfig.candidates` (the fewer features, then the linear form), then to the smaller weight.
+    Weight 0 ranks as the first stage alone whatever the candidate, so the first stage alone wins a tie.
 
     Returns:
-        ``(re-ranker, {feature set: {weight: out-of-fold validation MRR}})``.
+        ``(re-ranker, {candidate key: {weight: out-of-fold validation MRR}})``, keys by :func:`candidate_key`.
     """
     entities = torch.unique(lists.query)
     g = torch.Generator().manual_seed(config.seed)
@@ -327,21 +468,22 @@ def choose_rerank_sets(lists: Lists, config: LinkRerankConfig) -> tuple[LinkRera
     fold_of[entities[torch.randperm(len(entities), generator=g)]] = torch.arange(len(entities)) % config.folds
     fold = fold_of[lists.query]
     by_set: dict[str, dict[float, float]] = {}
-    for name in config.feature_sets:
+    candidates = config.candidates()
+    for form, name in candidates:
         ranks = {w: torch.empty(len(fold), dtype=torch.float64) for w in config.weights}
         for f in range(config.folds):
             held = fold == f
-            w_f = fit_on(lists.subset(~held), config, name)
             part = lists.subset(held)
+            scores = fit_candidate(lists.subset(~held), config, form, name).score(part.x)
             for weight in config.weights:
-                ranks[weight][held] = part.ranks(w_f, weight)
-        by_set[name] = {w: float(r.reciprocal().mean()) for w, r in ranks.items()}
-    order = {name: i for i, name in enumerate(config.feature_sets)}
-    name, chosen = max(
-        ((n, w) for n in by_set for w in by_set[n]), key=lambda nw: (by_set[nw[0]][nw[1]], -nw[1], -order[nw[0]])
+                ranks[weight][held] = part.ranks_by(scores, weight)
+        by_set[candidate_key(form, name)] = {w: float(r.reciprocal().mean()) for w, r in ranks.items()}
+    order = {candidate_key(*c): i for i, c in enumerate(candidates)}
+    key, chosen = max(
+        ((n, w) for n in by_set for w in by_set[n]), key=lambda nw: (by_set[nw[0]][nw[1]], -order[nw[0]], -nw[1])
     )
-    w = fit_on(lists, config, name)
-    return LinkReranker(dict(zip(FEATURES, w.tolist(), strict=True)), float(chosen), config.top_k, name), by_set
+    form, name = candidates[order[key]]
+    return fit_candidate(lists, config, form, name, chosen), by_set
 
 
 def choose_rerank(lists: Lists, config: LinkRerankConfig) -> tuple[LinkReranker, dict[float, float]]:
@@ -351,12 +493,12 @@ def choose_rerank(lists: Lists, config: LinkRerankConfig) -> tuple[LinkReranker,
         ``(re-ranker, {weight: out-of-fold validation MRR})``.
     """
     reranker, by_set = choose_rerank_sets(lists, config)
-    return reranker, by_set[reranker.feature_set]
+    return reranker, by_set[reranker.key]
 
 
 def rerank_row(reranker: LinkReranker, first: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
-    """``(b, K)`` final scores of a top-``K`` list: ``first + weight · x . w`` (``first (b, K)``, ``x (b, K, F)``)."""
-    return first.double() + reranker.weight * (x.double() @ reranker.vector())
+    """``(b, K)`` final scores of a top-``K`` list: ``first + weight · g(x)`` (``first (b, K)``, ``x (b, K, F)``)."""
+    return first.double() + reranker.weight * reranker.score(x)
 
 
 def rerank_top(
@@ -383,6 +525,10 @@ __all__ = [
     "DEFAULT_RERANK_WEIGHTS",
     "FEATURES",
     "FEATURE_SETS",
+    "FORMS",
+    "MAX_HIDDEN",
+    "candidate_key",
+    "fit_candidate",
     "NEIGHBOUR_FEATURES",
     "SHIPPED",
     "QueryRows",

@@ -21,9 +21,10 @@ from textkg.evaluation.link_rerank import (
     LinkRerankConfig,
     LinkReranker,
     Lists,
+    candidate_key,
     choose_rerank_sets,
     collect_lists,
-    fit_on,
+    fit_candidate,
 )
 from textkg.evaluation.metrics import RankingMetrics
 from textkg.pipeline.prepared import Prepared
@@ -107,33 +108,39 @@ def link_rerank_report(
 
     fitted = lists("valid", valid)
     reranker, by_set = choose_rerank_sets(fitted, config)
-    valid_mrr = by_set[reranker.feature_set]
+    valid_mrr = by_set[reranker.key]
     fit_seconds = time.process_time() - clock
     test = lists("test", prep.split.test)
     clock = time.process_time()
-    reranked = test.ranks(reranker.vector(), reranker.weight)
+    scores = reranker.score(test.x)
+    reranked = test.ranks_by(scores, reranker.weight)
     rank_seconds = time.process_time() - clock
     # the best weight above 0 on validation: what the re-ranker would give had it been chosen (a diagnostic)
     forced = max((w for w in valid_mrr if w > 0), key=lambda w: (valid_mrr[w], -w), default=0.0)
     clock = time.process_time()
-    each_set = {name: _feature_set_row(fitted, test, config, name, mrr) for name, mrr in by_set.items()}
+    each_set = {
+        candidate_key(form, name): _feature_set_row(fitted, test, config, form, name, by_set, reranker)
+        for form, name in config.candidates()
+    }
     diagnostic_seconds = time.process_time() - clock
     per_1000 = 1000.0 / max(len(test.base), 1)
     first = "model" if not any(weights) else f"model + neighbour vote (weight {weights[0]:g}, spread {weights[1]:g})"
     return {
-        "method": "a linear listwise (ListNet) re-ranker over the first stage's top_k answers of each query: "
-        f"first stage + weight x (features . weights), features {', '.join(FEATURES)} (the chosen feature set's; "
-        "0 for the others); fitted on validation statements, its feature set and weight chosen together by "
-        "cross-fitting over validation query entities",
+        "method": "a listwise (ListNet) re-ranker over the first stage's top_k answers of each query: "
+        "first stage + weight x g(features), g linear (features . weights) or a one-hidden-layer tanh network "
+        f"beside a linear skip on standardised features (form mlp), features {', '.join(FEATURES)} (the chosen "
+        "feature set's; 0 for the others); fitted on validation statements, its form, feature set and weight "
+        "chosen together by cross-fitting over validation query entities",
         "first_stage": first,
         **reranker.to_dict(),
         "used": reranker.weight > 0,
         "chosen_on": f"out-of-fold MRR of {config.folds}-fold cross-fitting on {len(fitted.base) // 2} validation "
-        "statements (0, the first stage alone, wins a tie; then the earlier feature set)",
+        "statements (0, the first stage alone, wins a tie; then the fewer features, the linear form, the smaller "
+        "weight)",
         "valid_mrr_by_weight": {f"{w:g}": v for w, v in valid_mrr.items()},
         "without": _block(test.base),
         "with": _block(reranked),
-        "best_weight_above_0": {"weight": forced, "test": _block(test.ranks(reranker.vector(), forced))},
+        "best_weight_above_0": {"weight": forced, "test": _block(test.ranks_by(scores, forced))},
         "by_feature_set": each_set,
         "first_stage_recall": {"valid": fitted.recall(), "test": test.recall()},
         "cpu_seconds": {
@@ -145,16 +152,27 @@ def link_rerank_report(
     }
 
 
-def _feature_set_row(fitted: Lists, test: Lists, config: LinkRerankConfig, name: str, valid_mrr: dict) -> dict:
-    """A diagnostic: ``name``'s best weight on validation (out of fold), and the test split at that weight with
-    ``name`` fitted on every validation list (what the run would report had only ``name`` been tried)."""
+def _feature_set_row(
+    fitted: Lists,
+    test: Lists,
+    config: LinkRerankConfig,
+    form: str,
+    name: str,
+    by_set: dict[str, dict[float, float]],
+    chosen: LinkReranker,
+) -> dict:
+    """A diagnostic: ``(form, name)``'s best weight on validation (out of fold), and the test split at that weight
+    with it fitted on every validation list (what the run would report had only it been tried)."""
+    valid_mrr = by_set[candidate_key(form, name)]
     weight = max(valid_mrr, key=lambda w: (valid_mrr[w], -w))
-    w = fit_on(fitted, config, name)
+    same = chosen.form == form and chosen.feature_set == name
+    reranker = chosen if same else fit_candidate(fitted, config, form, name)  # the chosen one is not refitted
     return {
+        "form": form,
         "features": list(FEATURE_SETS[name]),
         "weight": weight,
         "valid_mrr": valid_mrr[weight],
-        "test": _block(test.ranks(w, weight)),
+        "test": _block(test.ranks_by(reranker.score(test.x), weight)),
     }
 
 
