@@ -217,6 +217,7 @@ def test_predict_uses_the_vote_the_run_chose_and_its_neighbours_answers_come_fir
     run = tmp_path / "run"
     metrics["test"]["neighbour_vote"]["weight"] = 1000.0  # as if validation had chosen it
     metrics["test"]["neighbour_vote"]["spread_weight"] = 0.0
+    metrics["test"]["link_rerank"]["weight"] = 0.0  # and no link re-ranker: the vote alone orders the answers
     (run / "metrics.json").write_text(json.dumps(metrics))
     predictor = load_predictor(run, device="cpu")
     kg, train = predictor.kg, predictor.prepared.split.train
@@ -318,6 +319,7 @@ def test_predict_adds_the_spread_the_run_chose(tmp_path):
     metrics = _train(tmp_path)
     run = tmp_path / "run"
     metrics["test"]["neighbour_vote"].update(weight=0.0, spread_weight=1000.0)
+    metrics["test"]["link_rerank"]["weight"] = 0.0  # no link re-ranker: the spread alone orders the answers
     (run / "metrics.json").write_text(json.dumps(metrics))
     predictor = load_predictor(run, device="cpu")
     kg = predictor.kg
