@@ -179,6 +179,23 @@ def test_predict_through_the_cli_uses_the_chosen_reranker_as_the_evaluator_score
     assert [p["entity"] for p in printed["predictions"]] == [kg.entities[i] for i in ids[0].tolist()]
     assert [p["score"] for p in printed["predictions"]] == pytest.approx(values[0].tolist(), abs=1e-4)
 
+    # the mlp form through the same path: a network on the features the re-encoded text shares exactly
+    exact = ("first_stage", "type", "degree", "tfidf")
+    hidden_in = [[0.8, -0.6] if name in exact else [0.0, 0.0] for name in FEATURES]
+    mlp = {"mean": [0.0] * len(FEATURES), "scale": [1.0] * len(FEATURES), "hidden_in": hidden_in,
+           "hidden_bias": [0.1, -0.2], "hidden_out": [1.5, -0.7]}  # fmt: skip
+    block.update(form="mlp", mlp=mlp)
+    (out / "metrics.json").write_text(json.dumps(metrics))
+    capsys.readouterr()
+    assert main(["predict", str(out), "--description", text, "--relation", kg.relations[r],
+                 "--direction", "tail", "--top-k", "3"]) == 0  # fmt: skip
+    printed = json.loads(capsys.readouterr().out)
+    reranker = LinkReranker.from_dict(block)
+    assert reranker.form == "mlp"
+    values, ids = lr.rerank_top(reranker, features, rows, torch.tensor([r]), "tail", first, v, 3)
+    assert [p["entity"] for p in printed["predictions"]] == [kg.entities[i] for i in ids[0].tolist()]
+    assert [p["score"] for p in printed["predictions"]] == pytest.approx(values[0].tolist(), abs=1e-4)
+
     block["weight"] = 12345.5
     (out / "metrics.json").write_text(json.dumps(metrics).replace("12345.5", "1e400"))  # inf on reading
     capsys.readouterr()
