@@ -273,6 +273,7 @@ def test_predict_scores_are_b54adb0s_sum_of_the_standardised_model_and_the_votes
 
     metrics = _train(tmp_path)
     metrics["test"]["neighbour_vote"].update(weight=0.5, spread_weight=0.25)
+    metrics["test"]["link_rerank"]["weight"] = 0.0  # the first stage's scores, not the link re-ranker's
     (tmp_path / "run" / "metrics.json").write_text(json.dumps(metrics))
     predictor = load_predictor(tmp_path / "run", device="cpu")
     kg = predictor.kg
