@@ -119,6 +119,17 @@ def test_private_steps_leave_every_public_entry_bit_identical_and_move_the_priva
     _assert_same(trainer.optimizer.state_dict(), public_state)  # the public optimizer never saw a private step
 
 
+def test_the_private_optimizer_follows_the_learning_rate_schedule(data, tmp_path):
+    trainer, _ = _trainer(data, tmp_path, "--private-updates", "private-rows", "--lr-schedule", "cosine")
+    private = trainer.private_rows.optimizer
+    total = trainer.config.train.epochs * (trainer.plan.public_steps + trainer.plan.private_steps)
+    for step in (0, total // 3, total - 1):
+        trainer._set_learning_rate(step)
+        public_lrs = {group["lr"] for group in trainer.optimizer.param_groups}
+        assert len(public_lrs) == 1 and [group["lr"] for group in private.param_groups] == [public_lrs.pop()]
+    assert private.param_groups[0]["lr"] < 0.05  # the schedule moved it
+
+
 def test_under_all_the_private_step_moves_public_entries_too(data, tmp_path):
     """The check above is not vacuous: the default (``all``) moves what ``private-rows`` keeps."""
     trainer, _ = _trainer(data, tmp_path)
