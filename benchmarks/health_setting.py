@@ -9,7 +9,9 @@ For each seed, every run after the first starts from run 1 and trains ``--epochs
 2. ``public-only continued`` (**the control**): run 1 continued for the same public steps with the
    same schedule and seed, still without an annotation. A DP row that beats run 1 but not this one
    gains from the extra public training, not from the private statements;
-3. ``confidential eps=E``: DP-SGD on the annotations at each ε, the public steps as in run 2;
+3. ``confidential eps=E``: DP-SGD on the annotations at each ε, the public steps as in run 2
+   (``confidential eps=E private-rows`` with ``--private-updates private-rows``: the private steps
+   update only the rows no public statement reads, textkg.training.private_rows);
 4. ``non-private annotations (ceiling)``: the same steps with the annotations trained without
    privacy (the private step at σ = 1e-9 and a clipping bound that never binds; labelled
    ``simulation``): what the annotations can give at most on this schedule;
@@ -49,7 +51,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))  # benchmarks/: the sha
 import _harness
 
 CONFIDENTIAL = "has_phenotype,gene_has_phenotype,gene_associated_with_disease"
-PRIVACY_KEYS = ("guarantee", "epsilon", "delta", "sample_rate", "private_size", "mode")
+PRIVACY_KEYS = ("guarantee", "epsilon", "delta", "sample_rate", "private_size", "mode", "private_updates")
 PUBLIC, CONTROL, CEILING, POPULARITY = (
     "public-only",
     "public-only continued",
@@ -98,9 +100,14 @@ def plan(args: argparse.Namespace, seed: int) -> list[Run]:
         Run(CONTROL, seed, args.runs / f"public-only-continued-seed{seed}", ("--privacy", "public-only", *warm)),
     ]
     recipe = tuple(shlex.split(args.private_args))  # the private steps' recipe: DP rows and the ceiling alike
+    # --private-updates: the DP rows only (the ceiling stays the model trained on everything without noise)
+    updates, tag = (), ""
+    if args.private_updates != "all":
+        updates, tag = ("--private-updates", args.private_updates), f" {args.private_updates}"
     for eps in args.epsilons.split(","):
-        flags = ("--privacy", "confidential", *size, "--target-epsilon", eps, *recipe, *warm)
-        runs.append(Run(f"confidential eps={eps}", seed, args.runs / f"confidential-eps{eps}-seed{seed}", flags))
+        flags = ("--privacy", "confidential", *size, "--target-epsilon", eps, *recipe, *updates, *warm)
+        folder = f"confidential{tag.replace(' ', '-')}-eps{eps}-seed{seed}"
+        runs.append(Run(f"confidential eps={eps}{tag}", seed, args.runs / folder, flags))
     if args.ceiling:
         flags = ("--privacy", "confidential", *size, *recipe, *CEILING_FLAGS, *warm)
         runs.append(Run(CEILING, seed, args.runs / f"non-private-annotations-seed{seed}", flags))
@@ -348,6 +355,13 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         default="",
         help="flags of the private steps' recipe, for the DP rows and the ceiling alike "
         "(e.g. '--private-batch-size 4096')",
+    )
+    p.add_argument(
+        "--private-updates",
+        choices=("all", "private-rows"),
+        default="all",
+        help="what the DP rows' private steps update (textkg train --private-updates); rows other than 'all' "
+        "are named 'confidential eps=E <value>' and get folders of their own; the ceiling keeps 'all'",
     )
     p.add_argument("--runs", type=Path, help="run directories go here (reused when finished)")
     p.add_argument(

@@ -217,6 +217,11 @@ class DataParallelTrainer(Trainer):
 
 def check_supported(cfg) -> None:
     """Raise :class:`ConfigError` for a run the data-parallel runner cannot train."""
+    if cfg.privacy.private_updates != "all":
+        raise ConfigError(
+            f"--private-updates {cfg.privacy.private_updates} is not supported with torchrun / --nproc yet",
+            field="privacy.private_updates",
+        )
     if cfg.train.optimizer == "lazy-adam" and cfg.model is not None and cfg.model.structural_dropout:
         raise ConfigError(  # each rank draws its own rows' dropout: the rows read differ from one process's
             "lazy-adam with structural dropout is not supported with torchrun / --nproc yet; use adam or one process",

@@ -165,6 +165,25 @@ def test_the_recipe_flags_reach_the_rows_they_name(tmp_path):
     assert ceiling.index("1000") > ceiling.index("0.5")
 
 
+def test_private_updates_reach_the_dp_rows_only_and_name_them(tmp_path):
+    """``--private-updates private-rows`` (issue 39): the DP rows get the flag, a name and folders of their
+    own; the ceiling stays the model trained on everything, and the control never reads an annotation."""
+    module = _module()
+    args = module.parse_args(
+        ["--runs", str(tmp_path), "--out", str(tmp_path / "o.json"), "--epsilons", "1,4"]
+        + ["--private-updates", "private-rows"]
+    )
+    runs = {r.name: r for r in module.plan(args, 0)}
+    for eps in ("1", "4"):
+        dp = runs[f"confidential eps={eps} private-rows"]
+        assert " ".join(dp.flags).count("--private-updates private-rows") == 1
+        assert dp.out == tmp_path / f"confidential-private-rows-eps{eps}-seed0"
+    for name in ("public-only", "public-only continued", "non-private annotations (ceiling)"):
+        assert "--private-updates" not in runs[name].flags
+    default = module.plan(module.parse_args(["--runs", str(tmp_path), "--out", str(tmp_path / "o.json")]), 0)
+    assert [r.name for r in default][2] == "confidential eps=1" and "--private-updates" not in default[2].flags
+
+
 def test_the_ceiling_takes_the_rdp_accountant_after_a_pld_recipe(tmp_path):
     """A PLD recipe reaches the DP rows; the ceiling (σ = 1e-9, labelled simulation) names RDP after it, since
     dp-accounting's PLD fails on σ = 1e-9 (the full hpo ceiling crashed writing its privacy block)."""

@@ -35,6 +35,7 @@ COMPANIONS = {
     "mode": ["--confidential-fraction", "0.5"],
     "noise_multiplier": ["--privacy", "full"],
     "target_epsilon": ["--privacy", "full"],
+    "private_updates": ["--privacy", "confidential", "--confidential-relations", "r", "--target-epsilon", "1"],
 }
 
 

@@ -25,6 +25,7 @@ from textkg.training.config import (
     NEGATIVES,
     OPTIMIZERS,
     PRIVACY_MODES,
+    PRIVATE_UPDATES,
     DataConfig,
     PrivacyConfig,
     TrainConfig,
@@ -344,6 +345,13 @@ TRAIN_FLAGS: tuple[Flag, ...] = (
         choices=("rdp", "pld"),
         help="what calibrates sigma and gives the claimed epsilon: rdp (default) or pld "
         "(dp-accounting's privacy-loss distributions: tighter, slower); both are reported",
+    ),
+    Flag(
+        "--private-updates",
+        key="privacy.private_updates",
+        choices=PRIVATE_UPDATES,
+        help="what a private step updates: all (every trained parameter) or private-rows (--privacy "
+        "confidential: only the table rows no public training statement reads; the same noise, the same epsilon)",
     ),
     Flag(
         "--reproducible-noise",

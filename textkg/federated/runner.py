@@ -151,6 +151,11 @@ def check_settings(cfg, fed: FederatedConfig) -> None:
             "--private-batch-size is not supported by federate yet: its holders' private steps take --batch-size",
             field="privacy.batch_size",
         )
+    if cfg.privacy.private_updates != "all":  # a holder's snapshot carries one optimizer: never ignore a flag
+        raise ConfigError(
+            f"--private-updates {cfg.privacy.private_updates} is not supported by federate yet",
+            field="privacy.private_updates",
+        )
     if cfg.train.device not in ("auto", "cpu"):
         raise ConfigError(
             f"federate simulates its data holders on the CPU; --device {cfg.train.device} is not supported "

@@ -30,6 +30,8 @@ PRIVACY_ACCOUNTANTS = tuple(registered_claims())
 NEGATIVES = ("sampled", "all")
 LR_SCHEDULES = ("constant", "cosine")
 OPTIMIZERS = ("adam", "lazy-adam")  # textkg.training.optim
+#: ``privacy.private_updates``: see :class:`PrivacyConfig` (textkg.training.private_rows)
+PRIVATE_UPDATES = ("all", "private-rows")
 #: upper bounds on counts a config may ask for: beyond them a run would overflow or exhaust memory
 #: before doing anything useful, so it is refused up front (issue 36, item 11)
 MAX_COUNTS = {"epochs": 10**6, "batch_size": 10**8, "num_negatives": 10**6, "eval_every": 10**6}
@@ -317,6 +319,14 @@ class PrivacyConfig:
             ``epsilon``: ``rdp`` (Rényi DP of the Sampled Gaussian Mechanism, converted
             with Canonne–Kamath–Steinke 2020) or ``pld`` (dp-accounting's privacy-loss
             distribution accounting: tighter, slower). The privacy block reports both.
+        private_updates: what a private step updates. ``all`` (default): every trained
+            parameter, with the public steps' optimizer. ``private-rows`` (``confidential``
+            mode only): only the table rows that no public training statement reads (the
+            structural rows of entities, and the rows of relations, that appear in no
+            unrestricted training statement), with an optimizer of its own; every other
+            parameter keeps what the public steps give it. The noised gradient is the same,
+            so is ε: the mask is post-processing of public inputs
+            (:mod:`textkg.training.private_rows`).
     """
 
     mode: str = "none"
@@ -333,9 +343,18 @@ class PrivacyConfig:
     private_size: int | None = None
     sample_rate: float | None = None
     batch_size: int | None = None
+    private_updates: str = "all"
 
     def __post_init__(self) -> None:
         _check_choice("mode", self.mode, PRIVACY_MODES, prefix="privacy")
+        _check_choice("private_updates", self.private_updates, PRIVATE_UPDATES, prefix="privacy")
+        if self.private_updates != "all" and self.mode != "confidential":
+            # the public statements decide which rows are private-only; without them there is no such row
+            raise ConfigError(
+                f"--private-updates {self.private_updates} needs --privacy confidential (the rows it updates are "
+                f"those no public training statement reads), not --privacy {self.mode}",
+                field="privacy.private_updates",
+            )
         bsz = self.batch_size
         if bsz is not None and (
             isinstance(bsz, bool) or not isinstance(bsz, int) or not 1 <= bsz <= MAX_COUNTS["batch_size"]

@@ -171,6 +171,7 @@ def public_only_report(cfg: PrivacyConfig) -> dict:
         "covered_parameters": [],
         "public_inputs": PUBLIC_INPUTS,
         "mode": "public-only",
+        "private_updates": cfg.private_updates,
         "note": "the confidential training statements were left out and never read",
     }
 
@@ -446,4 +447,6 @@ class PrivateTraining:
             "covered_parameters": list(self.trained_parameters),
             "public_inputs": PUBLIC_INPUTS,
             "mode": self.cfg.mode,
+            # which entries a private step updates (post-processing: the same ε either way)
+            "private_updates": self.cfg.private_updates,
         }

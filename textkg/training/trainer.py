@@ -24,6 +24,7 @@ from textkg.training.config import RunConfig
 from textkg.training.negatives import corrupt
 from textkg.training.one_vs_all import one_vs_all_loss, pool_positions, sample_pool
 from textkg.training.optim import build_optimizer
+from textkg.training.private_rows import PrivateRowUpdates
 from textkg.training.schedule import EpochPlan, interleave, plan_epoch, public_batches
 
 
@@ -89,6 +90,10 @@ class Trainer:
         )
         if private is not None:  # round(N̄/B) steps, from the public size: never from the private count
             self.plan = EpochPlan(public_steps=self.plan.public_steps, private_steps=private.steps_per_epoch)
+        #: privacy.private_updates "private-rows": the private steps' own optimizer over the private-only rows
+        self.private_rows: PrivateRowUpdates | None = None
+        if private is not None and config.privacy.private_updates == "private-rows":
+            self.private_rows = PrivateRowUpdates(model, public_triples, lr=tc.lr, weight_decay=tc.weight_decay)
         self.state = TrainState()
         self._base_lrs = [group["lr"] for group in self.optimizer.param_groups]
         self._pool_positions = pool_positions(entity_pool, model.num_entities) if tc.negatives == "all" else None
@@ -107,6 +112,8 @@ class Trainer:
             "privacy": None if self.private is None else self.private.state_dict(),
             "ema": self.ema,
         }
+        if self.private_rows is not None:
+            payload["private_optimizer"] = self.private_rows.state_dict()
         ckpt.atomic_torch_save(self.out_dir / ckpt.CHECKPOINT, payload, private=True)  # the noise generator
 
     def _save_epoch(self, new_best: bool, *, use_ema: bool = False) -> None:
@@ -136,6 +143,8 @@ class Trainer:
         self.state = TrainState(**payload["state"])
         if self.private is not None and payload.get("privacy") is not None:
             self.private.load_state_dict(payload["privacy"])
+        if self.private_rows is not None and payload.get("private_optimizer") is not None:
+            self.private_rows.load_state_dict(payload["private_optimizer"])
         if self.ema is not None and payload.get("ema") is not None:
             self.ema = {n: t.clone() for n, t in payload["ema"].items()}
         for pending in self.out_dir.glob(f"{ckpt.BEST_MODEL}.pending-*"):
@@ -184,7 +193,10 @@ class Trainer:
             return False
         self.optimizer.zero_grad(set_to_none=True)
         self.private.step(self.model)  # its randomness is secret and per step: not self.generator
-        self.optimizer.step()
+        if self.private_rows is not None:  # only the private-only rows, by their own optimizer
+            self.private_rows.step(self.model)
+        else:
+            self.optimizer.step()
         self._update_ema()
         self.state.private_steps += 1
         return True
@@ -237,6 +249,8 @@ class Trainer:
         factor = 0.5 * (1.0 + math.cos(math.pi * min(step, total) / total))
         for group, base in zip(self.optimizer.param_groups, self._base_lrs, strict=True):
             group["lr"] = base * factor
+        if self.private_rows is not None:
+            self.private_rows.set_lr_factor(factor)
 
     def _epoch_generator(self) -> torch.Generator:
         """Seeds the epoch's public permutation from (seed, epoch) alone, so a

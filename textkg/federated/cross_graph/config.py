@@ -82,6 +82,10 @@ class HolderSpec:
                 "privacy.batch_size is not supported by cross-graph parties yet: set train.batch_size",
                 field="privacy.batch_size",
             )
+        if privacy.get("private_updates", "all") != "all":  # a party's snapshot carries one optimizer
+            raise ConfigError(
+                "privacy.private_updates is not supported by cross-graph parties yet", field="privacy.private_updates"
+            )
         if isinstance(privacy.get("confidential_relations"), list):
             privacy["confidential_relations"] = tuple(privacy["confidential_relations"])
         return PrivacyConfig(**privacy)
