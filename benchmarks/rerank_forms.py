@@ -78,6 +78,8 @@ def main(argv: list[str] | None = None) -> int:
 
 def fit_mlp(x: torch.Tensor, y: torch.Tensor, *, steps: int, l2: float, seed: int, hidden: int = HIDDEN):
     """``s = w . x + v . tanh(U x + b)`` fitted with ListNet's multi-positive loss by L-BFGS from a seeded start."""
+    from textkg.evaluation.listwise import minimise_listnet
+
     x = x.double()
     g = torch.Generator().manual_seed(seed)
     f = x.shape[2]
@@ -86,24 +88,15 @@ def fit_mlp(x: torch.Tensor, y: torch.Tensor, *, steps: int, l2: float, seed: in
     v = (torch.randn(hidden, generator=g, dtype=torch.float64) * 0.01).requires_grad_()
     w = torch.zeros(f, dtype=torch.float64, requires_grad=True)
     params = [w, u, b, v]
-    positive = y.bool()
-    opt = torch.optim.LBFGS(params, max_iter=steps, line_search_fn="strong_wolfe")
-
-    def loss_fn() -> torch.Tensor:
-        s = x @ w + torch.tanh(x @ u + b) @ v
-        every = torch.logsumexp(s, 1)
-        pos = torch.logsumexp(s.masked_fill(~positive, float("-inf")), 1)
-        return (every - pos).mean() + l2 * sum(p.pow(2).sum() for p in (w, u, v))
-
-    def closure() -> torch.Tensor:
-        opt.zero_grad()
-        loss = loss_fn()
-        loss.backward()
-        return loss
-
-    opt.step(closure)
-    with torch.no_grad():
-        final = float(loss_fn())
+    final = minimise_listnet(
+        params,
+        lambda: x @ w + torch.tanh(x @ u + b) @ v,
+        keep=None,
+        positive=y.bool(),
+        penalised=[w, u, v],
+        l2=l2,
+        steps=steps,
+    )
     w_, u_, b_, v_ = (p.detach().float() for p in params)
     return (lambda z: z @ w_ + torch.tanh(z @ u_ + b_) @ v_), final
 

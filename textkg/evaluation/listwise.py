@@ -24,6 +24,8 @@ not another) and need not be monotone. It is not convex; the fit starts from a s
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import torch
 
 
@@ -47,12 +49,31 @@ def fit_listnet(
     positive = y.bool() & keep
     x = x.masked_fill(~keep[..., None], 0.0)
     w = torch.zeros(x.shape[2], dtype=torch.float64, requires_grad=True)
-    opt = torch.optim.LBFGS([w], max_iter=steps, line_search_fn="strong_wolfe")
+    final = minimise_listnet([w], lambda: x @ w, keep=keep, positive=positive, penalised=[w], l2=l2, steps=steps)
+    return w.detach().tolist(), final
+
+
+def minimise_listnet(
+    parameters: list[torch.Tensor],
+    scores: Callable[[], torch.Tensor],
+    *,
+    keep: torch.Tensor | None,
+    positive: torch.Tensor,
+    penalised: list[torch.Tensor],
+    l2: float,
+    steps: int,
+) -> float:
+    """Minimise the listwise loss of the module docstring over ``parameters`` by L-BFGS (strong-Wolfe line
+    search), in place; ``scores()`` gives the ``(n, K)`` scores, ``keep`` the candidates that take part (all
+    when ``None``), ``positive`` the positives, ``penalised`` the tensors under the ridge ``l2``. Returns the
+    final loss."""
+    opt = torch.optim.LBFGS(parameters, max_iter=steps, line_search_fn="strong_wolfe")
 
     def loss_fn() -> torch.Tensor:
-        s = x @ w
-        every = torch.logsumexp(s.masked_fill(~keep, float("-inf")), 1)
-        return (every - torch.logsumexp(s.masked_fill(~positive, float("-inf")), 1)).mean() + l2 * w.pow(2).sum()
+        s = scores()
+        every = torch.logsumexp(s if keep is None else s.masked_fill(~keep, float("-inf")), 1)
+        fit = (every - torch.logsumexp(s.masked_fill(~positive, float("-inf")), 1)).mean()
+        return fit + l2 * sum(p.pow(2).sum() for p in penalised)
 
     def closure() -> torch.Tensor:
         opt.zero_grad()
@@ -62,8 +83,7 @@ def fit_listnet(
 
     opt.step(closure)
     with torch.no_grad():
-        final = float(loss_fn())
-    return w.detach().tolist(), final
+        return float(loss_fn())
 
 
 #: Standardised features are clipped to ``[-CLIP, CLIP]``: a first stage that masks the query's own column scores
@@ -127,24 +147,11 @@ def fit_listnet_mlp(
         "hidden_out": torch.zeros(hidden, dtype=torch.float64, requires_grad=True),
     }
     trained = [params[n] for n in ("linear", "hidden_in", "hidden_bias", "hidden_out")]
-    opt = torch.optim.LBFGS(trained, max_iter=steps, line_search_fn="strong_wolfe")
-
-    def loss_fn() -> torch.Tensor:
-        s = mlp_scores(params, x)
-        every = torch.logsumexp(s.masked_fill(~keep, float("-inf")), 1)
-        fit = (every - torch.logsumexp(s.masked_fill(~positive, float("-inf")), 1)).mean()
-        return fit + l2 * sum(p.pow(2).sum() for p in (params["linear"], params["hidden_in"], params["hidden_out"]))
-
-    def closure() -> torch.Tensor:
-        opt.zero_grad()
-        loss = loss_fn()
-        loss.backward()
-        return loss
-
-    opt.step(closure)
-    with torch.no_grad():
-        final = float(loss_fn())
+    penalised = [params[n] for n in ("linear", "hidden_in", "hidden_out")]
+    final = minimise_listnet(
+        trained, lambda: mlp_scores(params, x), keep=keep, positive=positive, penalised=penalised, l2=l2, steps=steps
+    )
     return {n: p.detach().clone() for n, p in params.items()}, final
 
 
-__all__ = ["CLIP", "LARGEST", "MLP_PARAMETERS", "fit_listnet", "fit_listnet_mlp", "mlp_scores"]
+__all__ = ["CLIP", "LARGEST", "MLP_PARAMETERS", "fit_listnet", "fit_listnet_mlp", "minimise_listnet", "mlp_scores"]
