@@ -144,13 +144,19 @@ def test_the_placement_is_the_dp_models_only_where_it_wins_on_public_validation(
     assert {c["run"] for c in chosen} == {"confidential eps=1, placement chosen on validation"}
 
 
-def test_the_recipe_flags_reach_the_rows_they_name(tmp_path):
+def _planned(tmp_path, epsilons: str, *flags: str) -> dict:
+    """The runs ``health_setting.py`` plans for seed 0 with ``flags``, by name."""
     module = _module()
     args = module.parse_args(
-        ["--runs", str(tmp_path), "--out", str(tmp_path / "o.json"), "--epsilons", "1"]
-        + ["--private-args=--private-batch-size 4096 --max-grad-norm 0.5", "--continued-args=--eval-every 5"]
+        ["--runs", str(tmp_path), "--out", str(tmp_path / "o.json"), "--epsilons", epsilons, *flags]
     )
-    runs = {r.name: r for r in module.plan(args, 0)}
+    return {r.name: r for r in module.plan(args, 0)}
+
+
+def test_the_recipe_flags_reach_the_rows_they_name(tmp_path):
+    runs = _planned(
+        tmp_path, "1", "--private-args=--private-batch-size 4096 --max-grad-norm 0.5", "--continued-args=--eval-every 5"
+    )
     for name in ("confidential eps=1", "non-private annotations (ceiling)"):
         flags = " ".join(runs[name].flags)
         assert "--private-batch-size 4096 --max-grad-norm 0.5" in flags
@@ -168,18 +174,14 @@ def test_the_recipe_flags_reach_the_rows_they_name(tmp_path):
 def test_private_updates_reach_the_dp_rows_only_and_name_them(tmp_path):
     """``--private-updates private-rows`` (issue 39): the DP rows get the flag, a name and folders of their
     own; the ceiling stays the model trained on everything, and the control never reads an annotation."""
-    module = _module()
-    args = module.parse_args(
-        ["--runs", str(tmp_path), "--out", str(tmp_path / "o.json"), "--epsilons", "1,4"]
-        + ["--private-updates", "private-rows"]
-    )
-    runs = {r.name: r for r in module.plan(args, 0)}
+    runs = _planned(tmp_path, "1,4", "--private-updates", "private-rows")
     for eps in ("1", "4"):
         dp = runs[f"confidential eps={eps} private-rows"]
         assert " ".join(dp.flags).count("--private-updates private-rows") == 1
         assert dp.out == tmp_path / f"confidential-private-rows-eps{eps}-seed0"
     for name in ("public-only", "public-only continued", "non-private annotations (ceiling)"):
         assert "--private-updates" not in runs[name].flags
+    module = _module()
     default = module.plan(module.parse_args(["--runs", str(tmp_path), "--out", str(tmp_path / "o.json")]), 0)
     assert [r.name for r in default][2] == "confidential eps=1" and "--private-updates" not in default[2].flags
 
