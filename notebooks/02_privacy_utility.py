@@ -23,7 +23,7 @@
 # * `full`: DP-SGD on every training statement;
 # * no training: place a new term under the parents of its nearest terms by description, or under its nearest term.
 #
-# The setting is the one of the results page, section 3 ([docs/results/privacy_utility.md](../docs/results/privacy_utility.md#3-privacyutility-and-membership-inference-audit-on-hpo-small)): `fused-transe` (MiniLM text + structure), 5 epochs at an expected batch of 256, ε ∈ {1, 4}, and a loss-attack audit on 1,000 candidate statements drawn before training. Each private run declares a public size of its private set (`--private-size`, a round bound above the true count, which is itself private), so its label is `dp`; without it the label would be `simulation`. It takes about 10 minutes on two CPU cores. What the guarantee means, and what a patient with several statements gets: [docs/privacy.md](../docs/privacy.md).
+# The setting is the one of the results page, section 3 ([docs/results/privacy_utility.md](../results/privacy_utility.md#3-privacyutility-and-membership-inference-audit-on-hpo-small)): `fused-transe` (MiniLM text + structure), 5 epochs at an expected batch of 256, ε ∈ {1, 4}, and a loss-attack audit on 1,000 candidate statements drawn before training. Each private run declares a public size of its private set (`--private-size`, a round bound above the true count, which is itself private), so its label is `dp`; without it the label would be `simulation`. It takes about 10 minutes on two CPU cores. What the guarantee means, and what a patient with several statements gets: [docs/privacy.md](../privacy.md).
 
 # %%
 import json
@@ -89,7 +89,7 @@ rows += textkg_cli(
 # %% [markdown]
 # ## What each run gives, against the baselines
 #
-# Test MRR ranks every held-out statement; *placement* ranks the parents of the 116 held-out phenotype terms among the existing ones (the curator's question), with the model alone and with the combination chosen on validation. The two no-training rows come from the same `metrics.json` (they read descriptions and the public ontology only).
+# Test MRR ranks every held-out statement; *placement* ranks the parents of the held-out phenotype terms among the existing ones (the curator's question), with the model alone and with the combination chosen on validation (model, description similarity, the parents of the nearest terms and the re-ranker, weighed on the validation terms). The two no-training rows come from the same `metrics.json` (they read descriptions and the public ontology only).
 
 # %%
 by_name = {}
@@ -151,7 +151,7 @@ display(Image(filename=str(SWEEP / "frontier_placement.png")))
 # %% [markdown]
 # ## The audit
 #
-# Members (trained on) and non-members (held out before training) were drawn at random from the confidential pool (for `full`: every training statement), so any separation the attack finds was caused by training. The empirical ε lower bound (Jagielski et al. 2020; threshold chosen on a held-out half) must stay below the accountant's ε for every DP run. The results page reports AUC 0.68 and ε ≥ 1.22 for the non-private run of this setting, and chance for every DP run.
+# Members (trained on) and non-members (held out before training) were drawn at random from the confidential pool (for `full`: every training statement), so any separation the attack finds was caused by training. The empirical ε lower bound (Jagielski et al. 2020; threshold chosen on a held-out half) must stay below the accountant's ε for every DP run.
 
 # %%
 for name, r in by_name.items():
@@ -182,8 +182,50 @@ for group in ("full", "confidential"):
 # %% [markdown]
 # ## Reading it
 #
-# * Read every private run against `public-only`, not against the non-private line: a confidential run spends ε on the annotations, and it pays only if it beats leaving them out. In the published run neither `confidential` run reaches `public-only`, on test MRR or on placement by the model alone, and `full` is below both: on this small graph, at these budgets, the annotations under DP add noise rather than signal.
-# * On the curator's question the no-training baseline (the parents of the nearest terms) beats every model alone, private or not; the combination chosen on validation beats it, and under `confidential` DP keeps almost all of the non-private combination.
-# * The non-private model leaks membership (AUC about 0.68, ε ≥ 1.2 by the held-out-threshold bound); every DP run is at chance, its bound far below its ε.
-#
-# Every number of this setting, with the older runs, the full `hpo` graph and FB15k-237: [docs/results/privacy_utility.md](../docs/results/privacy_utility.md).
+# Read every private run against `public-only`, not against the non-private line: a confidential run spends ε on the annotations, and it pays only where it is above leaving them out. For the curator's question, read every model against the simplest alternative, the parents of the nearest terms, which needs no training. The lines below are printed from the tables above, so they say what this run shows.
+
+
+# %%
+def versus(value, reference, digits=3):
+    """``value`` against ``reference``: which side, and by how much."""
+    gap = value - reference
+    side = "above" if gap > 0 else "below" if gap < 0 else "level with"
+    return f"{value:.{digits}f}, {abs(gap):.{digits}f} {side} {reference:.{digits}f}"
+
+
+private = {name: r for name, r in by_name.items() if r["mode"] in ("full", "confidential")}
+public, nonprivate = by_name["public-only"]["test"], by_name["none"]["test"]
+simplest = baselines["parent-of-nearest"]["mrr"]
+print("each private run against public-only (the confidential statements left out, ε = 0):")
+for name, r in private.items():
+    t = r["test"]
+    print(
+        f"  {name:18s} test MRR {versus(t['mrr'], public['mrr'], 4)}; "
+        f"placement, model alone {versus(t['placement']['mrr'], public['placement']['mrr'])}; "
+        f"combined {versus(t['placement_combined']['mrr'], public['placement_combined']['mrr'])}"
+    )
+print(f"\nplacement against the parents of the nearest terms (no training, MRR {simplest:.3f}):")
+for name, r in by_name.items():
+    t = r["test"]
+    print(
+        f"  {name:18s} model alone {versus(t['placement']['mrr'], simplest)}; "
+        f"combined {versus(t['placement_combined']['mrr'], simplest)}"
+    )
+print("\nconfidential DP's combination against the non-private one and against public-only:")
+for name, r in private.items():
+    if r["mode"] == "confidential":
+        c = r["test"]["placement_combined"]["mrr"]
+        print(
+            f"  {name:18s} {versus(c, nonprivate['placement_combined']['mrr'])} (non-private); "
+            f"{versus(c, public['placement_combined']['mrr'])} (public-only)"
+        )
+audit = by_name["none"]["audit"]
+print(
+    f"\nmembership: the non-private run's audit AUC {audit['roc_auc']:.3f}, ε ≥ {audit['epsilon_lower_bound']['epsilon']:.2f}; "
+    f"the private runs' AUC {min(r['audit']['roc_auc'] for r in private.values()):.3f}–"
+    f"{max(r['audit']['roc_auc'] for r in private.values()):.3f}, each ε lower bound at most its claimed ε: "
+    f"{all(r['audit']['epsilon_lower_bound']['epsilon'] <= r['epsilon'] for r in private.values())}"
+)
+
+# %% [markdown]
+# Every number of this setting, with the older runs, the full `hpo` graph and FB15k-237: [docs/results/privacy_utility.md](../results/privacy_utility.md).

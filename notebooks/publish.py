@@ -21,14 +21,16 @@ from nbclient import NotebookClient
 
 HERE = Path(__file__).resolve().parent
 OUT = HERE.parent / "docs" / "notebooks"
+#: Per cell: 02's sweep cells train two runs each, which takes more than 15 minutes on busy cores.
+CELL_TIMEOUT_S = 3600
 
 
 def publish(path: Path) -> Path:
     nb = nbformat.read(path, as_version=4)
     with tempfile.TemporaryDirectory() as tmp:
-        NotebookClient(nb, timeout=900, kernel_name="python3", resources={"metadata": {"path": tmp}}).execute(
-            env={**os.environ, "MPLBACKEND": "Agg"}
-        )
+        NotebookClient(
+            nb, timeout=CELL_TIMEOUT_S, kernel_name="python3", resources={"metadata": {"path": tmp}}
+        ).execute(env={**os.environ, "MPLBACKEND": "Agg"})
     OUT.mkdir(parents=True, exist_ok=True)
     target = OUT / path.name
     nbformat.write(nb, target)

@@ -35,6 +35,7 @@ LAYERS = [
     ("textkg.versioning", -1),
     ("textkg.devices", -1),
     ("textkg.progress", -1),
+    ("textkg.schema", -1),
     ("textkg.registry", -1),
     ("textkg.data", 0),
     ("textkg.encoders", 1),

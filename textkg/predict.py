@@ -15,6 +15,7 @@ codes it with the autoencoder saved as ``lstm_ae.pt``.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
 import torch
@@ -31,21 +32,26 @@ class Predictor:
     """A trained run loaded for prediction.
 
     Args:
-        run_dir: a directory written by ``textkg train``.
+        run_dir: a directory written by ``textkg train``, or a release bundle.
+        dataset: the dataset to load instead of the one the run's ``config.json`` names (your own path; checked
+            against the run's ``graph.json``). A release bundle needs it unless its dataset is a registered
+            name: textkg never opens a path a bundle names (:func:`textkg.pipeline.run_dir.open_run`).
         device: where the model and its encoder run: a name as for ``--device`` (``auto``,
             ``cpu``, ``cuda``, ``cuda:N``, ``mps``) or a :class:`torch.device`. Not the run's
             ``train.device`` (the run may come from a machine with other devices); the
             checkpoint loads on any device.
     """
 
-    def __init__(self, run_dir: str | Path, *, device: str | torch.device = "auto") -> None:
+    def __init__(
+        self, run_dir: str | Path, *, device: str | torch.device = "auto", dataset: str | Path | None = None
+    ) -> None:
         from textkg.devices import resolve_device
         from textkg.pipeline.prepared import prepare
-        from textkg.pipeline.run_dir import open_run
+        from textkg.pipeline.run_dir import is_bundle, open_run
 
         self.device = device if isinstance(device, torch.device) else resolve_device(device, field="device")
         self.run_dir = Path(run_dir)
-        opened = open_run(self.run_dir)
+        opened = open_run(self.run_dir, dataset=None if dataset is None else str(dataset))
         if ckpt.weights_file(self.run_dir) is None:
             raise ConfigError(
                 "run has no best_model.pt or best_model.safetensors (training did not finish an epoch)",
@@ -56,6 +62,9 @@ class Predictor:
         #: ``textkg evaluate --k-shot``, which saves its k-shot choice there)
         self.choices: dict = (opened.metrics() or {}).get("test") or {}
         self.prepared = prepare(self.config, self.run_dir, device=self.device)
+        if dataset is not None or is_bundle(self.run_dir):  # a dataset the run did not name: its own vocabulary?
+            kg, split = self.prepared.kg, self.prepared.split
+            opened.check_vocabulary(list(kg.entities), list(kg.relations), split.train_entities.tolist())
         self.model = self.prepared.model
         self.model.load_state_dict(ckpt.load_weights(self.run_dir))
         self.model.eval()
@@ -68,6 +77,8 @@ class Predictor:
         #: the link re-ranker the run's evaluation chose on validation (``test.link_rerank``), or ``None``
         self.reranker = saved_reranker(self.choices, file=str(opened.path / "metrics.json"))
         self._link_features: LinkFeatures | None = None  # built on first use
+        self._rankers: dict = {}  # the placement choice's parent ranker, by method (built on first use)
+        self._names: dict[tuple[str, str], list[int]] | None = None  # by id and by name (built on first use)
 
     def text_inputs(self, descriptions: list[str]) -> dict[str, torch.Tensor]:
         """The model's text inputs for ``descriptions``, by name (as in :meth:`KGEModel.embed_new_entities`)."""
@@ -141,8 +152,21 @@ class Predictor:
         top_k: int = 10,
         vote: bool = True,
         known_links: torch.Tensor | str | Path | None = None,
+        include_held_out: bool = False,
     ) -> dict:
         """Top-``k`` links of one new entity for each (relation, direction) asked.
+
+        Candidates: the training graph's entities, never the run's held-out (validation/test) ones nor one
+        named like the new entity (``name``, as an id or a name); ``include_held_out``: every entity of the
+        graph, ranked by the link scorer, as the link-prediction evaluation ranks them. ``candidates`` in the
+        output says which.
+
+        On a run that places ontology terms (:func:`textkg.pipeline.parent_ranking.is_placement_run`), ``is_a`` tails
+        (the new term's parents) are ranked by the run's placement choice, exactly as ``textkg place`` ranks
+        them (:class:`textkg.pipeline.parent_ranking.ParentRanker`; ``vote=False``: the model alone), from the text
+        ``place`` encodes (``"name: description"``); ``scoring.placement`` says so. ``is_a`` heads (the new
+        term's children) are not ranked there: asked for alone, a :class:`ConfigError`; asked for with others,
+        left out and ``scoring.placement`` says why.
 
         ``known_links``: links the user already knows, a TSV file (:mod:`textkg.data.known_links`)
         or ``(m, 3)`` ``(relation id, entity id, role)``; the new entity's vector moves towards
@@ -151,7 +175,7 @@ class Predictor:
         which), the link vote is added at the weight chosen there, and the known links themselves
         are not proposed again. The scores are then what the k-shot evaluation measured
         (:mod:`textkg.evaluation.k_shot`): the description neighbour vote, which it did not use,
-        is left out.
+        is left out, and so is the placement choice.
 
         Without ``relation``/``direction`` every relation and both directions
         are scored; all predictions are sorted by score. When the run's own
@@ -160,12 +184,162 @@ class Predictor:
         are that combination, unless ``vote=False``; ``scoring`` says which.
 
         Returns:
-            ``{"entity": {...}, "predictions": [{"relation", "direction", "entity", "name", "score"}, ...]}``
+            ``{"entity": {...}, "scoring": {...}, "candidates": {...},
+            "predictions": [{"relation", "direction", "entity", "name", "score"}, ...]}``
         """
+        links = None if known_links is None else {0: known_links}
+        return self.predict_batch(
+            [(name, description)], relation=relation, direction=direction, top_k=top_k, vote=vote,
+            known_links=links, include_held_out=include_held_out,
+        )[0]  # fmt: skip
+
+    def predict_batch(
+        self,
+        entities: Sequence[tuple[str | None, str]],
+        *,
+        relation: str | None = None,
+        direction: str | None = None,
+        top_k: int = 10,
+        vote: bool = True,
+        known_links: dict[int, torch.Tensor | str | Path] | None = None,
+        include_held_out: bool = False,
+    ) -> list[dict]:
+        """:meth:`predict` for each ``(name, description)`` of ``entities`` (``known_links``: by row index), the
+        run loaded once and the placement choice's scorer built once for every row it ranks."""
+        from textkg.pipeline.parent_ranking import placement_pairs, rank_new_parents
+
         if top_k < 1:
             raise ConfigError("must be >= 1", field="top_k")
-        relations = self._relations(relation)
-        directions = [direction] if direction else ["tail", "head"]
+        for i, (_, description) in enumerate(entities):
+            if not description or not description.strip():
+                raise ConfigError("empty description", field=f"description[{i}]")
+
+        pairs = [(r, d) for r in self._relations(relation) for d in ([direction] if direction else ["tail", "head"])]
+        pairs, placement = placement_pairs(self, pairs, include_held_out=include_held_out)
+        known_links = known_links or {}
+        placed = [i for i in range(len(entities)) if known_links.get(i) is None] if placement.get("used") else []
+        parents: dict[int, dict] = {}
+        if placed:
+            ranker = self._parent_ranker(vote)
+            drop = [self._query_ids(entities[i][0]) for i in placed]
+            ranked = rank_new_parents(ranker, [entities[i] for i in placed], top_k, drop=drop)
+            parents = dict(zip(placed, ranked, strict=True))
+        return [
+            self._predict_one(
+                *row,
+                pairs,
+                top_k=top_k,
+                vote=vote,
+                known_links=known_links.get(i),
+                parents=parents.get(i),
+                placement=placement,
+                include_held_out=include_held_out,
+            )
+            for i, row in enumerate(entities)
+        ]
+
+    def _parent_ranker(self, vote: bool):
+        """The run's placement choice (:class:`textkg.pipeline.parent_ranking.ParentRanker`; ``vote=False``: the model
+        alone), built once per method."""
+        from textkg.pipeline.parent_ranking import ParentRanker
+
+        method = "auto" if vote else "model"
+        if method not in self._rankers:
+            self._rankers[method] = ParentRanker(self, method=method)
+        return self._rankers[method]
+
+    def _query_ids(self, name: str | None) -> torch.Tensor:
+        """Ids of the entities the new entity names: its ``name`` as an entity id, or as a name (any case)."""
+        if not name or not name.strip():
+            return torch.zeros(0, dtype=torch.long)
+        if self._names is None:  # ("id", entity id) and ("name", case-folded name) -> entity ids
+            self._names = {}
+            for i, (e, n) in enumerate(zip(self.kg.entities, self.kg.entity_names, strict=True)):
+                self._names.setdefault(("id", e), []).append(i)
+                self._names.setdefault(("name", n.strip().casefold()), []).append(i)
+        key = name.strip()
+        ids = set(self._names.get(("id", key), [])) | set(self._names.get(("name", key.casefold()), []))
+        return torch.tensor(sorted(ids), dtype=torch.long)
+
+    def _left_out(self, name: str | None, include_held_out: bool) -> tuple[torch.Tensor | None, dict]:
+        """``(bool (n,) of entities never proposed, or None; what the output's candidates says)``."""
+        n = self.kg.num_entities
+        if include_held_out:
+            return None, {"entities": n, "held_out_left_out": 0, "query_left_out": [], "include_held_out": True}
+        mask = torch.ones(n, dtype=torch.bool)
+        mask[self.prepared.split.train_entities.long()] = False
+        held_out = int(mask.sum())
+        query = self._query_ids(name)
+        mask[query] = True
+        report = {
+            "entities": n - int(mask.sum()),
+            "held_out_left_out": held_out,
+            "query_left_out": [self.kg.entities[i] for i in query.tolist()],
+            "include_held_out": False,
+        }
+        return (mask if bool(mask.any()) else None), report
+
+    def _predict_one(
+        self,
+        name: str | None,
+        description: str,
+        pairs: list[tuple[int, str]],
+        *,
+        top_k: int,
+        vote: bool,
+        known_links: torch.Tensor | str | Path | None,
+        parents: dict | None,
+        placement: dict,
+        include_held_out: bool,
+    ) -> dict:
+        """One entity's :meth:`predict` (``parents``: its ``is_a`` parents ranked by the placement choice,
+        :func:`textkg.pipeline.parent_ranking.rank_new_parents`; ``placement``: what ``scoring.placement`` says)."""
+        placed = (parents["relation"], "tail") if parents is not None else None
+        link_pairs = [pair for pair in pairs if pair != placed]
+        left_out, candidates = self._left_out(name, include_held_out)
+        preds = [self._row(parents["relation"], "tail", e, v) for v, e in parents["ranked"]] if parents else []
+        scoring: dict[str, object] = {"method": "model", "neighbour_vote_weight": 0.0, "spread_weight": 0.0}
+        if link_pairs:
+            link_preds, scoring = self._link_predictions(
+                description, link_pairs, top_k=top_k, vote=vote, known_links=known_links, left_out=left_out
+            )
+            preds += link_preds
+        elif parents is not None:  # the placement choice ranked every answer
+            scoring["method"] = parents["note"]["reading"]
+        preds.sort(key=lambda p: -p["score"])
+        if placement:
+            from textkg.pipeline.parent_ranking import KNOWN_LINKS_NOTE
+
+            note = {**placement, **(parents["note"] if parents else {})}
+            scoring["placement"] = note if parents or not note["used"] else {**note, **KNOWN_LINKS_NOTE}
+        return {
+            "entity": {"name": name, "description": description},
+            "scoring": scoring,
+            "candidates": candidates,
+            "predictions": preds,
+        }
+
+    def _row(self, r: int, d: str, e: int, score: float) -> dict:
+        return {
+            "relation": self.kg.relations[r],
+            "direction": d,
+            "entity": self.kg.entities[e],
+            "name": self.kg.entity_names[e],
+            "score": float(score),
+        }
+
+    def _link_predictions(
+        self,
+        description: str,
+        pairs: list[tuple[int, str]],
+        *,
+        top_k: int,
+        vote: bool,
+        known_links: torch.Tensor | str | Path | None,
+        left_out: torch.Tensor | None,
+    ) -> tuple[list[dict], dict]:
+        """``(predictions, scoring)`` of the link scorer the run chose (model, votes, re-ranker, known links) for
+        each ``(relation id, direction)`` of ``pairs``; entities in ``left_out`` are never proposed."""
         new, inputs = self._embed([description])
         links, links_report = self._known_links(known_links)
         if links is not None:
@@ -209,44 +383,54 @@ class Predictor:
             rels = self.model.relation_matrix()
             interaction = self.model.interaction
             preds = []
-            for r in relations:
+            for r, d in pairs:
                 r_vec = rels[r : r + 1]
-                for d in directions:
 
-                    def score(lo: int, hi: int, d: str = d, r_vec: torch.Tensor = r_vec) -> torch.Tensor:
-                        part = ents[lo:hi]
-                        if d == "tail":
-                            return interaction.score_tails(new, r_vec, part)
-                        return interaction.score_heads(r_vec, new, part)
+                def score(lo: int, hi: int, d: str = d, r_vec: torch.Tensor = r_vec) -> torch.Tensor:
+                    part = ents[lo:hi]
+                    s = (
+                        interaction.score_tails(new, r_vec, part)
+                        if d == "tail"
+                        else interaction.score_heads(r_vec, new, part)
+                    )
+                    if left_out is not None:  # never proposed: below every candidate
+                        s = s.masked_fill(left_out[lo:hi].to(s.device), float("-inf"))
+                    return s
 
-                    if weight or spread_weight or link_weight or reranker:  # standardised model scores + the votes
-                        rel = torch.tensor([r])
-                        parts: list[Part] = [(1.0, standardise(score(0, len(ents))).cpu())]
-                        if link_weight:  # training entities that share the known links vote
-                            parts.append((link_weight, link_vote.votes(voter_ids, voter_weights, rel, d)))
-                        if weight:
-                            parts.append((weight, neighbours.votes_for_new(features, rel, d)))
-                        if spread_weight:
-                            parts.append((spread_weight, neighbours.spread_for_new(features, rel, d)))
-                        row = weighted_sum(parts)
-                        if reranker is not None:  # the first stage's top answers re-ranked (test.link_rerank)
-                            votes = neighbours.votes_for_new(features, rel, d)
-                            args = (query_rows, rel, d, row, votes, top_k)
-                            values, indices = rerank_top(reranker, link_feats, *args)
-                        else:
-                            values, indices = row.topk(min(top_k, len(ents)), dim=1)
-                    else:  # the scores of every entity are never held at once: per-chunk top-k, merged
-                        values, indices = topk_in_chunks(score, len(ents), top_k, chunk=default_candidate_chunk(1))
-                    preds += [
-                        {
-                            "relation": self.kg.relations[r],
-                            "direction": d,
-                            "entity": self.kg.entities[i],
-                            "name": self.kg.entity_names[i],
-                            "score": float(s),
-                        }
-                        for s, i in zip(values[0].tolist(), indices[0].tolist(), strict=True)
-                    ]
+                if weight or spread_weight or link_weight or reranker:  # standardised model scores + the votes
+                    rel = torch.tensor([r])
+                    model_row = (
+                        interaction.score_tails(new, r_vec, ents)
+                        if d == "tail"
+                        else interaction.score_heads(r_vec, new, ents)
+                    )
+                    parts: list[Part] = [(1.0, standardise(model_row).cpu())]  # over every entity, as evaluated
+                    if link_weight:  # training entities that share the known links vote
+                        parts.append((link_weight, link_vote.votes(voter_ids, voter_weights, rel, d)))
+                    if weight:
+                        parts.append((weight, neighbours.votes_for_new(features, rel, d)))
+                    if spread_weight:
+                        parts.append((spread_weight, neighbours.spread_for_new(features, rel, d)))
+                    row = weighted_sum(parts)
+                    if reranker is not None:  # the first stage's top answers re-ranked (test.link_rerank)
+                        if left_out is not None and not bool(left_out.all()):  # below every candidate, finite
+                            row = row.masked_fill(left_out, float(row[:, ~left_out].min()) - 1.0)
+                        votes = neighbours.votes_for_new(features, rel, d)
+                        room = top_k + (0 if left_out is None else int(left_out.sum()))  # a left-out one may stay
+                        args = (query_rows, rel, d, row, votes, room)  # in a top list longer than the candidates
+                        values, indices = rerank_top(reranker, link_feats, *args)
+                    else:
+                        if left_out is not None:
+                            row = row.masked_fill(left_out, float("-inf"))
+                        values, indices = row.topk(min(top_k, len(ents)), dim=1)
+                else:  # the scores of every entity are never held at once: per-chunk top-k, merged
+                    values, indices = topk_in_chunks(score, len(ents), top_k, chunk=default_candidate_chunk(1))
+                kept = [
+                    self._row(r, d, i, s)
+                    for s, i in zip(values[0].tolist(), indices[0].tolist(), strict=True)
+                    if s != float("-inf") and (left_out is None or not bool(left_out[i]))
+                ]
+                preds += kept[:top_k]
         preds.sort(key=lambda p: -p["score"])
         if links is not None:
             preds = self._drop_known(preds, links, top_k - len(links))
@@ -273,10 +457,7 @@ class Predictor:
                     "most like the known links"
                 )
             scoring["known_links"] = links_report
-        note = _placement_note(self.choices)
-        if note:
-            scoring["placement"] = note
-        return {"entity": {"name": name, "description": description}, "scoring": scoring, "predictions": preds}
+        return preds, scoring
 
     def _known_links(self, known_links: torch.Tensor | str | Path | None) -> tuple[torch.Tensor | None, dict | None]:
         """``(links (m, 3) or None, what the output says about them)``."""
@@ -367,21 +548,6 @@ class Predictor:
             ) from None
 
 
-def _placement_note(test: dict) -> str | None:
-    """Why ``place`` may rank a new term's parents differently from ``predict``: ``predict`` scores every
-    relation with the method above (on an ontology run, usually the model alone), while ``place`` ranks
-    ``is_a`` parents with the method the run chose on its validation terms (``test`` of ``metrics.json`` →
-    ``placement_selection``; README's run: model alone 0.355, combined 0.547)."""
-    selection = test.get("placement_selection")
-    if not isinstance(selection, dict) or not selection.get("chosen"):
-        return None
-    return (
-        f"textkg place ranks a new ontology term's parents with {selection['chosen']!r}, the placement method "
-        "this run chose on its validation terms; predict ranks every relation, is_a included, with 'method' "
-        "(docs/usage.md)"
-    )
-
-
 def _rerank_note(reranker, *, used: bool) -> dict:
     """What ``scoring.link_rerank`` says: whether the re-ranker the run chose on validation re-ranked the answers."""
     if reranker is None:
@@ -403,6 +569,9 @@ def _chosen_vote_weights(test: dict) -> tuple[float, float]:
     return positive("weight"), positive("spread_weight")
 
 
-def load_predictor(run_dir: str | Path, *, device: str | torch.device = "auto") -> Predictor:
-    """Load a run directory for zero-shot prediction (``textkg.load(DIR)``) on ``device`` (see :class:`Predictor`)."""
-    return Predictor(run_dir, device=device)
+def load_predictor(
+    run_dir: str | Path, *, device: str | torch.device = "auto", dataset: str | Path | None = None
+) -> Predictor:
+    """Load a run directory or a release bundle for zero-shot prediction (``textkg.load(DIR)``) on ``device``,
+    from ``dataset`` if given (see :class:`Predictor`)."""
+    return Predictor(run_dir, device=device, dataset=dataset)

@@ -38,57 +38,42 @@ WEIGHTS = ckpt.BEST_MODEL_SAFETENSORS
 WRITTEN = ("config.json", "metrics.json", "privacy.json", "MODEL_CARD.md", "RELEASE.json")
 #: everything a bundle may contain
 WHITELIST = (WEIGHTS, *COPIED, *WRITTEN)
-#: fields of the privacy block that ε is recomputed from
-LEDGER_FIELDS = ("orders", "ledger", "delta", "epsilon")
+#: what a bundle holds, one line per file, in the order every page lists it: README.md, docs/privacy.md
+#: (twice), docs/usage.md, the model card and ``textkg release``'s output quote :func:`bundle_contents`
+#: (tests/release/test_bundle_contents.py compares them)
+BUNDLE_CONTENTS = (
+    (WEIGHTS, "the weights, tensors only"),
+    ("graph.json", "the public vocabulary"),
+    ("config.json", "the public configuration"),
+    ("metrics.json", "public-statement metrics, no wall times"),
+    ("privacy.json", "ε, δ and the ledger to recompute ε from"),
+    ("MODEL_CARD.md", "the guarantee in plain words"),
+    ("RELEASE.json", "SHA-256 of each file"),
+    ("lstm_ae.pt", "LSTM-autoencoder models only"),
+    ("char_lms/*.safetensors", "Flair-stack models only: the character LMs' tensors"),
+    ("char_lms/*.json", "Flair-stack models only: their checked configs"),
+)
+#: what a bundle never holds (the run keeps them)
+NEVER_RELEASED = ("checkpoint.pt", "audit_split.json", "private_metrics.json")
 
 
-def recompute_epsilon(privacy: dict) -> float:
-    """ε of a privacy block from its own fields: the RDP of its ledger at its orders (or dp-accounting's
-    PLD accounting when the block's ``accountant`` is ``pld``), so the claimed ε is the ledger's.
+def bundle_contents() -> str:
+    """The one sentence listing what a bundle holds, quoted word for word by every page that lists it."""
+    return ", ".join(f"`{name}` ({what})" for name, what in BUNDLE_CONTENTS)
 
-    The RDP of the Sampled Gaussian Mechanism (Mironov, Talwar & Zhang 2019, arXiv:1908.10530),
-    :func:`textkg.privacy.rdp.compute_rdp`, summed over the ledger, converted with Canonne, Kamath &
-    Steinke 2020 (arXiv:2004.00010v3, Prop. 12), :func:`textkg.privacy.conversion.rdp_to_epsilon`.
-    Opacus's ``compute_rdp`` and ``get_privacy_spent`` compute the same two formulas; the tests hold
-    this function to them as a reference (tests/release/test_recompute_epsilon.py).
+
+def recompute_epsilon(privacy: dict, *, file: str | Path | None = None) -> float:
+    """ε of a privacy block from its own ledger, by its own accountant (``rdp`` or ``pld``): the one
+    recomputation, :func:`textkg.privacy.verify.recompute_epsilon`, which ``textkg account --from``
+    also runs. Opacus's ``compute_rdp`` and ``get_privacy_spent`` compute the same two formulas; the
+    tests hold it to them as a reference (tests/release/test_recompute_epsilon.py).
+
+    Raises:
+        ConfigError: no ledger, or a malformed field (naming ``file`` and the field).
     """
-    import warnings
+    from textkg.privacy.verify import recompute_epsilon as recompute
 
-    import numpy as np
-
-    from textkg.privacy.conversion import PrivacyWarning, rdp_to_epsilon
-    from textkg.privacy.rdp import compute_rdp
-
-    missing = [k for k in LEDGER_FIELDS if k not in privacy]
-    if not missing and not privacy["ledger"]:  # no private step was taken (public-only runs)
-        return 0.0
-    if not missing and privacy.get("accountant") == "pld":  # dp-accounting's PLD, as the run computed it
-        from textkg.privacy.pld import pld_epsilon
-
-        return pld_epsilon(
-            [(e["sample_rate"], e["noise_multiplier"], e["steps"]) for e in privacy["ledger"]], delta=privacy["delta"]
-        )
-    if missing:
-        raise ConfigError(
-            f"the privacy block lacks {', '.join(missing)}: epsilon cannot be recomputed from it "
-            "(a run from before textkg recorded its ledger; retrain it)",
-            field="privacy",
-        )
-    try:
-        orders = [float(a) for a in privacy["orders"]]
-        rdp = np.zeros(len(orders))
-        for entry in privacy["ledger"]:
-            rdp = rdp + compute_rdp(
-                sample_rate=entry["sample_rate"],
-                noise_multiplier=entry["noise_multiplier"],
-                steps=entry["steps"],
-                orders=orders,
-            )
-        with warnings.catch_warnings():  # the run's own accounting warned already about the grid's edge
-            warnings.simplefilter("ignore", PrivacyWarning)
-            return float(rdp_to_epsilon(orders=orders, rdp=rdp.tolist(), delta=privacy["delta"])[0])
-    except (ValueError, TypeError, KeyError) as exc:  # a block someone edited: a user error, not a crash
-        raise ConfigError(f"malformed ledger, epsilon cannot be recomputed from it ({exc})", field="privacy") from None
+    return recompute(privacy, file=file)
 
 
 def needed_files(config: dict) -> list[str]:
@@ -166,9 +151,11 @@ def _check(run_dir: Path, out: Path, allow_simulation: bool) -> tuple[dict, dict
             field="privacy.guarantee",
         )
     if label == "dp" and privacy is not None:
-        eps = recompute_epsilon(privacy)
+        from textkg.privacy.verify import ABS_TOL, REL_TOL
+
+        eps = recompute_epsilon(privacy, file=run_dir / "metrics.json")
         claimed = privacy["epsilon"]
-        if not (claimed is not None and math.isclose(eps, claimed, rel_tol=1e-6, abs_tol=1e-9)):
+        if not (claimed is not None and math.isclose(eps, claimed, rel_tol=REL_TOL, abs_tol=ABS_TOL)):
             raise ConfigError(
                 f"the privacy block claims epsilon={claimed} but its ledger gives {eps}",
                 file=run_dir / "metrics.json",
@@ -177,9 +164,14 @@ def _check(run_dir: Path, out: Path, allow_simulation: bool) -> tuple[dict, dict
     return metrics, config, label
 
 
+#: ``config.json``'s ``data`` fields that name a file or folder of the trainer's machine
+DATA_PATHS = ("dataset", "inductive_dir", "public_entities")
+
+
 def _public_config(config: dict) -> dict:
     """The run's config minus anything that looks secret (it should hold none: the key lives in the
-    checkpoint)."""
+    checkpoint), its data paths named by :func:`public_dataset` (a recipient gives the dataset:
+    :func:`textkg.pipeline.run_dir.open_run`)."""
 
     def clean(obj):
         if isinstance(obj, dict):
@@ -188,7 +180,30 @@ def _public_config(config: dict) -> dict:
             }
         return obj
 
-    return clean(config)
+    out = clean(config)
+    if isinstance(out.get("data"), dict):
+        out["data"] = {k: public_dataset(v) if k in DATA_PATHS else v for k, v in out["data"].items()}
+    return out
+
+
+def public_dataset(value: object) -> object:
+    """A dataset as a bundle names it: a registry name as it is, a file or folder by its last part only
+    (``obo:/home/me/data/hp.obo`` → ``obo:hp.obo``): a bundle never carries a local absolute path."""
+    if not isinstance(value, str) or ("/" not in value and "\\" not in value):
+        return value
+    prefix, sep, rest = value.partition(":")
+    if not sep or "/" in prefix or "\\" in prefix or len(prefix) == 1:  # no format prefix (or a drive letter)
+        prefix, sep, rest = "", "", value
+    name = rest.replace("\\", "/").rstrip("/").rsplit("/", 1)[-1]
+    return f"{prefix}{sep}{name}"
+
+
+def _without_local_paths(name: str, doc: dict) -> dict:
+    """``doc`` (a run's ``graph.json`` or ``metrics.json``) with its dataset named by :func:`public_dataset`
+    (``config.json``'s: :func:`_public_config`)."""
+    if name == "graph.json":
+        return {**doc, "name": public_dataset(doc.get("name"))}
+    return {**doc, **{k: public_dataset(doc[k]) for k in ("dataset", "descriptions") if k in doc}}
 
 
 def model_card(metrics: dict, config: dict, label: str) -> str:
@@ -225,13 +240,7 @@ def model_card(metrics: dict, config: dict, label: str) -> str:
             f"{privacy.get('private_size_source')}, a public input), {privacy['steps']} steps, "
             f"per-example clipping of the whole gradient at C = {privacy['max_grad_norm']:g}, Gaussian "
             f"noise σ = {privacy['noise_multiplier']:.4g} on every entry of every trained parameter; "
-            f"RDP accounting converted with Canonne–Kamath–Steinke 2020"
-            + (
-                f" (PLD accounting of the same ledger: ε = {privacy['epsilon_pld']:.4g})"
-                if privacy.get("epsilon_pld") is not None
-                else ""
-            )
-            + ".",
+            + accounting_sentence(privacy),
             f"Randomness: {privacy.get('randomness')}.",
             "",
             *group_privacy_lines(privacy["epsilon"], privacy["delta"]),
@@ -253,10 +262,35 @@ def model_card(metrics: dict, config: dict, label: str) -> str:
         "## Never released",
         "",
         "checkpoint.pt (holds the secret noise key), audit_split.json, private_metrics.json, training "
-        "logs. This bundle holds only: " + ", ".join(WHITELIST) + ".",
+        "logs. This bundle holds only: " + bundle_contents() + ".",
         "",
     ]
     return "\n".join(lines)
+
+
+#: the model card's words for each accountant's ε, and the other figure of the same ledger beside it
+_ACCOUNTING = {
+    "rdp": (
+        "ε by RDP accounting (Mironov, Talwar & Zhang 2019) converted with Canonne–Kamath–Steinke 2020",
+        ("epsilon_pld", "PLD accounting"),
+    ),
+    "pld": (
+        "ε by PLD accounting (dp-accounting's privacy-loss distributions, pessimistic discretisation)",
+        ("epsilon_rdp", "RDP accounting (converted with Canonne–Kamath–Steinke 2020)"),
+    ),
+}
+
+
+def accounting_sentence(privacy: dict) -> str:
+    """Which accountant gave the card's ε (the block's ``accountant``), with the other one's figure of the
+    same ledger beside it; ``textkg account --from`` recomputes both."""
+    name = privacy.get("accountant", "rdp")
+    if name not in _ACCOUNTING:
+        return f"ε by the {name!r} accountant."
+    words, (other_field, other_words) = _ACCOUNTING[name]
+    other = privacy.get(other_field)
+    beside = f"; {other_words} of the same ledger gives ε = {other:.4g}" if other is not None else ""
+    return f"{words}{beside}. Check it with `textkg account --from privacy.json`."
 
 
 def group_privacy_lines(epsilon: float, delta: float, sizes: tuple[int, ...] = (2, 5, 10)) -> list[str]:
@@ -312,7 +346,11 @@ def release(run_dir: str | Path, out: str | Path, *, allow_simulation: bool = Fa
         for name in needed_files(config):
             (out / name).parent.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(run_dir / name, out / name, follow_symlinks=False)
-        metrics = without_timings(metrics)
+        from textkg.pipeline.run_dir import read_run_json
+
+        graph = read_run_json(out / "graph.json")  # the copy: its dataset name without a local path
+        atomic_write_json(out / "graph.json", _without_local_paths("graph.json", graph))
+        metrics = _without_local_paths("metrics.json", without_timings(metrics))
         public_config = _public_config(config)
         if warning is not None:
             public_config["release_label"] = warning
@@ -334,3 +372,133 @@ def release(run_dir: str | Path, out: str | Path, *, allow_simulation: bool = Fa
         shutil.rmtree(out, ignore_errors=True)
         raise
     return manifest
+
+
+#: the largest file ``textkg account --from`` reads (a results file of many runs is a few MB)
+MAX_ACCOUNT_BYTES = 64 << 20
+
+
+def _read_untrusted_json(path: Path) -> object:
+    """A JSON file someone else made: a regular file, at most :data:`MAX_ACCOUNT_BYTES` (read no further),
+    strict JSON of bounded depth (:func:`textkg.schema.load_json`)."""
+    from textkg.schema import load_json
+
+    if path.is_symlink() or not path.is_file():
+        raise ConfigError("expected a regular file (not a link, not a folder)", file=path)
+    with path.open("rb") as handle:
+        raw = handle.read(MAX_ACCOUNT_BYTES + 1)
+    if len(raw) > MAX_ACCOUNT_BYTES:
+        raise ConfigError(f"larger than {MAX_ACCOUNT_BYTES >> 20} MiB, the most textkg account reads", file=path)
+    return load_json(raw, file=path, max_bytes=MAX_ACCOUNT_BYTES)
+
+
+def _aggregate_checks(doc: object, found: dict[str, list]) -> list[tuple[str, list]]:
+    """A federation's record-level block (``per_client``) claims the largest holder's ε: held to the
+    maximum of the holders' recomputed ``epsilon`` (their blocks under the sibling ``clients`` list)."""
+    from textkg.privacy.verify import Check, find_blocks
+
+    out: list[tuple[str, list]] = []
+    for where, block in find_blocks(doc):
+        if "per_client" not in block or block.get("epsilon") is None:
+            continue
+        parent = where.rsplit(".", 1)[0] if "." in where else ""
+        prefix = f"{parent}.clients[" if parent else "clients["
+        holders = [
+            c.recomputed
+            for path, checks in found.items()
+            if path.startswith(prefix)
+            for c in checks
+            if c.field == "epsilon"
+        ]
+        if holders:
+            out.append((where, [Check("epsilon", "max over holders", float(block["epsilon"]), max(holders))]))
+    return out
+
+
+def account_from(path: str | Path) -> dict:
+    """``textkg account --from PATH``: every ε that PATH claims beside its recomputation.
+
+    PATH is a bundle folder (its ``privacy.json``, and ``RELEASE.json``'s and ``metrics.json``'s copies
+    of ε), a run folder (its ``metrics.json``), or a JSON file: a ``privacy.json``, a ``metrics.json``, or
+    any file holding privacy blocks (a benchmark's results). Every block with a ledger is recomputed
+    (:func:`textkg.privacy.verify.recompute_block`); ``agree`` is whether every claim is within
+    :data:`textkg.privacy.verify.REL_TOL` of its recomputation.
+
+    Raises:
+        ConfigError: a missing or unreadable file, a malformed field (naming the file and the field), or
+            nothing to recompute.
+    """
+    from textkg.privacy.verify import ABS_TOL, REL_TOL, Check, find_blocks, recompute_block, unit_name
+
+    path = Path(path)
+    if path.is_dir():
+        names = ("privacy.json", "metrics.json")
+        found_name = next((n for n in names if (path / n).exists() or (path / n).is_symlink()), None)
+        if found_name is None:
+            raise ConfigError("neither a release bundle (privacy.json) nor a run (metrics.json)", file=path)
+        file = path / found_name
+    elif path.exists():
+        file = path
+    else:
+        raise ConfigError("no such file or folder", file=path)
+    doc = _read_untrusted_json(file)
+    blocks: list[tuple[str, dict, list[Check]]] = []
+    unchecked: list[dict] = []
+    found: dict[str, list[Check]] = {}
+    for where, block in find_blocks(doc):
+        result = recompute_block(block, file=file, where=where)
+        if isinstance(result, str):
+            if "per_client" not in block:
+                unchecked.append({"where": where or "(top level)", "why": result})
+            continue
+        found[where] = result
+        blocks.append((where, block, result))
+    for where, aggregate in _aggregate_checks(doc, found):
+        blocks.append((where, {}, aggregate))
+    if file.name == "privacy.json" and file.parent == path and isinstance(doc, dict):
+        blocks += _bundle_copies(path, doc.get("privacy"))
+    if not blocks:
+        raise ConfigError(
+            "holds no privacy block with a ledger to recompute epsilon from"
+            + (f" ({unchecked[0]['where']}: {unchecked[0]['why']})" if unchecked else ""),
+            file=file,
+        )
+    checks = [c for _, _, result in blocks for c in result]
+    return {
+        "from": str(file),
+        "agree": all(c.agrees for c in checks),
+        "checked": len(checks),
+        "disagreements": sum(not c.agrees for c in checks),
+        "tolerance": {"relative": REL_TOL, "absolute": ABS_TOL},
+        "blocks": [
+            {
+                "where": where or "(top level)",
+                **({"unit": unit_name(block["unit"])} if "unit" in block else {}),
+                **({"guarantee": block["guarantee"]} if "guarantee" in block else {}),
+                "checks": [c.to_dict() for c in result],
+            }
+            for where, block, result in blocks
+        ],
+        "unchecked": unchecked,
+    }
+
+
+def _bundle_copies(bundle: Path, privacy: object) -> list[tuple[str, dict, list]]:
+    """A bundle states ε three times (``privacy.json``, ``metrics.json``, ``RELEASE.json``): each copy
+    is held to the privacy block's recomputed claim."""
+    from textkg.privacy.verify import Check
+
+    if not isinstance(privacy, dict) or privacy.get("epsilon") is None:
+        return []
+    claimed = privacy["epsilon"]
+    out: list[tuple[str, dict, list]] = []
+    for name, key in (("RELEASE.json", ("epsilon",)), ("metrics.json", ("privacy", "epsilon"))):
+        if not (bundle / name).exists():
+            continue
+        value: object = _read_untrusted_json(bundle / name)
+        for k in key:
+            value = value.get(k) if isinstance(value, dict) else None
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise ConfigError("expected a number, as privacy.json states", file=bundle / name, field=".".join(key))
+        out.append((f"{name}:{'.'.join(key)}", {}, [Check(".".join(key), "copy of privacy.json", value, claimed)]))
+    return out

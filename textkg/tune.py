@@ -163,6 +163,10 @@ def run_tune(
                 done[row["name"]] = row
         except (KeyError, TypeError, AttributeError) as exc:
             raise ConfigError(f"cannot re-use a malformed {TUNE_FILE} ({exc})", file=path) from None
+    from textkg.training.checkpoint import folder_in_run
+
+    for point in points:  # a link in a re-used tune folder would make rmtree and training act on another folder
+        folder_in_run(out_dir, "trials", point_name(point))
     out_dir.mkdir(parents=True, exist_ok=True)
     rows: list[dict] = []
     record: dict[str, Any] = {}

@@ -9,6 +9,8 @@ from textkg.cli.main import main
 SMALL = [
     "--dataset",
     "hpo-small",
+    "--split",
+    "transductive",
     "--model",
     "transe",
     "--epochs",

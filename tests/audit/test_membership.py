@@ -101,8 +101,17 @@ def test_no_memorisation_gives_no_evidence(tmp_path):
     assert result.accountant_epsilon == 1.5 and result.delta == 1e-5 and result.guarantee == "dp"
 
 
-def test_epsilon_bound_is_held_out_seeded_and_strict_json(tmp_path):
+def test_a_nan_claim_in_a_runs_metrics_is_refused_naming_the_file(tmp_path):
+    """metrics.json is strict JSON (issue 51): a NaN epsilon is refused where the run is read, not carried on."""
+    from textkg.errors import ConfigError
+
     predictor = _run_dir(tmp_path, strength=5.0, privacy={"epsilon": float("nan"), "delta": 1e-5, "guarantee": "dp"})
+    with pytest.raises(ConfigError, match="metrics.json"):
+        run_audit(tmp_path, attack="score", predictor=predictor)
+
+
+def test_epsilon_bound_is_held_out_seeded_and_strict_json(tmp_path):
+    predictor = _run_dir(tmp_path, strength=5.0, privacy={"epsilon": None, "delta": 1e-5, "guarantee": "dp"})
     result = run_audit(tmp_path, attack="score", predictor=predictor)
     bound = result.epsilon_lower_bound
     # the keys older audit.json files had are all still there; the selection is recorded
@@ -111,7 +120,7 @@ def test_epsilon_bound_is_held_out_seeded_and_strict_json(tmp_path):
     assert bound["num_selection"] == bound["num_evaluation"] == 100  # 50 + 50 in each half of 100 + 100
     assert bound["epsilon"] > 2.0  # perfect separation survives halving
     assert run_audit(tmp_path, attack="score", predictor=predictor).epsilon_lower_bound == bound
-    assert result.accountant_epsilon is None  # NaN claim -> null, not NaN
+    assert result.accountant_epsilon is None  # no claim -> null
     text = json.dumps(result.to_dict(), allow_nan=False)  # strict JSON: raises on NaN / inf
     out = write_audit(result, tmp_path / "audit.json")
     assert json.loads(out.read_text()) == json.loads(text)

@@ -53,9 +53,10 @@ def _value(flag, parser):
         return [flag.option, list(action.choices)[-1]], list(action.choices)[-1]
     if action.nargs == 0:
         return [flag.option], True
-    if action.type is int:
+    kind = getattr(action.type, "kind", action.type)  # a NumberFlag (textkg.cli.flags) parses its kind, in range
+    if kind is int:
         return [flag.option, "3"], 3
-    if action.type is float:
+    if kind is float:
         return [flag.option, "0.5"], 0.5
     text = TEXT[flag.section_field[1]]
     return [flag.option, text], text

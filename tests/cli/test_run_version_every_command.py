@@ -52,7 +52,8 @@ def _commands(run, tmp_path):
         "release": ["release", str(run), "--out", str(new)],
         "audit": ["audit", str(run), "--out", str(tmp_path / "audit.json")],
         "train --resume": ["train", "--resume", str(run)],
-        "train --init-from": ["train", "--dataset", "hpo-small", "--init-from", str(run), "--out", str(new)],
+        "train --init-from": ["train", "--dataset", "hpo-small", "--split", "transductive", "--model", "transe"]
+        + ["--init-from", str(run), "--out", str(new)],
         "federate --resume": ["federate", "--resume", str(run)],
         "federate --mode cross-graph --resume": ["federate", "--mode", "cross-graph", "--resume", str(run)],
         "plot": ["plot", str(run), "--out", str(new)],
@@ -106,7 +107,8 @@ def test_tune_does_not_reuse_trials_of_another_major_version(tmp_path, capsys):
     out = tmp_path / "tune"
     out.mkdir()
     (out / "tune.json").write_text(json.dumps({"textkg_version": OTHER, "rows": []}))
-    argv = ["tune", "--grid", "train.lr=1e-3", "--dataset", "hpo-small", "--privacy", "none", "--out", str(out)]
+    argv = ["tune", "--grid", "train.lr=1e-3", "--dataset", "hpo-small", "--split", "transductive", "--model", "transe"]
+    argv += ["--privacy", "none", "--out", str(out)]
     assert main(argv) == 2
     err = capsys.readouterr().err
     assert OTHER in err and "major version" in err and "Traceback" not in err

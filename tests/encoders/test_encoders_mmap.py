@@ -192,7 +192,7 @@ def test_a_damaged_cache_stops_the_cli_with_exit_2(tmp_path, monkeypatch, capsys
     _truncate(shard)
     cfg = tmp_path / "run.yaml"
     cfg.write_text(
-        f"data:\n  dataset: {FIXTURE}\n  split: inductive\n"
+        f"data:\n  dataset: {FIXTURE}\n  split: inductive\nmodel_name: transe\n"
         "model:\n  interaction: transe\n  dim: 8\n  fusion: text\n  encoder: mmap-test-hash\n"
         "train:\n  epochs: 1\n"
     )
@@ -212,7 +212,7 @@ def test_a_run_on_mapped_features_equals_a_run_on_held_ones(tmp_path, monkeypatc
     monkeypatch.setenv("TEXTKG_CACHE_DIR", str(tmp_path / "cache"))
     cfg = tmp_path / "run.yaml"
     cfg.write_text(
-        f"data:\n  dataset: {FIXTURE}\n  split: inductive\n"
+        f"data:\n  dataset: {FIXTURE}\n  split: inductive\nmodel_name: transe\n"
         "model:\n  interaction: transe\n  dim: 8\n  fusion: text\n  encoder: mmap-test-hash\n"
         "train:\n  epochs: 2\n  batch_size: 16\n"
     )

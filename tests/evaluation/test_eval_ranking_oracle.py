@@ -12,6 +12,8 @@ from hypothesis import strategies as st
 
 from textkg.evaluation import FilterIndex, compute_ranks, evaluate
 
+pytestmark = pytest.mark.portability  # rerun by .ci/run under another thread count and ISA
+
 
 @st.composite
 def problems(draw):

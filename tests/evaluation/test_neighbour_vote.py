@@ -327,5 +327,7 @@ def test_predict_adds_the_spread_the_run_chose(tmp_path):
     out = predictor.predict(description=entity_texts(kg)[h], relation=kg.relations[r], direction="tail", top_k=3)
     assert out["scoring"]["spread_weight"] == 1000.0 and "spread" in out["scoring"]["method"]
     features = predictor._vote_features([entity_texts(kg)[h]], predictor._embed([entity_texts(kg)[h]])[1])
-    want = int(predictor._vote.spread_for_new(features, torch.tensor([r]), "tail")[0].argmax())
+    spread = predictor._vote.spread_for_new(features, torch.tensor([r]), "tail")[0]
+    train = predictor.prepared.split.train_entities.long()  # predict proposes training entities only
+    want = int(train[spread[train].argmax()])
     assert out["predictions"][0]["entity"] == kg.entities[want]

@@ -8,6 +8,8 @@ import torch
 from textkg.evaluation.placement.methods import STANDARDISE
 from textkg.evaluation.scoring import combine, standardise, weighted_sum
 
+pytestmark = pytest.mark.portability  # rerun by .ci/run under another thread count and ISA
+
 LOWEST = torch.finfo(torch.float32).min
 
 

@@ -3,7 +3,8 @@
 The real processes (SuperLink, SuperNodes, ``flwr run``) are in test_deployment.py. Here the same
 apps run over :class:`~textkg.federated.grid.InProcessGrid`: Flower 1.42 starts every ClientApp message
 in a fresh process, which ``fresh`` imitates by dropping the process's holders before every message, so
-each holder is rebuilt from the settings and its node's ``Context.state`` each round.
+each holder is rebuilt from its node's own settings file and its latest state in its own ``state-dir``
+each round. The attacks of a malicious server on a node are in test_node_authority.py.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from pathlib import Path
 import pytest
 import torch
 from fed_threads import one_thread
+from flower_nodes import node_configs
 
 from textkg.cli.main import main
 
@@ -60,7 +62,7 @@ def _settings(federate_base, *flags):
 def test_the_apps_equal_the_in_process_runner(federate_base, tmp_path, flags, client):
     """Same settings, same seed: the deployment apps give the runner's global model bit for bit, its
     rounds, its per-holder reports (record-level DP: the same ledgers) and its test metrics; a holder
-    rebuilt every round from its node's Context.state continues as if it had stayed in memory."""
+    rebuilt every round from its own state file continues as if it had stayed in memory."""
     from textkg.federated.engines import federate
 
     cfg, fed = _settings(federate_base, *flags)
@@ -68,7 +70,8 @@ def test_the_apps_equal_the_in_process_runner(federate_base, tmp_path, flags, cl
     def both():
         federate(cfg, fed, tmp_path / "inprocess", progress=False)
         app._HOLDERS.clear()
-        return app.serve(InProcessGrid(client, 2), cfg, fed, tmp_path / "deployed")
+        grid = InProcessGrid(client, 2, node_configs=node_configs(tmp_path / "nodes", cfg, fed, 2))
+        return app.serve(grid, cfg, fed, tmp_path / "deployed")
 
     one_thread(both)
     a, b = (torch.load(tmp_path / d / "best_model.pt", weights_only=True) for d in ("inprocess", "deployed"))
@@ -87,7 +90,8 @@ def test_client_level_dp_runs_on_the_apps(federate_base, tmp_path):
     """Client-level DP-FedAvg is the server's wrapper, so it runs over any Grid: R releases in Flower's
     ledger, and under it the outputs name the holders only."""
     cfg, fed = _settings(federate_base, "--client-noise-multiplier", "2")
-    metrics = one_thread(lambda: app.serve(InProcessGrid(fresh, 2), cfg, fed, tmp_path / "out"))
+    grid = InProcessGrid(fresh, 2, node_configs=node_configs(tmp_path / "nodes", cfg, fed, 2))
+    metrics = one_thread(lambda: app.serve(grid, cfg, fed, tmp_path / "out"))
     assert metrics["privacy"]["guarantee"] == "dp" and metrics["privacy"]["releases"] == 2
     assert [set(c) for c in metrics["clients"]] == [{"name", "test"}] * 2
     assert json.loads((tmp_path / "out" / "federated.json").read_text())["sizes"] is None
@@ -97,7 +101,7 @@ def test_two_nodes_with_one_partition_id_stop_the_run(federate_base, tmp_path):
     """Each holder must reply once per round: two SuperNodes started as partition-id 0 are refused
     (rather than averaging one holder twice)."""
     cfg, fed = _settings(federate_base)
-    grid = InProcessGrid(fresh, 2)
+    grid = InProcessGrid(fresh, 2, node_configs=node_configs(tmp_path / "nodes", cfg, fed, 2))
     grid._contexts[2].node_config[PARTITION_ID] = 0
     with pytest.raises(ConfigError, match=r"partition-ids \[0, 0\].*client-1"):
         app.serve(grid, cfg, fed, tmp_path / "out")
@@ -115,6 +119,11 @@ def test_federate_app_writes_the_example(federate_base, tmp_path, capsys):
     summary = json.loads(capsys.readouterr().out)
     assert summary["holders"] == ["client-0", "client-1"]
     assert any("partition-id=1 num-partitions=2" in c for c in summary["commands"])
+    # each node names its own settings file and state folder: nothing a server sends decides them
+    settings = str((tmp_path / "app" / app.SETTINGS_FILE).resolve())
+    nodes = [c for c in summary["commands"] if c.startswith("flower-supernode")]
+    assert len(nodes) == 2 and all(f'settings="{settings}"' in c and "state-dir=" in c for c in nodes)
+    assert any("trust" in c for c in summary["commands"])  # Flower 1.42 cannot pin the app: the limit is said
     config, _ = load_and_validate(tmp_path / "app" / "pyproject.toml", check_module=True)
     assert config["tool"]["flwr"]["app"]["config"]["out"] == str(out.resolve())
     cfg, fed = app.read_settings(tmp_path / "app" / app.SETTINGS_FILE)

@@ -40,7 +40,11 @@ def test_a_superlink_and_two_supernodes_equal_the_in_process_federation(tmp_path
         EXAMPLE,
         out,
         tmp_path,
-        [f"partition-id={k} num-partitions=2" for k in range(2)],
+        [  # each node's own settings file (the example's, on this machine) and its own state folder
+            f'partition-id={k} num-partitions=2 settings="{(EXAMPLE / SETTINGS_FILE).resolve()}" '
+            f'state-dir="{(tmp_path / "states" / f"client-{k}").resolve()}"'
+            for k in range(2)
+        ],
         timeout=TIMEOUT,
         env={"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"},  # one thread per holder, as the in-process run below
     )

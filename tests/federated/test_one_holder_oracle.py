@@ -32,6 +32,8 @@ from fed_threads import one_thread
 from textkg.models import get_preset
 from textkg.training.config import DataConfig, RunConfig, TrainConfig
 
+pytestmark = pytest.mark.portability  # rerun by .ci/run under another thread count and ISA
+
 pytest.importorskip("flwr")
 
 TINY = Path(__file__).resolve().parents[1] / "fixtures" / "tiny_blp"

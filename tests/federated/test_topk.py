@@ -126,5 +126,5 @@ def test_bad_top_k_exits_2_and_writes_nothing(federate_base, tmp_path, capsys, e
     out = tmp_path / "fed"
     assert main([*federate_base, "--partition", "random", "--rounds", "1", *extra, "--out", str(out)]) == 2
     err = capsys.readouterr().err
-    assert f"field '{field}'" in err and "Traceback" not in err
+    assert (f"field '{field}'" in err or f"argument --{field}:" in err) and "Traceback" not in err
     assert not out.exists()

@@ -22,6 +22,8 @@ from textkg.models.interactions import (
     register_interaction,
 )
 
+pytestmark = pytest.mark.portability  # rerun by .ci/run under another thread count and ISA
+
 
 class TestTransEL1(InteractionCase):
     name, kwargs = "transe", {"p": 1}

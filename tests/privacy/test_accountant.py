@@ -17,6 +17,8 @@ from textkg.errors import ConfigError, PrivacyError
 from textkg.privacy.accountant import RDPAccountant
 from textkg.privacy.events import SampledGaussianEvent
 
+pytestmark = pytest.mark.portability  # rerun by .ci/run under another thread count and ISA
+
 DELTA = 1e-5
 SMALL_GRID = [1.5, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 128, 256]
 

@@ -13,6 +13,8 @@ from textkg.privacy.accountant import RDPAccountant
 from textkg.privacy.calibration import calibrate_noise_multiplier
 from textkg.privacy.events import SampledGaussianEvent
 
+pytestmark = pytest.mark.portability  # rerun by .ci/run under another thread count and ISA
+
 GRID = [1.5, 2, 3, 4, 6, 8, 12, 16, 24, 32, 64, 128, 256]
 
 

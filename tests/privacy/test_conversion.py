@@ -13,6 +13,8 @@ from opacus.accountants.analysis import rdp as opacus_rdp
 from textkg.privacy.conversion import PrivacyWarning, rdp_to_epsilon
 from textkg.privacy.rdp import DEFAULT_ORDERS, compute_rdp
 
+pytestmark = pytest.mark.portability  # rerun by .ci/run under another thread count and ISA
+
 
 @pytest.mark.parametrize(
     "q,sigma,steps,delta",

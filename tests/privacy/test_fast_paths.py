@@ -17,6 +17,8 @@ import textkg.privacy.dp_sgd as dp_sgd
 from textkg.privacy.clipping import aggregate_clipped, clip_coefficients, coalesce_rows, per_example_norms
 from textkg.privacy.dp_sgd import DPSGDStep, as_row_grads, per_example_grads, per_example_input_grads
 
+pytestmark = pytest.mark.portability  # rerun by .ci/run under another thread count and ISA
+
 SIZES = {"entity": 12, "relation": 3}
 
 

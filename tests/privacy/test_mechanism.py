@@ -15,6 +15,8 @@ from textkg.privacy.dp_sgd import DPSGDStep, as_row_grads, per_example_grads
 from textkg.privacy.events import SampledGaussianEvent
 from textkg.privacy.noise import add_noise
 
+pytestmark = pytest.mark.portability  # rerun by .ci/run under another thread count and ISA
+
 SIZES = {"entity": V_ENT, "relation": V_REL}
 
 

@@ -10,6 +10,8 @@ from scipy import stats
 from textkg.privacy.dp_sgd import DPSGDStep
 from textkg.privacy.randomness import KEY_BYTES, NoisePrefetcher, SecretRandomness
 
+pytestmark = pytest.mark.portability  # rerun by .ci/run under another thread count and ISA
+
 
 def test_torch_generator_seeds_keep_only_32_bits():
     """Why torch's generator cannot hold the secret: seeds that differ above bit 32 give the same

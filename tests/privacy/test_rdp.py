@@ -18,6 +18,8 @@ from textkg.privacy.accountant import RDPAccountant
 from textkg.privacy.events import SampledGaussianEvent
 from textkg.privacy.rdp import DEFAULT_ORDERS, compute_rdp, log_a, parse_orders, rdp_sampled_gaussian_order
 
+pytestmark = pytest.mark.portability  # rerun by .ci/run under another thread count and ISA
+
 GRID = [(q, s) for q in (1e-4, 0.004, 0.04, 0.3, 0.7) for s in (0.6, 1.0, 1.5, 4.0)]
 INT_ORDERS = [2, 3, 5, 8, 16, 32, 63, 128, 256]
 FRAC_ORDERS = [1.1, 1.5, 2.5, 4.7, 10.9]

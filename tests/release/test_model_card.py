@@ -36,3 +36,18 @@ def test_a_delta_above_one_is_shown_as_one():
 def test_the_dp_model_card_carries_it():
     card = model_card(_dp_metrics(1.0, 1e-5), {"model_name": "transe"}, "dp")
     assert "group privacy" in card and "k = 5: (5, 0.0027)" in card
+
+
+def test_the_card_names_the_accountant_that_gave_its_epsilon():
+    """A PLD run's card said "RDP accounting converted with Canonne–Kamath–Steinke" (issue 53, item 2)."""
+    cards = {}
+    for accountant, other in (("rdp", "epsilon_pld"), ("pld", "epsilon_rdp")):
+        metrics = _dp_metrics(1.0, 1e-5)
+        metrics["privacy"].update(accountant=accountant, **{other: 1.5})
+        cards[accountant] = model_card(metrics, {"model_name": "transe"}, "dp")
+    assert "ε by PLD accounting" in cards["pld"] and "ε by RDP accounting" not in cards["pld"]
+    rdp_beside = "; RDP accounting (converted with Canonne–Kamath–Steinke 2020) of the same ledger gives ε = 1.5"
+    assert rdp_beside in cards["pld"]
+    assert "ε by RDP accounting" in cards["rdp"] and "ε by PLD accounting" not in cards["rdp"]
+    assert "; PLD accounting of the same ledger gives ε = 1.5" in cards["rdp"]
+    assert all("textkg account --from" in card for card in cards.values())

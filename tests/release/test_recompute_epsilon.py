@@ -45,5 +45,6 @@ def test_recomputed_epsilon_equals_opacus(ledger, orders):
 )
 def test_a_malformed_ledger_is_a_user_error(change):
     block = {"orders": [2.0, 4.0], "ledger": LEDGERS[0], "delta": 1e-5, "epsilon": 1.0, **change}
-    with pytest.raises(ConfigError, match="malformed ledger"):
+    with pytest.raises(ConfigError, match="malformed privacy block") as err:
         recompute_epsilon(block)
+    assert err.value.field.startswith(f"privacy.{next(iter(change))}")

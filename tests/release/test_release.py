@@ -78,7 +78,7 @@ def test_the_bundle_predicts_as_the_run_does(dp_run, tmp_path):
     out = tmp_path / "bundle"
     release(dp_run, out)
     kwargs = dict(description="a new thing near the others", relation="/r/likes", direction="tail", top_k=5)
-    assert textkg.load(out).predict(**kwargs) == textkg.load(dp_run).predict(**kwargs)
+    assert textkg.load(out, dataset=FIXTURE).predict(**kwargs) == textkg.load(dp_run).predict(**kwargs)
 
 
 def test_a_simulation_run_is_refused_without_the_flag_and_labelled_with_it(tmp_path):
@@ -98,7 +98,7 @@ def test_a_simulation_run_is_refused_without_the_flag_and_labelled_with_it(tmp_p
         assert json.loads((out / name).read_text())["label"].startswith("NOT DIFFERENTIALLY PRIVATE"), name
     assert json.loads((out / "config.json").read_text())["release_label"].startswith("NOT DIFFERENTIALLY")
     assert (out / "MODEL_CARD.md").read_text().startswith("**NOT DIFFERENTIALLY PRIVATE")
-    textkg.load(out)  # a labelled config still loads
+    textkg.load(out, dataset=FIXTURE)  # a labelled config still loads
 
 
 def test_a_non_private_run_is_refused_and_nothing_is_written(tmp_path):

@@ -14,7 +14,8 @@ from textkg.pipeline.job import run
 
 def train_tiny(out: Path, *flags: str) -> Path:
     """A 1-epoch run on the tiny fixture (seconds)."""
-    argv = ["train", "--dataset", str(TINY), "--split", "transductive", "--dim", "8", "--epochs", "1"]
+    argv = ["train", "--dataset", str(TINY), "--split", "transductive", "--model", "transe", "--dim", "8"]
+    argv += ["--epochs", "1"]
     args = build_parser().parse_args([*argv, "--batch-size", "32", "--seed", "0", *flags])
     run(build_run_config(args), out, progress=False)
     return out

@@ -75,7 +75,7 @@ def test_a_flair_run_carries_its_char_lms_and_opens_after_a_move(lms, tmp_path, 
     config = tmp_path / "flair.json"
     kwargs = {"forward_model": str(fwd), "backward_model": str(bwd), "word_embeddings": None}
     config.write_text(json.dumps({"model": {"encoder": "flair", "fusion": "text", "encoder_kwargs": kwargs}}))
-    argv = ["train", "--dataset", str(TINY), "--split", "transductive", "--config", str(config)]
+    argv = ["train", "--dataset", str(TINY), "--split", "transductive", "--model", "transe", "--config", str(config)]
     out = tmp_path / "run"
     flags = ["--dim", "8", "--epochs", "1", "--batch-size", "32", "--no-progress", "--out", str(out)]
     assert main([*argv, *flags]) == 0

@@ -68,7 +68,12 @@ def test_each_supernode_reads_only_its_own_holder_file_and_the_server_none(tmp_p
     pythonpath = os.pathsep.join([str(hook), os.environ.get("PYTHONPATH", "")])
     env = {"PYTHONPATH": pythonpath, "TEXTKG_TEST_WATCH": watch, "TEXTKG_TEST_OPEN_LOG": str(logs)}
     env |= {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
-    configs = [f'partition-id={k} num-partitions=2 data-file="{p.resolve()}"' for k, p in enumerate(holders)]
+    settings = (app_dir / "textkg-settings.json").resolve()  # each node's own settings (here: the app's copy)
+    configs = [
+        f'partition-id={k} num-partitions=2 data-file="{p.resolve()}" settings="{settings}" '
+        f'state-dir="{(tmp_path / "states" / f"client-{k}").resolve()}"'
+        for k, p in enumerate(holders)
+    ]
     run = deploy(
         app_dir,
         out,

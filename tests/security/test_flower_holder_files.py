@@ -8,7 +8,7 @@ adversary (a curious server, or another holder):
 - no file of a holder is opened outside that holder's own ClientApp calls (a Python audit hook sees
   every ``open``): not by the server, not by the other node;
 - no message either way carries a holder's path or statements: the server sends the global parameters
-  and the settings, a holder returns the trained parameters with the server's shapes, its metrics
+  and the round number, a holder returns the trained parameters with the server's shapes, its metrics
   and its report (under DP with a declared size: the declared size, never the count);
 - neighbouring holder files (one private statement apart) give the same messages, the same
   ``federated.json`` and the same shapes and keys in ``metrics.json``.
@@ -26,6 +26,7 @@ import pytest
 
 pytest.importorskip("flwr")
 
+from flower_nodes import node_configs
 from holder_files import FLAGS, PRIVATE, make_holder_files, marker_statement
 from neighbours import message_view, shape_tree
 
@@ -88,7 +89,8 @@ def _settings(dataset: Path, *extra: str):
 def _serve(root: Path, *extra: str, neighbour: str | None = None):
     public, holders = make_holder_files(root, extra=neighbour)
     cfg, fed = _settings(public, *extra)
-    grid = SpyGrid(fresh, 2, node_configs=[{DATA_FILE: str(p)} for p in holders])
+    own = node_configs(root / "nodes", cfg, fed, 2, extra=[{DATA_FILE: str(p)} for p in holders])
+    grid = SpyGrid(fresh, 2, node_configs=own)
     _OPENED.clear()
     _STATE["on"] = True
     try:
@@ -138,10 +140,15 @@ def test_neighbouring_holder_files_send_the_server_the_same_messages(tmp_path):
         for m in out:
             for record in m["metrics"].values():
                 record.pop("public-loss", None)  # moves with the noised model
+            for record in m.get("configs", {}).values():  # the digest of the node's settings, which name the folder
+                if "json" in record:
+                    report = json.loads(record["json"])
+                    report.pop(app.DIGEST_KEY, None)
+                    record["json"] = json.dumps(report)
         return out
 
     assert public(ga.received, "d") == public(gb.received, "d_plus")
-    assert public(ga.sent, "d")[0] == public(gb.sent, "d_plus")[0]  # the first round's message: the same settings
+    assert public(ga.sent, "d")[0] == public(gb.sent, "d_plus")[0]  # the first round's message: the same parameters
     fa, fb = (json.loads((tmp_path / n / "out" / "federated.json").read_text()) for n in ("d", "d_plus"))
     assert fa == fb
     assert shape_tree(ma) == shape_tree(mb) and ma["clients"][0]["privacy"] == mb["clients"][0]["privacy"]
@@ -154,11 +161,12 @@ def test_a_holder_file_is_checked_and_the_in_process_engine_refuses_the_scheme(t
     public, holders = make_holder_files(tmp_path)
     holders[1].write_text(holders[1].read_text() + "/e/nope\t/r/likes\t/e/00\n")
     cfg, fed = _settings(public)
-    grid = InProcessGrid(fresh, 2, node_configs=[{DATA_FILE: str(p)} for p in holders])
+    own = node_configs(tmp_path / "nodes", cfg, fed, 2, extra=[{DATA_FILE: str(p)} for p in holders])
+    grid = InProcessGrid(fresh, 2, node_configs=own)
     with pytest.raises(ConfigError.__mro__[1], match=r"statements.tsv:72, field 'head'.*not in the public vocabulary"):
         app.serve(grid, cfg, fed, tmp_path / "out")
     with pytest.raises(ConfigError, match="deployment engine"):
         federate(cfg, fed, tmp_path / "inprocess", progress=False)
-    grid = InProcessGrid(fresh, 2)  # a node without its data-file
+    grid = InProcessGrid(fresh, 2, node_configs=node_configs(tmp_path / "nodes2", cfg, fed, 2))  # no data-file
     with pytest.raises(ConfigError, match="data-file"):
         app.serve(grid, cfg, fed, tmp_path / "out2")

@@ -21,7 +21,8 @@ from textkg.cli.main import main
 from textkg.cli.training import _without_nproc
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "tiny_blp"
-BASE = ["train", "--dataset", str(FIXTURE), "--split", "transductive", "--dim", "8", "--epochs", "2", "--seed", "0"]
+BASE = ["train", "--dataset", str(FIXTURE), "--split", "transductive", "--model", "transe", "--dim", "8"]
+BASE += ["--epochs", "2", "--seed", "0"]
 
 
 def _env() -> dict:

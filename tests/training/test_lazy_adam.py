@@ -82,7 +82,8 @@ def test_refused_where_every_row_is_touched(train, privacy, message):
 
 def test_cli_run_with_lazy_adam_trains_and_resumes(tmp_path):
     out = tmp_path / "run"
-    base = ["train", "--dataset", str(FIXTURE), "--split", "transductive", "--dim", "8", "--seed", "0"]
+    base = ["train", "--dataset", str(FIXTURE), "--split", "transductive", "--model", "transe", "--dim", "8"]
+    base += ["--seed", "0"]
     assert main([*base, "--epochs", "1", "--optimizer", "lazy-adam", "--no-progress", "--out", str(out)]) == 0
     cfg = json.loads((out / "config.json").read_text())
     assert cfg["train"]["optimizer"] == "lazy-adam"

@@ -27,6 +27,8 @@ from textkg.privacy.dp_sgd import DPSGDStep
 from textkg.training.config import DataConfig, PrivacyConfig, RunConfig, TrainConfig
 from textkg.training.private_step import OneVsAllPrivateStep, noise_shapes
 
+pytestmark = pytest.mark.portability  # rerun by .ci/run under another thread count and ISA
+
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "tiny_blp"
 
 

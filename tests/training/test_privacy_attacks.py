@@ -480,12 +480,13 @@ def test_a_release_holds_safetensors_weights_and_no_wall_times(tmp_path):
     (a readout of the realised Poisson batch sizes, hence of N) is released."""
     import textkg
 
-    run_dir = _train(_dataset(tmp_path, "d", extra=False), tmp_path / "run")
+    data = _dataset(tmp_path, "d", extra=False)
+    run_dir = _train(data, tmp_path / "run")
     bundle = _release(run_dir, tmp_path / "bundle")
     assert (bundle / "best_model.safetensors").is_file() and not (bundle / "best_model.pt").exists()
     text = (bundle / "metrics.json").read_text()
     assert '"seconds"' not in text
-    predictor = textkg.load(bundle)
+    predictor = textkg.load(bundle, dataset=data)  # a bundle never opens the path it names
     weights = torch.load(run_dir / "best_model.pt", weights_only=True)
     for k, v in predictor.model.state_dict().items():
         assert torch.equal(v, weights[k]), k

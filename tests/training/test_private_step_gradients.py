@@ -20,6 +20,8 @@ from textkg.training.losses import margin_ranking, softplus_loss
 from textkg.training.negatives import corrupt
 from textkg.training.private_step import PrivateStep
 
+pytestmark = pytest.mark.portability  # rerun by .ci/run under another thread count and ISA
+
 NUM_ENTITIES, NUM_RELATIONS, DIM, TEXT_DIM = 14, 3, 6, 5
 SEEN = torch.tensor([0, 1, 2, 3, 4, 5, 6, 7, 8, 9])  # 10..13 are unseen
 FUSIONS = {"structural": {}, "text": {"encoder": "bert"}, "weighted": {"encoder": "bert"}, "gate": {"encoder": "bert"}}

@@ -38,7 +38,7 @@ TRAIN = {"loss": "softmax", "negatives": "all", "temperature": 0.05, "batch_size
 
 def _train(out: Path, tmp: Path, *, epochs: int) -> Path:
     config = tmp / f"top-{epochs}.yaml"
-    config.write_text(yaml.safe_dump({"model": MODEL, "train": {**TRAIN, "epochs": epochs}}))
+    config.write_text(yaml.safe_dump({"model_name": "transe", "model": MODEL, "train": {**TRAIN, "epochs": epochs}}))
     args = ["train", "--dataset", str(FIXTURE), "--split", "inductive", "--config", str(config), "--no-progress"]
     assert main([*args, "--out", str(out)]) == 0
     return out

@@ -25,6 +25,8 @@ from textkg.training.config import DataConfig, RunConfig, TrainConfig
 from textkg.training.negatives import corrupt
 from textkg.training.optim import adam
 
+pytestmark = pytest.mark.portability  # rerun by .ci/run under another thread count and ISA
+
 TINY = Path(__file__).resolve().parents[1] / "fixtures" / "tiny_blp"
 ATOL = 1e-6
 

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from textkg.cli.flags import number_flag
+
 
 def add_data(sub) -> None:
     """``textkg data stats``."""
@@ -44,10 +46,14 @@ def add_charlm(sub) -> None:
         "--direction", choices=["forward", "backward"], required=True, help="which way the LM reads the text"
     )
     ct.add_argument("--out", required=True, help="new directory for the LM and its metrics.json")
-    ct.add_argument("--hidden-size", type=int, default=256, help="LSTM hidden units (default: 256)")
-    ct.add_argument("--max-epochs", type=int, default=10, help="passes over the descriptions (default: 10)")
-    ct.add_argument("--max-minutes", type=float, default=15.0, help="wall-time limit in minutes (default: 15)")
-    ct.add_argument("--seed", type=int, default=0, help="random seed (default: 0)")
+    ct.add_argument("--hidden-size", type=number_flag("dim"), default=256, help="LSTM hidden units (default: 256)")
+    ct.add_argument(
+        "--max-epochs", type=number_flag("epochs"), default=10, help="passes over the descriptions (default: 10)"
+    )
+    ct.add_argument(
+        "--max-minutes", type=number_flag("minutes"), default=15.0, help="wall-time limit in minutes (default: 15)"
+    )
+    ct.add_argument("--seed", type=number_flag("seed"), default=0, help="random seed (default: 0)")
 
 
 def add_encoders(sub) -> None:
@@ -66,19 +72,25 @@ def add_encoders(sub) -> None:
         choices=["transductive", "inductive"],
         help="whose training terms give the pairs; inductive keeps held-out terms out (default: inductive)",
     )
-    ad.add_argument("--epochs", type=int, default=1, help="passes over the pairs (default: 1)")
-    ad.add_argument("--batch-size", type=int, default=64, help="pairs per step (default: 64)")
-    ad.add_argument("--lr", type=float, default=2e-5, help="AdamW learning rate (default: 2e-5)")
-    ad.add_argument("--max-minutes", type=float, default=15.0, help="wall-time limit in minutes (default: 15)")
-    ad.add_argument("--max-pairs", type=int, default=None, help="use at most this many pairs (default: all)")
-    ad.add_argument("--seed", type=int, default=0, help="random seed (default: 0)")
+    ad.add_argument("--epochs", type=number_flag("epochs"), default=1, help="passes over the pairs (default: 1)")
+    ad.add_argument("--batch-size", type=number_flag("batch_size"), default=64, help="pairs per step (default: 64)")
+    ad.add_argument("--lr", type=number_flag("lr"), default=2e-5, help="AdamW learning rate (default: 2e-5)")
+    ad.add_argument(
+        "--max-minutes", type=number_flag("minutes"), default=15.0, help="wall-time limit in minutes (default: 15)"
+    )
+    ad.add_argument(
+        "--max-pairs", type=number_flag("items"), default=None, help="use at most this many pairs (default: all)"
+    )
+    ad.add_argument("--seed", type=number_flag("seed"), default=0, help="random seed (default: 0)")
     pa = enc.add_parser("pretrain-aec", help="pre-train the LSTM autoencoder on a dataset's descriptions")
     pa.add_argument("--dataset", required=True, help="any --dataset source of textkg train")
     pa.add_argument("--encoder", default="glove-bow", help="token-level encoder feeding the autoencoder")
-    pa.add_argument("--code-dim", type=int, default=128, help="size of the autoencoder's code (default: 128)")
-    pa.add_argument("--epochs", type=int, default=5, help="passes over the descriptions (default: 5)")
+    pa.add_argument(
+        "--code-dim", type=number_flag("dim"), default=128, help="size of the autoencoder's code (default: 128)"
+    )
+    pa.add_argument("--epochs", type=number_flag("epochs"), default=5, help="passes over the descriptions (default: 5)")
     pa.add_argument("--out", required=True, help="new directory for lstm_ae.pt (textkg train --autoencoder)")
-    pa.add_argument("--seed", type=int, default=0, help="random seed (default: 0)")
+    pa.add_argument("--seed", type=number_flag("seed"), default=0, help="random seed (default: 0)")
 
 
 def data_stats(args) -> dict:

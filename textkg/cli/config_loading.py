@@ -25,6 +25,11 @@ FLAG_FIELDS = {f.dest: f.section_field for f in TRAIN_FLAGS if f.section_field[0
 MODEL_FLAGS = {f.dest: f.section_field[1] for f in TRAIN_FLAGS if f.section_field[0] == "model"}
 
 
+def default_model_name() -> str:
+    """The preset a run gets when neither ``--model`` nor the config file names one (:class:`RunConfig`'s)."""
+    return next(f.default for f in dataclasses.fields(RunConfig) if f.name == "model_name")  # type: ignore[return-value]
+
+
 def read_config_file(path: str) -> dict:
     """Parse a YAML or JSON config; errors name the file and line."""
     p = Path(path)
@@ -110,7 +115,7 @@ def build_run_config(args) -> RunConfig:
         sections["privacy"]["confidential_relations"] = tuple(r for r in conf.split(",") if r)
     elif conf is not None:
         sections["privacy"]["confidential_relations"] = tuple(conf)
-    model_name = getattr(args, "model", None) or file_data.get("model_name") or "transe"
+    model_name = getattr(args, "model", None) or file_data.get("model_name") or default_model_name()
     model_cfg = get_preset(model_name)
     private = sections["privacy"].get("mode", "none") in ("full", "confidential")
     for key, value in preset_train_defaults(model_name, private=private).items():

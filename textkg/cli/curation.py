@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import sys
 
-from textkg.cli.flags import add_device_flag
+from textkg.cli.flags import add_device_flag, number_flag
 
 
 def add_place(sub) -> None:
@@ -23,10 +23,10 @@ def add_place(sub) -> None:
     src.add_argument("--terms", help="TSV: id TAB name [TAB definition], one term per line")
     src.add_argument("--obo", help="OBO file; its [Term] stanzas not in the graph are placed")
     pl_.add_argument("--out", required=True, help="output TSV (term, rank, parent, parent_name, score, evidence, note)")
-    pl_.add_argument("--top-k", type=int, default=5, help="suggested parents per term (default 5)")
+    pl_.add_argument("--top-k", type=number_flag("top_k"), default=5, help="suggested parents per term (default 5)")
     pl_.add_argument(
         "--min-score",
-        type=float,
+        type=number_flag("share"),
         help="keep only suggestions whose share is at least this, in [0, 1]: the suggestion's softmax share of the "
         "term's scores over every candidate (the TSV's share column; not a calibrated probability)",
     )

@@ -11,7 +11,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from textkg.cli.flags import add_train_flags
+from textkg.cli.flags import add_train_flags, number_flag
 from textkg.errors import ConfigError
 
 #: ``federate``'s modes: FedAvg over one shared vocabulary (Flower), or FKGE across different graphs.
@@ -68,7 +68,10 @@ def _add_federate_flags(fe) -> None:
     from textkg.federated.partition import SCHEMES
 
     fe.add_argument(
-        "--clients", type=int, default=None, help="data holders K (random, relation; source and column set their own)"
+        "--clients",
+        type=number_flag("clients"),
+        default=None,
+        help="data holders K (random, relation; source and column set their own)",
     )
     fe.add_argument(
         "--partition", default="random", choices=SCHEMES, help="who holds which statement (default: random)"
@@ -83,27 +86,29 @@ def _add_federate_flags(fe) -> None:
     )
     fe.add_argument(
         "--client-target-epsilon",
-        type=float,
+        type=number_flag("epsilon"),
         default=None,
         help="client-level DP-FedAvg: calibrate the server's noise so that R rounds give this epsilon "
         "about one whole data holder",
     )
     fe.add_argument(
         "--client-noise-multiplier",
-        type=float,
+        type=number_flag("sigma"),
         default=None,
         help="client-level DP-FedAvg with this sigma (instead of --client-target-epsilon)",
     )
     fe.add_argument(
         "--client-clip",
-        type=float,
+        type=number_flag("clip"),
         default=1.0,
         help="client-level DP: L2 bound C of each holder's whole update (default: 1.0)",
     )
-    fe.add_argument("--client-delta", type=float, default=1e-5, help="client-level DP: delta (default: 1e-5)")
+    fe.add_argument(
+        "--client-delta", type=number_flag("delta"), default=1e-5, help="client-level DP: delta (default: 1e-5)"
+    )
     fe.add_argument(
         "--upload-top-k",
-        type=int,
+        type=number_flag("items"),
         default=None,
         metavar="K",
         help="each holder uploads only the K structural-table rows that moved most in the round (and every "
@@ -112,16 +117,16 @@ def _add_federate_flags(fe) -> None:
     )
     fe.add_argument(
         "--noise-decay",
-        type=float,
+        type=number_flag("noise_decay"),
         default=None,
         metavar="GAMMA",
         help="record-level DP: sigma is sigma_0 * GAMMA^r in round r, sigma_0 calibrated so that all rounds "
         "meet --target-epsilon (default: a constant sigma)",
     )
-    fe.add_argument("--rounds", type=int, default=3, help="federated rounds R (default: 3)")
+    fe.add_argument("--rounds", type=number_flag("rounds"), default=3, help="federated rounds R (default: 3)")
     fe.add_argument(
         "--local-epochs",
-        type=int,
+        type=number_flag("epochs"),
         default=1,
         help="epochs each holder trains per round E (default: 1); replaces --epochs with R x E",
     )
@@ -219,7 +224,7 @@ def federate_app(args) -> dict:
     from textkg.federated.config import holder_names
 
     try:
-        from textkg.federated.app import write_app
+        from textkg.federated.app import node_config_line, write_app
     except ImportError:
         raise ConfigError(
             "the deployment engine runs on Flower, which is not installed: pip install 'textkg[federated]'",
@@ -236,17 +241,30 @@ def federate_app(args) -> dict:
     written = write_app(Path(args.app), cfg, fed, Path(args.out))
     holders = holder_names(fed)
     app = shlex.quote(written["app"])
-    # the files partition: each node names its own holder file, which no other process sees
-    data_file = ' data-file="/path/to/this-holders-statements.tsv"' if fed.partition == "files" else ""
+    # each node's own settings file and state folder (the server's messages name neither); the files
+    # partition: each node also names its own holder file, which no other process sees
     link = "flower-superlink --insecure --disable-runtime-dependency-installation    # 127.0.0.1:8000"
+    states = Path(written["out"]).with_name(Path(written["out"]).name + "-holders")
     nodes = (
         [
-            f"flower-supernode --insecure --superlink 127.0.0.1:8000 --port {9094 + k} "
-            f"--node-config 'partition-id={k} num-partitions={len(holders)}{data_file}'    # {name}"
+            f"flower-supernode --insecure --superlink 127.0.0.1:8000 --port {9094 + k} --node-config "
+            + shlex.quote(
+                node_config_line(
+                    k,
+                    len(holders),
+                    settings=Path(written["settings"]).resolve(),  # the holder's own copy on its machine
+                    state_dir=states / name,
+                    data_file=fed.partition == "files",
+                )
+            )
+            + f"    # {name}"
             for k, name in enumerate(holders)
         ]
         if holders
-        else ["flower-supernode ... --node-config 'partition-id=k num-partitions=K'    # one per holder"]
+        else [
+            'flower-supernode ... --node-config \'partition-id=k num-partitions=K settings="..." '
+            + 'state-dir="..."\'    # one per holder'
+        ]
     )
     print(f"wrote {written['app']}", file=sys.stderr)
     return {
@@ -255,6 +273,8 @@ def federate_app(args) -> dict:
         "commands": [
             link,
             *nodes,
+            "# a SuperNode runs the ClientApp the submitted app names (Flower 1.42 cannot pin a local app): "
+            "connect holders only to a SuperLink whose submitters they trust (docs/security.md)",
             '# ~/.flwr/config.toml (or $FLWR_HOME/config.toml): [superlink.textkg] address = "127.0.0.1:8000", '
             "insecure = true",
             f"flwr run {app} textkg --stream",

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import math
+import sys
 import types
 import typing
 from collections.abc import Callable, Sequence
@@ -28,6 +30,7 @@ from textkg.training.config import (
     PRIVATE_UPDATES,
     DataConfig,
     PrivacyConfig,
+    RunConfig,
     TrainConfig,
 )
 from textkg.training.losses import list_losses
@@ -94,12 +97,14 @@ class Flag:
             kwargs["choices"] = list(self.choices() if callable(self.choices) else self.choices)
         kind = self.type
         if self.key is not None:
-            kind = _field_type(*self.section_field)
+            kind = _field_type(*self.section_field) or self.type
         if kind is bool:
             kwargs.update(action="store_true", default=None)
         elif self.action is not None:
             kwargs["action"] = self.action
         elif kind in (int, float):
+            kwargs["type"] = number_flag(KEY_NUMBERS[self.key or self.dest], key=self.key)
+        elif kind is not None:
             kwargs["type"] = kind
         p.add_argument(self.option, **kwargs)
 
@@ -112,6 +117,128 @@ def _field_type(section: str, name: str) -> type | None:
     if typing.get_origin(kind) in (typing.Union, types.UnionType) and len(args) == 1:
         kind = args[0]
     return kind if kind in (int, float, bool) else None
+
+
+@dataclass(frozen=True)
+class NumberFlag:
+    """The argparse ``type`` of a numeric flag: ``kind`` (``int`` or ``float``) in ``[low, high]`` (an end
+    open when ``*_open``), finite, never subnormal (``1e-320``), else exit 2 naming the flag and its range.
+
+    Every numeric flag of every command takes one of :data:`NUMBERS` (issue 51): its range is declared
+    there, once, and tests/security/test_numeric_flag_ranges.py walks the parser to check that none is
+    a bare ``int`` or ``float``.
+    """
+
+    kind: type
+    low: float
+    high: float
+    low_open: bool = False
+    high_open: bool = False
+    key: str | None = None
+
+    @property
+    def __name__(self) -> str:  # what argparse and the help snapshot call the type
+        return self.kind.__name__
+
+    def describe(self) -> str:
+        lo, hi = ("(" if self.low_open else "[") + f"{self.low:g}", f"{self.high:g}" + (")" if self.high_open else "]")
+        what = "an integer" if self.kind is int else "a finite number"
+        return f"{what} in {lo}, {hi}" + (f" (config {self.key})" if self.key else "")
+
+    def __call__(self, text: str) -> int | float:
+        try:
+            value: int | float = self.kind(text)
+            ok = math.isfinite(value) and not (value and abs(value) < sys.float_info.min)
+        except (ValueError, OverflowError):  # not a number, or an integer beyond any float
+            value, ok = 0, False
+        ok = ok and (self.low < value if self.low_open else self.low <= value)
+        ok = ok and (value < self.high if self.high_open else value <= self.high)
+        if not ok:
+            shown = text if len(text) <= 40 else text[:37] + "..."
+            raise argparse.ArgumentTypeError(f"must be {self.describe()}, got {shown!r}")
+        return value
+
+
+#: the range of every numeric flag, by what it counts (issue 51): a flag declares ``type=number_flag(NAME)``
+NUMBERS: dict[str, NumberFlag] = {
+    "seed": NumberFlag(int, 0, 2**63 - 1),
+    "dim": NumberFlag(int, 1, 65_536),
+    "epochs": NumberFlag(int, 1, 10**6),
+    "batch_size": NumberFlag(int, 1, 10**8),
+    "count": NumberFlag(int, 1, 10**6),  # negatives per statement, epochs between validations
+    "size": NumberFlag(int, 0, 10**9),  # 0: all / off
+    "items": NumberFlag(int, 1, 10**9),  # pairs, rows
+    "private_size": NumberFlag(int, 1, 10**12),
+    "steps": NumberFlag(int, 1, 10**9),
+    "top_k": NumberFlag(int, 1, 10**6),
+    "processes": NumberFlag(int, 1, 1024),
+    "clients": NumberFlag(int, 1, 100_000),
+    "rounds": NumberFlag(int, 1, 10**6),
+    "lr": NumberFlag(float, 0, 10, low_open=True),
+    "probability": NumberFlag(float, 0, 1),
+    "fraction": NumberFlag(float, 0, 1, low_open=True),  # (0, 1]
+    "decay": NumberFlag(float, 0, 1, high_open=True),  # [0, 1)
+    "noise_decay": NumberFlag(float, 0, 1, low_open=True),  # (0, 1]
+    "margin": NumberFlag(float, 0, 1e6),
+    "temperature": NumberFlag(float, 1e-3, 1e3),
+    "minutes": NumberFlag(float, 0, 1e7, low_open=True),
+    "sigma": NumberFlag(float, 1e-9, 1e4),  # beyond: sigma^2 overflows the accountant (1e-9: a noise-free ceiling)
+    "epsilon": NumberFlag(float, 0, 1e4, low_open=True),
+    "delta": NumberFlag(float, 0, 1, low_open=True, high_open=True),
+    "sample_rate": NumberFlag(float, 0, 1, low_open=True),
+    "clip": NumberFlag(float, 0, 1e6, low_open=True),
+    "alpha": NumberFlag(float, 0, 1, low_open=True, high_open=True),
+    "share": NumberFlag(float, 0, 1),
+}
+#: train's numeric flags (config key, or dest for a flag without one) → their :data:`NUMBERS` entry
+KEY_NUMBERS: dict[str, str] = {
+    "data.split_seed": "seed",
+    "model.dim": "dim",
+    "model.structural_dropout": "probability",
+    "train.epochs": "epochs",
+    "train.batch_size": "batch_size",
+    "train.lr": "lr",
+    "train.ema_decay": "decay",
+    "train.num_negatives": "count",
+    "train.pool_size": "size",
+    "train.margin": "margin",
+    "train.temperature": "temperature",
+    "train.seed": "seed",
+    "train.eval_every": "count",
+    "train.valid_max_triples": "size",
+    "train.max_minutes": "minutes",
+    "train.checkpoint_every": "size",
+    "train.audit_candidates": "size",
+    "privacy.noise_multiplier": "sigma",
+    "privacy.target_epsilon": "epsilon",
+    "privacy.delta": "delta",
+    "privacy.private_size": "private_size",
+    "privacy.sample_rate": "sample_rate",
+    "privacy.batch_size": "batch_size",
+    "privacy.max_grad_norm": "clip",
+    "privacy.confidential_fraction": "fraction",
+    "privacy.reproducible_noise": "seed",
+}
+
+
+def rdp_orders(text: str) -> str:
+    """The argparse ``type`` of ``--orders``: the spec as given, once :func:`textkg.privacy.rdp.parse_orders`
+    has read it (at most ``MAX_ORDERS`` orders, each finite and at most ``MAX_ORDER``; a range is counted
+    before it is expanded)."""
+    from textkg.errors import ConfigError
+    from textkg.privacy.rdp import parse_orders
+
+    try:
+        parse_orders(text)
+    except ConfigError as exc:
+        raise argparse.ArgumentTypeError(exc.message) from None
+    return text
+
+
+def number_flag(name: str, *, key: str | None = None) -> NumberFlag:
+    """The argparse ``type`` of a numeric flag counting ``name`` (:data:`NUMBERS`); ``key``: the config key it
+    fills, named in its error."""
+    return dataclasses.replace(NUMBERS[name], key=key)
 
 
 #: train's flags, in the order ``--help`` lists them
@@ -146,7 +273,11 @@ TRAIN_FLAGS: tuple[Flag, ...] = (
         "(entity2text.txt), long (entity2textlong.txt), first-sentence "
         "(entity2text_firstsentence_StAR.txt)",
     ),
-    Flag("--model", help="model preset (textkg models list)"),
+    Flag(
+        "--model",
+        help="model preset (textkg models list): fused-transe fuses structure and description; "
+        "transe, distmult, complex, rotate are structure only",
+    ),
     Flag("--encoder", key="model.encoder", help="override the preset's text encoder"),
     Flag(
         "--encoder-model",
@@ -167,7 +298,12 @@ TRAIN_FLAGS: tuple[Flag, ...] = (
         help="lstm-ae models (torchcoder-aec): use this pre-trained autoencoder "
         "(textkg encoders pretrain-aec) instead of pre-training one in the run",
     ),
-    Flag("--epochs", key="train.epochs", help="passes over the training statements (under DP: expected passes)"),
+    Flag(
+        "--epochs",
+        key="train.epochs",
+        help="passes over the training statements (under DP: expected passes); when neither this, a config "
+        "file nor a preset gives it, train raises it on a small graph to reach train.min_steps steps",
+    ),
     Flag(
         "--batch-size", key="train.batch_size", help="statements per step (under DP: the expected Poisson batch size B)"
     ),
@@ -338,7 +474,12 @@ TRAIN_FLAGS: tuple[Flag, ...] = (
         key="privacy.confidential_fraction",
         help="instead of --confidential-relations: a seeded random fraction in (0, 1] of training statements",
     ),
-    Flag("--orders", key="privacy.orders", help="RDP orders, e.g. 2-64 (default: 1.1..10.9, 11..63, 128..1024)"),
+    Flag(
+        "--orders",
+        key="privacy.orders",
+        type=rdp_orders,
+        help="RDP orders, e.g. 2-64 (default: 1.1..10.9, 11..63, 128..1024)",
+    ),
     Flag(
         "--accountant",
         key="privacy.accountant",
@@ -370,10 +511,24 @@ TRAIN_FLAGS: tuple[Flag, ...] = (
     Flag(
         "--device", key="train.device", metavar=DEVICE_METAVAR, help=device_help("train.device: where the run computes")
     ),
-    Flag("--out", help="run directory (must be new or empty)"),
+    Flag(
+        "--out",
+        help="run directory (must be new or empty); unset: train writes runs/MODEL-DATASET-SPLIT, "
+        "tune runs/tune-MODEL-DATASET, federate runs/federated-DATASET-PARTITION",
+    ),
     Flag("--resume", metavar="DIR", help="continue a run directory from its checkpoint"),
     Flag("--no-progress", action="store_true", help="no progress bar on stderr"),
 )
+
+
+def default_job_flags() -> list[str]:
+    """The job a bare ``textkg train`` runs, as flags read from the dataclass defaults:
+    ``--dataset hpo --split inductive --model fused-transe --epochs 3`` (the README's main job)."""
+    run = RunConfig()
+    return [
+        *("--dataset", run.data.dataset, "--split", run.data.split),
+        *("--model", run.model_name, "--epochs", str(run.train.epochs)),
+    ]
 
 
 def add_train_flags(p: argparse.ArgumentParser) -> None:
@@ -393,6 +548,9 @@ def _note_config_defaults(p: argparse.ArgumentParser) -> None:
 
     keyed = {flag.dest: flag.section_field for flag in TRAIN_FLAGS if flag.section_field[0] in DOCUMENTED_SECTIONS}
     for action in p._actions:
+        if action.dest == "model" and action.help is not None:  # RunConfig.model_name: the preset
+            (default,) = (f.default for f in dataclasses.fields(RunConfig) if f.name == "model_name")
+            action.help = f"{action.help} [config model_name; default {default}]"
         if action.dest not in keyed or action.help is None:
             continue
         section, name = keyed[action.dest]

@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import sys
 
 from textkg.cli import components, curation, federation, privacy, results, training
@@ -41,15 +42,26 @@ COMMANDS = (
 )
 
 
+def plain(text: str) -> str:
+    """Help text as a terminal shows it: a docstring's reST markup (double back-quotes around code, a
+    ``:role:`` before a target) removed. Every description taken from a docstring goes through here."""
+    return re.sub(r":[a-z]+:`~?([^`]*)`", r"\1", text).replace("``", "")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="textkg", description=__doc__.splitlines()[0])
+    return _parsers()[0]
+
+
+def _parsers() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParser]]:
+    """``(the textkg parser, each command's parser by name)``."""
+    parser = argparse.ArgumentParser(prog="textkg", description=plain(__doc__.splitlines()[0]))
     parser.add_argument("--version", action="store_true", help="print the version")
     sub = parser.add_subparsers(dest="command")
 
     parsers = {name: add for topic in TOPICS for name, add in topic.PARSERS.items()}
     for name in COMMANDS:
         parsers[name](sub)
-    return parser
+    return parser, sub.choices
 
 
 def _print_json(obj) -> None:
@@ -68,18 +80,44 @@ def dispatch(args) -> int:
     handlers = {key: handler for topic in TOPICS for key, handler in topic.HANDLERS.items()}
     sub = getattr(args, f"{args.command}_command", None) if args.command else None
     handler = handlers.get((args.command, sub))
-    if handler is None:
-        build_parser().print_help(sys.stderr)
+    if handler is None:  # no command, or a group without its sub-command (textkg data): that parser's help
+        parser, commands = _parsers()
+        commands.get(args.command, parser).print_help(sys.stderr)
         return 2
     result = handler(args)
+    code = 0
+    if isinstance(result, tuple):  # (output, exit status): a check that ran and found a disagreement
+        result, code = result
     if result is not None:
         _print_json(result)
-    return 0
+    return code
 
 
 def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-    args = build_parser().parse_args(argv)
+    try:
+        try:
+            return _main(argv)
+        finally:
+            sys.stdout.flush()  # a reader that closed the pipe shows here, not in the interpreter's last flush
+    except BrokenPipeError:  # textkg models list | head -1
+        return _closed_pipe()
+
+
+def _closed_pipe() -> int:
+    """The reader closed stdout's pipe: exit quietly, as the Python documentation advises (signal module,
+    "Note on SIGPIPE"): stdout goes to devnull, so the interpreter's last flush raises nothing, and the exit
+    status is a shell's for a process ended by SIGPIPE (128 + 13)."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    return 141
+
+
+def _main(argv: list[str] | None) -> int:
+    try:
+        args = build_parser().parse_args(argv)
+    except SystemExit as exc:  # --help (0), or a flag argparse refused (2: its message is already printed)
+        return exc.code if isinstance(exc.code, int) else 2
     args.argv = list(sys.argv[1:] if argv is None else argv)  # textkg train --nproc re-runs it under torchrun
     try:
         return dispatch(args)

@@ -2,10 +2,13 @@
 
 * ``textkg release RUN --out DIR [--allow-simulation]``
 * ``textkg audit RUN [--attack score|loss|rank] [--out FILE]``
-* ``textkg account --sample-rate Q --noise-multiplier S --steps T --delta D [--orders SPEC]``
+* ``textkg account --from PATH`` recomputes every ε a bundle, ``privacy.json`` or ``metrics.json``
+  claims from its own ledger (:func:`textkg.release.account_from`), prints each beside the claim,
+  and exits 1 when one disagrees (2: bad input).
+* ``textkg account --sample-rate Q --noise-multiplier S --steps T --delta D [--accountant rdp|pld] [--orders SPEC]``
   prints ``{"epsilon": ε, "alpha": best order, ...}`` — ε of T runs of the
-  Sampled Gaussian Mechanism (RDP, Mironov, Talwar & Zhang 2019) converted
-  with Canonne, Kamath & Steinke 2020 (arXiv 2004.00010, Prop. 12).
+  Sampled Gaussian Mechanism (RDP, Mironov, Talwar & Zhang 2019, converted
+  with Canonne, Kamath & Steinke 2020, arXiv 2004.00010, Prop. 12; or PLD).
 * ``textkg calibrate --target-epsilon E --delta D --sample-rate Q --steps T [--orders SPEC]``
   prints ``{"noise_multiplier": σ, "epsilon": ε(σ)}``, the smallest σ (bisection)
   whose ε does not exceed E.
@@ -21,6 +24,7 @@ import sys
 import warnings
 from pathlib import Path
 
+from textkg.cli.flags import number_flag, rdp_orders
 from textkg.errors import ConfigError
 
 
@@ -32,7 +36,10 @@ def add_audit(sub) -> None:
     au.add_argument("run_dir", help="a finished run trained with --audit-candidates")
     au.add_argument("--attack", default="score", choices=list_attacks(), help="attack statistic (default: score)")
     au.add_argument(
-        "--alpha", type=float, default=0.05, help="1 - confidence of the Clopper-Pearson intervals (default: 0.05)"
+        "--alpha",
+        type=number_flag("alpha"),
+        default=0.05,
+        help="1 - confidence of the Clopper-Pearson intervals (default: 0.05)",
     )
     au.add_argument("--out", help="write the result here instead of RUN_DIR/audit.json")
 
@@ -57,24 +64,57 @@ def add_release(sub) -> None:
 _ORDERS_HELP = "RDP orders, e.g. 2-64 (the seed's integer grid) or 1.5,2,4 (default: 1.1..10.9, 11..63, 128..1024)"
 
 
+#: ``--sample-rate`` of ``account`` and ``calibrate``: the rate a run declares, never the exact count's
+_SAMPLE_RATE_HELP = (
+    "Poisson sampling rate q = B / N̄: the batch size over the DECLARED size N̄ of the private set "
+    "(--private-size; the exact count N is private and never enters q)"
+)
+
+
 def add_account(sub) -> None:
     """``textkg account``."""
-    ac = sub.add_parser("account", help="epsilon of T steps of the Sampled Gaussian Mechanism")
-    ac.add_argument("--sample-rate", type=float, required=True, help="Poisson sampling rate q = B/N")
-    ac.add_argument("--noise-multiplier", type=float, required=True, help="sigma")
-    ac.add_argument("--steps", type=int, required=True, help="T, the number of noisy steps")
-    ac.add_argument("--delta", type=float, required=True, help="delta of the (epsilon, delta) guarantee")
-    ac.add_argument("--orders", help=_ORDERS_HELP)
+    ac = sub.add_parser(
+        "account",
+        help="epsilon of a ledger: recompute every epsilon a privacy.json, metrics.json or bundle claims "
+        "(--from; exit 1 when a claim disagrees), or of T steps at (q, sigma)",
+    )
+    ac.add_argument(
+        "--from",
+        dest="from_path",
+        metavar="PATH",
+        help="a release bundle folder, a run folder, a privacy.json, a metrics.json, or any JSON file of privacy "
+        "blocks: recompute each claimed epsilon from its own ledger and accountant, print it beside the claim, "
+        "exit 1 if any differs by more than 1e-6 (relative)",
+    )
+    ac.add_argument("--sample-rate", type=number_flag("sample_rate"), help=_SAMPLE_RATE_HELP)
+    ac.add_argument("--noise-multiplier", type=number_flag("sigma"), help="sigma")
+    ac.add_argument("--steps", type=number_flag("steps"), help="T, the number of noisy steps")
+    ac.add_argument("--delta", type=number_flag("delta"), help="delta of the (epsilon, delta) guarantee")
+    ac.add_argument(
+        "--accountant",
+        choices=_accountants(),
+        default="rdp",
+        help="which accountant gives epsilon with the flags (default: rdp; --from uses each block's own)",
+    )
+    ac.add_argument("--orders", type=rdp_orders, help=_ORDERS_HELP)
+
+
+def _accountants() -> list[str]:
+    from textkg.privacy.claims import registered_claims
+
+    return registered_claims()
 
 
 def add_calibrate(sub) -> None:
     """``textkg calibrate``."""
     ca = sub.add_parser("calibrate", help="smallest sigma reaching a target epsilon for planned steps")
-    ca.add_argument("--target-epsilon", type=float, required=True, help="the budget epsilon to stay under")
-    ca.add_argument("--delta", type=float, required=True, help="delta of the (epsilon, delta) guarantee")
-    ca.add_argument("--sample-rate", type=float, required=True, help="Poisson sampling rate q = B/N")
-    ca.add_argument("--steps", type=int, required=True, help="T, the planned number of noisy steps")
-    ca.add_argument("--orders", help=_ORDERS_HELP)
+    ca.add_argument(
+        "--target-epsilon", type=number_flag("epsilon"), required=True, help="the budget epsilon to stay under"
+    )
+    ca.add_argument("--delta", type=number_flag("delta"), required=True, help="delta of the (epsilon, delta) guarantee")
+    ca.add_argument("--sample-rate", type=number_flag("sample_rate"), required=True, help=_SAMPLE_RATE_HELP)
+    ca.add_argument("--steps", type=number_flag("steps"), required=True, help="T, the planned number of noisy steps")
+    ca.add_argument("--orders", type=rdp_orders, help=_ORDERS_HELP)
 
 
 def audit(args) -> dict:
@@ -102,7 +142,7 @@ def release(args) -> dict:
         "label": manifest.get("label", manifest["guarantee"]),
         "epsilon": manifest["epsilon"],
         "delta": manifest["delta"],
-        "files": sorted(manifest["files"]),
+        "files": sorted([*manifest["files"], "RELEASE.json"]),  # the manifest lists every file but itself
     }
 
 
@@ -116,29 +156,74 @@ def _check(args) -> None:
         raise ConfigError(f"must be in (0, 1), got {args.delta}", field="delta")
 
 
-def account(args) -> dict:
+_FLAGS = ("sample_rate", "noise_multiplier", "steps", "delta")
+
+
+def account(args) -> dict | tuple[dict, int]:
+    """``textkg account``: ``--from PATH`` (exit 1 when a claim disagrees) or the flag form."""
+    if args.from_path is not None:
+        from textkg.release import account_from
+
+        given = [f"--{f.replace('_', '-')}" for f in _FLAGS if getattr(args, f) is not None]
+        if given or args.orders is not None:
+            raise ConfigError(
+                "--from recomputes from the file's own ledgers; it takes no " + ", ".join(given or ["--orders"]),
+                field="from",
+            )
+        out = account_from(args.from_path)
+        for block in out["blocks"]:
+            for c in block["checks"]:
+                mark = "agrees" if c["agrees"] else "DISAGREES"
+                print(
+                    f"{block['where']} {c['field']}: claimed {c['claimed']:.10g}, recomputed {c['recomputed']:.10g} "
+                    f"({c['accountant']}) {mark}",
+                    file=sys.stderr,
+                )
+        if not out["agree"]:
+            print(
+                f"error: {out['from']}: {out['disagreements']} claimed epsilon(s) differ from their ledger's by more "
+                f"than {out['tolerance']['relative']:g} (relative)",
+                file=sys.stderr,
+            )
+        return out, 0 if out["agree"] else 1
+    missing = [f"--{f.replace('_', '-')}" for f in _FLAGS if getattr(args, f) is None]
+    if missing:
+        raise ConfigError(f"give --from PATH, or all of {', '.join(missing)}", field=missing[0][2:])
+    return _account_flags(args)
+
+
+def _account_flags(args) -> dict:
     from textkg.privacy.accountant import RDPAccountant
+    from textkg.privacy.claims import get_claim
     from textkg.privacy.conversion import PrivacyWarning
     from textkg.privacy.events import SampledGaussianEvent
 
     _check(args)
     if not args.noise_multiplier > 0:
         raise ConfigError(f"must be > 0, got {args.noise_multiplier}", field="noise-multiplier")
+    event = SampledGaussianEvent(sample_rate=args.sample_rate, noise_multiplier=args.noise_multiplier, steps=args.steps)
+    common = {
+        "delta": args.delta,
+        "sample_rate": args.sample_rate,
+        "noise_multiplier": args.noise_multiplier,
+        "steps": args.steps,
+        "accountant": args.accountant,
+    }
+    if args.accountant != "rdp":
+        if args.orders is not None:
+            raise ConfigError(f"RDP orders mean nothing to the {args.accountant} accountant", field="orders")
+        claim = get_claim(args.accountant)
+        ledger = [(event.sample_rate, event.noise_multiplier, event.steps)]
+        return {"epsilon": claim.epsilon(ledger, delta=args.delta), **common, "conversion": claim.conversion}
     acc = RDPAccountant(orders=args.orders)
-    acc.step(
-        SampledGaussianEvent(sample_rate=args.sample_rate, noise_multiplier=args.noise_multiplier, steps=args.steps)
-    )
+    acc.step(event)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", PrivacyWarning)
         epsilon, alpha = acc.get_privacy_spent(delta=args.delta)
     out = {
         "epsilon": epsilon,
         "alpha": None if math.isnan(alpha) else alpha,
-        "delta": args.delta,
-        "sample_rate": args.sample_rate,
-        "noise_multiplier": args.noise_multiplier,
-        "steps": args.steps,
-        "accountant": "rdp",
+        **common,
         "conversion": "canonne-kamath-steinke-2020",
         "orders": {"min": min(acc.orders), "max": max(acc.orders), "count": len(acc.orders)},
     }

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from textkg.cli.flags import add_device_flag
+from textkg.cli.flags import add_device_flag, number_flag
 from textkg.errors import ConfigError, DataError
 
 
@@ -44,9 +44,15 @@ def add_predict(sub) -> None:
     pr = sub.add_parser(
         "predict",
         help="zero-shot links for a brand-new entity, scored as the run's evaluation chose (the output's "
-        "scoring says how); parents of new ontology terms: textkg place",
+        "scoring says how); a new ontology term's parents (is_a tails) as textkg place ranks them",
     )
     pr.add_argument("run_dir", help="a finished run directory or a release bundle")
+    pr.add_argument(
+        "--dataset",
+        metavar="PATH",
+        help="your copy of the run's dataset, checked against its graph.json; a release bundle needs it unless it "
+        "names a registered dataset (textkg never opens a path a bundle names; default: the run's own)",
+    )
     pr.add_argument("--description", "--text", help="the new entity's description")
     pr.add_argument("--name", help="the new entity's name")
     pr.add_argument("--relation", help="only this relation (default: all)")
@@ -55,13 +61,23 @@ def add_predict(sub) -> None:
         choices=["head", "tail"],
         help="tail: predict tails, (new, relation, ?), the new entity is the head; head: predict heads, "
         "(?, relation, new), the new entity is the tail. For an ontology's is_a (child is_a parent), "
-        "--direction tail gives the new term's parents (default: both)",
+        "--direction tail gives the new term's parents, ranked as textkg place ranks them; is_a heads (its "
+        "children) are not ranked (default: both)",
     )
-    pr.add_argument("--top-k", type=int, default=10, help="links per (relation, direction) (default: 10)")
+    pr.add_argument(
+        "--top-k", type=number_flag("top_k"), default=10, help="links per (relation, direction) (default: 10)"
+    )
     pr.add_argument(
         "--no-vote",
         action="store_true",
         help="score with the model alone, even where the run's evaluation chose the neighbour vote",
+    )
+    pr.add_argument(
+        "--include-held-out",
+        action="store_true",
+        help="rank every entity of the graph, the run's held-out (validation/test) entities and one named like "
+        "the new entity included, with the link scorer, as the link-prediction evaluation ranks them (default: "
+        "training entities only, never the new entity's own)",
     )
     pr.add_argument("--batch", metavar="FILE", help="TSV of new entities: name<TAB>description per line")
     pr.add_argument(
@@ -112,7 +128,14 @@ def predict(args) -> dict:
         names = [n for n, _ in entities]
         if known_links and len(set(names)) < len(names):
             raise DataError("with --known-links, each batch row needs its own name (first column)", file=args.batch)
-    predictor = load_predictor(args.run_dir, device=args.device or "auto")
+    predictor = load_predictor(args.run_dir, device=args.device or "auto", dataset=getattr(args, "dataset", None))
+    options = {
+        "relation": args.relation,
+        "direction": args.direction,
+        "top_k": args.top_k,
+        "vote": not args.no_vote,
+        "include_held_out": bool(getattr(args, "include_held_out", False)),
+    }
     if args.batch:
         links: dict = {}
         if known_links:  # name, relation, entity, direction per line (textkg.data.known_links)
@@ -120,29 +143,14 @@ def predict(args) -> dict:
 
             kg = predictor.kg
             links = read_known_links_by_name(known_links, names=names, entities=kg.entities, relations=kg.relations)
-        return {
-            "results": [
-                predictor.predict(
-                    description=d,
-                    name=n,
-                    relation=args.relation,
-                    direction=args.direction,
-                    top_k=args.top_k,
-                    vote=not args.no_vote,
-                    **({"known_links": links[n]} if n in links else {}),
-                )
-                for n, d in entities
-            ]
-        }
+        by_row = {i: links[n] for i, (n, _) in enumerate(entities) if n in links}
+        return {"results": predictor.predict_batch(entities, known_links=by_row, **options)}
     if not args.description:
         raise ConfigError("give --description TEXT (or --batch FILE)", field="description")
     return predictor.predict(
         description=args.description,
         name=args.name,
-        relation=args.relation,
-        direction=args.direction,
-        top_k=args.top_k,
-        vote=not args.no_vote,
+        **options,
         **({"known_links": known_links} if known_links else {}),
     )
 

@@ -11,17 +11,24 @@ import dataclasses
 import sys
 from pathlib import Path
 
-from textkg.cli.flags import add_train_flags
+from textkg.cli.flags import add_train_flags, default_job_flags, number_flag
 from textkg.errors import ConfigError
+from textkg.training.config import RunConfig
 
 
 def add_train(sub) -> None:
     """``textkg train``."""
-    tr = sub.add_parser("train", help="train and evaluate a model")
+    tr = sub.add_parser(
+        "train",
+        help="train and evaluate a model",
+        description="Train and evaluate a model. Every flag has a default; with none, this is the README's main "
+        f"job: textkg train {' '.join(default_job_flags())} (into {default_out(RunConfig())}). Each flag's help "
+        "ends with its config key and default.",
+    )
     add_train_flags(tr)
     tr.add_argument(
         "--nproc",
-        type=int,
+        type=number_flag("processes"),
         help="data-parallel training in N processes: runs this command under torchrun --standalone "
         "--nproc-per-node N; private runs keep one process's mechanism and ledger (docs/scaling.md)",
     )
@@ -57,8 +64,8 @@ def add_tune(sub) -> None:
         metavar="SECTION.KEY=V1,V2",
         help="values to try, e.g. train.lr=1e-3,5e-3 or model.structural_dropout=0,0.5 (repeat for a product)",
     )
-    tu.add_argument("--tune-epochs", type=int, help="epochs per trial (default: the run's epochs)")
-    tu.add_argument("--tune-max-minutes", type=float, help="time limit per trial (default: the run's)")
+    tu.add_argument("--tune-epochs", type=number_flag("epochs"), help="epochs per trial (default: the run's epochs)")
+    tu.add_argument("--tune-max-minutes", type=number_flag("minutes"), help="time limit per trial (default: the run's)")
 
 
 def train(args) -> dict | None:
@@ -97,11 +104,7 @@ def train(args) -> dict | None:
         from textkg.cli.config_loading import build_run_config
 
         cfg = build_run_config(args)
-        out = (
-            Path(args.out)
-            if args.out
-            else Path("runs") / f"{cfg.model_name}-{Path(cfg.data.dataset).name}-{cfg.data.split}"
-        )
+        out = Path(args.out) if args.out else default_out(cfg)
         metrics = run(cfg, out, progress=not args.no_progress)
         if metrics is None:
             return None
@@ -143,6 +146,11 @@ def train(args) -> dict | None:
         "valid": metrics["valid"],
         "privacy": metrics["privacy"],
     }
+
+
+def default_out(cfg: RunConfig) -> Path:
+    """``textkg train``'s run directory when ``--out`` is not given: ``runs/MODEL-DATASET-SPLIT``."""
+    return Path("runs") / f"{cfg.model_name}-{Path(cfg.data.dataset).name}-{cfg.data.split}"
 
 
 def _placement_extras(placement: dict) -> dict:

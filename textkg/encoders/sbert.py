@@ -16,10 +16,34 @@ class _STLoader:
     def __init__(self, device: str) -> None:
         self.device = device
 
-    def from_pretrained(self, name: str) -> Any:
+    def from_pretrained(
+        self, name: str, *, trust_remote_code: bool, local_files_only: bool, **model_kwargs: Any
+    ) -> Any:
+        """``model_kwargs`` (``use_safetensors``, ``weights_only``) go to ``AutoModel.from_pretrained``.
+
+        sentence-transformers gives the caller's ``model_kwargs`` precedence over the folder's own
+        ``model_args`` (``Transformer._load_init_kwargs``), so a folder cannot turn them off.
+        """
         from sentence_transformers import SentenceTransformer
 
-        return SentenceTransformer(name, device=self.device, trust_remote_code=False)
+        return SentenceTransformer(
+            name,
+            device=self.device,
+            trust_remote_code=trust_remote_code,
+            local_files_only=local_files_only,
+            model_kwargs=model_kwargs,
+            backend="torch",
+        )
+
+
+def load_sentence_transformer(name: str, device: str = "cpu") -> Any:
+    """A ``SentenceTransformer`` from a checked folder with safe loader arguments (no pickle, no code).
+
+    Raises:
+        ConfigError: The folder is refused (:func:`textkg.encoders.model_folder.check_model_folder`)
+            or the model cannot be loaded.
+    """
+    return load_pretrained(_STLoader(device), name, "sentence-transformers model")
 
 
 class SentenceTransformerEncoder(TextEncoder):
@@ -50,7 +74,7 @@ class SentenceTransformerEncoder(TextEncoder):
         self._name_or_path = str(model_name_or_path) if model_name_or_path else default_minilm_path()
         self.normalize = normalize
         self.device = torch.device(device)
-        self.model = load_pretrained(_STLoader(str(self.device)), self._name_or_path, "sentence-transformers model")
+        self.model = load_sentence_transformer(self._name_or_path, str(self.device))
         if max_tokens is not None:
             self.model.max_seq_length = int(max_tokens)
         self.max_tokens = max_tokens

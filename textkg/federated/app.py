@@ -3,7 +3,7 @@
 The in-process runner (:func:`textkg.federated.engines.federate`) calls every
 holder's ClientApp in one process. Here the same federation runs as separate
 processes, the way Flower deploys one: a ``flower-superlink``, one
-``flower-supernode`` per data holder (``--node-config "partition-id=k"``), and
+``flower-supernode`` per data holder (``--node-config "partition-id=k settings=... state-dir=..."``), and
 ``flwr run APP`` to submit this module's :data:`serverapp` and
 :data:`clientapp` (the Flower App written by ``textkg federate-app``).
 
@@ -20,19 +20,23 @@ What each process does:
   (:func:`~textkg.federated.runner.write_outputs`) to the run-config key
   ``out``, with ``"engine": "flower-deployment"`` in ``federated.json``.
 * Each round it sends every SuperNode the global trained parameters and the
-  settings (public: dataset name, model, hyper-parameters, privacy mode).
+  round number, nothing else (:mod:`textkg.federated.node`: a data holder is
+  its own authority), and stops the run if a holder's report names other
+  settings than its own.
 * The **ClientApp** (started by a SuperNode, once per message: Flower 1.42
   runs every message in a fresh ``flwr-clientapp`` process) builds only holder
-  ``partition-id`` from the settings (the runner's partition rule and seed, so
-  the holder gets the statements it gets in-process), trains
-  ``local-epochs`` epochs and returns its parameters and metrics. The
-  holder's private state (optimizer, sampler, epoch counter, privacy ledger
-  and the secret key of its noise) is kept between rounds in Flower's
-  node-local ``Context.state``, which stays in the SuperNode; a process that
-  serves several rounds reuses its holder instead (:data:`_HOLDERS`).
+  ``partition-id`` from the node's OWN settings file (``--node-config
+  settings=...``; the runner's partition rule and seed, so the holder gets the
+  statements it gets in-process), refuses a message that asks for anything
+  but the parameters and its next round, trains its ``local_epochs`` and
+  returns its parameters, metrics and report. The holder's private state
+  (optimizer, sampler, epoch counter, privacy ledger and the secret key of its
+  noise) is written after every round, before the reply, to the node's own
+  ``state-dir``; a restarted node continues from it. A process that serves
+  several rounds reuses its holder (:data:`_HOLDERS`).
 
-There is no ``checkpoint.pt`` and no ``--resume`` here: the holders' states
-live on their nodes, not on the server. On the simulation engine the server
+The server keeps no ``checkpoint.pt`` and has no ``--resume`` here: the
+holders' states live on their nodes, not on the server. On the simulation engine the server
 writes ``checkpoint.pt`` and every holder its own state file
 (:mod:`textkg.federated.checkpointing`), so ``--resume`` works there.
 
@@ -42,24 +46,38 @@ The same two apps run on Flower's simulation engine, holders in Ray actors
 
 from __future__ import annotations
 
-import io
 import json
 import logging
 import random
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
-import torch
 from flwr.app import ArrayRecord, ConfigRecord, Context, Message, MetricRecord, RecordDict
 from flwr.clientapp import ClientApp
 from flwr.serverapp import Grid, ServerApp
 
 from textkg.errors import ConfigError
-from textkg.federated.checkpointing import DONE_KEY, HOLDER_DIR_KEY, load_holder_state, save_holder_state
+from textkg.federated.checkpointing import latest_holder_round, load_holder_state, save_holder_state
 from textkg.federated.client_dp import holder_entry
-from textkg.federated.grid import DATA_FILE, NUM_PARTITIONS, PARTITION_ID, REPORT_KEY
+from textkg.federated.grid import NUM_PARTITIONS, PARTITION_ID, REPORT_KEY
+from textkg.federated.node import (  # noqa: F401  (settings_from_dict, read_settings: re-exported)
+    ARRAYS_RECORD,
+    CONFIG_RECORD,
+    ROUND_KEY,
+    NodeSettings,
+    arrays_digest,
+    check_arrays,
+    check_train_message,
+    decode_state,
+    encode_state,
+    node_settings,
+    read_settings,
+    settings_dict,
+    settings_digest,
+    settings_from_dict,
+)
 from textkg.federated.runner import (
     DataHolder,
     FederatedConfig,
@@ -78,10 +96,8 @@ from textkg.federated.runner import (
 ENGINE = "flower-deployment"
 #: The settings file ``textkg federate-app`` writes into the app.
 SETTINGS_FILE = "textkg-settings.json"
-#: Keys of the train message's ConfigRecord.
-SETTINGS_KEY, EPOCHS_KEY = "textkg-settings", "local-epochs"
-#: Key of a holder's state in its node's ``Context.state`` (its report's key in a reply: ``grid.REPORT_KEY``).
-STATE_KEY = "textkg-holder"
+#: The key of the node's settings digest in its report (the server compares it with its own).
+DIGEST_KEY = "settings_sha256"
 #: Run-config keys of the Flower App, with their defaults.
 RUN_CONFIG_DEFAULTS: dict[str, Any] = {"settings": SETTINGS_FILE, "out": "", "round-timeout": 3600.0}
 
@@ -89,47 +105,6 @@ log = logging.getLogger("flwr")
 
 
 # -- settings ------------------------------------------------------------------------
-
-
-def settings_dict(cfg, fed: FederatedConfig) -> dict:
-    """textkg's settings of a federation as one JSON-ready dict (``textkg train``'s config + the federation).
-
-    The ``engine`` is left out: it is how the server runs the federation, nothing a holder needs."""
-    federated = {key: value for key, value in fed.to_dict().items() if key != "engine"}
-    return {"config": cfg.to_dict(), "federated": federated}
-
-
-def settings_from_dict(data: Any, *, source: str = "settings") -> tuple[Any, FederatedConfig]:
-    """``(RunConfig, FederatedConfig)`` from :func:`settings_dict`'s dict."""
-    import dataclasses
-
-    from textkg.training.config import RunConfig
-
-    if not isinstance(data, dict) or not isinstance(data.get("config"), dict):
-        raise ConfigError("expected an object with 'config' and 'federated'", file=source)
-    fed_data = data.get("federated")
-    if not isinstance(fed_data, dict):
-        raise ConfigError("expected an object with 'config' and 'federated'", file=source)
-    names = {f.name for f in dataclasses.fields(FederatedConfig)}
-    unknown = sorted(set(fed_data) - names)
-    if unknown:
-        raise ConfigError(f"unknown federated settings {', '.join(unknown)}", file=source, field="federated")
-    cfg = RunConfig.from_dict(data["config"], source=source)
-    fed = FederatedConfig(**fed_data)
-    check_settings(cfg, fed)
-    return cfg, fed
-
-
-def read_settings(path: Path) -> tuple[Any, FederatedConfig]:
-    """Read a settings file written by ``textkg federate-app``."""
-    path = Path(path)
-    if not path.is_file():
-        raise ConfigError("no such settings file", file=path)
-    try:
-        data = json.loads(path.read_text())
-    except json.JSONDecodeError as exc:
-        raise ConfigError(f"not valid JSON ({exc.msg}, line {exc.lineno})", file=path) from None
-    return settings_from_dict(data, source=str(path))
 
 
 def write_app(app_dir: Path, cfg, fed: FederatedConfig, out: Path) -> dict:
@@ -206,9 +181,14 @@ def serve(
         engine: ``federated.json``'s ``engine``.
         prepared: ``prepare_federation(cfg, fed)``, if the caller has it already.
         echo: Where each round's progress line goes (default: Flower's logger, at INFO).
-        checkpoint: Write ``checkpoint.pt`` after every round, and have every holder keep its state in
-            ``out_dir/clients/<name>/`` (the ClientApp must see that directory: the simulation engine).
+        checkpoint: Write ``checkpoint.pt`` after every round (the simulation engine; each holder keeps
+            its own state where its node's configuration says: :mod:`textkg.federated.node`).
         saved: A checkpoint to continue from (:func:`textkg.federated.checkpointing.load_checkpoint`).
+
+    The train messages carry the global parameters and the round number (counted from the
+    federation's start, also after a resume) and nothing else: each holder trains by its own
+    settings. Each reply's report names the digest of the holder's settings; one that differs
+    from the server's stops the run (the holder runs another federation than the server).
     """
     from flwr.serverapp.strategy.strategy_utils import aggregate_metricrecords
 
@@ -218,7 +198,7 @@ def serve(
     fedn = prepare_federation(cfg, fed) if prepared is None else prepared
     part = fedn.part
     k = part.num_clients
-    settings = json.dumps(settings_dict(fedn.cfg, fed), sort_keys=True)
+    digest = settings_digest(fedn.cfg, fed)
     done = 0 if saved is None else int(saved["round"])
     reports: dict[int, dict] = {} if saved is None else dict(saved["reports"])
     aggregated = [0]  # rounds of this start whose replies were all there
@@ -237,6 +217,12 @@ def serve(
                     f"holder {seen[-1]} calls itself {report['name']!r}, the server {part.clients[seen[-1]]!r}: "
                     "the nodes partitioned another dataset or with other settings",
                     field="partition-id",
+                )
+            if report.get(DIGEST_KEY) != digest:
+                raise ConfigError(
+                    f"holder {seen[-1]} ({report['name']}) trains by other settings than the server's: its own "
+                    "settings file differs from the app's (each node reads its own; compare them)",
+                    field="settings",
                 )
             reports[seen[-1]] = report
         if sorted(seen) != list(range(k)):
@@ -274,9 +260,8 @@ def serve(
     )
     if saved is None:
         write_start_files(out_dir, fedn, engine=engine)
-    train_config: dict[str, Any] = {EPOCHS_KEY: fed.local_epochs, SETTINGS_KEY: settings}
-    if checkpoint:
-        train_config.update({HOLDER_DIR_KEY: str((out_dir / "clients").resolve()), DONE_KEY: done})
+    if done:  # the holders count rounds from the federation's start: round 1 of this start is done + 1
+        _offset_rounds(strategy, done)
     final = trained_state(fedn.prep.model) if saved is None else saved["arrays"]
     py_random = random.getstate()
     random.seed(fedn.cfg.train.seed)  # Flower orders the sampled nodes with `random`, as in-process
@@ -287,7 +272,7 @@ def serve(
                 initial_arrays=ArrayRecord(final),
                 num_rounds=fed.rounds - done,
                 timeout=round_timeout,
-                train_config=ConfigRecord(train_config),
+                train_config=ConfigRecord({}),  # Flower adds the round number, and nothing else is sent
                 evaluate_fn=evaluate_fn,
             )
             final = result.arrays.to_torch_state_dict()
@@ -295,12 +280,25 @@ def serve(
         random.setstate(py_random)
     clients: list[dict[str, Any]] = [
         holder_entry(
-            {key: value for key, value in reports[i].items() if key not in ("partition", "epsilon")},
+            {key: value for key, value in reports[i].items() if key not in ("partition", "epsilon", DIGEST_KEY)},
             client_dp=fed.client_dp,
         )
         for i in range(k)
     ]
     return write_outputs(out_dir, fedn, final, history, clients, strategy)
+
+
+def _offset_rounds(strategy, done: int) -> None:
+    """Make ``strategy``'s train messages carry round ``done + r`` in its round r (a resumed federation)."""
+    configure = strategy.configure_train
+
+    def configure_train(server_round, arrays, config, grid):
+        messages = list(configure(server_round, arrays, config, grid))
+        for message in messages:  # one RecordDict shared by every message: set, never add
+            message.content[CONFIG_RECORD][ROUND_KEY] = server_round + done
+        return messages
+
+    strategy.configure_train = configure_train
 
 
 def save_server_round(
@@ -350,78 +348,135 @@ def _server_main(grid: Grid, context: Context) -> None:
 
 # -- a data holder -------------------------------------------------------------------
 
-#: Holders built in this process: ``(run, node, partition) → (rounds trained, settings, holder)``. Flower
-#: 1.42's deployment engine starts a fresh process for every message, so there a holder comes back from
-#: its node's ``Context.state`` instead; a process that serves several messages reuses its holder.
-_HOLDERS: dict[tuple[int, int, int], tuple[int, str, DataHolder]] = {}
+#: Holders built in this process: ``(state-dir, partition) → (rounds trained, settings digest, holder)``.
+#: Flower 1.42's deployment engine starts a fresh process for every message, so there a holder comes
+#: back from its latest state file in its ``state-dir``; a process that serves several messages reuses
+#: its holder while that file is still its latest.
+_HOLDERS: dict[tuple[str, int], tuple[int, str, DataHolder]] = {}
 
 
-def _holder(context: Context, settings: str, restore: tuple[Path, int] | None = None) -> tuple[int, DataHolder]:
-    """``(rounds trained, holder)`` of this node: cached, or built and restored from ``context.state``.
+#: The last federation this process prepared from a node's settings: ``(settings JSON, federation, digest)``.
+_PREPARED: list[tuple[str, Federation, str]] = []
 
-    ``restore``: ``(holder_dir, r)``: a new node of a resumed simulation (empty ``context.state``) restores
-    its state after round ``r`` from its file (:mod:`textkg.federated.checkpointing`)."""
-    k = int(context.node_config[PARTITION_ID])
-    key = (context.run_id, context.node_id, k)
-    saved = context.state.config_records.get(STATE_KEY)
-    fits = 0 if saved is None else int(cast(int, saved["fits"]))
-    if saved is None and restore is not None:
-        fits = restore[1]
-    if saved is not None and str(saved["settings"]) != settings:
-        raise ConfigError("the server's settings changed between rounds", field="settings")
-    cached = _HOLDERS.get(key)
-    if cached is not None and cached[:2] == (fits, settings):
-        return fits, cached[2]
-    cfg, fed = settings_from_dict(json.loads(settings))
-    fedn = prepare_federation(cfg, fed)
-    num = fedn.part.num_clients
+
+def _prepared(local: NodeSettings) -> tuple[Federation, str]:
+    """``prepare_federation`` of the node's own settings (kept for the next message in this process)."""
+    text = json.dumps(settings_dict(local.cfg, local.fed), sort_keys=True)
+    if _PREPARED and _PREPARED[0][0] == text:
+        return _PREPARED[0][1], _PREPARED[0][2]
+    fedn = prepare_federation(local.cfg, local.fed)
+    _PREPARED[:] = [(text, fedn, settings_digest(fedn.cfg, local.fed))]
+    return fedn, _PREPARED[0][2]
+
+
+def _holder(local: NodeSettings) -> tuple[int, str, DataHolder]:
+    """``(rounds trained, settings digest, holder)`` of this node, by its own settings and state alone."""
+    fedn, digest = _prepared(local)
+    k, num = local.partition, fedn.part.num_clients
     if not 0 <= k < num:
         raise ConfigError(f"partition-id {k} out of range: this federation has {num} holders", field=PARTITION_ID)
-    if NUM_PARTITIONS in context.node_config and int(context.node_config[NUM_PARTITIONS]) != num:
+    if local.num_partitions is not None and local.num_partitions != num:
         raise ConfigError(
-            f"num-partitions is {context.node_config[NUM_PARTITIONS]}, the federation has {num} holders",
-            field=NUM_PARTITIONS,
+            f"num-partitions is {local.num_partitions}, the federation has {num} holders", field=NUM_PARTITIONS
         )
-    data_file = context.node_config.get(DATA_FILE)  # the files partition: this node's own file, read here only
-    holder = fedn.holder(  # the trainer writes nothing in train_epochs
-        k, Path(tempfile.gettempdir()), data_file=None if data_file is None else str(data_file)
-    )
-    blob = None if saved is None else cast(bytes, saved["state"])
-    if saved is None and restore is not None and fits:
-        blob = load_holder_state(restore[0], holder.name, fits)
-    if blob is not None:
-        holder.load_state_dict(torch.load(io.BytesIO(blob), map_location="cpu", weights_only=True))
-    return fits, holder
+    name = fedn.part.clients[k]
+    fits = latest_holder_round(local.state_dir, name)
+    key = (str(local.state_dir.resolve()), k)
+    cached = _HOLDERS.get(key)
+    if cached is not None and cached[:2] == (fits, digest):
+        return fits, digest, cached[2]
+    holder = fedn.holder(k, Path(tempfile.gettempdir()), data_file=local.data_file)  # train_epochs writes nothing
+    if fits:
+        saved = _saved_round(local, name, fits, digest)
+        holder.load_state_dict(saved["holder"])
+    return fits, digest, holder
 
 
-clientapp = ClientApp()
+def _saved_round(local: NodeSettings, name: str, rounds: int, digest: str) -> dict:
+    from textkg.federated.checkpointing import holder_state_path
+
+    blob = load_holder_state(local.state_dir, name, rounds)
+    return decode_state(blob, digest, file=holder_state_path(local.state_dir, name, rounds))
 
 
-@clientapp.train()
-def _client_train(msg: Message, context: Context) -> Message:
-    config = msg.content.config_records["config"]
-    settings = str(config[SETTINGS_KEY])
-    holder_dir = Path(str(config[HOLDER_DIR_KEY])) if HOLDER_DIR_KEY in config else None
-    restore = None if holder_dir is None else (holder_dir, int(cast(int, config[DONE_KEY])))
-    fits, holder = _holder(context, settings, restore)
-    arrays = msg.content.array_records["arrays"].to_torch_state_dict()
+def train_reply(msg: Message, local: NodeSettings) -> Message:
+    """One round of this holder, by its own settings and state; the server sends parameters and a round.
+
+    Raises:
+        ConfigError: the message holds anything but the parameters and the round number, the
+            parameters are not the model's trained tensors, the round is not the holder's next one
+            (nor its last one with the very parameters of then), or the holder has trained every
+            round its settings plan: the node does not train.
+    """
+    n = check_train_message(msg.content)
+    fits, digest, holder = _holder(local)
+    rounds = local.fed.rounds
+    arrays = msg.content.array_records[ARRAYS_RECORD].to_torch_state_dict()
+    check_arrays(arrays, trained_state(holder.model))
+    sent = arrays_digest(arrays)
+    if n == fits and fits:  # the round it trained last: the same reply again, for the very same parameters only
+        reply = _saved_round(local, holder.name, fits, digest)["reply"]
+        if reply["sent_sha256"] != sent:
+            raise ConfigError(
+                f"refused round {n}: this holder trained it already, from other parameters (a holder never "
+                "trains a round twice)",
+                field=ROUND_KEY,
+            )
+        return _reply_message(msg, reply)
+    if fits >= rounds:
+        raise ConfigError(
+            f"refused round {n}: this holder has trained the {rounds} rounds its settings plan", field=ROUND_KEY
+        )
+    if n != fits + 1:
+        raise ConfigError(
+            f"refused round {n}: this holder's next round is {fits + 1} (its own count, in its state-dir)",
+            field=ROUND_KEY,
+        )
     try:
-        new, metrics = holder.fit(arrays, int(cast(int, config[EPOCHS_KEY])))
+        new, metrics = holder.fit(arrays, local.fed.local_epochs)
     finally:
         holder.close()  # stops the noise prefetcher; the next private step starts it again
-    buffer = io.BytesIO()
-    torch.save(holder.state_dict(), buffer)  # PRIVATE (the noise key): it stays in this node's Context
-    context.state[STATE_KEY] = ConfigRecord({"fits": fits + 1, "settings": settings, "state": buffer.getvalue()})
-    if holder_dir is not None:  # and in the holder's own file, for a resumed simulation
-        save_holder_state(holder_dir, holder.name, fits + 1, buffer.getvalue())
-    k = int(context.node_config[PARTITION_ID])
-    _HOLDERS[(context.run_id, context.node_id, k)] = (fits + 1, settings, holder)
-    report = {"partition": k, "epsilon": metrics.get("epsilon"), **holder.report()}
+    report = {"partition": local.partition, "epsilon": metrics.get("epsilon"), **holder.report(), DIGEST_KEY: digest}
+    reply = {"sent_sha256": sent, "arrays": new, "metrics": json.dumps(metrics), "report": json.dumps(report)}
+    # PRIVATE (the noise key): written to the holder's own state-dir before anything leaves the node
+    save_holder_state(local.state_dir, holder.name, fits + 1, encode_state(digest, holder.state_dict(), reply))
+    _HOLDERS[(str(local.state_dir.resolve()), local.partition)] = (fits + 1, digest, holder)
+    return _reply_message(msg, reply)
+
+
+def _reply_message(msg: Message, reply: dict) -> Message:
     content = RecordDict(
         {
-            "arrays": ArrayRecord(new),
-            "metrics": MetricRecord(metrics),
-            REPORT_KEY: ConfigRecord({"json": json.dumps(report)}),
+            "arrays": ArrayRecord(reply["arrays"]),
+            "metrics": MetricRecord(json.loads(reply["metrics"])),
+            REPORT_KEY: ConfigRecord({"json": reply["report"]}),
         }
     )
     return Message(content=content, reply_to=msg)
+
+
+def make_clientapp(*, settings: tuple[Any, FederatedConfig] | None = None, state_dir: Path | None = None) -> ClientApp:
+    """textkg's ClientApp: each node trains by its own configuration (:func:`textkg.federated.node.node_settings`).
+
+    Args:
+        settings: ``(cfg, fed)`` of an operator who runs every node in one process (the simulation
+            engine); by default each node reads the ``settings`` file its ``--node-config`` names.
+        state_dir: That operator's folder of the holders' states; by default the node's ``state-dir``.
+    """
+    app = ClientApp()
+
+    @app.train()
+    def _client_train(msg: Message, context: Context) -> Message:
+        return train_reply(msg, node_settings(context.node_config, settings=settings, state_dir=state_dir))
+
+    return app
+
+
+#: The ClientApp of a SuperNode (``flower-supernode --node-config 'partition-id=k settings=... state-dir=...'``).
+clientapp = make_clientapp()
+
+
+def node_config_line(k: int, num: int, *, settings: Path | str, state_dir: Path | str, data_file: bool) -> str:
+    """The ``--node-config`` of holder ``k``'s SuperNode, as ``textkg federate-app`` prints it."""
+    line = f'partition-id={k} num-partitions={num} settings="{settings}" state-dir="{state_dir}"'
+    return line + (' data-file="/path/to/this-holders-statements.tsv"' if data_file else "")

@@ -8,19 +8,21 @@ own states go depends on the engine:
 * **in process** (:mod:`textkg.federated.runner`): every holder is in the
   server's process, and ``checkpoint.pt`` holds their states too (optimizer,
   sampler, epoch counter, privacy ledger and the secret key of its noise);
-* **Flower's simulation engine** (:mod:`textkg.federated.simulation`): a
-  holder's state lives in its node's ``Context``, in the engine's memory, and
-  ``flwr.simulation.run_simulation`` (flwr 1.42) cannot continue a run: every
-  call builds a fresh in-memory LinkState, registers new nodes with new random
-  ids and empty ``Context.state`` under a new random run id
-  (``vce_api._register_node_info_stores``), and only the server's ``Context``
-  can be passed in. So each holder also keeps its state in a file of its own,
-  ``clients/<name>/holder-round-<r>.pt`` (PRIVATE; the same bytes as its
-  ``Context.state``), written by the ClientApp before it replies. ``--resume``
-  starts a new simulation from ``checkpoint.pt``'s global parameters; in it
-  every holder restores its state of the checkpoint's round from its file, so
-  the rounds after it are those of an uninterrupted run. The server never
-  receives a holder's state (it would carry the holder's noise key).
+* **Flower's simulation engine** (:mod:`textkg.federated.simulation`) and the
+  deployment engine: a holder's state is its own (:mod:`textkg.federated.node`).
+  Each holder writes it, before it replies, to a file of its own in the
+  ``state-dir`` its node's configuration names:
+  ``<state-dir>/<name>/holder-round-<r>.pt`` (PRIVATE; its settings digest, its
+  state and the reply it sent). The simulation engine names ``clients/`` of the
+  run's folder (``run_simulation`` in flwr 1.42 cannot continue a run: every
+  call registers new nodes with empty ``Context.state``). A restarted node
+  continues from its latest file, whatever the server says: its ledger and
+  round counter never go back. ``--resume`` starts a new simulation from
+  ``checkpoint.pt``'s global parameters; a holder that had already trained the
+  checkpoint's next round (the crash came between its reply and the server's
+  checkpoint) is sent the very parameters it got then, and sends its saved
+  reply again (no new noise, no new step). The server never receives a
+  holder's state (it would carry the holder's noise key).
 
 A holder writes round r + 1 only after the server has sent round r + 1, that
 is after ``checkpoint.pt`` of round r is written, so keeping a holder's last
@@ -35,9 +37,6 @@ from pathlib import Path
 from textkg.errors import ConfigError
 from textkg.federated.names import check_name
 
-#: Keys of the train message's ConfigRecord on the simulation engine: where the holders keep their
-#: states, and how many rounds the run had finished when this simulation started.
-HOLDER_DIR_KEY, DONE_KEY = "textkg-holder-dir", "textkg-rounds-done"
 #: A checkpoint from before a federation setting existed holds its default.
 FEDERATED_DEFAULTS = {"engine": "inprocess", "upload_top_k": None, "noise_decay": None}
 _HOLDER_FILE = re.compile(r"holder-round-(\d+)\.pt")
@@ -74,7 +73,7 @@ def load_checkpoint(out_dir: Path, cfg, fed) -> dict:
 
 
 def holder_state_path(holder_dir: Path, name: str, rounds: int) -> Path:
-    """The file of holder ``name``'s state after ``rounds`` rounds (simulation engine; PRIVATE)."""
+    """The file of holder ``name``'s state after ``rounds`` rounds (its node's ``state-dir``; PRIVATE)."""
     return Path(holder_dir) / check_name(name, field="holder") / f"holder-round-{rounds}.pt"
 
 
@@ -91,11 +90,18 @@ def save_holder_state(holder_dir: Path, name: str, rounds: int, payload: bytes) 
             old.unlink(missing_ok=True)
 
 
+def latest_holder_round(holder_dir: Path, name: str) -> int:
+    """The last round holder ``name`` wrote a state for in ``holder_dir`` (0: none yet)."""
+    folder = Path(holder_dir) / check_name(name, field="holder")
+    if not folder.is_dir():
+        return 0
+    rounds = [int(m.group(1)) for p in folder.iterdir() if (m := _HOLDER_FILE.fullmatch(p.name))]
+    return max(rounds, default=0)
+
+
 def load_holder_state(holder_dir: Path, name: str, rounds: int) -> bytes:
     """The bytes :func:`save_holder_state` wrote for ``rounds``; :class:`ConfigError` if there are none."""
     path = holder_state_path(holder_dir, name, rounds)
     if not path.is_file():
-        raise ConfigError(
-            f"cannot resume: holder {name!r} has no state of round {rounds} (checkpoint.pt's round)", file=path
-        )
+        raise ConfigError(f"cannot resume: holder {name!r} has no state of round {rounds}", file=path)
     return path.read_bytes()

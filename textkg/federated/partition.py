@@ -9,9 +9,13 @@ every client holds, such as the ontology itself. Schemes:
   so adding or removing one statement moves no other (the same property the
   confidential adjacency needs, and the one a record-level DP guarantee per
   client assumes);
-- ``relation``: whole relations to clients, largest first onto the client with
-  the fewest statements so far (greedy balancing; FKGE's setting of holders
-  that each know different kinds of facts);
+- ``relation``: whole relations to clients (FKGE's setting of holders that
+  each know different kinds of facts). Without DP: largest first onto the
+  client with the fewest statements so far (greedy balancing, which counts the
+  training statements). Under DP (``public_only``): the relation names of the
+  public vocabulary in the order of a seeded hash of each name, dealt round
+  robin, so the assignment reads no statement and neighbouring datasets give
+  the same one (:func:`public_relation_owners`);
 - ``source`` (``hpo`` only): the three annotation sources OMIM, ORPHA and
   DECIPHER as three holders. A statement that names a disease goes to the
   disease's source; the others (``is_a``, ``gene_has_phenotype``) are the
@@ -105,6 +109,7 @@ def make_partition(
     num_clients: int | None = None,
     seed: int = 0,
     column_file: str | Path | None = None,
+    public_only: bool = False,
 ) -> Partition:
     """Partition ``train`` (``(N, 3)`` ids of ``kg``) among data holders.
 
@@ -116,6 +121,8 @@ def make_partition(
             ``None`` or match for ``source`` (3) and ``column`` (from the file).
         seed: Seed of ``random``'s hash.
         column_file: The TSV file of ``column``.
+        public_only: The run is DP (record- or client-level): ``relation`` assigns relations from
+            public inputs only (the relation names and ``seed``), never from statement counts.
 
     Raises:
         ConfigError: An unknown scheme, a bad K, ``source`` on a graph that is
@@ -142,7 +149,11 @@ def make_partition(
         clients = tuple(f"client-{k}" for k in range(num_clients))
     elif scheme == "relation":
         assert num_clients is not None  # checked above for random and relation
-        clients, assignment = _by_relation(kg, train, num_clients)
+        if public_only:
+            clients = tuple(f"client-{c}" for c in range(num_clients))
+            assignment = public_relation_owners(kg, num_clients, seed=seed)[train[:, 1]]
+        else:
+            clients, assignment = _by_relation(kg, train, num_clients)
     elif scheme == "source":
         clients, assignment = by_source(kg, train)
     elif scheme == FILES:  # the holders' statements are in their own files: every statement here is public
@@ -231,6 +242,28 @@ def assign_statements(
     if part.scheme == "source":
         return by_source(kg, triples)[1]
     return None
+
+
+def public_relation_owners(kg, k: int, *, seed: int) -> torch.Tensor:
+    """``(num_relations,)`` the holder of each relation, from public inputs only (a DP run's ``relation``).
+
+    The relation names of the (public) vocabulary are ordered by SHA-256 of ``seed`` and the name, and
+    dealt to holders ``0, 1, .., k-1, 0, ..``: no training statement is read, so adding or removing
+    one changes no holder's relations (and every holder gets a relation when there are ``k`` or more).
+    """
+    import hashlib
+
+    if kg.num_relations < k:
+        raise ConfigError(f"{k} clients but the vocabulary has only {kg.num_relations} relations", field="clients")
+
+    def key(r: int) -> tuple[bytes, str]:
+        name = kg.relations[r]
+        return hashlib.sha256(f"textkg-relation-partition\0{seed}\0{name}".encode()).digest(), name
+
+    owner = torch.empty(kg.num_relations, dtype=torch.long)
+    for i, r in enumerate(sorted(range(kg.num_relations), key=key)):
+        owner[r] = i % k
+    return owner
 
 
 def _by_relation(kg, train: torch.Tensor, k: int) -> tuple[Sequence[str], torch.Tensor]:

@@ -203,6 +203,7 @@ def prepare_federation(cfg, fed: FederatedConfig) -> Federation:
         num_clients=fed.clients,
         seed=cfg.train.seed,
         column_file=fed.partition_file,
+        public_only=cfg.privacy.mode != "none" or fed.client_dp,  # under DP, no partition reads statement counts
     )
     return Federation(cfg, fed, prep, part, prep.split.train[part.assignment == -1])
 

@@ -9,12 +9,13 @@ repeated:
 * the server is :func:`textkg.federated.app.serve` (the runner's strategy, the
   validation after every round, the runner's outputs), in a ServerApp that
   closes over the settings (``run_simulation`` passes no run config);
-* every holder is :data:`textkg.federated.app.clientapp`: holder
-  ``partition-id`` (as the simulation engine numbers its nodes, ``0..K-1``) is
-  built from the settings in the server's message, trains and returns. Its
-  state between rounds (optimizer, sampler, ledger, noise key) stays in its
-  node's ``Context.state``, which Flower keeps in this process and hands to
-  whichever actor runs the node's next message.
+* every holder is textkg's ClientApp (:func:`textkg.federated.app.make_clientapp`):
+  holder ``partition-id`` (as the simulation engine numbers its nodes,
+  ``0..K-1``) is built from the settings this operator gives every node (the
+  server's message carries only the parameters and the round number), trains
+  and returns. Its state between rounds (optimizer, sampler, ledger, noise
+  key) is its own file in ``clients/<name>/`` (:mod:`textkg.federated.node`),
+  read by whichever actor runs the node's next message.
 
 The actors reply in the order they finish, and Ray's and Flower's threads draw
 from the ``random`` that orders the sampled nodes, so FedAvg's float sum would
@@ -105,7 +106,7 @@ def simulate(
     from flwr.serverapp import ServerApp
     from flwr.simulation import run_simulation
 
-    from textkg.federated.app import clientapp, serve
+    from textkg.federated.app import make_clientapp, serve
     from textkg.federated.checkpointing import check_resumable, load_checkpoint
     from textkg.federated.grid import PartitionOrderGrid
     from textkg.federated.runner import prepare_federation
@@ -146,7 +147,7 @@ def simulate(
             warnings.simplefilter("ignore", FutureWarning)  # Ray's notice about accelerator variables
             run_simulation(
                 server_app=server,
-                client_app=clientapp,
+                client_app=make_clientapp(settings=(cfg, fed), state_dir=(out_dir / "clients").resolve()),
                 num_supernodes=k,
                 backend_config=backend_config(num_cpus=cpus, temp_dir=temp_dir),
             )

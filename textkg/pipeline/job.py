@@ -171,17 +171,15 @@ def run(
     if not resume:  # a resumed run's config.json holds the epochs it resolved
         cfg = scale_epochs(cfg, len(prep.split.train))
     trainer, private, audit = build_trainer(prep, cfg, out_dir, trainer_class=trainer_class)
-    check_memory(
-        estimate_memory(
-            prep.model,
-            cfg,
-            num_entities=prep.kg.num_entities,  # refuses before writing
-            private=private is not None,
-            placement=placement_size(prep),
-            mapped_features=mmap_features(),
-        ),
-        quiet=not progress,
+    memory = estimate_memory(
+        prep.model,
+        cfg,
+        num_entities=prep.kg.num_entities,
+        private=private is not None,
+        placement=placement_size(prep),
+        mapped_features=mmap_features(),
     )
+    check_memory(memory, quiet=not progress)  # refuses before writing
     init = None if resume or cfg.train.init_from is None else initialise_from(prep, cfg, Path(cfg.train.init_from))
     out_dir.mkdir(parents=True, exist_ok=True)
     if resume:
@@ -243,6 +241,9 @@ def run(
         "test": test,
         "privacy": _privacy_block(prep, cfg, private),
     }
+    if private is None:  # what was estimated before training (benchmarks/memory_estimate.py sets it beside the
+        # measured peak); never under DP: the process's size depends on the number of private statements
+        metrics["memory_estimate"] = memory.to_dict()
     few = few_steps_warning(state.step, state.epoch, stopped=state.stopped)
     if few:
         metrics["train"]["warning"] = few

@@ -1,13 +1,20 @@
 """How much memory a run will need, estimated before training starts, and a refusal when it cannot fit.
 
-:func:`estimate_memory` counts the large buffers of a prepared run, each as
-rows × width × bytes:
+The estimate is an upper bound of the run's peak resident set size (issue 50: it said 1.9 GiB where
+the README job peaked at 2.27–2.41 GiB). It is made after :func:`textkg.pipeline.prepared.prepare`,
+so what already exists is measured, not modelled, and only what is still to come is counted:
 
-- ``parameters``: every trained tensor (float32), listed by its largest
-  parts (the structural table, the relation table, the text projection);
-- ``frozen text features``: the model's buffers (pooled or token features);
-  pooled features memory-mapped from the encoder cache (``mapped_features``)
-  are file-backed pages the kernel can drop, listed at 0 bytes;
+    total = max(peak so far, resident now + Σ components to come) × (1 + MARGIN_FRACTION) + MARGIN_BYTES
+
+- ``resident now`` (``VmRSS`` of ``/proc/self/status``) holds what no row count describes: the
+  interpreter, torch and textkg (about 245 MiB), the graph's Python objects (names, descriptions,
+  id maps) and what building it left in the allocator, ``transformers`` (235 MiB) and the text
+  encoder's weights when the texts were encoded in this process (a cold cache), the encoded
+  features, the filter index and the built model (``parameters`` and ``frozen text features``, listed
+  for the reader and not counted again). ``peak so far`` (``VmHWM``) covers a transient peak of the
+  encoding. Where ``/proc`` cannot be read, :data:`RUNTIME_BYTES` plus the model stands for them.
+- The components to come, each rows × width × bytes:
+
 - ``gradients`` and ``Adam state``: one and two float32 copies of the trained
   parameters (Adam's exp_avg and exp_avg_sq, Kingma & Ba 2015, Alg. 1);
 - ``scores``: the training step's score matrix, B × (1 + k) for sampled
@@ -16,6 +23,10 @@ rows × width × bytes:
   candidates scored per call, ``min(N, chunk + eval_batch_size)`` with the
   candidate chunk of :func:`textkg.evaluation.ranking.default_candidate_chunk`
   (a 256 MiB bound), plus the entity vectors that evaluation caches (N × d);
+- ``text encoders loaded after the estimate`` (runs with a placement task): the placement re-ranker
+  reads MiniLM word vectors and the names-only placement encodes the held-out terms' names again,
+  so MiniLM's weights (their size on disk) and, unless already imported, ``transformers``
+  (:data:`TRANSFORMERS_BYTES`) are loaded during evaluation, also on a warm cache;
 - under privacy: per-example row gradients of the sampled negatives path
   (expected B × rows read × d), per-example gradients of the dense
   parameters (``vmap(grad)``: three B × dense copies), and the noise: one float64 copy of every
@@ -23,12 +34,13 @@ rows × width × bytes:
   :class:`textkg.privacy.randomness.NoisePrefetcher` draws ahead) plus the float32
   noised gradient.
 
-It is an estimate of the peak, not a bound: the allocator, Python objects,
-torch's own workspace and the tokenizer are not counted, so
-:data:`OVERHEAD_BYTES` is added. :func:`check_memory` refuses a run whose
-estimate exceeds the memory available now (``MemAvailable`` of
-``/proc/meminfo``; no check where that cannot be read), naming each
-component, and ``TEXTKG_SKIP_MEMORY_CHECK=1`` turns the refusal off.
+The margin covers what evaluation builds in Python and numpy that no component lists (TF-IDF
+matrices, the re-ranker's features, metric lists) and allocator slack. Measured against the peak
+on ``hpo`` (the README job), ``hpo-small``, an ontology file and FB15k-237 by
+``benchmarks/memory_estimate.py`` (docs/results/scaling.md, "Memory estimate before a run").
+:func:`check_memory` refuses a run whose estimate, less what is already resident, exceeds the memory
+available now (``MemAvailable`` of ``/proc/meminfo``; no check where that cannot be read), naming
+each component, and ``TEXTKG_SKIP_MEMORY_CHECK=1`` turns the refusal off.
 """
 
 from __future__ import annotations
@@ -36,13 +48,21 @@ from __future__ import annotations
 import os
 import sys
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import torch
 
 from textkg.errors import ConfigError
 
-#: Fixed allowance for what the component list does not count (interpreter, torch, allocator slack).
-OVERHEAD_BYTES = 768 * 2**20
+#: Where ``/proc/self/status`` cannot be read: the interpreter, torch, textkg and the graph, in place of
+#: the measured resident size (the allowance the estimate used before issue 50).
+RUNTIME_BYTES = 768 * 2**20
+#: What importing ``transformers`` (and ``tokenizers``) adds to a process that has torch and textkg:
+#: 235 MiB measured (torch 2.13, transformers 4.x, Linux x86-64), rounded up.
+TRANSFORMERS_BYTES = 256 * 2**20
+#: The margin over the sum: evaluation's Python and numpy objects that no component lists, allocator slack.
+MARGIN_FRACTION = 0.10
+MARGIN_BYTES = 128 * 2**20
 #: Steps of float64 noise held at once under privacy (the current one and two drawn ahead).
 NOISE_STEPS_HELD = 3
 #: Environment variable that turns the refusal (not the estimate) off.
@@ -51,22 +71,108 @@ SKIP_ENV = "TEXTKG_SKIP_MEMORY_CHECK"
 
 @dataclass
 class MemoryEstimate:
-    """Estimated peak bytes by component (``components``), plus :data:`OVERHEAD_BYTES`."""
+    """An upper bound of a run's peak memory: what is resident now, the components still to come, a margin.
+
+    Attributes:
+        components: Bytes each buffer still to be allocated will take (gradients, Adam state, scores, ...).
+        resident: Bytes resident when the estimate was made (``VmRSS``), or the stand-in for them.
+        peak_so_far: The process's peak until then (``VmHWM``; ``resident`` where unknown).
+        in_resident: Parts of ``resident`` named for the reader (the model's parameters and features);
+            not added again.
+    """
 
     components: dict[str, int] = field(default_factory=dict)
+    resident: int = 0
+    peak_so_far: int = 0
+    in_resident: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def before_margin(self) -> int:
+        return max(self.peak_so_far, self.resident + sum(self.components.values()))
+
+    @property
+    def margin(self) -> int:
+        return int(MARGIN_FRACTION * self.before_margin) + MARGIN_BYTES
 
     @property
     def total(self) -> int:
-        return sum(self.components.values()) + OVERHEAD_BYTES
+        return self.before_margin + self.margin
+
+    @property
+    def still_needed(self) -> int:
+        """What the run will allocate beyond what it holds now: the part that must fit in available memory."""
+        return max(0, self.total - self.resident)
 
     def to_dict(self) -> dict:
-        return {"components_bytes": dict(self.components), "overhead_bytes": OVERHEAD_BYTES, "total_bytes": self.total}
+        return {
+            "components_bytes": dict(self.components),
+            "resident_bytes": self.resident,
+            "peak_so_far_bytes": self.peak_so_far,
+            "in_resident_bytes": dict(self.in_resident),
+            "margin_bytes": self.margin,
+            "total_bytes": self.total,
+        }
 
     def describe(self) -> str:
         parts = ", ".join(
             f"{name} {_human(n)}" for name, n in sorted(self.components.items(), key=lambda kv: -kv[1]) if n
         )
-        return f"{_human(self.total)} ({parts}, overhead {_human(OVERHEAD_BYTES)})"
+        held = ", ".join(f"{name} {_human(n)}" for name, n in self.in_resident.items() if n)
+        now = f"resident now {_human(self.resident)}" + (f" (of which {held})" if held else "")
+        return f"{_human(self.total)} ({now}; to come: {parts or 'nothing'}; margin {_human(self.margin)})"
+
+
+def resident_bytes() -> tuple[int, int] | None:
+    """``(VmRSS, VmHWM)`` of this process in bytes (Linux), else ``None``."""
+    found: dict[str, int] = {}
+    try:
+        with open("/proc/self/status", encoding="ascii", errors="replace") as f:
+            for line in f:
+                key = line.split(":", 1)[0]
+                if key in ("VmRSS", "VmHWM"):
+                    found[key] = int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        return None
+    if "VmRSS" not in found:
+        return None
+    return found["VmRSS"], max(found["VmRSS"], found.get("VmHWM", 0))
+
+
+def encoders_after_estimate(cfg) -> int:
+    """Bytes of the text encoders a run with a placement task loads during evaluation: MiniLM (the
+    re-ranker's word vectors; the names-only placement's encoder when the run uses it), another
+    transformer folder the run's names-only placement encodes with, and ``transformers`` itself unless
+    it is imported already. Weights count at their size on disk (safetensors, float32)."""
+    folders = {_minilm_folder()}
+    if getattr(cfg.train, "placement_extras", "on") == "on":
+        folders |= _transformer_folders(getattr(cfg.model, "encoder", None), getattr(cfg.model, "encoder_kwargs", {}))
+    weights = sum(_weights_on_disk(f) for f in folders if f is not None)
+    return weights + (0 if "transformers" in sys.modules else TRANSFORMERS_BYTES)
+
+
+def _minilm_folder() -> str | None:
+    try:
+        from textkg.encoders.bert import default_minilm_path
+
+        return default_minilm_path()
+    except Exception:  # the package missing: the run fails at evaluation, not here
+        return None
+
+
+def _transformer_folders(encoder: str | None, kwargs: dict) -> set[str | None]:
+    if encoder in ("bert", "sentence-transformers"):
+        return {kwargs.get("model_name_or_path") or _minilm_folder()}
+    if encoder == "concat":
+        return set().union(*(_transformer_folders(p.get("name"), p) for p in kwargs.get("parts", [])))
+    return set()
+
+
+def _weights_on_disk(folder: str) -> int:
+    """Bytes of the weight files in a local model folder (0 for a hub id or a missing folder)."""
+    path = Path(folder)
+    if not path.is_dir():
+        return 0
+    return sum(f.stat().st_size for f in path.iterdir() if f.suffix in (".safetensors", ".bin") and f.is_file())
 
 
 def placement_bytes(*, num_valid_queries: int, num_candidates: int, num_entities: int, batch: int = 256) -> int:
@@ -95,6 +201,7 @@ def estimate_memory(
     private: bool,
     placement: tuple[int, int] | None = None,
     mapped_features: bool = False,
+    resident: tuple[int, int] | None = None,
 ) -> MemoryEstimate:
     """Estimate a run's peak memory from its built model and config.
 
@@ -108,6 +215,9 @@ def estimate_memory(
         mapped_features: The pooled text features are memory-mapped from the
             encoder cache (``TEXTKG_MMAP_FEATURES=1``): their pages are file-backed
             and reclaimable, so they are listed at 0 bytes with their size on disk.
+        resident: ``(resident now, peak so far)`` in bytes; ``None`` reads them
+            (:func:`resident_bytes`), and where that fails :data:`RUNTIME_BYTES` plus
+            the model's parameters and features stand for them.
     """
     tc = cfg.train
     trained = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
@@ -115,9 +225,11 @@ def estimate_memory(
     largest = sorted(trained, key=lambda np_: -np_[1].numel())[:3]
     buffers = dict(model.named_buffers())
     mapped = {n: b for n, b in buffers.items() if mapped_features and n.endswith("text_text_features")}
-    c: dict[str, int] = {
+    held = {
         "parameters (" + ", ".join(f"{n} {tuple(p.shape)}" for n, p in largest) + ")": param_bytes,
         "frozen text features": sum(b.numel() * b.element_size() for n, b in buffers.items() if n not in mapped),
+    }
+    c: dict[str, int] = {
         "gradients": param_bytes,
         "Adam state": 2 * param_bytes,
     }
@@ -154,11 +266,19 @@ def estimate_memory(
         c["placement evaluation (tuner's validation scores, vote work arrays)"] = placement_bytes(
             num_valid_queries=placement[0], num_candidates=placement[1], num_entities=num_entities
         )
+        c["text encoders loaded for placement (MiniLM word vectors, names-only encoding)"] = encoders_after_estimate(
+            cfg
+        )
     if private:
         c[f"DP noise (float64, {NOISE_STEPS_HELD} steps held, + float32 noised gradient)"] = (
             NOISE_STEPS_HELD * 8 + 4
         ) * sum(p.numel() for _, p in trained)
-    return MemoryEstimate(c)
+    if resident is None:
+        resident = resident_bytes()
+    if resident is None:  # no /proc: the old allowance for the runtime and the graph, plus the model
+        now = RUNTIME_BYTES + sum(held.values())
+        resident = (now, now)
+    return MemoryEstimate(c, resident=resident[0], peak_so_far=max(resident), in_resident=held)
 
 
 def available_bytes() -> int | None:
@@ -174,19 +294,21 @@ def available_bytes() -> int | None:
 
 
 def check_memory(estimate: MemoryEstimate, *, available: int | None = None, quiet: bool = False) -> None:
-    """Print the estimate on stderr; refuse (:class:`ConfigError`) if it exceeds ``available``.
+    """Print the estimate on stderr; refuse (:class:`ConfigError`) if what it still needs exceeds ``available``.
 
     ``available=None`` reads :func:`available_bytes`; if that is unknown too,
     nothing is refused. ``TEXTKG_SKIP_MEMORY_CHECK=1`` prints but never refuses.
     """
     available = available_bytes() if available is None else available
     if not quiet:
-        of = "" if available is None else f" of {_human(available)} available"
+        more = _human(estimate.still_needed)
+        of = "" if available is None else f"; {more} more than held now, {_human(available)} available"
         print(f"memory estimate: {estimate.describe()}{of}", file=sys.stderr)
-    if available is None or estimate.total <= available or os.environ.get(SKIP_ENV) == "1":
+    if available is None or estimate.still_needed <= available or os.environ.get(SKIP_ENV) == "1":
         return
     raise ConfigError(
-        f"this run needs an estimated {estimate.describe()}, more than the {_human(available)} available. "
+        f"this run needs an estimated {estimate.describe()}: {_human(estimate.still_needed)} more than it holds, "
+        f"more than the {_human(available)} available. "
         f"Lower --batch-size or eval_batch_size, use a smaller --dim, or run on a larger machine "
         f"(set {SKIP_ENV}=1 to try anyway)",
         field="memory",

@@ -34,6 +34,7 @@ from pathlib import Path
 import torch
 
 from textkg.errors import ConfigError, DataError
+from textkg.pipeline.parent_ranking import METHODS, UNTUNED_METHOD, ParentRanker  # noqa: F401  (the first two: re-exported)
 
 #: columns of the output TSV
 COLUMNS = (
@@ -134,14 +135,7 @@ def _unique(terms: list[NewTerm], path: str | Path) -> list[NewTerm]:
     return terms
 
 
-#: placement methods ``place`` can use, and the one it uses when the run chose none
-METHODS = ("model", "description-nn", "parent-of-nearest", "combined")
-#: the strongest method that needs no tuning on held-out terms (hpo: 0.457 to 0.538 test MRR
-#: against 0.278 to 0.359 for the model alone; docs/results/placement.md)
-UNTUNED_METHOD = "parent-of-nearest"
-
-
-class Placer:
+class Placer(ParentRanker):
     """A trained run loaded to place new terms under its existing ones.
 
     Args:
@@ -151,163 +145,22 @@ class Placer:
             whole release; it held out no terms, so :data:`UNTUNED_METHOD` is used).
         device: where the model and encoder run (as for :class:`textkg.predict.Predictor`).
         method: ``"auto"`` (the run's choice, as above) or one of :data:`METHODS`.
+
+    The ranking is :class:`textkg.pipeline.parent_ranking.ParentRanker`'s, which ``textkg predict`` uses too.
     """
 
     def __init__(self, run_dir: str | Path, *, device: str | torch.device = "auto", method: str = "auto") -> None:
-        from textkg.evaluation.placement.methods import DEFAULT_PARENT_RELATION
-        from textkg.pipeline.run_dir import METRICS, open_run
+        from textkg.pipeline.run_dir import open_run
         from textkg.predict import Predictor
 
         self.run_dir = Path(run_dir)
         opened = open_run(self.run_dir)  # this major version, before anything else is read
-        metrics_path = self.run_dir / METRICS
         metrics = opened.metrics()
         if metrics is None:
             raise ConfigError("the run has not finished (no metrics.json)", file=self.run_dir)
         self.metrics = metrics
-        self.selection = (metrics.get("test") or {}).get("placement_selection")
-        # what validation chose for terms read from their names alone (test.placement_names_only), and the re-ranker
-        self.names_only = (metrics.get("test") or {}).get("placement_names_only") or {}
-        self.reranker = (metrics.get("test") or {}).get("placement_rerank")
-        self.held_out_terms = bool((metrics.get("test") or {}).get("placement"))
-        if not self.held_out_terms and opened.config.data.split != "transductive":
-            raise ConfigError(
-                "this run has no placement evaluation: place needs a run on an ontology with an "
-                f"{DEFAULT_PARENT_RELATION!r} relation (e.g. textkg train --dataset hpo, or --dataset FILE.obo)",
-                file=metrics_path,
-                field="test.placement",
-            )
-        self.asked = method != "auto"
-        self.method = self._method(method)
-        names_selection = self.names_only.get("placement_selection")
-        self.names_method = names_selection["chosen"] if names_selection and not self.asked else self.method
-        self.predictor = Predictor(self.run_dir, device=device)
-        prep, kg = self.predictor.prepared, self.predictor.kg
-        if DEFAULT_PARENT_RELATION not in kg.relations:
-            raise ConfigError(
-                f"the run's graph has no {DEFAULT_PARENT_RELATION!r} relation to place terms with "
-                f"(its relations: {', '.join(kg.relations)})",
-                file=self.run_dir,
-                field="dataset",
-            )
-        self.relation = kg.relations.index(DEFAULT_PARENT_RELATION)
-        # the hierarchy a vote reads: what the run's placement read (public training statements under privacy)
-        train = prep.split.train if prep.private_mask is None else prep.split.train[~prep.private_mask]
-        self.parent_edges = train[train[:, 1] == self.relation][:, [0, 2]]
-        self.candidates = self._candidates()
-
-    def _method(self, method: str) -> str:
-        if method == "auto":
-            if self.selection:
-                return self.selection["chosen"]
-            return "model" if self.held_out_terms else UNTUNED_METHOD
-        if method not in METHODS:
-            raise ConfigError(f"unknown method {method!r}; choose auto or one of {', '.join(METHODS)}", field="method")
-        if method == "combined" and not self.selection:
-            raise ConfigError("this run tuned no combination (it needs held-out terms)", field="method")
-        return method
-
-    def training_ids(self) -> set[str]:
-        """Ids of the training graph's entities: the terms that need no placing. Held-out
-        (validation/test) terms of the run's own split are placed like any new term."""
-        kg = self.predictor.kg
-        return {kg.entities[e] for e in self.predictor.prepared.split.train_entities.tolist()}
-
-    def _candidates(self) -> torch.Tensor:
-        """Training entities of the types that training ``is_a`` parents have (all training entities
-        when the graph declares no types): as the placement evaluation's candidates."""
-        kg, split = self.predictor.kg, self.predictor.prepared.split
-        ids = split.train_entities.long()
-        if kg.entity_types is None or not len(self.parent_edges):
-            return ids
-        types = {kg.entity_types[p] for p in self.parent_edges[:, 1].tolist()}
-        return ids[torch.tensor([kg.entity_types[e] in types for e in ids.tolist()], dtype=torch.bool)]
-
-    def _description_features(self, texts: list[str]) -> tuple[torch.Tensor, torch.Tensor]:
-        """``(existing (N, D), new (m, D))`` description features from the same encoder as the run's placement."""
-        from textkg.pipeline import report
-
-        prep = self.predictor.prepared
-        existing = report.description_features(prep)
-        text = getattr(prep.model, "text", None)
-        if text is not None and getattr(text, "module", None) is None and hasattr(text, "text_text_features"):
-            new = self.predictor.text_inputs(texts)["text_features"]
-        else:
-            from textkg.encoders import cached_encode, get_encoder
-            from textkg.training.features import default_cache_dir
-
-            new = cached_encode(get_encoder("bert"), texts, cache_dir=default_cache_dir())
-        return existing.float(), new.float()
-
-    def _scorer(
-        self, new_emb: torch.Tensor | None, features: torch.Tensor, words: tuple[list[str], list[str]], names_only=False
-    ):
-        """The chosen method's ``score(terms, candidates)`` over ids where new term ``i`` is ``N + i``
-        (``names_only``: the method and weights chosen for terms read from their names alone; ``words``: every
-        id's text and name, for the re-ranker)."""
-        from textkg.evaluation.placement.combination import VoteConfig, combined_scorer, neighbour_vote_scorer
-        from textkg.evaluation.placement.methods import cosine_scorer, parent_of_nearest_scorer
-
-        model = self.predictor.model
-        n = self.predictor.kg.num_entities
-        with torch.no_grad():
-            ents = model.entity_matrix()
-            rel = model.relation_matrix()[self.relation : self.relation + 1]
-
-        def model_score(terms: torch.Tensor, candidates: torch.Tensor) -> torch.Tensor:
-            assert new_emb is not None
-            with torch.no_grad():
-                return (
-                    model.interaction.score_tails(new_emb[terms - n], rel.expand(len(terms), -1), ents[candidates])
-                    .float()
-                    .cpu()  # combined with the description scores, which live on the CPU
-                )
-
-        components = {"model": model_score, "description": cosine_scorer(features)}
-        method, selection = (
-            (self.names_method, self.names_only.get("placement_selection"))
-            if names_only
-            else (
-                self.method,
-                self.selection,
-            )
-        )
-        if method == "model":
-            return model_score
-        if method == "description-nn":
-            return components["description"]
-        if method == "parent-of-nearest":
-            return parent_of_nearest_scorer(features, self.parent_edges)
-        assert selection is not None and method == "combined"
-        combo = selection["combined"]
-        if combo.get("vote") is not None:
-            components["vote"] = neighbour_vote_scorer(features, self.parent_edges, vote=VoteConfig(**combo["vote"]))
-        weights = {c: w for c, w in combo["weights"].items() if w > 0}
-        if "rerank" in weights:  # validation gave the re-ranker a weight: its fitted form is test.placement_rerank
-            if not self.reranker:
-                raise ConfigError(
-                    "the run's combination weighs the re-ranker, but metrics.json has no fitted one",
-                    file=self.run_dir / "metrics.json",
-                    field="test.placement_rerank",
-                )
-            components["rerank"] = self._rerank(features, *words)
-        return combined_scorer(components, weights)
-
-    def _rerank(self, features: torch.Tensor, texts: list[str], names: list[str]):
-        """The run's fitted re-ranker (:mod:`textkg.evaluation.placement.rerank`) over existing + new terms."""
-        from textkg.evaluation.placement.evaluate import saved_reranker
-
-        assert self.reranker is not None
-        train = self.predictor.prepared.split.train_entities
-        return saved_reranker(
-            self.reranker,
-            features=features,
-            parent_edges=self.parent_edges,
-            texts=texts,
-            names=names,
-            fit_on=train,
-            file=str(self.run_dir / "metrics.json"),
-        )  # the packaged MiniLM's word vectors, read only when the saved re-ranker weighs maxsim
+        self._choose(metrics.get("test") or {}, opened.config.data.split, method)  # before the model is loaded
+        self._attach(Predictor(self.run_dir, device=device))
 
     def place(
         self,
@@ -335,26 +188,16 @@ class Placer:
         terms = [t for t in terms if t.id not in known]
         if not terms:
             return []
-        texts = [t.description for t in terms]
-        methods = {self.method} | ({self.names_method} if any(not t.definition for t in terms) else set())
-        new_emb = self.predictor.embed(texts) if methods & {"model", "combined"} else None
-        existing, new = self._description_features(texts)
-        features = torch.cat([existing, new])
-        words = (list(kg.entity_descriptions) + texts, list(kg.entity_names) + [t.name for t in terms])
-        score = self._scorer(new_emb, features, words)
-        names_score = self._scorer(new_emb, features, words, names_only=True) if len(methods) > 1 else score
-        unit = torch.nn.functional.normalize(features, dim=1)
+        bare_terms = [not t.definition for t in terms]  # a name alone: the names-only choice
+        scorer = self.term_scorer([t.description for t in terms], [t.name for t in terms], bare_terms)
+        unit = torch.nn.functional.normalize(scorer.features, dim=1)
         n, cands = kg.num_entities, self.candidates
         rows = []
         for start in range(0, len(terms), batch_size):
             batch = terms[start : start + batch_size]
             ids = torch.arange(n + start, n + start + len(batch))
+            s = scorer(ids, torch.tensor(bare_terms[start : start + batch_size]), cands)
             with torch.no_grad():
-                s = score(ids, cands)
-                bare = torch.tensor([not t.definition for t in batch])  # a name alone: the names-only choice
-                if names_score is not score and bare.any():
-                    s = s.double()
-                    s[bare] = names_score(ids[bare], cands).double()
                 if annotations:
                     s = self._with_annotations(s, batch, annotations, cands)
                 sim = unit[ids] @ unit[cands].T
@@ -482,7 +325,7 @@ def place_command(
         "out": str(out),
         **{k: str(v) for k, v in paths.items() if k != "out"},
         "method": placer.method,
-        "method_reading": _method_reading(placer),
+        "method_reading": placer.method_reading(),
         "terms_read": len(terms),
         "terms_placed": len(new),
         "terms_in_training_graph": len(terms) - len(new),
@@ -517,22 +360,3 @@ def _read_annotations(path: str, placer: Placer) -> tuple[dict[str, list[int]], 
     from textkg.data.known_links import read_annotations
 
     return read_annotations(path, entities=placer.predictor.kg.entities)
-
-
-def _method_reading(placer: Placer) -> str:
-    selection = placer.selection
-    if placer.asked:
-        chose = f" (the run chose {selection['chosen']} on its validation terms)" if selection else ""
-        return f"{placer.method}: as asked{chose}"
-    if not placer.held_out_terms:
-        return (
-            f"{placer.method}: this run held out no terms to choose a method on (a transductive run); "
-            f"{UNTUNED_METHOD} is the strongest method that needs no such choice"
-        )
-    if not selection:
-        return f"{placer.method}: the trained model (this run tuned no combination)"
-    valid = selection["valid"].get(placer.method, {})
-    return (
-        f"{placer.method}: the best of {', '.join(selection['valid'])} on this run's validation terms "
-        f"(placement MRR {valid.get('mrr', float('nan')):.3f})"
-    )

@@ -17,6 +17,10 @@ from textkg.errors import PrivacyError
 
 #: dp-accounting's discretisation of the privacy loss (its default); smaller is tighter and slower
 VALUE_DISCRETIZATION_INTERVAL = 1e-4
+#: the smallest σ the PLD accountant discretises: below it the privacy loss spans billions of buckets (σ = 1e-3: a
+#: 38 GiB array; σ = 0.1 at q = 0.01 over 1e4 steps: more than 8 GB and 90 s), where ε is in the hundreds anyway
+#: (issue 51: ``train --noise-multiplier 1e-3`` died writing its report's ``epsilon_pld``)
+MIN_SIGMA = 0.3
 
 
 def pld_epsilon(ledger: Iterable[tuple[float, float, int]], *, delta: float) -> float:
@@ -52,8 +56,10 @@ def _composed_epsilon(entries: tuple[tuple[float, float, int], ...], delta: floa
     ]
     accountant = pld_privacy_accountant.PLDAccountant(value_discretization_interval=VALUE_DISCRETIZATION_INTERVAL)
     try:
+        if min(sigma for _, sigma, _ in entries) < MIN_SIGMA:  # refused before dp-accounting allocates for it
+            raise ValueError(f"sigma below {MIN_SIGMA}")
         accountant.compose(dp_accounting.ComposedDpEvent(events))
-    except ValueError as exc:  # e.g. "Maximum allowed size exceeded": a privacy loss too wide to discretise
+    except (ValueError, MemoryError) as exc:  # "Maximum allowed size exceeded": a loss too wide to discretise
         sigmas = ", ".join(f"{sigma:g}" for _, sigma, _ in entries)
         raise PrivacyError(
             f"the PLD accountant (dp-accounting) cannot discretise the privacy loss at noise multiplier "

@@ -37,6 +37,9 @@ DEFAULT_ORDERS: tuple[float, ...] = tuple(
 """1.1, 1.2, …, 10.9, 11, …, 63, 128, 256, 512, 1024 (dp-accounting's default grid)."""
 
 _MAX_SERIES_TERMS = 131_000
+#: the highest RDP order and the most orders an orders spec may give (issue 51: ``--orders 1e308`` overflowed,
+#: ``2-10000000`` ran for minutes); the default grid tops out at 1024
+MAX_ORDER, MAX_ORDERS = 10_000, 2_000
 
 
 def parse_orders(spec: str | Iterable[float]) -> tuple[float, ...]:
@@ -45,21 +48,28 @@ def parse_orders(spec: str | Iterable[float]) -> tuple[float, ...]:
     iterable of numbers.
 
     Returns:
-        Sorted, de-duplicated orders, each > 1.
+        Sorted, de-duplicated orders, each in (1, :data:`MAX_ORDER`], at most :data:`MAX_ORDERS` of them.
 
     Raises:
-        ConfigError: a malformed item or an order <= 1 (field ``orders``).
+        ConfigError: a malformed item, an order <= 1 or above :data:`MAX_ORDER`, or more than
+            :data:`MAX_ORDERS` orders (field ``orders``; a range is counted before it is expanded).
     """
     if not isinstance(spec, str):
         values = [float(v) for v in spec]
     else:
+        if len(spec) > 100_000:
+            raise ConfigError(f"an orders list of {len(spec)} characters; at most {MAX_ORDERS} orders", field="orders")
         values = []
         for item in (part.strip() for part in spec.split(",")):
-            match = re.fullmatch(r"(\d+)\s*-\s*(\d+)", item)
+            match = re.fullmatch(r"(\d{1,12})\s*-\s*(\d{1,12})", item)
             if match:
                 lo, hi = int(match.group(1)), int(match.group(2))
                 if lo > hi:
                     raise ConfigError(f"empty order range {item!r}", field="orders")
+                if hi > MAX_ORDER or len(values) + hi - lo + 1 > MAX_ORDERS:
+                    raise ConfigError(
+                        f"order range {item!r}: at most {MAX_ORDERS} orders, each at most {MAX_ORDER}", field="orders"
+                    )
                 values.extend(float(v) for v in range(lo, hi + 1))
                 continue
             try:
@@ -70,9 +80,11 @@ def parse_orders(spec: str | Iterable[float]) -> tuple[float, ...]:
                 ) from None
     if not values:
         raise ConfigError("no RDP orders given", field="orders")
-    bad = [v for v in values if not (v > 1 and math.isfinite(v))]
+    bad = [v for v in values if not (1 < v <= MAX_ORDER)]
     if bad:
-        raise ConfigError(f"RDP orders must be finite and > 1, got {bad[0]:g}", field="orders")
+        raise ConfigError(f"RDP orders must be finite, > 1 and at most {MAX_ORDER}, got {bad[0]:g}", field="orders")
+    if len(values) > MAX_ORDERS:
+        raise ConfigError(f"{len(values)} RDP orders; at most {MAX_ORDERS}", field="orders")
     return tuple(sorted(set(values)))
 
 

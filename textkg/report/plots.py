@@ -5,10 +5,16 @@ Each ``plot_*`` function takes plain dicts (the contents of ``metrics.json``,
 never touches the global pyplot state, so it is safe in scripts, tests and
 notebooks alike. :func:`write_run_plots` draws everything a run directory
 supports into ``DIR/plots/``.
+
+A run folder may come from anyone (docs/security.md): before drawing, every folder and file name a
+command would write is checked with ``lstat`` (a ``plots`` link, or a ``plots/valid_mrr.png`` link, is
+refused, exit 2), and each PNG is written to a temporary file renamed into place, so nothing is
+written through a link (:func:`textkg.training.checkpoint.folder_in_run`).
 """
 
 from __future__ import annotations
 
+import io
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
@@ -17,6 +23,16 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
 PLOTS_DIR = "plots"
+#: every file a run folder's plots may be written as (checked before anything is drawn)
+PLOT_FILES = (
+    "epsilon.png",
+    "valid_mrr.png",
+    "audit_roc.png",
+    "frontier.png",
+    "compare_epsilon.png",
+    "compare_valid_mrr.png",
+    "compare_audit_roc.png",
+)
 #: one colour per privacy mode, so that every plot reads the same way
 MODE_COLORS = {"none": "black", "full": "tab:red", "confidential": "tab:blue"}
 
@@ -33,10 +49,15 @@ def _figure(title: str, xlabel: str, ylabel: str) -> tuple[Figure, Axes]:
 
 
 def _save(fig: Figure, path: str | Path) -> Path:
+    """Write ``fig`` as a PNG to ``path`` atomically (a link at ``path`` is replaced, never written through)."""
+    from textkg.training.checkpoint import atomic_write_bytes
+
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.tight_layout()
-    fig.savefig(path, format="png")
+    png = io.BytesIO()
+    fig.savefig(png, format="png")
+    atomic_write_bytes(path, png.getvalue())
     return path
 
 
@@ -215,9 +236,14 @@ def write_run_plots(run_dir: str | Path) -> list[Path]:
     ``valid_mrr.png``; an audited run (``audit.json``) ``audit_roc.png``; a
     sweep directory (``sweep.json``) ``frontier.png``, plus the overlays of
     its runs. Returns the paths written.
+
+    Raises:
+        ConfigError: ``run_dir/plots`` or a plot file in it is a symbolic link (or not what it should be).
     """
+    from textkg.training.checkpoint import folder_in_run
+
     run_dir = Path(run_dir)
-    out = run_dir / PLOTS_DIR
+    out = folder_in_run(run_dir, PLOTS_DIR, files=PLOT_FILES)  # before anything is read or drawn
     written: list[Path | None] = []
     metrics = _read_json(run_dir / "metrics.json")
     if metrics is not None:
@@ -236,7 +262,14 @@ def write_run_plots(run_dir: str | Path) -> list[Path]:
 
 
 def write_comparison_plots(run_dirs: Iterable[str | Path], out_dir: str | Path) -> list[Path]:
-    """Overlay several runs: ``compare_epsilon.png``, ``compare_valid_mrr.png``, ``compare_audit_roc.png``."""
+    """Overlay several runs: ``compare_epsilon.png``, ``compare_valid_mrr.png``, ``compare_audit_roc.png``.
+
+    ``out_dir`` is the caller's (``--out``) or a run's ``plots`` folder (checked by :func:`write_run_plots`);
+    a plot file in it that is a link is refused, never written through.
+    """
+    from textkg.training.checkpoint import folder_in_run
+
+    folder_in_run(out_dir, files=PLOT_FILES)
     runs, audits = {}, {}
     for d in map(Path, run_dirs):
         m = _read_json(d / "metrics.json")

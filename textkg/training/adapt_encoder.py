@@ -116,14 +116,15 @@ def adapt_encoder(
         return {**json.loads(summary_path.read_text()), "cached": True}
 
     import torch
-    from sentence_transformers import InputExample, SentenceTransformer
+    from sentence_transformers import InputExample
     from sentence_transformers.losses import MultipleNegativesRankingLoss
     from torch.utils.data import DataLoader
 
     from textkg.encoders.bert import default_minilm_path
+    from textkg.encoders.sbert import load_sentence_transformer
 
     torch.manual_seed(seed)
-    model = SentenceTransformer(default_minilm_path(), device="cpu")
+    model = load_sentence_transformer(default_minilm_path(), device="cpu")
     examples = [InputExample(texts=[a, b]) for a, b in pairs]
     loader: DataLoader = DataLoader(
         examples,  # type: ignore[arg-type]  # sentence-transformers' fit takes a list of InputExample

@@ -14,7 +14,9 @@ from __future__ import annotations
 import json
 import math
 import os
+import stat
 import tempfile
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -65,6 +67,42 @@ def atomic_write_bytes(path: Path, data: bytes, *, private: bool = False) -> Non
         if os.path.exists(tmp):
             os.unlink(tmp)
         raise
+
+
+def folder_in_run(root: str | Path, *parts: str, files: Iterable[str] = ()) -> Path:
+    """``root/parts...``, checked so that a write into it stays in ``root``: a run folder may come from
+    anyone (docs/security.md), and a link in it (``plots -> ~/.ssh``, ``plots/valid_mrr.png -> ~/.bashrc``)
+    would make textkg write where the link points. Each part that exists must be a real folder, not a
+    symbolic link (``lstat``, never followed), and none of ``files`` in it may be a link or a folder;
+    a part that does not exist yet is not made here. Check before writing anything, then write with
+    :func:`atomic_write_bytes` (a temporary file renamed over the name: a link is replaced, never followed).
+
+    Raises:
+        ConfigError: naming the link or the non-folder (the CLI exits 2).
+    """
+    path = Path(root)
+    for part in parts:
+        path = path / part
+        _refuse_link(path, folder=True)
+    for name in files:
+        _refuse_link(path / name, folder=False)
+    return path
+
+
+def _refuse_link(path: Path, *, folder: bool) -> None:
+    try:
+        mode = os.lstat(path).st_mode
+    except FileNotFoundError:
+        return
+    if stat.S_ISLNK(mode):
+        raise ConfigError(
+            "is a symbolic link: textkg never writes through a link in a run folder (remove it and run again)",
+            file=path,
+        )
+    if folder and not stat.S_ISDIR(mode):
+        raise ConfigError("is not a folder", file=path)
+    if not folder and stat.S_ISDIR(mode):
+        raise ConfigError("is a folder, not a file textkg writes", file=path)
 
 
 def strict_json(obj: Any) -> Any:

@@ -1,7 +1,10 @@
 """Frozen run configuration.
 
 YAML/JSON config files and CLI flags only *fill in* these dataclasses; every
-default is documented here, once. ``RunConfig.to_dict()`` is what a run writes
+default is documented here, once. The defaults are the README's main job
+(``textkg train --dataset hpo --split inductive --model fused-transe --epochs 3``):
+``RunConfig()`` and a bare ``textkg train`` run it (issue 50; ``tests/cli/test_default_job.py``
+keeps both equal to the README's command). ``RunConfig.to_dict()`` is what a run writes
 to ``config.json``; ``RunConfig.from_dict()`` reads it back (``--resume``).
 """
 
@@ -62,8 +65,10 @@ class DataConfig:
     """Which graph and split.
 
     Attributes:
-        dataset: registered name (``hpo``, ``hpo-small``) or a BLP-format directory.
-        split: ``transductive`` (as given) or ``inductive`` (BLP protocol).
+        dataset: registered name or a BLP-format directory or an ontology file. Default ``hpo``
+            (the README's main job); ``hpo-small`` is its one-source subset for quick runs.
+        split: ``inductive`` (default: new entities held out for test, the BLP protocol) or
+            ``transductive`` (every entity seen in training).
         split_seed: seed of a split built by textkg (ignored for given splits).
         inductive_dir: sub-directory holding ``ind-*.tsv`` files, if not the dataset dir.
         description: ``auto`` (default: the richest file a BLP-format directory has,
@@ -88,8 +93,8 @@ class DataConfig:
             same either way.
     """
 
-    dataset: str = "hpo-small"
-    split: str = "transductive"
+    dataset: str = "hpo"
+    split: str = "inductive"
     split_seed: int = 0
     inductive_dir: str | None = None
     description: str = "auto"
@@ -108,9 +113,10 @@ class TrainConfig:
     """Optimisation and model selection.
 
     Attributes:
-        epochs: passes over the training triples (for DP: expected passes). Default 5:
-            on 2 CPU cores ``hpo`` transductive TransE then trains in ~4 minutes
-            (docs/results/hpo.md, section 7); pass more for longer runs.
+        epochs: passes over the training triples (for DP: expected passes). Default 3, the
+            README's main job (``fused-transe`` on ``hpo``, inductive: three epochs in about
+            2.5 minutes on two CPU cores, docs/results/main_command.md); ``textkg train`` raises it
+            on a small graph when nothing asked for a number (``min_steps``).
         batch_size: batch size (for DP: the *expected* Poisson batch size).
         lr: Adam learning rate.
         num_negatives: corruptions per positive, drawn uniformly and
@@ -201,7 +207,7 @@ class TrainConfig:
             ``metrics.json`` (``device``). The CPU results do not depend on this setting.
     """
 
-    epochs: int = 5
+    epochs: int = 3
     batch_size: int = 512
     lr: float = 1e-3
     num_negatives: int = 32
@@ -426,15 +432,28 @@ class PrivacyConfig:
 
 @dataclass(frozen=True)
 class RunConfig:
-    """Everything a run needs; written to ``config.json``."""
+    """Everything a run needs; written to ``config.json``.
+
+    Attributes:
+        data, train, privacy: The sections above (their defaults: the README's main job).
+        model: A :class:`~textkg.models.config.ModelConfig`; ``None`` (default): the preset
+            ``model_name`` names.
+        model_name: The model preset's name (``textkg models list``). Default ``fused-transe``:
+            structure and description fused (the README's main job); the structure-only
+            baselines (``transe``, ``distmult``, ``complex``, ``rotate``, ...) are chosen by name.
+    """
 
     data: DataConfig = field(default_factory=DataConfig)
     model: Any = None  # textkg.models.ModelConfig
     train: TrainConfig = field(default_factory=TrainConfig)
     privacy: PrivacyConfig = field(default_factory=PrivacyConfig)
-    model_name: str = "transe"
+    model_name: str = "fused-transe"
 
     def __post_init__(self) -> None:
+        if self.model is None:  # the named preset, so that RunConfig() is a whole run
+            from textkg.models.presets import get_preset
+
+            object.__setattr__(self, "model", get_preset(self.model_name))
         if self.train.max_minutes is not None and self.privacy.mode in PRIVATE_STEP_MODES:
             # a wall-time stop makes the number of private steps, and so the released epsilon, depend on
             # how long each step took, which depends on the realised (private) Poisson batch sizes
@@ -518,7 +537,7 @@ class RunConfig:
                 model=ModelConfig.from_dict(d["model"]) if d.get("model") else None,
                 train=TrainConfig(**(d.get("train") or {})),
                 privacy=PrivacyConfig(**privacy),
-                model_name=d.get("model_name", "transe"),
+                model_name=d.get("model_name", cls.model_name),  # every config.json names it
             )
         except TypeError as exc:
             raise ConfigError(f"unknown or missing key: {exc}", file=source) from None

@@ -143,7 +143,7 @@ def public_only_report(cfg: PrivacyConfig) -> dict:
     return {
         "guarantee": "dp",
         "not_dp_because": [],
-        "unit": "confidential-triple",
+        "unit": "confidential-statement",
         "adjacency": "add or remove one confidential training statement",
         "epsilon": 0.0,
         "epsilon_if_secret": None,
@@ -413,7 +413,7 @@ class PrivateTraining:
         return {
             "guarantee": label,
             "not_dp_because": reasons,
-            "unit": "triple" if self.cfg.mode == "full" else "confidential-triple",
+            "unit": "statement" if self.cfg.mode == "full" else "confidential-statement",
             "adjacency": "add or remove one "
             + ("training statement" if self.cfg.mode == "full" else "confidential training statement"),
             "epsilon": eps if label == "dp" else None,

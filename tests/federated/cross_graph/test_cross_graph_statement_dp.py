@@ -13,7 +13,7 @@ import yaml
 from textkg.cli.main import main
 from textkg.errors import ConfigError
 from textkg.federated.cross_graph.config import CrossGraphConfig, load_holders
-from textkg.federated.cross_graph.ledger import STATEMENT_UNIT, recompute_epsilon
+from textkg.federated.cross_graph.ledger import STATEMENT_UNIT, check_privacy_block, recompute_epsilon
 from textkg.federated.cross_graph.runner import run_cross_graph
 from textkg.privacy.accountant import RDPAccountant
 from textkg.privacy.events import SampledGaussianEvent
@@ -46,6 +46,7 @@ def test_the_block_names_the_statement_unit_and_epsilon_composes_training_and_fi
         assert block["guarantee"] == "dp" and block["not_dp_because"] == []
         assert "post-processing" in block["mechanism"]
         assert block["num_private_triples"] is None and block["private_size"] == 100
+        assert check_privacy_block(block, file="a release") is block  # what a receiving process accepts (issue 51)
     first_from_alpha = next(m for m in messages if m["from"] == "alpha")["privacy"]
     for name in ("alpha", "beta"):
         metrics = json.loads((tmp_path / "out" / name / "metrics.json").read_text())

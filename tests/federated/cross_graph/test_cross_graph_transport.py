@@ -54,8 +54,16 @@ def federation(tmp_path):
     box.stop(0)
 
 
+def _block() -> dict:
+    """An honest privacy block: beta's first Gaussian release (:class:`PartyLedger`)."""
+    from textkg.federated.cross_graph.ledger import PartyLedger
+
+    ledger = PartyLedger("beta", delta=1e-5, noise_multiplier=1.0, clip=1.0, secret=True)
+    return ledger.record_release(step=1, to="alpha", rows=1)
+
+
 def _release(rows, **meta) -> Message:
-    return Message("release", "beta", "alpha", 1, {"rows": rows}, {"privacy": {"epsilon": 1.0}, **meta})
+    return Message("release", "beta", "alpha", 1, {"rows": rows}, {"privacy": _block(), **meta})
 
 
 def _frame_with_header(header: dict, body: bytes) -> bytes:
@@ -74,7 +82,7 @@ def test_a_valid_release_arrives_intact(federation):
     rows = np.random.default_rng(0).normal(size=(5, 3))
     federation.beta.send(_release(rows))
     got = federation.box.take("release", "beta", 1, timeout_s=5)
-    assert np.array_equal(got.arrays["rows"], rows) and got.meta == {"privacy": {"epsilon": 1.0}}
+    assert np.array_equal(got.arrays["rows"], rows) and got.meta == {"privacy": _block()}
 
 
 def test_a_pickle_payload_is_refused_unread_and_nothing_runs(federation):

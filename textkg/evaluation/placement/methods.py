@@ -391,6 +391,11 @@ _COMPONENT_LABELS = {
     "vote": "the parents of the most similar existing terms",
     "rerank": "a re-ranker reading the words of both terms",
 }
+#: what a run's validation may choose to place with (``test.placement_selection.chosen``): the model, a
+#: baseline (``tfidf-nn`` is reported, never chosen) or the combination
+SELECTABLE_METHODS = ("model", "description-nn", "parent-of-nearest", "combined")
+#: what a combination may weigh (``test.placement_selection.combined.weights``)
+COMBINED_COMPONENTS = tuple(_COMPONENT_LABELS)
 
 
 def placement_reading(result: dict) -> str:

@@ -280,7 +280,7 @@ def fit_reranker(
     parents_of: dict[int, list[int]] = {}
     for c, p in edges.tolist():
         parents_of.setdefault(c, []).append(p)
-    xs, ys = [], []
+    plans = []
     for start in range(0, len(terms), config.batch_size):
         batch = terms[start : start + config.batch_size]
         # a term of the batch is no candidate (it would vote for its own parents), unless it is another's parent:
@@ -289,17 +289,23 @@ def fit_reranker(
         cands = candidates[
             ~torch.isin(candidates, batch) | torch.isin(candidates, torch.tensor(sorted(needed), dtype=torch.long))
         ]
+        plans.append((batch, needed, cands))
+    # one list length K for every term (they are stacked): on a small ontology a batch leaves fewer than
+    # top_k candidates, and a batch of another size leaves another number (issue 51, item 9)
+    k = min(config.top_k, *(len(cands) for _, _, cands in plans))
+    xs, ys = [], []
+    for batch, needed, cands in plans:
         column = {int(e): i for i, e in enumerate(cands.tolist())}
         with torch.no_grad():
             f = features(batch, cands)  # (b, c, F)
-            top = first_stage(batch, cands).topk(min(config.top_k, len(cands)), dim=1).indices  # (b, K)
+            top = first_stage(batch, cands).topk(k, dim=1).indices  # (b, K)
         for row, term in enumerate(batch.tolist()):
             pos = [column[p] for p in parents_of[term] if p in column]
             if not pos or term in needed:
                 continue
             listed = top[row].tolist()
-            extra = [p for p in pos if p not in listed]
-            index = torch.tensor((listed[: len(listed) - len(extra)] + extra) if extra else listed)
+            extra = [p for p in pos if p not in listed][:k]  # the true parents the first stage missed
+            index = torch.tensor(listed[: k - len(extra)] + extra)
             xs.append(f[row, index])
             ys.append(torch.isin(index, torch.tensor(pos)))
     if not xs:

@@ -15,11 +15,86 @@ from pathlib import Path
 
 from textkg.privacy.accountant import RDPAccountant
 from textkg.privacy.events import SampledGaussianEvent
+from textkg.schema import AnyJSON, Bool, List, Num, Obj, SchemaError, Str, validate
 
 #: What a release protects.
 UNIT = "one aligned entity's embedding (a row of the sender's entity table)"
 #: The neighbouring relation of the guarantee.
 ADJACENCY = "zero-out: that row replaced by zeros (L2 sensitivity C); replace-one holds at noise sigma/2"
+
+
+_TEXT = Str(max_len=2000)
+_EPSILON = Num(low=0, high=1e6, low_open=True, nullable=True)  # a claim of 0 after a release is impossible
+_COUNT = Num(low=0, high=1e12, integer=True)
+#: every privacy block a party's release may carry (:meth:`PartyLedger.block`, :meth:`PPATLedger.block`,
+#: :meth:`StatementLedger.block`, whose keys are :meth:`~textkg.training.private_training.PrivateTraining.report`'s):
+#: a peer's block is checked against it before the receiver records it (``received_privacy``)
+PRIVACY_BLOCK = Obj(
+    {
+        "guarantee": Str(choices=("dp", "simulation", "none")),
+        "not_dp_because": List(_TEXT, max_len=20),
+        "unit": _TEXT,
+        "exchange_unit": Str(choices=("entity", "statement")),
+        "adjacency": _TEXT,
+        "mechanism": _TEXT,
+        "noise_multiplier": Num(low=0, high=1e6, nullable=True),
+        "clip": Num(low=0, high=1e6, low_open=True, nullable=True),
+        "epsilon": _EPSILON,
+        "epsilon_if_secret": _EPSILON,
+        "epsilon_rdp": Num(low=0, high=1e6, nullable=True),
+        "epsilon_pld": Num(low=0, high=1e6, nullable=True),
+        "delta": Num(low=0, high=1, low_open=True, high_open=True),
+        "alpha": Num(low=1, high=1e6, low_open=True, nullable=True),
+        "accountant": Str(max_len=64),
+        "conversion": _TEXT,
+        "orders": List(Num(low=1, high=1e6, low_open=True), max_len=10_000),
+        "ledger": List(
+            Obj(
+                {"sample_rate": Num(low=0, high=1), "noise_multiplier": Num(low=0, high=1e6), "steps": _COUNT},
+                required=("sample_rate", "noise_multiplier", "steps"),
+            ),
+            max_len=10_000,
+        ),
+        "noise_schedule": AnyJSON(max_str=200, max_len=10),
+        "noise_calibrated_to_target": Bool(nullable=True),
+        "target_epsilon": Num(low=0, high=1e6, low_open=True, nullable=True),
+        "max_grad_norm": Num(low=0, high=1e6, low_open=True, nullable=True),
+        "sample_rate": Num(low=0, high=1, nullable=True),
+        "steps": _COUNT,
+        "planned_steps": Num(low=0, high=1e12, integer=True, nullable=True),
+        "num_private_triples": Num(low=0, high=1e12, integer=True, nullable=True),
+        "private_size": Num(low=0, high=1e12, nullable=True),
+        "private_size_source": _TEXT,
+        "sampling": _TEXT,
+        "clipping": _TEXT,
+        "randomness": _TEXT,
+        "covered_parameters": List(Str(max_len=200), max_len=1000),
+        "public_inputs": List(_TEXT, max_len=50),
+        "mode": Str(max_len=64),
+        "private_updates": Str(max_len=64),
+        "releases": _COUNT,
+        "votes_guarantee": Str(choices=("dp", "simulation")),
+        "votes_epsilon": Num(low=0, high=1e6),
+        "votes_noise": Num(low=0, high=1e6),
+        "answers": _COUNT,
+        "data_dependent_analysis": Bool(),
+    },
+    required=("guarantee", "epsilon", "delta", "releases"),
+    max_bytes=256 * 1024,
+)
+
+
+def check_privacy_block(block: object, *, file: str, path: str = "privacy") -> dict:
+    """A peer's privacy block, checked against :data:`PRIVACY_BLOCK` (keys, types, finite ranges, at most
+    256 KiB) and for a claim no release can make (``dp`` without ε); returns it.
+
+    Raises:
+        SchemaError: naming ``file`` (the message) and the block's field."""
+    validate(block, PRIVACY_BLOCK, file=file, path=path)
+    assert isinstance(block, dict)
+    if block["guarantee"] == "dp" and block["epsilon"] is None:
+        raise SchemaError("a dp release must state its epsilon", file=file, field=f"{path}.epsilon")
+    return block
 
 
 class PartyLedger:

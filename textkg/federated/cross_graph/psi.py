@@ -35,6 +35,15 @@ scalar in [1, ℓ) drawn from the OS CSPRNG:
 4. A → B: ``{(H(y)^b)^a}`` in B's order; B keeps the y whose ``H(y)^ba`` is among the ``H(x)^ab`` it
    sent. So B learns the intersection from the points, not from a list A could pad with guesses.
 
+**The size a party accepts** (:func:`peer_limit`): each side raises the other's points to its scalar, and
+that is what lets the other test membership: a peer that offered a list of guessed ids (20,000 of them
+on 1a0007a) learned which of them this party holds, the whole entity set when the guesses covered it,
+and 100,000 offered points cost 8.5 s of CPU. A party therefore multiplies at most
+:data:`PEER_RATIO` times its own sample's size (at least :data:`MIN_PEER_POINTS`, at most
+:data:`MAX_PEER_POINTS`) of a peer's points and refuses a longer list before multiplying any. A partner
+still learns, for up to that many ids of its choosing, whether this party holds them: that is what a
+PSI discloses; the bound keeps it to a few times the size of the party's own set.
+
 A learns the intersection of the samples and the size of B's sample, B the same of A. Nothing else
 crosses: no item, no hash of an item, no shared salt. ``aligned_fraction < 1`` therefore discloses
 less than the whole intersection: a partner never sees a blinded point of an item outside the sample.
@@ -63,6 +72,17 @@ GROUP_ORDER = 2**252 + 27742317777372353535851937790883648493
 POINT_BYTES = 32
 #: the prefix of :func:`keep_fraction`'s public hash (unchanged from the first PSI: the same subsets)
 DOMAIN_KEEP = b"textkg/cross-graph/psi/v1|"
+#: a party multiplies at most PEER_RATIO × its own sample's size of a peer's points (:func:`peer_limit`) ...
+PEER_RATIO = 4
+#: ... at least this many (small graphs) ...
+MIN_PEER_POINTS = 1_000
+#: ... and at most this many (about 8 s of CPU)
+MAX_PEER_POINTS = 100_000
+
+
+def peer_limit(own_size: int) -> int:
+    """How many of a peer's points a party of ``own_size`` items (its sample) raises to its scalar."""
+    return min(MAX_PEER_POINTS, max(PEER_RATIO * own_size, MIN_PEER_POINTS))
 
 
 def hash_to_point(item: str, *, session: str = "") -> bytes:
@@ -141,7 +161,16 @@ class PSIParty:
         """Step 2: raise each of the other party's points to this party's scalar, order kept.
 
         Raises:
-            ConfigError: A value that is not an element of the group (:func:`_mul`)."""
+            ConfigError: More points than :func:`peer_limit` allows (before any is multiplied), or a
+                value that is not an element of the group (:func:`_mul`)."""
+        limit = peer_limit(self.size)
+        if len(blinded) > limit:
+            raise ConfigError(
+                f"the peer sent {len(blinded):,} points; a party with {self.size:,} ids accepts at most {limit:,} "
+                f"({PEER_RATIO} times its own, at least {MIN_PEER_POINTS:,}, at most {MAX_PEER_POINTS:,}): "
+                "a longer list would test ids of the peer's choosing against this party's set",
+                field="psi",
+            )
         return [_mul(self._key, p) for p in blinded]
 
     def intersect(self, double_mine: Sequence[bytes], blinded_theirs: Sequence[bytes]) -> list[str]:

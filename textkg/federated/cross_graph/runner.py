@@ -337,30 +337,48 @@ def write_outputs(out_dir: Path, config: CrossGraphConfig, runtimes: dict[str, P
     return summary
 
 
+#: ``sizes.train`` of a party's metrics.json under a ``dp`` guarantee
+PUBLIC_SIZES_NOTE = (
+    "under a dp guarantee `train` is the declared private_size (a public input; null when none is "
+    "declared), never the exact count of training statements; the owner's private_metrics.json holds it"
+)
+PRIVATE_SIZES_NOTE = (
+    "for the data owner: the exact sizes of this party's data, NOT covered by the privacy guarantee; "
+    "metrics.json gives the declared private_size instead, and `textkg release` never copies this file."
+)
+
+
 def write_party_metrics(rt: PartyRuntime) -> dict:
     """The party's ``metrics.json``: ``alone``, ``federated``, exchanges, privacy block and ledger; returns
     its summary row."""
+    from textkg.pipeline.report import PRIVATE_METRICS
     from textkg.training import checkpoint as ckpt
 
     party = rt.party
     test = party.test_metrics()
+    privacy = rt.ledger.block()
+    sizes: dict[str, object] = {
+        "train": len(party.train),
+        "valid": len(party.valid),
+        "test": len(party.test),
+        "trained_entities": len(party.trained_entities),
+    }
+    if privacy.get("guarantee") == "dp":  # the exact count of training statements is private data (issue 51)
+        owner = {"note": PRIVATE_SIZES_NOTE, "sizes": sizes}
+        ckpt.atomic_write_json(party.out_dir / PRIVATE_METRICS, owner, private=True)
+        sizes = {**sizes, "train": privacy.get("private_size"), "train_note": PUBLIC_SIZES_NOTE}
     metrics = {
         "textkg_version": __version__,
         "party": party.name,
         "dataset": party.spec.dataset,
         "source": party.spec.source,
         "model": {"name": party.spec.model, **party.cfg.model.to_dict()},
-        "sizes": {
-            "train": len(party.train),
-            "valid": len(party.valid),
-            "test": len(party.test),
-            "trained_entities": len(party.trained_entities),
-        },
+        "sizes": sizes,
         "aligned": {other: len(names) for other, names in rt.aligned.items()},
         "alone": rt.alone,
         "federated": {"valid": rt.valid, "test": test},
         "exchanges": rt.ledger.exchanges,
-        "privacy": rt.ledger.block(),
+        "privacy": privacy,
         "ledger": rt.ledger.state_dict(),
     }
     ckpt.atomic_write_json(party.out_dir / METRICS, metrics)
@@ -371,7 +389,7 @@ def write_party_metrics(rt: PartyRuntime) -> dict:
         "federated_test_mrr": None if test is None else test["mrr"],
         "updates_kept": sum(e["kept"] == "update" for e in rt.ledger.exchanges),
         "exchanges": len(rt.ledger.exchanges),
-        "epsilon": rt.ledger.block()["epsilon"],
+        "epsilon": privacy["epsilon"],
         "delta": rt.ledger.delta,
     }
 

@@ -34,7 +34,7 @@ import math
 import struct
 import sys
 import threading
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -42,7 +42,9 @@ from typing import Any
 import numpy as np
 
 from textkg.errors import TextKGError
+from textkg.federated.cross_graph.ledger import check_privacy_block
 from textkg.federated.cross_graph.tls import Credentials
+from textkg.schema import MAX_DEPTH, AnyJSON, SchemaError, load_json
 
 #: the first bytes of every frame (and its version)
 MAGIC = b"TKGXG1\n"
@@ -76,12 +78,16 @@ class ArraySpec:
 
 _POINTS = ArraySpec("uint8", (None, 32), (MAX_ITEMS, 32))  # group elements (textkg.federated.cross_graph.psi)
 
-#: every kind of message: its arrays and its meta keys with their JSON types
-SCHEMAS: dict[str, tuple[dict[str, ArraySpec], dict[str, type]]] = {
+#: every kind of message: its arrays and its meta keys, each with the check of its value (a release's
+#: privacy block: :func:`textkg.federated.cross_graph.ledger.check_privacy_block`, by :mod:`textkg.schema`)
+SCHEMAS: dict[str, tuple[dict[str, ArraySpec], dict[str, Callable[..., object]]]] = {
     "psi-request": ({"points": _POINTS}, {}),
     "psi-reply": ({"reply": _POINTS, "offer": _POINTS}, {}),
     "psi-result": ({"points": _POINTS}, {}),
-    "release": ({"rows": ArraySpec("float64", (None, None), (MAX_ITEMS, MAX_DIM))}, {"privacy": dict}),
+    "release": (
+        {"rows": ArraySpec("float64", (None, None), (MAX_ITEMS, MAX_DIM))},
+        {"privacy": check_privacy_block},
+    ),
 }
 
 
@@ -124,10 +130,6 @@ def _refuse(reason: str) -> PeerMessageError:
     return PeerMessageError(reason, field="message")
 
 
-def _no_constants(name: str):
-    raise _refuse(f"the header holds {name}, which is not JSON")
-
-
 def decode(frame: bytes, *, max_message_bytes: int = MAX_MESSAGE_BYTES) -> Message:
     """Parse and check a frame against :data:`SCHEMAS`; raises :class:`PeerMessageError`, never runs it."""
     if not isinstance(frame, bytes) or len(frame) > max_message_bytes:
@@ -138,10 +140,10 @@ def decode(frame: bytes, *, max_message_bytes: int = MAX_MESSAGE_BYTES) -> Messa
     start = len(MAGIC) + 4
     if n > MAX_HEADER_BYTES or start + n > len(frame):
         raise _refuse(f"header of {n} bytes: more than the frame or than {MAX_HEADER_BYTES}")
-    try:
-        header = json.loads(frame[start : start + n].decode("utf-8"), parse_constant=_no_constants)
-    except (UnicodeDecodeError, ValueError) as exc:
-        raise _refuse(f"the header is not JSON: {exc}") from None
+    try:  # bounded in bytes and depth (a crafted nesting is refused, never recursed into), no NaN
+        header = load_json(frame[start : start + n], AnyJSON(max_str=n, max_len=n), file="header", max_depth=MAX_DEPTH)
+    except SchemaError as exc:
+        raise _refuse(f"the header is not JSON within the limits: {exc}") from None
     if not isinstance(header, dict) or set(header) != {"kind", "sender", "receiver", "step", "arrays", "meta"}:
         raise _refuse("the header must hold exactly kind, sender, receiver, step, arrays and meta")
     kind, step = header["kind"], header["step"]
@@ -191,9 +193,11 @@ def _check_meta(kind: str, meta: object) -> dict:
     _, keys = SCHEMAS[kind]
     if not isinstance(meta, dict) or set(meta) != set(keys):
         raise _refuse(f"a {kind} message's meta holds exactly {', '.join(keys) or 'nothing'}")
-    for key, typ in keys.items():
-        if not isinstance(meta[key], typ):
-            raise _refuse(f"{kind}.meta.{key} must be a JSON {typ.__name__}")
+    for key, check in keys.items():
+        try:
+            check(meta[key], file=f"a {kind} message", path=f"meta.{key}")
+        except SchemaError as exc:
+            raise _refuse(str(exc)) from None
     return meta
 
 
@@ -257,12 +261,13 @@ class Mailbox:
                 self._expected.discard(message.key)
                 self._box[message.key] = message
                 self._arrived.notify_all()
-        except PeerMessageError as exc:
-            print(f"[{self.name}] refused a message from {peer!r}: {exc.message}", file=sys.stderr)
+        except Exception as exc:
+            reason = exc.message if isinstance(exc, PeerMessageError) else f"unreadable ({type(exc).__name__})"
+            print(f"[{self.name}] refused a message from {peer!r}: {reason}", file=sys.stderr)
             with self._arrived:
-                self._rejected.setdefault(peer, exc.message)
+                self._rejected.setdefault(peer, reason)
                 self._arrived.notify_all()
-            context.abort(grpc.StatusCode.INVALID_ARGUMENT, exc.message)
+            context.abort(grpc.StatusCode.INVALID_ARGUMENT, reason)
         return b"ok"
 
     def take(self, kind: str, sender: str, step: int = 0, *, timeout_s: float) -> Message:
