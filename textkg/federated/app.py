@@ -411,7 +411,10 @@ def train_reply(msg: Message, local: NodeSettings) -> Message:
     n = check_train_message(msg.content)
     fits, digest, holder = _holder(local)
     rounds = local.fed.rounds
-    arrays = msg.content.array_records[ARRAYS_RECORD].to_torch_state_dict()
+    try:  # a dtype torch has no tensor for (unicode, big-endian) raises here: refused like any other
+        arrays = msg.content.array_records[ARRAYS_RECORD].to_torch_state_dict()
+    except (TypeError, ValueError) as exc:
+        raise ConfigError(f"refused the server's parameters: not tensors ({exc})", field=ARRAYS_RECORD) from None
     check_arrays(arrays, trained_state(holder.model))
     sent = arrays_digest(arrays)
     if n == fits and fits:  # the round it trained last: the same reply again, for the very same parameters only
