@@ -339,3 +339,22 @@ def test_a_cross_graph_partys_saved_ledger_and_blocks_recompute(tmp_path, capsys
     code, out, _ = _account(capsys, path)
     disagreeing = [b["where"] for b in out["blocks"] if not all(c["agrees"] for c in b["checks"])]
     assert code == 1 and disagreeing == ["(top level)"]
+
+
+def test_a_ledger_that_takes_too_long_is_refused_in_bounded_time(tmp_path, capsys, monkeypatch):
+    """The adversary's review: a PLD ledger of 10⁹ steps at q = 1e-6 recomputed for minutes. ``account --from``
+    stops a file's recomputation after ACCOUNT_FROM_SECONDS (here 2) and exits 2 naming it."""
+    import time
+
+    import textkg.cli.privacy as privacy_cli
+    from textkg.cli.main import main
+
+    monkeypatch.setattr(privacy_cli, "ACCOUNT_FROM_SECONDS", 2)
+    path = tmp_path / "slow.json"
+    ledger = [{"sample_rate": 1e-06, "noise_multiplier": 100.0, "steps": 1_000_000_000}]
+    path.write_text(json.dumps({"privacy": {"accountant": "pld", "ledger": ledger, "delta": 1e-05, "epsilon": 1.0}}))
+    start = time.monotonic()
+    assert main(["account", "--from", str(path)]) == 2
+    assert time.monotonic() - start < 30
+    err = capsys.readouterr().err
+    assert "took over 2 s" in err and "Traceback" not in err

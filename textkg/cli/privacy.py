@@ -19,9 +19,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import math
+import signal
 import sys
+import threading
 import warnings
+from collections.abc import Iterator
 from pathlib import Path
 
 from textkg.cli.flags import number_flag, rdp_orders
@@ -159,6 +163,30 @@ def _check(args) -> None:
 _FLAGS = ("sample_rate", "noise_multiplier", "steps", "delta")
 
 
+#: wall-clock bound of ``account --from`` on one file (a PLD ledger of 1e9 steps at q = 1e-6 ran for minutes)
+ACCOUNT_FROM_SECONDS = 120
+
+
+@contextlib.contextmanager
+def _time_limit(seconds: int, path: str) -> Iterator[None]:
+    """Stop the recomputation of a file after ``seconds`` (``SIGALRM``: the main thread of a POSIX process;
+    elsewhere unbounded) with a :class:`ConfigError` naming the file."""
+    if not hasattr(signal, "SIGALRM") or threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def stop(signum, frame):
+        raise ConfigError(f"recomputing its ledgers took over {seconds} s: refused", file=path)
+
+    previous = signal.signal(signal.SIGALRM, stop)
+    signal.alarm(seconds)
+    try:
+        yield
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
+
+
 def account(args) -> dict | tuple[dict, int]:
     """``textkg account``: ``--from PATH`` (exit 1 when a claim disagrees) or the flag form."""
     if args.from_path is not None:
@@ -170,7 +198,8 @@ def account(args) -> dict | tuple[dict, int]:
                 "--from recomputes from the file's own ledgers; it takes no " + ", ".join(given or ["--orders"]),
                 field="from",
             )
-        out = account_from(args.from_path)
+        with _time_limit(ACCOUNT_FROM_SECONDS, args.from_path):
+            out = account_from(args.from_path)
         for block in out["blocks"]:
             for c in block["checks"]:
                 mark = "agrees" if c["agrees"] else "DISAGREES"
