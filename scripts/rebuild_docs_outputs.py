@@ -7,7 +7,7 @@
 1. ``docs/cli.md``: the command-line reference, read back from the parser (:mod:`textkg.cli.reference`).
 2. ``docs/frontier_hpo.png``: the privacy–utility frontier of the full ``hpo`` sweep, drawn by
    :func:`textkg.report.plots.plot_frontier` from a sweep's rows (``--frontier-sweep``: a
-   ``benchmarks/results/privacy_sweep_*.json`` collected by ``benchmarks/collect_sweep.py``, or a
+   ``benchmarks/results/privacy_sweep_*.json`` collected by ``python -m benchmarks collect-sweep``, or a
    sweep folder's ``sweep.json``), each run labelled as the current rules label it: a block that
    released the exact private count (``num_private_triples``; runs from before declared sizes) is a
    ``simulation``, drawn hollow and dotted, whatever label it was given on its day.
@@ -40,7 +40,7 @@ def frontier_rows(path: Path) -> list[dict]:
     data = json.loads(path.read_text(encoding="utf-8"))
     rows = []
     for row in data["rows"]:
-        if "privacy" in row:  # benchmarks/collect_sweep.py: the run's privacy block and test metrics
+        if "privacy" in row:  # python -m benchmarks collect-sweep: the run's privacy block and test metrics
             privacy, mrr = row["privacy"], (row.get("test") or {}).get("mrr")
             mode = (privacy or {}).get("mode") or row["run"].split("-")[0]
         else:  # a sweep folder's sweep.json (labelled by the code that wrote it)

@@ -15,6 +15,13 @@ def test_every_script_has_a_line_in_the_readme_index():
     assert scripts == listed, {"not listed": sorted(scripts - listed), "listed, not there": sorted(listed - scripts)}
 
 
+def test_every_investigation_has_a_purpose_line():
+    readme = (BENCHMARKS / "investigations" / "README.md").read_text(encoding="utf-8")
+    listed = set(re.findall(r"^\| `([a-z0-9_]+\.py)` \| \S", readme, flags=re.MULTILINE))
+    scripts = {p.name for p in (BENCHMARKS / "investigations").glob("*.py")}
+    assert scripts == listed, {"not listed": sorted(scripts - listed), "listed, not there": sorted(listed - scripts)}
+
+
 def test_no_machine_specific_paths_in_benchmarks():
     pattern = re.compile(r"/work/|/tmp/|/home/|/Users/|venv")
     found = [

@@ -1,4 +1,4 @@
-"""benchmarks/wordnet_proxy.py on a hand-written Princeton-format (wndb(5)) fixture; no sdist needed."""
+"""benchmarks/investigations/wordnet_proxy.py on a hand-written Princeton-format (wndb(5)) fixture; no sdist needed."""
 
 import importlib.util
 import io
@@ -10,7 +10,7 @@ import pytest
 
 from textkg.data.blp_format import load_blp_directory
 
-SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "wordnet_proxy.py"
+SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "investigations" / "wordnet_proxy.py"
 
 HEADER = "  1 This software and database is being provided to you, the LICENSEE, by  \n"
 

