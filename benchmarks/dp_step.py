@@ -33,6 +33,11 @@ among the 1 + k scores. Methods:
 - ``rowsparse-vmap``: the same with per-example grads from ``vmap(grad)``
   (:func:`textkg.privacy.per_example_grads`, the path for models with dense
   parameters); not in the default ``--methods``.
+- ``unit-secret``: the patient-level step (``--privacy-unit entity``,
+  :class:`textkg.training.unit_step.UnitPrivateStep`) on the same B statements grouped into B/8
+  units of 8 (each unit's vector folded in from its other statements, its whole gradient clipped,
+  the same secret noise), on a structural TransE ``KGEModel`` of the same sizes; not in the default
+  ``--methods``.
 - ``opacus``: Opacus ``GradSampleModule`` over ``nn.Embedding`` (dense
   per-example grads ``(B, V, d)``) + ``DPOptimizer`` (clip, noise, step).
 
@@ -184,6 +189,9 @@ def make_step(method: str, b: int, k: int, generator):
         step.close = prefetcher.close if prefetcher else lambda: None
         return step
 
+    if method == "unit-secret":
+        return _unit_step(b, k, generator)
+
     if method == "opacus":
         from opacus import GradSampleModule
         from opacus.optimizers import DPOptimizer
@@ -215,6 +223,74 @@ def make_step(method: str, b: int, k: int, generator):
 
         return step
     raise ValueError(f"unknown method {method!r}")
+
+
+#: statements per unit of ``unit-secret`` (B statements are B / UNIT_SIZE units)
+UNIT_SIZE = 8
+
+
+def _unit_step(b: int, k: int, generator):
+    """``unit-secret``: :class:`UnitPrivateStep` on ``b // UNIT_SIZE`` units of UNIT_SIZE random statements each."""
+    import dataclasses
+
+    import torch
+
+    from textkg.data.units import UnitLinks
+    from textkg.models import build_model, get_preset
+    from textkg.privacy import DPSGDStep, RDPAccountant
+    from textkg.privacy.randomness import NoisePrefetcher, SecretRandomness
+    from textkg.training.losses import softmax_cross_entropy
+    from textkg.training.private_step import noise_shapes
+    from textkg.training.unit_step import UnitPrivateStep
+
+    cfg = dataclasses.replace(get_preset("transe-l2"), dim=DIM, normalize_entities=False)
+    model = build_model(
+        cfg, num_entities=NUM_ENTITIES, num_relations=NUM_RELATIONS, seen_entities=torch.arange(NUM_ENTITIES)
+    )
+    optimizer = torch.optim.SGD(model.parameters(), lr=LR)
+    randomness = SecretRandomness()
+    prefetcher = NoisePrefetcher(randomness, noise_shapes(model))
+    accountant, units = RDPAccountant(), max(1, b // UNIT_SIZE)
+    pool = torch.arange(NUM_ENTITIES)
+
+    def step():
+        n = units * UNIT_SIZE
+        links = torch.stack(
+            [
+                torch.arange(units).repeat_interleave(UNIT_SIZE),
+                torch.randint(NUM_RELATIONS, (n,), generator=generator),
+                torch.randint(NUM_ENTITIES, (n,), generator=generator),
+                torch.randint(2, (n,), generator=generator),
+            ],
+            dim=1,
+        )
+        t = accountant.steps
+        mech = DPSGDStep(
+            noise_multiplier=SIGMA,
+            max_grad_norm=C,
+            expected_batch_size=units,
+            accountant=accountant,
+            sample_rate=units / 34_014,
+            generator=None,
+        )
+        UnitPrivateStep(
+            model,
+            units=UnitLinks(units=tuple(map(str, range(units))), links=links),
+            entity_pool=pool,
+            loss_fn=softmax_cross_entropy,
+            num_negatives=k,
+            max_statements=UNIT_SIZE,
+            mechanism=mech,
+            sample_rate=1.0,  # the same B statements every method sees: every unit of the batch
+            generator=generator,
+            randomness=randomness,
+            step=t,
+            noise=prefetcher.get(t),
+        )()
+        optimizer.step()
+
+    step.close = prefetcher.close
+    return step
 
 
 def worker(method: str, b: int, k: int, steps: int, threads: int) -> dict:
@@ -288,7 +364,7 @@ def noise_worker(draws: int, threads: int) -> dict:
 
 
 #: DP methods compared with ``autograd`` (repeated with it, alternating)
-REPEATED = ("autograd", "rowsparse", "rowsparse-secret")
+REPEATED = ("autograd", "rowsparse", "rowsparse-secret", "unit-secret")
 
 
 def _ratios(results: list[dict]) -> list[dict]:

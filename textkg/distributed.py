@@ -217,6 +217,11 @@ class DataParallelTrainer(Trainer):
 
 def check_supported(cfg) -> None:
     """Raise :class:`ConfigError` for a run the data-parallel runner cannot train."""
+    if cfg.privacy.unit == "entity":  # the unit step has no data-parallel share (textkg.training.unit_step)
+        raise ConfigError(
+            "--privacy-unit entity is not supported with torchrun / --nproc; train it in one process",
+            field="privacy.unit",
+        )
     if cfg.privacy.private_updates != "all":
         raise ConfigError(
             f"--private-updates {cfg.privacy.private_updates} is not supported with torchrun / --nproc yet",

@@ -26,6 +26,7 @@ from textkg.errors import ConfigError
 from textkg.training import checkpoint as ckpt
 from textkg.training.checkpoint import atomic_write_bytes, atomic_write_json
 from textkg.training.features import AUTOENCODER_FILE
+from textkg.training.unit_privacy import model_card_line
 
 #: copied as they are when the run's config needs them (``lstm_ae.pt`` only for LSTM-autoencoder
 #: runs, read with ``weights_only=True``; the char LMs of a flair run, tensors + JSON, under
@@ -166,6 +167,9 @@ def _check(run_dir: Path, out: Path, allow_simulation: bool) -> tuple[dict, dict
 
 #: ``config.json``'s ``data`` fields that name a file or folder of the trainer's machine
 DATA_PATHS = ("dataset", "inductive_dir", "public_entities")
+#: ``config.json``'s ``privacy`` fields that name a file of the trainer's machine (``--unit-entities``: a bundle
+#: names the list by its last part and never carries it)
+PRIVACY_PATHS = ("unit_entities",)
 
 
 def _public_config(config: dict) -> dict:
@@ -183,6 +187,8 @@ def _public_config(config: dict) -> dict:
     out = clean(config)
     if isinstance(out.get("data"), dict):
         out["data"] = {k: public_dataset(v) if k in DATA_PATHS else v for k, v in out["data"].items()}
+    if isinstance(out.get("privacy"), dict):
+        out["privacy"] = {k: public_dataset(v) if k in PRIVACY_PATHS else v for k, v in out["privacy"].items()}
     return out
 
 
@@ -217,17 +223,19 @@ def model_card(metrics: dict, config: dict, label: str) -> str:
         f"# textkg model: {config.get('model_name')} on {Path(str(metrics.get('dataset'))).name}",
         "",
         f"- textkg {metrics.get('textkg_version')}, split `{metrics.get('split')}`",
-        f"- test MRR {test.get('mrr', float('nan')):.4f}, Hits@10 {test.get('hits@10', float('nan')):.4f} "
-        f"({test.get('num_triples')} test statements)",
+        _test_line(test),
+        *_units_line(test),
         "",
     ]
     if label == "dp" and privacy.get("mode") == "public-only":
+        left_out = (
+            "unit entities' statements" if privacy.get("unit") == "entity" else "confidential training statements"
+        )
         lines += [
             "## Privacy guarantee",
             "",
             f"(0, 0)-differential privacy with respect to {privacy['adjacency']}: the "
-            "confidential training statements were left out and never read (training on the "
-            "unrestricted statements only).",
+            f"{left_out} were left out and never read (training on the public statements only).",
             "",
         ]
     elif label == "dp":
@@ -238,20 +246,31 @@ def model_card(metrics: dict, config: dict, label: str) -> str:
             f"{privacy.get('adjacency', 'adding or removing one private statement')}.",
             f"DP-SGD: Poisson sampling at q = {privacy['sample_rate']:.4g} (from "
             f"{privacy.get('private_size_source')}, a public input), {privacy['steps']} steps, "
-            f"per-example clipping of the whole gradient at C = {privacy['max_grad_norm']:g}, Gaussian "
+            f"per-{'unit' if privacy.get('unit') == 'entity' else 'example'} clipping of the whole gradient at "
+            f"C = {privacy['max_grad_norm']:g}, Gaussian "
             f"noise σ = {privacy['noise_multiplier']:.4g} on every entry of every trained parameter; "
             + accounting_sentence(privacy),
             f"Randomness: {privacy.get('randomness')}.",
             "",
-            *group_privacy_lines(privacy["epsilon"], privacy["delta"]),
+            *(
+                [model_card_line(privacy), ""]
+                if privacy.get("unit") == "entity"
+                else group_privacy_lines(privacy["epsilon"], privacy["delta"])
+            ),
         ]
     lines += [
         "## Threat model",
         "",
         "The adversary holds every file of this bundle, knows the textkg code and every public input "
-        "below, and may know every private statement but one. The guarantee bounds how much the bundle "
-        "can reveal about whether that one statement was used in training. Model selection and every "
-        "metric here used public statements only. Details: docs/privacy.md in the textkg repository.",
+        + (
+            "below, and may know every unit entity (patient) but one with all their statements. The guarantee bounds "
+            "how much the bundle can reveal about whether that one patient was used in training. "
+            if privacy.get("unit") == "entity"
+            else "below, and may know every private statement but one. The guarantee bounds how much the bundle "
+            "can reveal about whether that one statement was used in training. "
+        )
+        + "Model selection and every metric here used public statements only. Details: docs/privacy.md in the "
+        "textkg repository.",
         "",
         "## Public inputs (not protected)",
         "",
@@ -266,6 +285,25 @@ def model_card(metrics: dict, config: dict, label: str) -> str:
         "",
     ]
     return "\n".join(lines)
+
+
+def _test_line(test: dict) -> str:
+    def number(key: str) -> str:
+        value = test.get(key)
+        return f"{value:.4f}" if isinstance(value, (int, float)) else "n/a"
+
+    return f"- test MRR {number('mrr')}, Hits@10 {number('hits@10')} ({test.get('num_triples')} test statements)"
+
+
+def _units_line(test: dict) -> list[str]:
+    """A unit-level run's held-out units (``test.units``): their own statements ranked, each hidden in turn."""
+    units = test.get("units")
+    if not isinstance(units, dict) or not isinstance(units.get("mrr"), (int, float)):
+        return []
+    return [
+        f"- held-out units (new patients), each statement hidden in turn and the unit folded in from the others: "
+        f"MRR {units['mrr']:.4f}, Hits@10 {units.get('hits@10', float('nan')):.4f}"
+    ]
 
 
 #: the model card's words for each accountant's ε, and the other figure of the same ledger beside it

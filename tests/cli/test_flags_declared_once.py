@@ -26,6 +26,7 @@ TEXT = {
     "confidential_relations": "has_phenotype",
     "encoder": "glove-bow",
     "fusion": "concat",
+    "unit_entities": "patients.txt",
 }
 
 #: the flags a value needs beside it to make a valid config
@@ -36,6 +37,9 @@ COMPANIONS = {
     "noise_multiplier": ["--privacy", "full"],
     "target_epsilon": ["--privacy", "full"],
     "private_updates": ["--privacy", "confidential", "--confidential-relations", "r", "--target-epsilon", "1"],
+    "unit": ["--unit-entities", "patients.txt"],
+    "unit_entities": ["--privacy-unit", "entity"],
+    "max_statements_per_unit": ["--privacy-unit", "entity", "--unit-entities", "patients.txt"],
 }
 
 

@@ -1,6 +1,7 @@
 """The parts a run is built from: datasets, model presets, text encoders, character language models.
 
 * ``textkg data stats DATASET [--split S]``
+* ``textkg data simulate-patients --out DIR [--seed S] [--diseases N] [--patients N] ...``
 * ``textkg models list``
 * ``textkg charlm train --dataset D --direction forward|backward --out DIR``
 * ``textkg encoders list | adapt --dataset D | pretrain-aec --dataset D --out DIR``
@@ -14,7 +15,7 @@ from textkg.cli.flags import number_flag
 
 
 def add_data(sub) -> None:
-    """``textkg data stats``."""
+    """``textkg data stats`` and ``simulate-patients``."""
     data = sub.add_parser("data", help="dataset utilities").add_subparsers(dest="data_command")
     stats = data.add_parser("stats", help="entity/relation/triple counts as JSON")
     stats.add_argument(
@@ -24,6 +25,91 @@ def add_data(sub) -> None:
         "--split", choices=["transductive", "inductive"], help="also count the split's parts (default: none)"
     )
     stats.add_argument("--inductive-dir", help="sub-directory with ind-*.tsv (BLP-format datasets)")
+    add_simulate_patients(data)
+
+
+def add_simulate_patients(data) -> None:
+    """``textkg data simulate-patients``: its flags fill :class:`textkg.data.cohort.CohortRecipe`."""
+    from textkg.data.cohort import CohortRecipe
+
+    d = CohortRecipe()
+    sp = data.add_parser(
+        "simulate-patients",
+        help="a simulated patient cohort drawn from the HPO's disease annotations (Köhler et al. 2009: a few "
+        "of a disease's phenotypes, some made imprecise, noise added), with a share of the diseases' "
+        "annotations withheld from the public graph; a BLP-format folder with patients.txt (docs/diagnosis.md)",
+    )
+    sp.add_argument("--out", required=True, help="new folder for the cohort (a dataset for textkg train --dataset)")
+    sp.add_argument("--seed", type=number_flag("seed"), default=d.seed, help=f"random seed (default: {d.seed})")
+    sp.add_argument(
+        "--diseases",
+        type=number_flag("items"),
+        default=d.diseases,
+        help=f"OMIM diseases drawn, each with at least --min-annotations phenotypes (default: {d.diseases})",
+    )
+    sp.add_argument(
+        "--patients",
+        type=number_flag("items"),
+        default=d.train_patients,
+        help=f"training patients (train.tsv) (default: {d.train_patients})",
+    )
+    sp.add_argument(
+        "--valid-patients",
+        type=number_flag("items"),
+        default=d.valid_patients,
+        help=f"validation patients (dev.tsv) (default: {d.valid_patients})",
+    )
+    sp.add_argument(
+        "--test-patients",
+        type=number_flag("items"),
+        default=d.test_patients,
+        help=f"held-out new patients (test.tsv) (default: {d.test_patients})",
+    )
+    sp.add_argument(
+        "--withheld-fraction",
+        type=number_flag("share"),
+        default=d.withheld_fraction,
+        help="share of the diseases whose phenotype annotations are withheld from the public graph, below 1 "
+        f"(default: {d.withheld_fraction:g})",
+    )
+    sp.add_argument(
+        "--min-terms",
+        type=number_flag("count"),
+        default=d.min_terms,
+        help=f"fewest of its disease's phenotypes a patient starts from (default: {d.min_terms})",
+    )
+    sp.add_argument(
+        "--max-terms",
+        type=number_flag("count"),
+        default=d.max_terms,
+        help=f"most of its disease's phenotypes a patient starts from (default: {d.max_terms})",
+    )
+    sp.add_argument(
+        "--imprecision",
+        type=number_flag("probability"),
+        default=d.imprecision,
+        help=f"probability that a phenotype is replaced by one of its ancestors (default: {d.imprecision:g})",
+    )
+    sp.add_argument(
+        "--noise",
+        type=number_flag("share"),
+        default=d.noise,
+        help=f"unrelated phenotypes added per disease phenotype, rounded down (default: {d.noise:g}, the paper's)",
+    )
+    sp.add_argument(
+        "--popularity-exponent",
+        type=number_flag("exponent"),
+        default=d.popularity_exponent,
+        help="s of the diseases' Zipf popularity: the r-th most common disease is drawn with weight r^-s, 0 "
+        f"uniform (default: {d.popularity_exponent:g})",
+    )
+    sp.add_argument(
+        "--min-annotations",
+        type=number_flag("count"),
+        default=d.min_annotations,
+        help=f"fewest phenotype annotations a disease needs to be drawn, at least --min-terms (default: "
+        f"{d.min_annotations})",
+    )
 
 
 def add_models(sub) -> None:
@@ -100,6 +186,28 @@ def data_stats(args) -> dict:
     kg = load_dataset(args.dataset, **kwargs)
     split = make_split(kg, args.split) if args.split else None
     return kg_stats(kg, split)
+
+
+def simulate_patients(args) -> dict:
+    """``textkg data simulate-patients``: :func:`textkg.data.cohort.simulate_patients`."""
+    from textkg.data.cohort import CohortRecipe
+    from textkg.data.cohort import simulate_patients as simulate
+
+    recipe = CohortRecipe(
+        seed=args.seed,
+        diseases=args.diseases,
+        train_patients=args.patients,
+        valid_patients=args.valid_patients,
+        test_patients=args.test_patients,
+        withheld_fraction=args.withheld_fraction,
+        min_terms=args.min_terms,
+        max_terms=args.max_terms,
+        imprecision=args.imprecision,
+        noise=args.noise,
+        popularity_exponent=args.popularity_exponent,
+        min_annotations=args.min_annotations,
+    )
+    return simulate(args.out, recipe)
 
 
 def models_list(args) -> dict:
@@ -181,6 +289,7 @@ def pretrain_aec(args) -> dict:
 PARSERS = {"data": add_data, "models": add_models, "charlm": add_charlm, "encoders": add_encoders}
 HANDLERS: dict = {
     ("data", "stats"): data_stats,
+    ("data", "simulate-patients"): simulate_patients,
     ("models", "list"): models_list,
     ("charlm", "train"): charlm_train,
     ("encoders", "list"): encoders_list,

@@ -27,6 +27,7 @@ from textkg.training.config import (
     NEGATIVES,
     OPTIMIZERS,
     PRIVACY_MODES,
+    PRIVACY_UNITS,
     PRIVATE_UPDATES,
     DataConfig,
     PrivacyConfig,
@@ -169,6 +170,7 @@ NUMBERS: dict[str, NumberFlag] = {
     "size": NumberFlag(int, 0, 10**9),  # 0: all / off
     "items": NumberFlag(int, 1, 10**9),  # pairs, rows
     "private_size": NumberFlag(int, 1, 10**12),
+    "unit_statements": NumberFlag(int, 1, 4096),  # --max-statements-per-unit (MAX_STATEMENTS_PER_UNIT)
     "steps": NumberFlag(int, 1, 10**9),
     "top_k": NumberFlag(int, 1, 10**6),
     "processes": NumberFlag(int, 1, 1024),
@@ -189,6 +191,7 @@ NUMBERS: dict[str, NumberFlag] = {
     "clip": NumberFlag(float, 0, 1e6, low_open=True),
     "alpha": NumberFlag(float, 0, 1, low_open=True, high_open=True),
     "share": NumberFlag(float, 0, 1),
+    "exponent": NumberFlag(float, 0, 10),  # a Zipf popularity's s (textkg data simulate-patients)
 }
 #: train's numeric flags (config key, or dest for a flag without one) → their :data:`NUMBERS` entry
 KEY_NUMBERS: dict[str, str] = {
@@ -218,6 +221,7 @@ KEY_NUMBERS: dict[str, str] = {
     "privacy.max_grad_norm": "clip",
     "privacy.confidential_fraction": "fraction",
     "privacy.reproducible_noise": "seed",
+    "privacy.max_statements_per_unit": "unit_statements",
 }
 
 
@@ -500,6 +504,28 @@ TRAIN_FLAGS: tuple[Flag, ...] = (
         metavar="SEED",
         help="derive the private steps' noise and sampling from this PUBLIC seed (tests, "
         "research); the run is then labelled 'simulation', not 'dp'",
+    ),
+    Flag(
+        "--privacy-unit",
+        key="privacy.unit",
+        choices=PRIVACY_UNITS,
+        help="what the guarantee protects: statement (one training statement) or entity (one entity of "
+        "--unit-entities, a patient, with all of its statements: patient-level DP; --private-size is then the "
+        "declared number of units and --private-batch-size the expected units per step)",
+    ),
+    Flag(
+        "--unit-entities",
+        key="privacy.unit_entities",
+        metavar="FILE",
+        help="--privacy-unit entity: the unit entities, one id per line (public); every statement that mentions "
+        "one belongs to it, and they are taken out of the graph (no row, no name in the release)",
+    ),
+    Flag(
+        "--max-statements-per-unit",
+        key="privacy.max_statements_per_unit",
+        metavar="M",
+        help="--privacy-unit entity: at most M statements of one unit per step (contribution bounding; "
+        "chosen with the secret randomness when a unit has more)",
     ),
     Flag(
         "--public-entities",

@@ -13,17 +13,18 @@ import os
 import re
 import sys
 
-from textkg.cli import components, curation, federation, privacy, results, training
+from textkg.cli import components, curation, diagnosis, federation, privacy, results, training
 from textkg.errors import TextKGError
 
 #: the command modules, one per topic; each has ``PARSERS`` (command → function adding its parser) and
 #: ``HANDLERS`` ((command, sub-command) → function). A new command is one entry in each, plus its name below.
-TOPICS = (components, training, results, curation, privacy, federation)
+TOPICS = (components, training, results, diagnosis, curation, privacy, federation)
 #: the order ``textkg --help`` and docs/cli.md list the commands in
 COMMANDS = (
     "data",
     "train",
     "evaluate",
+    "diagnose",
     "predict",
     "models",
     "charlm",

@@ -144,6 +144,10 @@ class Federation:
 
 def check_settings(cfg, fed: FederatedConfig) -> None:
     """Refuse the combinations ``federate`` does not support (before anything is loaded or written)."""
+    if (
+        cfg.privacy.unit == "entity"
+    ):  # a holder's private step trains statements (textkg.training.unit_step: one process)
+        raise ConfigError("--privacy-unit entity is not supported by federate", field="privacy.unit")
     if cfg.train.audit_candidates:
         raise ConfigError("--audit-candidates is not supported by federate yet", field="audit_candidates")
     if cfg.privacy.batch_size is not None:  # a holder's private step takes --batch-size: never ignore a flag

@@ -89,7 +89,9 @@ def build_trainer(
     entity_pool = prep.split.train_entities
     private = None
     public = train
-    if cfg.privacy.mode == "public-only":  # the confidential statements are never read
+    if prep.units is not None:  # privacy.unit entity: the units' statements are kept aside (textkg.data.units)
+        private = unit_training(prep, cfg, loss_fn)
+    elif cfg.privacy.mode == "public-only":  # the confidential statements are never read
         public = train[~private_mask]
     elif cfg.privacy.mode != "none":
         public, private_triples = train[~private_mask], train[private_mask]
@@ -99,6 +101,10 @@ def build_trainer(
         )
 
     def validate(model) -> float:
+        if prep.units is not None and prep.units["valid"].num_units:  # the held-out units' own statements
+            from textkg.training.unit_eval import unit_metrics
+
+            return unit_metrics(model, prep.units["valid"], max_links=cfg.train.valid_max_triples)["mrr"]
         if not len(prep.split.valid):
             return 0.0
         return evaluate_split(prep, cfg, "valid", max_triples=cfg.train.valid_max_triples).to_dict()["mrr"]
@@ -114,6 +120,32 @@ def build_trainer(
         loss_fn=loss_fn,
     )
     return trainer, private, audit
+
+
+def unit_training(prep: Prepared, cfg: RunConfig, loss_fn):
+    """The unit steps of a ``privacy.unit: entity`` run: ``confidential``: patient-level DP-SGD
+    (:meth:`PrivacyEngine.make_private_units`); ``none``: the same loss by plain SGD (:class:`UnitSGD`, the
+    ceiling); ``public-only``: none (the units are never read)."""
+    from textkg.training.unit_step import UnitSGD, training_units
+
+    assert prep.units is not None
+    if cfg.privacy.mode == "public-only":
+        return None
+    pool = prep.split.train_entities
+    units = training_units(prep.units["train"], pool, prep.kg.num_entities)
+    if cfg.privacy.mode == "none":
+        return UnitSGD(
+            units,
+            batch_size=cfg.private_batch_size,
+            entity_pool=pool,
+            loss_fn=loss_fn,
+            num_negatives=cfg.train.num_negatives,
+            max_statements=cfg.privacy.max_statements_per_unit,
+            seed=cfg.train.seed,
+            declared_size=cfg.privacy.private_size,
+        )
+    engine = PrivacyEngine(cfg, extra_reasons=prep.split.extra.get("not_dp_because", ()))
+    return engine.make_private_units(prep.model, units=units, entity_pool=pool, loss_fn=loss_fn)
 
 
 def graph_record(kg, split) -> dict:
@@ -252,6 +284,12 @@ def run(
         if metrics["privacy"] is not None:
             metrics["privacy"]["initialised_from"] = metrics["train"]["initialised_from"]
     metrics["test"].update(extra_test_blocks(prep, cfg, progress=progress))  # placement, the neighbour vote, k-shot
+    if prep.units is not None:  # the held-out units' own statements, each hidden in turn (public units)
+        from textkg.training.unit_eval import unit_metrics
+
+        metrics["test"]["units"] = unit_metrics(prep.model, prep.units["test"])
+        if not isinstance(private, PrivateTraining) and private is not None:  # the non-private ceiling
+            metrics["train"]["units"] = private.describe()
     stage("evaluation done", progress=progress)
     if cfg.privacy.mode != "none":
         metrics["evaluation_filter"] = PUBLIC_FILTER_NOTE
@@ -323,6 +361,8 @@ def initialise_from(prep: Prepared, cfg: RunConfig, source: Path) -> dict:
             and src_cfg.data == cfg.data
             and src_cfg.privacy.confidential_relations == cfg.privacy.confidential_relations
             and src_cfg.privacy.confidential_fraction == cfg.privacy.confidential_fraction
+            and src_cfg.privacy.unit == cfg.privacy.unit
+            and src_cfg.privacy.unit_entities == cfg.privacy.unit_entities
             and src_cfg.train.seed == cfg.train.seed
         )
         if not same:
@@ -356,8 +396,8 @@ def _recorded_init(out_dir: Path) -> dict | None:
     return read_run_json(path) if path.is_file() else None
 
 
-def _privacy_block(prep: Prepared, cfg: RunConfig, private: PrivateTraining | None) -> dict | None:
-    if private is not None:
+def _privacy_block(prep: Prepared, cfg: RunConfig, private) -> dict | None:
+    if isinstance(private, PrivateTraining):
         return private.report()
     if cfg.privacy.mode == "public-only":
         assert prep.private_mask is not None

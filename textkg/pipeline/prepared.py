@@ -16,6 +16,7 @@ import torch
 
 from textkg.data import KnowledgeGraph, Split, load_dataset
 from textkg.data.graph import unique_triples
+from textkg.data.units import UnitLinks, unit_entities_of, units_of_split
 from textkg.data.vocabulary import public_training_entities
 from textkg.devices import resolve_device
 from textkg.evaluation import FilterIndex
@@ -49,9 +50,21 @@ class Prepared:
     private_filter_index: FilterIndex | None = None
     #: data-parallel runs: this process's share of every evaluation split (:mod:`textkg.distributed`)
     query_shard: QueryShard | None = None
+    #: ``privacy.unit: entity``: the unit entities' links by split (``"train"``: the private units;
+    #: ``"valid"``, ``"test"``: the held-out ones), in ``kg``'s ids (:mod:`textkg.data.units`); else ``None``
+    units: dict[str, UnitLinks] | None = None
 
 
 def load_graph_and_split(cfg: RunConfig):
+    """``(kg, split)`` of the run; under ``privacy.unit: entity`` the graph without its unit entities."""
+    kg, split, _ = load_graph_units_and_split(cfg)
+    return kg, split
+
+
+def load_graph_units_and_split(cfg: RunConfig):
+    """``(kg, split, units)``: :func:`load_graph_and_split` and, under ``privacy.unit: entity``, the unit
+    entities' links by split (:func:`textkg.data.units.units_of_split`; else ``None``). The unit entities
+    are taken out of ``kg`` before it is split, encoded or built into a model."""
     kwargs = {}
     if cfg.data.inductive_dir:
         kwargs["inductive_dir"] = cfg.data.inductive_dir
@@ -59,15 +72,22 @@ def load_graph_and_split(cfg: RunConfig):
         cfg.data.description == "auto" and Path(cfg.data.dataset).is_dir()
     ):
         kwargs["description"] = cfg.data.description  # "auto" on a registered dataset: its one text
-    if (cfg.data.vocabulary == "texts" or cfg.privacy.mode != "none") and Path(cfg.data.dataset).is_dir():
+    units_run = cfg.privacy.unit == "entity"
+    if (cfg.data.vocabulary == "texts" or cfg.privacy.mode != "none" or units_run) and Path(cfg.data.dataset).is_dir():
         kwargs["vocabulary"] = "texts"  # a public vocabulary, not one computed from private statements
     if cfg.privacy.mode != "none" and cfg.data.split == "inductive" and Path(cfg.data.dataset).is_dir():
         kwargs["require_entity_lists"] = f"--privacy {cfg.privacy.mode}"  # a public entity partition too
     kg = load_dataset(cfg.data.dataset, **kwargs)
+    units = None
+    if units_run:  # the unit entities leave the graph here: no row, text or name of theirs is built
+        assert cfg.privacy.unit_entities is not None  # PrivacyConfig refuses entity without a list
+        kg, by_set = unit_entities_of(kg, cfg.privacy.unit_entities)
     split, reasons = split_for_privacy(kg, cfg)
     if reasons:  # carried to the privacy block's not_dp_because
         split = dataclasses.replace(split, extra={**split.extra, "not_dp_because": list(reasons)})
-    return kg, split
+    if units_run:
+        units = units_of_split(by_set, split.kind)
+    return kg, split, units
 
 
 def prepare(cfg: RunConfig, run_dir: Path | None = None, *, device: torch.device | None = None) -> Prepared:
@@ -82,9 +102,9 @@ def prepare(cfg: RunConfig, run_dir: Path | None = None, *, device: torch.device
     """
     device = resolve_device(cfg.train.device) if device is None else device
     torch.manual_seed(cfg.train.seed)
-    kg, split = load_graph_and_split(cfg)
+    kg, split, units = load_graph_units_and_split(cfg)
     private_mask, private_filter = None, None
-    if cfg.privacy.mode != "none":
+    if cfg.privacy.mode != "none" or units is not None:  # a unit-level run: the public vocabulary in every mode
         split, private_mask, private_filter = public_view(kg, split, cfg)
     saved = Path(run_dir) / AUTOENCODER_FILE if run_dir is not None else None
     autoencoder = None
@@ -122,6 +142,7 @@ def prepare(cfg: RunConfig, run_dir: Path | None = None, *, device: torch.device
         autoencoder=autoencoder,
         private_mask=private_mask,
         private_filter_index=private_filter,
+        units=units,
     )
 
 
@@ -140,7 +161,10 @@ def public_view(kg, split, cfg: RunConfig):
     (``private_filter_triples``, else ``None``), which is never released.
     """
     train = split.train
-    private_mask = select_confidential(train, kg.relations, cfg.privacy, seed=cfg.train.seed)
+    if cfg.privacy.unit == "entity":  # the unit statements left the graph: every statement here is public
+        private_mask = torch.zeros(len(train), dtype=torch.bool)
+    else:
+        private_mask = select_confidential(train, kg.relations, cfg.privacy, seed=cfg.train.seed)
     vocabulary = public_training_entities(kg, split, cfg.data.public_entities)
     public_filter = unique_triples(torch.cat([split.valid, split.test, train[~private_mask]]))
     private_filter = split.filter_triples if split.kind == "transductive" else None

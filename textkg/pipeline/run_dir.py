@@ -225,8 +225,8 @@ def _bundle_data(stored: dict, dataset: str | None) -> tuple[dict, str | None]:
 
     A bundle names its dataset by its registered name or its last part only (``textkg release``), and textkg
     never opens a path a bundle names: a registered name is loaded from the registry; anything else only
-    from ``dataset``, the recipient's own path. ``inductive_dir`` and ``public_entities`` are then read by
-    their last part, inside that dataset folder.
+    from ``dataset``, the recipient's own path. ``inductive_dir``, ``public_entities`` and ``privacy.unit_entities``
+    are then read by their last part, inside that dataset folder.
     """
     from textkg.data import list_datasets
 
@@ -250,6 +250,16 @@ def _bundle_data(stored: dict, dataset: str | None) -> tuple[dict, str | None]:
                     "(textkg predict BUNDLE --dataset FOLDER)"
                 )
             data[key] = str(Path(dataset) / name)
+    privacy = dict(stored.get("privacy") or {})
+    if privacy.get("unit_entities") is not None:  # --unit-entities: by its last part, inside the dataset folder
+        name = str(privacy["unit_entities"]).replace("\\", "/").rstrip("/").rsplit("/", 1)[-1]
+        if name in ("", ".", "..") or not Path(dataset).is_dir():
+            return stored, (
+                f"the bundle's privacy.unit_entities ({privacy['unit_entities']!r}) is read only inside the dataset "
+                "folder you give (textkg predict BUNDLE --dataset FOLDER)"
+            )
+        privacy["unit_entities"] = str(Path(dataset) / name)
+        return {**stored, "data": data, "privacy": privacy}, None
     return {**stored, "data": data}, None
 
 

@@ -56,8 +56,9 @@ from typing import Any
 import numpy as np
 import torch
 
-#: the purposes that get their own streams
-STREAMS = ("sampling", "noise", "auxiliary")
+#: the purposes that get their own streams (``bounding``: which statements of a unit with more than m a
+#: unit-level step keeps, textkg.training.unit_step)
+STREAMS = ("sampling", "noise", "auxiliary", "bounding")
 
 KEY_BYTES = 16
 

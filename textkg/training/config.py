@@ -35,6 +35,11 @@ LR_SCHEDULES = ("constant", "cosine")
 OPTIMIZERS = ("adam", "lazy-adam")  # textkg.training.optim
 #: ``privacy.private_updates``: see :class:`PrivacyConfig` (textkg.training.private_rows)
 PRIVATE_UPDATES = ("all", "private-rows")
+#: ``privacy.unit``: what one neighbouring dataset adds or removes (see :class:`PrivacyConfig`)
+PRIVACY_UNITS = ("statement", "entity")
+#: ``privacy.max_statements_per_unit``: its default and bound (see :class:`PrivacyConfig`)
+DEFAULT_MAX_STATEMENTS_PER_UNIT = 16
+MAX_STATEMENTS_PER_UNIT = 4096
 #: upper bounds on counts a config may ask for: beyond them a run would overflow or exhaust memory
 #: before doing anything useful, so it is refused up front (issue 36, item 11)
 MAX_COUNTS = {"epochs": 10**6, "batch_size": 10**8, "num_negatives": 10**6, "eval_every": 10**6}
@@ -333,6 +338,27 @@ class PrivacyConfig:
             parameter keeps what the public steps give it. The noised gradient is the same,
             so is ε: the mask is post-processing of public inputs
             (:mod:`textkg.training.private_rows`).
+        unit: what the guarantee protects. ``statement`` (default): one training statement (one
+            confidential statement in ``confidential`` mode). ``entity``: one *unit entity* (a patient)
+            with all of its statements (user-level DP: McMahan et al. 2018, arXiv:1710.06963v3; Charles
+            et al. 2024, arXiv:2407.07737v1). Every statement that mentions an entity listed in
+            ``unit_entities`` is a unit statement, owned by that entity; the unit entities are taken out
+            of the graph (no row, no text, no name in ``graph.json``) and a unit's vector is folded in
+            from its own statements (:mod:`textkg.training.unit_step`). Under ``entity``, ``mode`` is
+            ``confidential`` (patient-level DP-SGD over the units; the other statements are the public
+            graph), ``public-only`` (the units are dropped: the ε = 0 baseline) or ``none`` (the units
+            are trained with the same fold-in loss by plain SGD: the non-private ceiling);
+            ``private_size`` is the declared number of units N̄_u and ``batch_size`` the expected
+            number of units per step B_u.
+        unit_entities: ``unit: entity`` only: a file of entity ids, one per line (a public rule, e.g.
+            a cohort's ``patients.txt``); a listed id the dataset lacks is an error naming the line.
+        max_statements_per_unit: ``unit: entity`` only: m, the most statements of one unit a step
+            uses (contribution bounding; a unit with more gets m of them, chosen with the step's secret
+            randomness). Public. Default 16: a simulated or real patient record carries a handful to
+            about a dozen phenotypes and a diagnosis, so 16 keeps every statement of a typical
+            patient while the step's cost (B_u · m · (1 + K) scores) stays bounded; the clipping
+            bound C holds for the whole unit whatever m is, so m trades compute against how much of
+            a large record one step sees, not privacy.
     """
 
     mode: str = "none"
@@ -350,9 +376,13 @@ class PrivacyConfig:
     sample_rate: float | None = None
     batch_size: int | None = None
     private_updates: str = "all"
+    unit: str = "statement"
+    unit_entities: str | None = None
+    max_statements_per_unit: int = DEFAULT_MAX_STATEMENTS_PER_UNIT
 
     def __post_init__(self) -> None:
         _check_choice("mode", self.mode, PRIVACY_MODES, prefix="privacy")
+        self._check_unit()
         _check_choice("private_updates", self.private_updates, PRIVATE_UPDATES, prefix="privacy")
         if self.private_updates != "all" and self.mode != "confidential":
             # the public statements decide which rows are private-only; without them there is no such row
@@ -402,6 +432,8 @@ class PrivacyConfig:
         if self.mode == "none":
             return
         if self.mode == "public-only":
+            if self.unit == "entity":  # the unit statements are what it leaves out
+                return
             if not self.confidential_relations and self.confidential_fraction is None:
                 raise ConfigError(
                     "public-only training needs --confidential-relations or --confidential-fraction "
@@ -420,7 +452,7 @@ class PrivacyConfig:
         check_number(self.max_grad_norm, "privacy.max_grad_norm")
         if self.delta is not None and not (isinstance(self.delta, (int, float)) and 0 < self.delta < 1):
             raise ConfigError(f"must be in (0, 1), got {self.delta!r}", field="privacy.delta")
-        if self.mode == "confidential":
+        if self.mode == "confidential" and self.unit == "statement":
             if not self.confidential_relations and self.confidential_fraction is None:
                 raise ConfigError(
                     "confidential privacy needs --confidential-relations or --confidential-fraction",
@@ -428,6 +460,60 @@ class PrivacyConfig:
                 )
             if self.confidential_fraction is not None and not 0 < self.confidential_fraction <= 1:
                 raise ConfigError("must be in (0, 1]", field="privacy.confidential_fraction")
+
+    def _check_unit(self) -> None:
+        """Refuse a unit setting that cannot mean what it says, before anything is read."""
+        _check_choice("unit", self.unit, PRIVACY_UNITS, prefix="privacy")
+        m = self.max_statements_per_unit
+        if isinstance(m, bool) or not isinstance(m, int) or not 1 <= m <= MAX_STATEMENTS_PER_UNIT:
+            raise ConfigError(
+                f"must be an integer in [1, {MAX_STATEMENTS_PER_UNIT}], got {m!r}",
+                field="privacy.max_statements_per_unit",
+            )
+        if self.unit == "statement":
+            if self.unit_entities is not None:
+                raise ConfigError(
+                    "--unit-entities names the owners of unit statements: it needs --privacy-unit entity",
+                    field="privacy.unit_entities",
+                )
+            if m != DEFAULT_MAX_STATEMENTS_PER_UNIT:
+                raise ConfigError(
+                    "--max-statements-per-unit bounds a unit's statements: it needs --privacy-unit entity",
+                    field="privacy.max_statements_per_unit",
+                )
+            return
+        if self.unit_entities is None:
+            raise ConfigError(
+                "--privacy-unit entity needs --unit-entities FILE (the unit entities, one id per line: every "
+                "statement that mentions one belongs to it)",
+                field="privacy.unit_entities",
+            )
+        if self.mode == "full":
+            raise ConfigError(
+                "--privacy-unit entity protects the unit entities' statements; the other statements are the public "
+                "graph: use --privacy confidential (patient-level DP), public-only (the units left out) or none "
+                "(the units trained without noise), not full",
+                field="privacy.mode",
+            )
+        if self.confidential_relations or self.confidential_fraction is not None:
+            raise ConfigError(
+                "--privacy-unit entity: the private statements are those of the --unit-entities; "
+                "--confidential-relations / --confidential-fraction cannot be combined with it",
+                field="privacy.confidential_relations"
+                if self.confidential_relations
+                else "privacy.confidential_fraction",
+            )
+        if self.private_updates != "all":
+            raise ConfigError(
+                "--private-updates private-rows is a statement-level setting; a unit step updates every "
+                "trained parameter",
+                field="privacy.private_updates",
+            )
+        from textkg.training.mechanisms import get_mechanism  # torch: only when a config is built
+
+        refusal = get_mechanism(self.mechanism).unit_refusal
+        if refusal is not None:
+            raise ConfigError(f"--privacy-unit entity: {refusal}", field="privacy.mechanism")
 
 
 @dataclass(frozen=True)
@@ -478,6 +564,7 @@ class RunConfig:
                 "'finetune' (DP-SGD over every transformer weight) or frozen features",
                 field="model.text_module",
             )
+        self._check_unit_run()
         if self.train.negatives == "all" and self.privacy.mode in PRIVATE_STEP_MODES:
             from textkg.training.mechanisms import get_mechanism  # torch: only when needed
             from textkg.training.one_vs_all import private_refusal
@@ -488,6 +575,26 @@ class RunConfig:
                     f"negatives 'all' (1-vs-all) under privacy: {reason}; or use negatives 'sampled'",
                     field="train.negatives",
                 )
+
+    def _check_unit_run(self) -> None:
+        """What a unit-level run (``privacy.unit: entity``) does not support, refused by name."""
+        if self.privacy.unit != "entity":
+            return
+        if self.train.negatives != "sampled":
+            raise ConfigError(
+                "--privacy-unit entity trains each unit statement with sampled negatives; the 1-vs-all "
+                "loss (negatives 'all') is not supported: use negatives 'sampled'",
+                field="train.negatives",
+            )
+        if self.train.audit_candidates:
+            raise ConfigError(
+                "--audit-candidates draws statement-level members; a unit-level run has no such audit",
+                field="train.audit_candidates",
+            )
+        if self.train.optimizer != "adam":
+            raise ConfigError(
+                "--privacy-unit entity updates every row at a unit step: use optimizer 'adam'", field="train.optimizer"
+            )
 
     @property
     def private_batch_size(self) -> int:

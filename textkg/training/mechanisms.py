@@ -45,6 +45,7 @@ class Mechanism:
         sampling: How a step draws its private examples (the report's ``sampling``).
         clipping: What a step clips (the report's ``clipping``).
         one_vs_all_refusal: ``None`` if it trains the 1-vs-all softmax (``negatives: all``); else why not.
+        unit_refusal: ``None`` if it trains units (``privacy.unit: entity``); else why not.
     """
 
     name: ClassVar[str]
@@ -52,6 +53,7 @@ class Mechanism:
     sampling: ClassVar[str]
     clipping: ClassVar[str]
     one_vs_all_refusal: ClassVar[str | None] = "the mechanism has no 1-vs-all step"
+    unit_refusal: ClassVar[str | None] = "the mechanism has no unit-level step; use mechanism 'dp-sgd'"
 
     @property
     def accounted(self) -> bool:
@@ -111,6 +113,7 @@ class DPSGD(Mechanism):
     sampling = "poisson"
     clipping = "per-example, whole gradient"
     one_vs_all_refusal = None
+    unit_refusal = None
 
     def __init__(self) -> None:
         self._prefetcher: NoisePrefetcher | None = None
@@ -129,6 +132,9 @@ class DPSGD(Mechanism):
             sample_rate=run.sample_rate,
             generator=None,
         )
+        if getattr(run, "units", None) is not None:  # one unit entity with all of its statements per example
+            self._unit_step(run, model, mechanism, generator=generator, step=step)
+            return
         common = {
             "private_triples": run.private_triples,
             "entity_pool": run.entity_pool,
@@ -154,6 +160,31 @@ class DPSGD(Mechanism):
             **common,
         )()
 
+    def _unit_step(self, run: Any, model, mechanism: DPSGDStep, *, generator: torch.Generator, step: int) -> None:
+        """User-level DP-SGD over units (:class:`textkg.training.unit_step.UnitPrivateStep`)."""
+        from textkg.errors import ConfigError
+        from textkg.training.unit_step import UnitPrivateStep
+
+        if run.shard is not None:
+            raise ConfigError(
+                "--privacy-unit entity has no data-parallel step; train it in one process", field="privacy.unit"
+            )
+        assert self._prefetcher is not None
+        UnitPrivateStep(
+            model,
+            units=run.units,
+            entity_pool=run.entity_pool,
+            loss_fn=run.loss_fn,
+            num_negatives=run.num_negatives,
+            max_statements=run.cfg.max_statements_per_unit,
+            mechanism=mechanism,
+            sample_rate=run.sample_rate,
+            generator=generator,
+            randomness=run.randomness,
+            step=step,
+            noise=self._prefetcher.get(step),
+        )()
+
     def close(self) -> None:
         if self._prefetcher is not None:
             self._prefetcher.close()
@@ -168,6 +199,7 @@ class Simulation(Mechanism):
     sampling = "fixed-size batches drawn uniformly with replacement"
     clipping = "batch-level (not DP)"
     one_vs_all_refusal = "needs mechanism 'dp-sgd' (the simulation clips the batch, not each example)"
+    unit_refusal = "needs mechanism 'dp-sgd' (the simulation clips the batch, not each unit)"
 
     def step(self, run: Any, model, *, generator: torch.Generator, step: int) -> None:
         from textkg.privacy.simulation import clip_and_noise_batch_gradient

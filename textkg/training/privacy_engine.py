@@ -19,6 +19,7 @@ from collections.abc import Sequence
 
 import torch
 
+from textkg.errors import ConfigError
 from textkg.privacy.randomness import SecretRandomness
 from textkg.training.config import PRIVATE_STEP_MODES, RunConfig
 from textkg.training.private_training import PrivateTraining
@@ -77,6 +78,12 @@ class PrivacyEngine:
             noise_decay: ``(γ, E)``: σ shrinks by γ every E epochs (federated rounds; RDP only).
             randomness: The secret source (default: a fresh secret, or ``--reproducible-noise``'s seed).
         """
+        if self.cfg.privacy.unit == "entity":
+            raise ConfigError(
+                "--privacy-unit entity: this private step trains statements, not units (federated data holders, "
+                "cross-graph parties and data-parallel runs do not support the unit entity); use textkg train",
+                field="privacy.unit",
+            )
         tc = self.cfg.train
         return PrivateTraining(
             self.cfg.privacy,
@@ -92,4 +99,42 @@ class PrivacyEngine:
             one_vs_all_temperature=(tc.temperature if tc.negatives == "all" else None),
             noise_decay=noise_decay,
             extra_reasons=self.extra_reasons,
+        )
+
+    def make_private_units(
+        self,
+        model,
+        *,
+        units,
+        entity_pool: torch.Tensor,
+        loss_fn,
+        planned_epochs: int | None = None,
+        randomness: SecretRandomness | None = None,
+    ) -> PrivateTraining:
+        """The unit-level private step of ``model`` (``privacy.unit: entity``; :mod:`textkg.training.unit_step`).
+
+        Args:
+            model: The KG model the step trains (every trained parameter is covered).
+            units: The private units' links (:func:`textkg.training.unit_step.training_units`).
+            entity_pool: ``(P,)`` candidate entities of negatives.
+            loss_fn: The loss of the public steps.
+            planned_epochs: Epochs σ is calibrated for (default ``train.epochs``).
+            randomness: The secret source (default: a fresh secret, or ``--reproducible-noise``'s seed).
+
+        B (``privacy.batch_size``, else ``train.batch_size``) counts units, as does the declared size N̄
+        (``privacy.private_size``): q = B/N̄ is the unit sampling rate.
+        """
+        tc = self.cfg.train
+        return PrivateTraining(
+            self.cfg.privacy,
+            private_triples=torch.zeros(0, 3, dtype=torch.long),
+            batch_size=self.cfg.private_batch_size,
+            planned_epochs=tc.epochs if planned_epochs is None else planned_epochs,
+            entity_pool=entity_pool,
+            loss_fn=loss_fn,
+            num_negatives=tc.num_negatives,
+            trained_parameters=trained_parameter_names(model),
+            randomness=randomness,
+            extra_reasons=self.extra_reasons,
+            units=units,
         )

@@ -62,6 +62,8 @@ def split_for_privacy(kg: KnowledgeGraph, cfg: RunConfig) -> tuple[Split, tuple[
         check_given_partition(kg, cfg)
     if cfg.privacy.mode == "none" or split.seed is None:  # not private, or given as files: public
         return split, ()
+    if cfg.privacy.unit == "entity":  # the unit statements left the graph before the split: it is drawn from
+        return split, ()  # public statements only (textkg.data.units.split_units)
     if cfg.privacy.mode == "full":
         return public_draw(kg, kind=cfg.data.split, seed=cfg.data.split_seed), ()
     triples = kg.all_triples()
@@ -107,6 +109,8 @@ def owner_test_statements(kg: KnowledgeGraph, split: Split, cfg: RunConfig) -> t
         run has no such set (not private by statement, not inductive, or a split given as files).
     """
     if cfg.privacy.mode not in ("confidential", "public-only") or split.kind != "inductive" or split.seed is None:
+        return None
+    if cfg.privacy.unit == "entity":  # no confidential statement is left in the graph
         return None
     triples = kg.all_triples()
     triples = triples[select_confidential(triples, kg.relations, cfg.privacy, seed=cfg.train.seed)]

@@ -140,7 +140,7 @@ def public_only_report(cfg: PrivacyConfig) -> dict:
     (0-DP, δ = 0). It is the "train on the public part only" baseline that a
     ``confidential`` run must beat (U-only in Han et al. 2022).
     """
-    return {
+    block = {
         "guarantee": "dp",
         "not_dp_because": [],
         "unit": "confidential-statement",
@@ -174,6 +174,11 @@ def public_only_report(cfg: PrivacyConfig) -> dict:
         "private_updates": cfg.private_updates,
         "note": "the confidential training statements were left out and never read",
     }
+    if cfg.unit == "entity":  # the units' statements were dropped (textkg.training.unit_privacy)
+        from textkg.training.unit_privacy import public_only_unit_fields
+
+        block.update(public_only_unit_fields(cfg))
+    return block
 
 
 class PrivateTraining:
@@ -198,6 +203,9 @@ class PrivateTraining:
             round; :class:`textkg.privacy.schedule.GeometricNoiseSchedule`). The schedule depends on
             public inputs only; the ledger records each step's σ_t, and a calibrated σ_0 makes
             the ledger of the planned steps meet ``target_epsilon``. RDP accounting only.
+        units: ``privacy.unit: entity``: the private units' links (:class:`textkg.data.units.UnitLinks`);
+            ``private_triples`` is then empty, a step samples units at q = B/N̄ (B and N̄ counting units)
+            and the ``dp-sgd`` mechanism takes :class:`textkg.training.unit_step.UnitPrivateStep`.
     """
 
     def __init__(
@@ -215,6 +223,7 @@ class PrivateTraining:
         one_vs_all_temperature: float | None = None,
         noise_decay: tuple[float, int] | None = None,
         extra_reasons: tuple[str, ...] = (),
+        units=None,
     ) -> None:
         self.cfg = cfg
         # the secret source of the Poisson samples, the noise and the per-example randomness;
@@ -229,9 +238,17 @@ class PrivateTraining:
         #: what one step does (``privacy.mechanism``, :mod:`textkg.training.mechanisms`)
         self.mechanism = get_mechanism(cfg.mechanism)()
         self.private_triples = private_triples
-        #: the exact count: private under add/remove adjacency. It drives the Poisson draw over the rows
-        #: (whose realised size is never released) and nothing else of a declared-size run.
-        self.num_private = len(private_triples)
+        #: ``privacy.unit: entity``: the private units' links (textkg.data.units.UnitLinks); a step samples
+        #: units, not statements (textkg.training.unit_step)
+        self.units = units
+        #: the exact count (of statements, or of units): private under add/remove adjacency. It drives the
+        #: Poisson draw over the rows (whose realised size is never released) and nothing else of a
+        #: declared-size run.
+        self.num_private = len(private_triples) if units is None else units.num_units
+        if units is not None and not self.num_private:
+            from textkg.training.unit_step import check_unit_run
+
+            check_unit_run(units)
         self.public_size, self.sample_rate, self.size_source = public_sampling(
             cfg, batch_size=batch_size, num_private=self.num_private
         )
@@ -251,7 +268,9 @@ class PrivateTraining:
             decay, epochs_per_stage = noise_decay
             self.schedule = GeometricNoiseSchedule(decay=decay, stage_steps=epochs_per_stage * self.steps_per_epoch)
         self.delta = cfg.delta if cfg.delta is not None else 1.0 / (10 * self.public_size)
-        if self.delta >= 1.0 / self.num_private:  # a warning to the data owner on stderr, never released
+        if (
+            self.num_private and self.delta >= 1.0 / self.num_private
+        ):  # a warning to the data owner on stderr, never released
             warnings.warn(
                 f"delta={self.delta:g} is not below 1/N = {1 / self.num_private:g}: the guarantee is weak", stacklevel=2
             )
@@ -381,7 +400,12 @@ class PrivateTraining:
         if not self.randomness.secure:
             reasons.append("noise and sampling reproducible from the public seed (--reproducible-noise)")
         if self.size_source is None:
-            reasons.append(UNDECLARED_SIZE)
+            if self.units is not None:
+                from textkg.training.unit_privacy import UNDECLARED_UNITS
+
+                reasons.append(UNDECLARED_UNITS)
+            else:
+                reasons.append(UNDECLARED_SIZE)
         reasons.extend(self.extra_reasons)
         return ("dp" if not reasons else "simulation"), reasons
 
@@ -410,7 +434,7 @@ class PrivateTraining:
             except PrivacyError:  # a loss too wide for dp-accounting to discretise: no PLD figure beside it
                 eps_pld = None
         orders = list(self.orders) if self.orders is not None else list(DEFAULT_ORDERS)
-        return {
+        block = {
             "guarantee": label,
             "not_dp_because": reasons,
             "unit": "statement" if self.cfg.mode == "full" else "confidential-statement",
@@ -450,3 +474,8 @@ class PrivateTraining:
             # which entries a private step updates (post-processing: the same ε either way)
             "private_updates": self.cfg.private_updates,
         }
+        if self.units is not None:  # one unit entity (a patient) with all of its statements
+            from textkg.training.unit_privacy import unit_fields
+
+            block.update(unit_fields(self.cfg, num_units=self.num_private if self.size_source is None else None))
+        return block

@@ -56,7 +56,8 @@ class Trainer:
         validate: ``model -> valid MRR`` used for model selection.
         out_dir: where checkpoints go.
         private: a :class:`textkg.training.private_training.PrivateTraining` from
-            :meth:`textkg.training.privacy_engine.PrivacyEngine.make_private`, or ``None``.
+            :meth:`textkg.training.privacy_engine.PrivacyEngine.make_private` (or ``make_private_units``), a
+            :class:`textkg.training.unit_step.UnitSGD` (the units trained without noise), or ``None``.
         loss_fn: per-example loss over ``(…, 1 + K)`` scores.
     """
 
@@ -296,7 +297,7 @@ class Trainer:
         postfix = {}
         if mean_loss is not None:
             postfix["public_loss"] = f"{mean_loss:.4f}"
-        if self.private is not None:
+        if self.private is not None and getattr(self.private, "accounted", True):
             postfix["eps"] = f"{self.private.epsilon():.3f}"
         bar.set_postfix(postfix)
         return mean_loss
@@ -343,7 +344,7 @@ class Trainer:
                 "seconds": self.state.seconds,
                 "public_loss": public_loss,
             }
-            if self.private is not None:
+            if self.private is not None and getattr(self.private, "accounted", True):  # not the units' plain SGD
                 record["epsilon"] = self.private.epsilon()
             new_best = use_ema = False
             if self.state.epoch % tc.eval_every == 0 or self.state.epoch == tc.epochs or self.state.stopped:

@@ -52,6 +52,8 @@ class Party:
         self.spec = spec
         self.out_dir = Path(out_dir)
         self.cfg = spec.run_config()
+        if self.cfg.privacy.unit == "entity":  # a party's private step trains statements
+            raise ConfigError("--privacy-unit entity is not supported by a cross-graph party", field="privacy.unit")
         if self.cfg.model.irreflexive == "auto":  # "auto" would read statements of every source
             self.cfg = dataclasses.replace(self.cfg, model=dataclasses.replace(self.cfg.model, irreflexive="none"))
         self.prep = prepare(self.cfg, device=torch.device("cpu"))
