@@ -27,7 +27,15 @@ FIRST_SCREEN = 44
 QUESTIONS = {
     "the unit protected, and group privacy": (
         r"\bunit\b",
-        ["one statement", "--privacy full", "--privacy confidential", "group", "k·ε", "k·e^{(k−1)ε}·δ"],
+        [
+            "one statement",
+            "--privacy full",
+            "--privacy confidential",
+            "group",
+            "k·ε",
+            "k·e^{(k−1)ε}·δ",
+            "For patient data use `--privacy-unit entity",
+        ],
     ),
     "ε and δ, and their defaults": (
         r"no default ε",

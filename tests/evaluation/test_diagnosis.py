@@ -19,8 +19,11 @@ from textkg.cli.main import main
 from textkg.data.cohort import CohortRecipe, ancestors_of, read_hpo_annotations, simulate_cohort, write_cohort
 from textkg.errors import DataError
 from textkg.evaluation.diagnosis import (
+    COMBINATION_WEIGHTS,
     DiagnosisTask,
     PhenotypeSimilarity,
+    choose_combination,
+    combine_with_similarity,
     diagnosis_metrics,
     diagnosis_ranks,
     model_scores,
@@ -137,6 +140,24 @@ def test_popularity_and_disease_names():
     assert scores.argmax(1).tolist() == [0, 2] and scores[0, 1] == 0.0
 
 
+def test_the_combination_adds_the_similarity_on_public_diseases_and_the_model_on_withheld_ones():
+    task = _task()  # D is withheld
+    model = torch.tensor([[1.0, 2.0, 3.0, 4.0], [4.0, 3.0, 2.0, 1.0]])
+    similarity = torch.tensor([[3.0, 0.0, 0.0, -1.0], [0.0, 3.0, 0.0, -1.0]])
+    alone = combine_with_similarity(model, similarity, task, 0.0)
+    assert torch.equal(alone.argsort(dim=1), model.argsort(dim=1))  # weight 0: the model's order
+    z = (model - model.mean(1, keepdim=True)) / model.std(1, unbiased=False, keepdim=True)
+    pub = similarity[:, :3]
+    z_sim = (pub - pub.mean(1, keepdim=True)) / pub.std(1, unbiased=False, keepdim=True)
+    both = combine_with_similarity(model, similarity, task, 2.0)
+    torch.testing.assert_close(both[:, :3], z[:, :3] + 2.0 * z_sim)
+    torch.testing.assert_close(both[:, 3], 3.0 * z[:, 3])  # withheld: the model stands in for the similarity
+    # the similarity puts patient 0's true disease A first, the model last: a large weight wins on these patients
+    weight, mrr = choose_combination(model, similarity, task)
+    assert weight == max(COMBINATION_WEIGHTS, key=lambda w: (mrr[f"{w:g}"], -w))
+    assert mrr["0"] < mrr[f"{weight:g}"]
+
+
 @pytest.fixture(scope="module")
 def hpo():
     return read_hpo_annotations()
@@ -159,10 +180,19 @@ def test_diagnose_prints_one_table_of_the_model_and_the_baselines(cohort_run, ca
     capsys.readouterr()
     assert main(["diagnose", str(run)]) == 0
     out = json.loads(capsys.readouterr().out)
-    assert list(out["rankers"]) == ["model", "phenotype similarity", "popularity", "disease name tf-idf"]
+    assert list(out["rankers"]) == [
+        "model",
+        "phenotype similarity",
+        "popularity",
+        "disease name tf-idf",
+        "model + phenotype similarity",
+    ]
+    combination = out["combination"]
+    assert combination["weight"] in COMBINATION_WEIGHTS
+    assert combination["valid_mrr"][f"{combination['weight']:g}"] == max(combination["valid_mrr"].values())
     n_withheld = len(json.loads((data / "cohort.json").read_text())["withheld_diseases"])
     assert out["diseases"] == {"all": 8, "public": 8 - n_withheld, "withheld": n_withheld} and n_withheld == 2
-    assert out["patients"] == 16 and len(out["table"]) == 2 + 4 and out["reading"].endswith(".")
+    assert out["patients"] == 16 and len(out["table"]) == 2 + 5 and out["reading"].endswith(".")
     for block in out["rankers"].values():
         assert block["overall"]["diagnoses"] == 16
         assert block["public"]["diagnoses"] + block["withheld"]["diagnoses"] == 16

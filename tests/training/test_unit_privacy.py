@@ -42,6 +42,7 @@ from textkg.training.unit_step import (
     fold_in,
     link_vectors,
     per_unit_gradients,
+    restrict_to_rows,
     sample_unit_batch,
     training_units,
     unit_batch,
@@ -298,6 +299,52 @@ def test_a_units_gradient_is_exact_and_clipped_as_a_whole(tmp_path, model_name):
         total = torch.sqrt(sum(v.double().square().sum() for v in out.values()))
         assert float(total) <= clip * (1 + 1e-4)
         assert float(total) >= clip * (1 - 1e-3)
+
+
+def test_private_rows_clip_a_unit_on_the_rows_the_step_updates_only(tmp_path):
+    """--private-updates private-rows: a unit's gradient is restricted to the rows the step may change before
+    it is clipped; nothing outside them is kept, and the restricted contribution still has norm at most C."""
+    data = make_cohort(tmp_path / "cohort", max_links=5)
+    cfg = _cfg(data)
+    prep = prepare(cfg, device=torch.device("cpu"))
+    model = prep.model.train()
+    units = training_units(prep.units["train"], prep.split.train_entities, prep.kg.num_entities)
+    batch = unit_batch(
+        units,
+        torch.arange(4),
+        max_statements=16,
+        num_negatives=4,
+        entity_pool=prep.split.train_entities,
+        generator=torch.Generator().manual_seed(1),
+    )
+    dense, row_grads = per_unit_gradients(model, batch, make_loss(cfg.train), None)
+    tables = model.tables()
+    masks = {"entity": torch.zeros(tables["entity"].shape[0], dtype=torch.bool)}
+    masks["entity"][::2] = True  # every other row; no relation row
+    kept_dense, kept_rows = restrict_to_rows(dense, row_grads, {k: m.unsqueeze(1) for k, m in masks.items()})
+    assert all(float(g.abs().max()) == 0.0 for g in kept_dense.values())
+    assert float(kept_rows["relation"][1].abs().max()) == 0.0
+    idx, g = kept_rows["entity"]
+    assert float(g[~masks["entity"][idx]].abs().max()) == 0.0
+    torch.testing.assert_close(g[masks["entity"][idx]], row_grads["entity"][1][masks["entity"][idx]])
+    norms = per_example_norms(kept_dense, kept_rows)
+    assert bool((norms < per_example_norms(dense, row_grads)).all())  # the clip is spent on less
+    clip = float(norms.max()) / 4
+    step = DPSGDStep(
+        noise_multiplier=0.0,
+        max_grad_norm=clip,
+        expected_batch_size=1.0,
+        accountant=None,
+        sample_rate=1.0,
+        generator=None,
+    )
+    out = step(
+        {k: v[:1] for k, v in kept_dense.items()},
+        {k: (i[:1], v[:1]) for k, (i, v) in kept_rows.items()},
+        {k: t.shape[0] for k, t in tables.items()},
+    )
+    assert float(torch.sqrt(sum(v.double().square().sum() for v in out.values()))) <= clip * (1 + 1e-4)
+    assert float(out["entity"][~masks["entity"]].abs().max()) == 0.0
 
 
 # -- the accountant, the release and neighbouring cohorts ------------------------------------------------

@@ -33,6 +33,8 @@ from textkg.evaluation.diagnosis import (
     KS,
     DiagnosisTask,
     PhenotypeSimilarity,
+    choose_combination,
+    combine_with_similarity,
     diagnosis_metrics,
     model_scores,
     name_scores,
@@ -44,6 +46,8 @@ SPLITS = ("test", "valid")
 #: what each ranker reads, as the table says it
 RANKERS = {
     "model": "this run's model; each patient folded in from its phenotypes (ERAvg)",
+    "model + phenotype similarity": "the model's and the phenotype similarity's standardised scores added, the "
+    "similarity's weight chosen on the validation patients (public annotations only: as private as the model)",
     "phenotype similarity": "Resnik best-match average over the public annotations (no training)",
     "popularity": "how often each disease was diagnosed in the training patients (reads them: not private)",
     "disease name tf-idf": "TF-IDF of the patient's phenotype names against the disease name (no training)",
@@ -171,9 +175,14 @@ def diagnose_run(
         )
     kg = load_blp_directory(folder, vocabulary="texts")  # every disease, whether or not a statement names it
     unit_file = _unit_file(units, getattr(cfg.privacy, "unit_entities", None), folder)
-    view = cohort_view(kg, read_unit_entities(unit_file, kg), split=split)
-    scores = {"model": _model_scores(prepare(cfg, run_dir, device=torch_device), run, view)}
+    unit_ids = read_unit_entities(unit_file, kg)
+    view = cohort_view(kg, unit_ids, split=split)
+    prep = prepare(cfg, run_dir, device=torch_device)
+    scores = {"model": _model_scores(prep, run, view)}
     scores.update(baseline_scores(view))
+    chosen = _combination(prep, run, kg, unit_ids, view, scores)
+    if chosen is not None:
+        scores["model + phenotype similarity"] = chosen.pop("scores")
     results = {name: diagnosis_metrics(s, view.task) for name, s in scores.items()}
     task = view.task
     return {
@@ -188,9 +197,24 @@ def diagnose_run(
             "withheld": len(task.withheld),
         },
         "rankers": {name: {"reads": RANKERS[name], **results[name]} for name in scores},
+        "combination": chosen,
         "table": diagnosis_table(results),
         "reading": reading(results),
     }
+
+
+def _combination(prep, run, kg: KnowledgeGraph, unit_ids, view: CohortView, scores: dict) -> dict | None:
+    """The model plus the phenotype similarity, its weight chosen on the validation patients
+    (:func:`textkg.evaluation.diagnosis.choose_combination`): ``{"weight", "valid_mrr", "scores"}``, or
+    ``None`` when the cohort has no validation patient."""
+    try:
+        valid = cohort_view(kg, unit_ids, split="valid")
+    except DataError:
+        return None
+    similarity = PhenotypeSimilarity(valid.parents, valid.annotations)
+    weight, valid_mrr = choose_combination(_model_scores(prep, run, valid), similarity.scores(valid.task), valid.task)
+    combined = combine_with_similarity(scores["model"], scores["phenotype similarity"], view.task, weight)
+    return {"weight": weight, "valid_mrr": valid_mrr, "scores": combined}
 
 
 def _unit_file(given, configured, folder: Path) -> Path:
@@ -244,17 +268,19 @@ def diagnosis_table(results: dict[str, dict]) -> list[str]:
 
 
 def reading(results: dict[str, dict]) -> str:
-    """One line: how the model compares with the best baseline on each group of diseases."""
+    """One line: how the run's ranker (the combination when there is one, else the model) compares with the
+    best ranker that needs no model, on each group of diseases."""
+    ours = "model + phenotype similarity" if "model + phenotype similarity" in results else "model"
     parts = []
     for group in ("withheld", "public"):
-        if "model" not in results or results["model"][group]["diagnoses"] == 0:
+        if ours not in results or results[ours][group]["diagnoses"] == 0:
             continue
-        baselines = {n: r[group]["mrr"] for n, r in results.items() if n != "model"}
+        baselines = {n: r[group]["mrr"] for n, r in results.items() if not n.startswith("model")}
         best = max(baselines, key=lambda n: baselines[n])
-        model = results["model"][group]["mrr"]
-        verdict = "above" if model > baselines[best] else "not above"
+        mine = results[ours][group]["mrr"]
+        verdict = "above" if mine > baselines[best] else "not above"
         parts.append(
-            f"{group} diseases: the model's MRR {model:.3f} is {verdict} the best baseline "
+            f"{group} diseases: {ours} gives MRR {mine:.3f}, {verdict} the best ranker without a model "
             f"({best}, {baselines[best]:.3f})"
         )
     return "; ".join(parts) + "." if parts else "no diagnosis to compare."

@@ -230,6 +230,8 @@ def _bundle_data(stored: dict, dataset: str | None) -> tuple[dict, str | None]:
     """
     from textkg.data import list_datasets
 
+    if not all(isinstance(stored.get(k) or {}, dict) for k in ("data", "privacy")):
+        return stored, None  # RunConfig.from_dict refuses it, naming the file and the field; nothing is opened
     data = dict(stored.get("data") or {})
     named = data.get("dataset")
     if dataset is None and named in list_datasets():
@@ -251,7 +253,7 @@ def _bundle_data(stored: dict, dataset: str | None) -> tuple[dict, str | None]:
                 )
             data[key] = str(Path(dataset) / name)
     privacy = dict(stored.get("privacy") or {})
-    if privacy.get("unit_entities") is not None:  # --unit-entities: by its last part, inside the dataset folder
+    if isinstance(privacy.get("unit_entities"), str):  # --unit-entities: by its last part, inside the dataset folder
         name = str(privacy["unit_entities"]).replace("\\", "/").rstrip("/").rsplit("/", 1)[-1]
         if name in ("", ".", "..") or not Path(dataset).is_dir():
             return stored, (

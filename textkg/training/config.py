@@ -464,6 +464,16 @@ class PrivacyConfig:
     def _check_unit(self) -> None:
         """Refuse a unit setting that cannot mean what it says, before anything is read."""
         _check_choice("unit", self.unit, PRIVACY_UNITS, prefix="privacy")
+        given = self.unit_entities
+        if given is not None and not isinstance(given, str) and hasattr(given, "__fspath__"):
+            given = str(given)  # a Path from the Python API
+            object.__setattr__(self, "unit_entities", given)
+        if given is not None and (not isinstance(given, str) or not given.strip() or "\x00" in given):
+            # a crafted config.json (a number, an object, "", a NUL byte) would reach open() as a traceback
+            raise ConfigError(
+                f"must be the path of a file (a non-empty string without NUL bytes), got {given!r:.80}",
+                field="privacy.unit_entities",
+            )
         m = self.max_statements_per_unit
         if isinstance(m, bool) or not isinstance(m, int) or not 1 <= m <= MAX_STATEMENTS_PER_UNIT:
             raise ConfigError(
@@ -502,12 +512,6 @@ class PrivacyConfig:
                 field="privacy.confidential_relations"
                 if self.confidential_relations
                 else "privacy.confidential_fraction",
-            )
-        if self.private_updates != "all":
-            raise ConfigError(
-                "--private-updates private-rows is a statement-level setting; a unit step updates every "
-                "trained parameter",
-                field="privacy.private_updates",
             )
         from textkg.training.mechanisms import get_mechanism  # torch: only when a config is built
 
@@ -636,6 +640,9 @@ class RunConfig:
     def from_dict(cls, d: dict, *, source: str = "config") -> RunConfig:
         from textkg.models.config import ModelConfig
 
+        for section in ("data", "train", "privacy"):  # a crafted config.json: "privacy": "abc" was a ValueError
+            if d.get(section) is not None and not isinstance(d[section], dict):
+                raise ConfigError(f"must be an object, got {type(d[section]).__name__}", file=source, field=section)
         try:
             privacy = dict(d.get("privacy") or {})
             privacy["confidential_relations"] = tuple(privacy.get("confidential_relations") or ())
@@ -648,6 +655,10 @@ class RunConfig:
             )
         except TypeError as exc:
             raise ConfigError(f"unknown or missing key: {exc}", file=source) from None
+        except ConfigError as exc:  # a field's check names the field; the file it came from is named here
+            if exc.file is None and source != "config":
+                exc.file = str(source)
+            raise
 
 
 def _check_choice(name: str, value: str, choices: tuple[str, ...], prefix: str = "") -> None:

@@ -183,6 +183,7 @@ class DPSGD(Mechanism):
             randomness=run.randomness,
             step=step,
             noise=self._prefetcher.get(step),
+            trained_rows=getattr(run, "trained_rows", None),
         )()
 
     def close(self) -> None:

@@ -316,6 +316,9 @@ class PrivateTraining:
         self.one_vs_all_temperature = one_vs_all_temperature
         #: this process's share of each step under data-parallel training (set by textkg.distributed)
         self.shard: Shard | None = None
+        #: under --private-updates private-rows, the rows a unit step's gradient is restricted to before it is
+        #: clipped (set by the trainer from its PrivateRowUpdates; textkg.training.unit_step.restrict_to_rows)
+        self.trained_rows: dict | None = None
 
     # -- budget ---------------------------------------------------------------
     def next_event(self) -> SampledGaussianEvent:

@@ -95,6 +95,8 @@ class Trainer:
         self.private_rows: PrivateRowUpdates | None = None
         if private is not None and config.privacy.private_updates == "private-rows":
             self.private_rows = PrivateRowUpdates(model, public_triples, lr=tc.lr, weight_decay=tc.weight_decay)
+            if config.privacy.unit == "entity":  # a unit's gradient is clipped on the rows the step updates only
+                private.trained_rows = self.private_rows.masks
         self.state = TrainState()
         self._base_lrs = [group["lr"] for group in self.optimizer.param_groups]
         self._pool_positions = pool_positions(entity_pool, model.num_entities) if tc.negatives == "all" else None

@@ -62,6 +62,12 @@ def leave_one_out_ranks(model, links: UnitLinks, *, max_links: int = 0, seed: in
     total = torch.zeros(links.num_units, matrix.shape[1], dtype=matrix.dtype, device=matrix.device)
     total.index_add_(0, lk[:, 0], est)
     counts = torch.bincount(lk[:, 0], minlength=links.num_units).to(matrix.dtype)
+    # the links that filter each other: one unit's, of one relation and direction (a group), found by index so
+    # that filtering costs the group's size per hidden link, not every held-out link (quadratic: 80,000 took 25 s)
+    _, group = torch.unique(lk[:, [0, 1, 3]], dim=0, return_inverse=True)
+    size = torch.bincount(group)
+    members = torch.argsort(group, stable=True)
+    first = size.cumsum(0) - size
     chosen = torch.arange(len(lk))
     if max_links and len(lk) > max_links:
         chosen = torch.randperm(len(lk), generator=torch.Generator().manual_seed(seed))[:max_links].sort().values
@@ -81,14 +87,13 @@ def leave_one_out_ranks(model, links: UnitLinks, *, max_links: int = 0, seed: in
         )  # (c, N)
         target = scores.gather(1, own[:, 2:3])
         # the unit's other links of the same relation and direction are filtered out of the ranking
-        same = (
-            (lk[:, 0].unsqueeze(0) == own[:, :1])
-            & (lk[:, 1].unsqueeze(0) == own[:, 1:2])
-            & (lk[:, 3].unsqueeze(0) == own[:, 3:4])
-        )
-        q, j = same.nonzero(as_tuple=True)
+        g = group[at]
+        offset = torch.arange(int(size[g].max()), device=matrix.device)
+        valid = offset.unsqueeze(0) < size[g].unsqueeze(1)  # (c, largest group)
+        mates = members[(first[g].unsqueeze(1) + offset).clamp(max=len(lk) - 1)]
+        q = torch.arange(len(at), device=matrix.device).unsqueeze(1).expand_as(mates)[valid]
         known = torch.zeros_like(scores, dtype=torch.bool)
-        known[q, lk[j, 2]] = True
+        known[q, lk[mates[valid], 2]] = True
         known.scatter_(1, own[:, 2:3], False)
         higher = ((scores > target) & ~known).sum(1)
         ties = ((scores == target) & ~known).sum(1) - 1

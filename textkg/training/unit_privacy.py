@@ -56,7 +56,11 @@ def unit_fields(cfg: PrivacyConfig, *, num_units: int | None) -> dict:
         "adjacency": ADJACENCY,
         "unit_entities_rule": UNIT_RULE,
         "max_statements_per_unit": cfg.max_statements_per_unit,
-        "clipping": "per unit: the whole gradient of the sum of its sampled statements' losses",
+        "clipping": "per unit: the whole gradient of the sum of its sampled statements' losses"
+        if cfg.private_updates == "all"
+        else "per unit: the gradient of the sum of its sampled statements' losses with respect to every row the "
+        "private steps update (--private-updates private-rows: the rows no public statement reads); the other "
+        "parameters are not changed by a private step",
         "sampling": "poisson over units; at most m statements per unit, chosen with the secret randomness",
         "num_private_triples": None,
         "num_private_units": num_units,

@@ -288,6 +288,13 @@ class UnitPrivateStep:
             the sample from ``generator`` and keep the first m links; tests only).
         step: the step's index (selects the secret streams).
         noise: pre-drawn unit-variance noise of this step, or ``None`` to draw it from ``randomness``.
+        trained_rows: ``None`` (every trained parameter is updated), or, under ``--private-updates
+            private-rows``, ``{table: (rows,) or (rows, 1) bool}`` the only rows a private step updates
+            (:class:`textkg.training.private_rows.PrivateRowUpdates`; a mask of public inputs). Each unit's
+            gradient is then restricted to those rows BEFORE it is clipped: the step is DP-SGD on that
+            subset of the parameters, the rest frozen for it (the release depends on the private units only
+            through the noised sum over the subset, whose sensitivity is still C), so the clipping bound is
+            spent on what the step may change instead of on gradients it throws away.
     """
 
     def __init__(
@@ -305,8 +312,10 @@ class UnitPrivateStep:
         randomness: SecretRandomness | None = None,
         step: int = 0,
         noise: dict | None = None,
+        trained_rows: dict[str, torch.Tensor] | None = None,
     ) -> None:
         self.model, self.units, self.entity_pool, self.loss_fn = model, units, entity_pool, loss_fn
+        self.trained_rows = trained_rows
         self.num_negatives, self.max_statements, self.mechanism = num_negatives, max_statements, mechanism
         self.sample_rate, self.generator, self.randomness, self.step, self.noise = (
             sample_rate,
@@ -360,10 +369,31 @@ class UnitPrivateStep:
                     torch.zeros(batch.num_units, 0, t.shape[-1], device=t.device),
                 ),
             )
+        if self.trained_rows is not None:
+            dense_g, row_g = restrict_to_rows(dense_g, row_g, self.trained_rows)
         noised = self.mechanism(dense_g, row_g, {k: t.shape[0] for k, t in tables.items()}, noise)
         for k, p in {**dense_params, **tables}.items():
             p.grad = noised[k].to(device=p.device, dtype=p.dtype).view_as(p)
         return batch.num_units
+
+
+def restrict_to_rows(
+    dense_g: dict[str, torch.Tensor],
+    row_g: dict[str, tuple[torch.Tensor, torch.Tensor]],
+    trained_rows: dict[str, torch.Tensor],
+) -> tuple[dict[str, torch.Tensor], dict[str, tuple[torch.Tensor, torch.Tensor]]]:
+    """Per-unit gradients with every part outside ``trained_rows`` set to 0: the dense parameters' (a
+    private-rows step never updates them), every table row not marked, and every table without a mask."""
+    dense = {k: torch.zeros_like(g) for k, g in dense_g.items()}
+    rows = {}
+    for name, (idx, grads) in row_g.items():
+        mask = trained_rows.get(name)
+        if mask is None:
+            rows[name] = (idx, torch.zeros_like(grads))
+            continue
+        keep = mask.reshape(-1).to(idx.device)[idx]
+        rows[name] = (idx, grads * keep.unsqueeze(-1).to(grads.dtype))
+    return dense, rows
 
 
 def sample_unit_batch(
