@@ -238,6 +238,14 @@ class Federation(Runner):
         return [*steps, Step(("python", "benchmarks/cross_graph.py", *flags(merge)))]
 
 
+class Diagnosis(Runner):
+    """A simulated patient cohort per seed, its public-only, ceiling and patient-level DP runs, and ``textkg
+    diagnose`` of each on the same held-out patients (``patient_diagnosis``)."""
+
+    name = "diagnosis"
+    scripts = ("patient_diagnosis",)
+
+
 class LinkRerank(Runner):
     """Train a run with ``reproduce_fb15k237`` (``train``), then read its learned link re-ranker's block
     from the run's own report with ``link_rerank --from-report``."""
@@ -255,7 +263,16 @@ class LinkRerank(Runner):
 
 RUNNERS: dict[str, Runner] = {
     r.name: r
-    for r in (CommandCost(), StepCost(), TrainAndReport(), RealAdditions(), HealthSetting(), Federation(), LinkRerank())
+    for r in (
+        CommandCost(),
+        StepCost(),
+        TrainAndReport(),
+        RealAdditions(),
+        HealthSetting(),
+        Federation(),
+        Diagnosis(),
+        LinkRerank(),
+    )
 }
 
 

@@ -9,6 +9,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 from textkg.cli.flags import number_flag
@@ -40,76 +41,51 @@ def add_simulate_patients(data) -> None:
         "annotations withheld from the public graph; a BLP-format folder with patients.txt (docs/diagnosis.md)",
     )
     sp.add_argument("--out", required=True, help="new folder for the cohort (a dataset for textkg train --dataset)")
-    sp.add_argument("--seed", type=number_flag("seed"), default=d.seed, help=f"random seed (default: {d.seed})")
-    sp.add_argument(
-        "--diseases",
-        type=number_flag("items"),
-        default=d.diseases,
-        help=f"OMIM diseases drawn, each with at least --min-annotations phenotypes (default: {d.diseases})",
+    # (flag, CohortRecipe field, number kind, help); each help ends with the field's default
+    recipe_flags = (
+        ("--seed", "seed", "seed", "random seed"),
+        ("--diseases", "diseases", "items", "OMIM diseases drawn, each with at least --min-annotations phenotypes"),
+        ("--patients", "train_patients", "items", "training patients (train.tsv)"),
+        ("--valid-patients", "valid_patients", "items", "validation patients (dev.tsv)"),
+        ("--test-patients", "test_patients", "items", "held-out new patients (test.tsv)"),
+        (
+            "--withheld-fraction",
+            "withheld_fraction",
+            "share",
+            "share of the diseases whose phenotype annotations are withheld from the public graph, below 1",
+        ),
+        ("--min-terms", "min_terms", "count", "fewest of its disease's phenotypes a patient starts from"),
+        ("--max-terms", "max_terms", "count", "most of its disease's phenotypes a patient starts from"),
+        (
+            "--imprecision",
+            "imprecision",
+            "probability",
+            "probability that a phenotype is replaced by one of its ancestors",
+        ),
+        ("--noise", "noise", "share", "unrelated phenotypes added per disease phenotype, rounded down (the paper's)"),
+        (
+            "--popularity-exponent",
+            "popularity_exponent",
+            "exponent",
+            "s of the diseases' Zipf popularity: the r-th most common disease is drawn with weight r^-s, 0 uniform",
+        ),
+        (
+            "--min-annotations",
+            "min_annotations",
+            "count",
+            "fewest phenotype annotations a disease needs to be drawn, at least --min-terms",
+        ),
     )
-    sp.add_argument(
-        "--patients",
-        type=number_flag("items"),
-        default=d.train_patients,
-        help=f"training patients (train.tsv) (default: {d.train_patients})",
-    )
-    sp.add_argument(
-        "--valid-patients",
-        type=number_flag("items"),
-        default=d.valid_patients,
-        help=f"validation patients (dev.tsv) (default: {d.valid_patients})",
-    )
-    sp.add_argument(
-        "--test-patients",
-        type=number_flag("items"),
-        default=d.test_patients,
-        help=f"held-out new patients (test.tsv) (default: {d.test_patients})",
-    )
-    sp.add_argument(
-        "--withheld-fraction",
-        type=number_flag("share"),
-        default=d.withheld_fraction,
-        help="share of the diseases whose phenotype annotations are withheld from the public graph, below 1 "
-        f"(default: {d.withheld_fraction:g})",
-    )
-    sp.add_argument(
-        "--min-terms",
-        type=number_flag("count"),
-        default=d.min_terms,
-        help=f"fewest of its disease's phenotypes a patient starts from (default: {d.min_terms})",
-    )
-    sp.add_argument(
-        "--max-terms",
-        type=number_flag("count"),
-        default=d.max_terms,
-        help=f"most of its disease's phenotypes a patient starts from (default: {d.max_terms})",
-    )
-    sp.add_argument(
-        "--imprecision",
-        type=number_flag("probability"),
-        default=d.imprecision,
-        help=f"probability that a phenotype is replaced by one of its ancestors (default: {d.imprecision:g})",
-    )
-    sp.add_argument(
-        "--noise",
-        type=number_flag("share"),
-        default=d.noise,
-        help=f"unrelated phenotypes added per disease phenotype, rounded down (default: {d.noise:g}, the paper's)",
-    )
-    sp.add_argument(
-        "--popularity-exponent",
-        type=number_flag("exponent"),
-        default=d.popularity_exponent,
-        help="s of the diseases' Zipf popularity: the r-th most common disease is drawn with weight r^-s, 0 "
-        f"uniform (default: {d.popularity_exponent:g})",
-    )
-    sp.add_argument(
-        "--min-annotations",
-        type=number_flag("count"),
-        default=d.min_annotations,
-        help=f"fewest phenotype annotations a disease needs to be drawn, at least --min-terms (default: "
-        f"{d.min_annotations})",
-    )
+    for flag, field, kind, text in recipe_flags:
+        default = getattr(d, field)
+        sp.add_argument(
+            flag,
+            dest=field,
+            metavar=flag[2:].upper().replace("-", "_"),
+            type=number_flag(kind),
+            default=default,
+            help=f"{text} (default: {default:g})",
+        )
 
 
 def add_models(sub) -> None:
@@ -193,20 +169,7 @@ def simulate_patients(args) -> dict:
     from textkg.data.cohort import CohortRecipe
     from textkg.data.cohort import simulate_patients as simulate
 
-    recipe = CohortRecipe(
-        seed=args.seed,
-        diseases=args.diseases,
-        train_patients=args.patients,
-        valid_patients=args.valid_patients,
-        test_patients=args.test_patients,
-        withheld_fraction=args.withheld_fraction,
-        min_terms=args.min_terms,
-        max_terms=args.max_terms,
-        imprecision=args.imprecision,
-        noise=args.noise,
-        popularity_exponent=args.popularity_exponent,
-        min_annotations=args.min_annotations,
-    )
+    recipe = CohortRecipe(**{f.name: getattr(args, f.name) for f in dataclasses.fields(CohortRecipe)})
     return simulate(args.out, recipe)
 
 

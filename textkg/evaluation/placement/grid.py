@@ -91,8 +91,10 @@ def weighting_ranks(
             sel = ((local >= start) & (local < start + len(chunk))).nonzero().squeeze(1)
             q = idx[sel]
             rows = torch.stack([s[local[sel] - start] for s in scores])  # (K', q_b, c)
+            del scores  # the batch's scores, held once (as rows) while they are ranked
             r, c = filtered_pairs(queries, q, column)
             ranks[:, q] = _batch_ranks(rows, column[queries.parents[q]], r, c, w, margin)
+            del rows  # not held while the next batch is scored (textkg.pipeline.memory counts one batch)
     return ranks
 
 
@@ -115,10 +117,11 @@ def _batch_ranks(
     below = rows <= z_t[:, :, None]  # (K', q_b, c)
     far = rows < z_t[:, :, None] - margin
     ranks = torch.empty(len(w), b, dtype=torch.float64)
+    size = _largest_magnitudes(rows)  # (K',) float64, read per support (no (K', q_b, c) copy of rows)
     for support in torch.unique(w > 0, dim=0):
         group = ((w > 0) == support).all(1).nonzero().squeeze(1)
         keep = counted
-        if margin > 0 and _margin_is_safe(rows[support], w64[group][:, support], margin):
+        if margin > 0 and _margin_is_safe(size[support], rows.dtype, w64[group][:, support], margin):
             keep = counted & ~(below[support].all(0) & far[support].any(0))
         ranks[group] = _counted_ranks(rows, z_t, keep, w[group])
     return ranks
@@ -149,18 +152,27 @@ def _weighted(w: torch.Tensor, z: torch.Tensor) -> torch.Tensor:
     return total
 
 
-def _margin_is_safe(rows: torch.Tensor, w: torch.Tensor, margin: float) -> bool:
-    """Whether a candidate at most the target in every component of ``rows`` and ``margin`` below it in one is
+def _largest_magnitudes(rows: torch.Tensor) -> torch.Tensor:
+    """``(K',)`` float64 ``max |Z_k|`` of each component's ``(q_b, c)`` scores, as ``max(|max Z_k|, |min Z_k|)``:
+    equal to ``rows.abs().amax`` without an absolute-value copy of ``rows`` (NaN for a non-float dtype)."""
+    if not rows.is_floating_point() or not rows.numel():
+        return torch.full((len(rows),), float("nan"), dtype=torch.float64)
+    flat = rows.flatten(1)
+    return torch.maximum(flat.amax(1).abs(), flat.amin(1).abs()).double()
+
+
+def _margin_is_safe(size: torch.Tensor, dtype: torch.dtype, w: torch.Tensor, margin: float) -> bool:
+    """Whether a candidate at most the target in every component of a support and ``margin`` below it in one is
     below it in float arithmetic too, for every weighting ``w`` (all positive; module docstring): the exact gap
     is at least ``margin · min w``, and each weighted sum of ``K'`` terms is rounded by at most
-    ``(K' + 1) u Σ_k w_k max|Z_k|`` (twice: two sums)."""
-    if not rows.is_floating_point():
+    ``(K' + 1) u Σ_k w_k max|Z_k|`` (twice: two sums). ``size``: ``(K',)`` the support's ``max|Z_k|``
+    (:func:`_largest_magnitudes`); ``dtype``: the scores'."""
+    if not dtype.is_floating_point:
         return False
-    u = torch.finfo(rows.dtype).eps / 2
-    size = rows.abs().flatten(1).amax(1).double()  # (K',)
+    u = torch.finfo(dtype).eps / 2
     if not bool(torch.isfinite(size).all()):
         return False
-    rounding = 4 * (len(rows) + 1) * u * float((w * size).sum(1).max())
+    rounding = 4 * (len(size) + 1) * u * float((w * size).sum(1).max())
     return margin * float(w.min()) > rounding
 
 

@@ -293,6 +293,7 @@ def placement_ranks(
             ranks[q] = realistic_ranks(rows, column[queries.parents[q]], r, c)
             if with_close:
                 close[q] = _close_at_1(rows, queries, q, column, r, c)
+            del scores, rows  # not held while the next batch is scored (the memory estimate counts one batch)
     return ranks, close
 
 

@@ -227,14 +227,20 @@ class PairFeatures:
         self._counts = torch.bincount(self._parent, minlength=len(self.priors)).float()
 
     def __call__(self, terms: torch.Tensor, candidates: torch.Tensor) -> torch.Tensor:
-        scored = [standardise(s(terms, candidates), **STANDARDISE).float() for s in self.scorers]  # each (b, c)
+        # each feature is written into the (b, c, F) result as it is computed: one (b, c) float64 standardised
+        # feature and the result are held at once, not a list of F features, their stack and its copy
+        # (:func:`textkg.pipeline.memory.placement_bytes` counts this)
+        out = torch.empty(len(terms), len(candidates), len(self.names))
+        for i, s in enumerate(self.scorers):
+            out[:, :, i] = standardise(s(terms, candidates), **STANDARDISE)  # float64 rounded to float32
         prior = self.priors[candidates]  # (c, 2), scaled over the candidates as the fitted weights were learned
         mine = torch.isin(self._child, terms)  # the scored terms' own statements: not counted as children
         if bool(mine.any()):
             counts = self._counts - torch.bincount(self._parent[mine], minlength=len(self._counts)).float()
             prior = torch.stack([counts[candidates].log1p(), prior[:, 1]], dim=1)
         prior = (prior - prior.mean(0)) / prior.std(0, unbiased=False).clamp_min(1e-6)
-        return torch.cat([torch.stack(scored, dim=2), prior.expand(len(terms), -1, -1)], dim=2)
+        out[:, :, len(self.scorers) :] = prior  # (c, 2), the same for every term
+        return out
 
 
 def reranker_scorer(reranker: Reranker, features: PairFeatures) -> PlacementScorer:
