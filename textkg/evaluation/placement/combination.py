@@ -192,7 +192,8 @@ def combined_scorer(components: Mapping[str, PlacementScorer], weights: Mapping[
     used = [(components[name], float(w)) for name, w in weights.items() if w > 0]
 
     def score(terms: torch.Tensor, candidates: torch.Tensor) -> torch.Tensor:
-        return weighted_sum([(w, standardise(s(terms, candidates), **STANDARDISE)) for s, w in used])
+        # one component standardised at a time, added in order (not all K held before the sum)
+        return weighted_sum((w, standardise(s(terms, candidates), **STANDARDISE)) for s, w in used)
 
     return score
 
