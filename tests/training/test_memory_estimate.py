@@ -11,6 +11,7 @@ import torch
 from textkg.errors import ConfigError
 from textkg.pipeline import memory
 from textkg.pipeline.memory import MARGIN_BYTES, MARGIN_FRACTION, MemoryEstimate, check_memory, estimate_memory
+from textkg.pipeline.memory_report import PlacementSize
 from textkg.training.config import RunConfig
 
 #: the tiny fixture: the estimate is printed (and a run that cannot fit refused) before any dataset's
@@ -30,6 +31,23 @@ ARGS = [
     "--valid-max-triples",
     "20",
 ]
+
+
+#: a tiny placement task (textkg.pipeline.memory_report.PlacementSize)
+SMALL = PlacementSize(
+    queries=5,
+    candidates=10,
+    batch=4,
+    batch_queries=5,
+    entities=10,
+    feature_dim=8,
+    model_dim=4,
+    parent_edges=9,
+    rerank_features=9,
+    components=4,
+    text_words=30,
+    vocabulary=20,
+)
 
 
 class Table(torch.nn.Module):
@@ -112,25 +130,28 @@ def test_the_estimate_is_printed_before_training(tmp_path, capsys):
 
 def test_placement_is_itemised_for_an_ontology_split():
     """The README run peaked at 2.0 GiB against an estimate of 1.0 GiB: the placement evaluation was
-    not counted. An inductive ontology split now gets its own line, sized from its queries."""
+    not counted. An inductive ontology split now gets its own lines, sized from its queries, candidates,
+    texts and features (textkg.pipeline.memory_report)."""
     from textkg.cli.config_loading import build_run_config
     from textkg.cli.main import build_parser
     from textkg.evaluation.placement.methods import placement_queries
-    from textkg.pipeline.job import placement_size, prepare
-    from textkg.pipeline.memory import estimate_memory, placement_bytes
+    from textkg.pipeline.job import prepare
+    from textkg.pipeline.memory import PLACEMENT, POST_RUN_TRANSIENT, RETENTION, estimate_memory
+    from textkg.pipeline.memory_report import TRANSIENT, link_stage_size, placement_parts, placement_size
 
     args = ["train", "--dataset", "hpo-small", "--split", "inductive", "--model", "transe", "--dim", "8"]
     cfg = build_run_config(build_parser().parse_args(args))
     prep = prepare(cfg)
-    size = placement_size(prep)
+    size = placement_size(prep, cfg)
     valid = placement_queries(prep.kg, prep.split, which="valid")
-    assert size == (valid.num_queries, max(len(g) for g in valid.groups)) and size[0] > 0
+    assert size is not None and size.queries == valid.num_queries > 0
+    assert size.candidates >= max(len(g) for g in valid.groups) and 0 < size.batch_queries
+    assert link_stage_size(prep, cfg) is None  # an ontology runs the placement instead of the vote
     est = estimate_memory(prep.model, cfg, num_entities=prep.kg.num_entities, private=False, placement=size)
-    line = [v for k, v in est.components.items() if k.startswith("placement evaluation")]
-    assert line == [
-        placement_bytes(num_valid_queries=size[0], num_candidates=size[1], num_entities=prep.kg.num_entities)
-    ]
-    assert placement_bytes(num_valid_queries=2097, num_candidates=15228, num_entities=36853) > 750 * 2**20  # hpo
+    parts = placement_parts(size)
+    assert est.components[PLACEMENT] == sum(v for k, v in parts.items() if k != TRANSIENT)
+    assert est.components[POST_RUN_TRANSIENT] == est.components[RETENTION] == parts[TRANSIENT]
+    assert est.to_dict()["parts_bytes"][PLACEMENT] == parts
 
 
 def test_evaluation_scores_are_bounded_by_the_candidate_chunk():
@@ -216,11 +237,11 @@ def test_a_placement_run_counts_the_encoders_it_loads_later(monkeypatch):
     weights = sum(f.stat().st_size for f in Path(default_minilm_path()).glob("*.safetensors"))
     cfg = _cfg()
     key = "text encoders loaded for placement (MiniLM word vectors, names-only encoding)"
-    est = estimate_memory(Table(10, 4), cfg, num_entities=10, private=False, placement=(5, 10), resident=(0, 0))
+    est = estimate_memory(Table(10, 4), cfg, num_entities=10, private=False, placement=SMALL, resident=(0, 0))
     loaded = "transformers" in sys.modules
     assert est.components[key] == weights + (0 if loaded else memory.TRANSFORMERS_BYTES)
     monkeypatch.delitem(sys.modules, "transformers", raising=False)
-    est = estimate_memory(Table(10, 4), cfg, num_entities=10, private=False, placement=(5, 10), resident=(0, 0))
+    est = estimate_memory(Table(10, 4), cfg, num_entities=10, private=False, placement=SMALL, resident=(0, 0))
     assert est.components[key] == weights + memory.TRANSFORMERS_BYTES
     assert key not in estimate_memory(Table(10, 4), cfg, num_entities=10, private=False, resident=(0, 0)).components
 

@@ -26,6 +26,7 @@ from textkg.devices import describe_device, resolve_device
 from textkg.errors import ConfigError
 from textkg.evaluation.ranking import QueryShard
 from textkg.pipeline.memory import check_memory, estimate_memory
+from textkg.pipeline.memory_report import link_stage_size, placement_size
 from textkg.pipeline.prepared import Prepared, prepare
 from textkg.pipeline.report import (
     PRIVATE_METRICS,
@@ -36,7 +37,6 @@ from textkg.pipeline.report import (
     final_valid,
     fusion_weights_block,
     owner_metrics,
-    placement_size,
 )
 from textkg.pipeline.run_files import check_storable, store_run_files
 from textkg.progress import reporting, stage
@@ -208,7 +208,8 @@ def run(
         cfg,
         num_entities=prep.kg.num_entities,
         private=private is not None,
-        placement=placement_size(prep),
+        placement=placement_size(prep, cfg),
+        link_stage=link_stage_size(prep, cfg),
         mapped_features=mmap_features(),
     )
     check_memory(memory, quiet=not progress)  # refuses before writing

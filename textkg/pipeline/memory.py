@@ -23,6 +23,13 @@ so what already exists is measured, not modelled, and only what is still to come
   candidates scored per call, ``min(N, chunk + eval_batch_size)`` with the
   candidate chunk of :func:`textkg.evaluation.ranking.default_candidate_chunk`
   (a 256 MiB bound), plus the entity vectors that evaluation caches (N × d);
+- the post-run report (:mod:`textkg.pipeline.memory_report`, each part naming the tensors it counts):
+  the placement evaluation of ontology terms (normalised copies of the description features, sparse
+  text matrices, MiniLM word vectors), or the description neighbour vote, the link re-ranker and k-shot
+  of other inductive splits (the vote's kernel, the re-ranker's ``(lists, K, F)`` features, k-shot's
+  entity matrices); then the largest transient of those stages (one batch of terms or lists, one fit;
+  the stages run one at a time and free their batches), and the same again for what the allocator keeps
+  of it (:data:`RETENTION`);
 - ``text encoders loaded after the estimate`` (runs with a placement task): the placement re-ranker
   reads MiniLM word vectors and the names-only placement encodes the held-out terms' names again,
   so MiniLM's weights (their size on disk) and, unless already imported, ``transformers``
@@ -34,8 +41,8 @@ so what already exists is measured, not modelled, and only what is still to come
   :class:`textkg.privacy.randomness.NoisePrefetcher` draws ahead) plus the float32
   noised gradient.
 
-The margin covers what evaluation builds in Python and numpy that no component lists (TF-IDF
-matrices, the re-ranker's features, metric lists) and allocator slack. Measured against the peak
+The margin covers what evaluation builds in Python that no component lists (metric lists, the texts'
+word sets) and allocator slack. Measured against the peak
 on ``hpo`` (the README job), ``hpo-small``, an ontology file and FB15k-237 by
 ``benchmarks/memory_estimate.py`` (docs/results/scaling.md, "Memory estimate before a run").
 :func:`check_memory` refuses a run whose estimate, less what is already resident, exceeds the memory
@@ -53,6 +60,13 @@ from pathlib import Path
 import torch
 
 from textkg.errors import ConfigError
+from textkg.pipeline.memory_report import (
+    TRANSIENT,
+    LinkStageSize,
+    PlacementSize,
+    link_stage_parts,
+    placement_parts,
+)
 
 #: Where ``/proc/self/status`` cannot be read: the interpreter, torch, textkg and the graph, in place of
 #: the measured resident size (the allowance the estimate used before issue 50).
@@ -65,6 +79,14 @@ MARGIN_FRACTION = 0.10
 MARGIN_BYTES = 128 * 2**20
 #: Steps of float64 noise held at once under privacy (the current one and two drawn ahead).
 NOISE_STEPS_HELD = 3
+#: Component names of the post-run report (their parts: :mod:`textkg.pipeline.memory_report`).
+PLACEMENT = "placement evaluation (description feature copies, text matrices, word vectors)"
+LINK_STAGES = "neighbour vote, link re-ranker and k-shot (kernel, lists, entity matrices)"
+#: glibc keeps freed blocks below its mmap threshold (32 MiB at most) in the heap for reuse instead of returning
+#: them: a stage's freed temporaries can stay resident beside the next ones, counted as the largest once more
+#: (measured on hp.obo: 340 MiB kept beside a 640 MiB live working set of the placement evaluation).
+POST_RUN_TRANSIENT = "largest transient of the post-run report (one batch of terms or lists, one fit)"
+RETENTION = "allocator retention (the largest transient's freed blocks, kept in the heap)"
 #: Environment variable that turns the refusal (not the estimate) off.
 SKIP_ENV = "TEXTKG_SKIP_MEMORY_CHECK"
 
@@ -79,12 +101,15 @@ class MemoryEstimate:
         peak_so_far: The process's peak until then (``VmHWM``; ``resident`` where unknown).
         in_resident: Parts of ``resident`` named for the reader (the model's parameters and features);
             not added again.
+        parts: The named parts of the post-run report's components (:mod:`textkg.pipeline.memory_report`),
+            by component; their largest transient is counted in its own component.
     """
 
     components: dict[str, int] = field(default_factory=dict)
     resident: int = 0
     peak_so_far: int = 0
     in_resident: dict[str, int] = field(default_factory=dict)
+    parts: dict[str, dict[str, int]] = field(default_factory=dict)
 
     @property
     def before_margin(self) -> int:
@@ -109,6 +134,7 @@ class MemoryEstimate:
             "resident_bytes": self.resident,
             "peak_so_far_bytes": self.peak_so_far,
             "in_resident_bytes": dict(self.in_resident),
+            "parts_bytes": {name: dict(named) for name, named in self.parts.items()},
             "margin_bytes": self.margin,
             "total_bytes": self.total,
         }
@@ -175,16 +201,6 @@ def _weights_on_disk(folder: str) -> int:
     return sum(f.stat().st_size for f in path.iterdir() if f.suffix in (".safetensors", ".bin") and f.is_file())
 
 
-def placement_bytes(*, num_valid_queries: int, num_candidates: int, num_entities: int, batch: int = 256) -> int:
-    """The placement evaluation's peak (:mod:`textkg.evaluation.placement.combination`), an upper bound:
-    sized as when the tuner kept each component's standardised validation scores (3 components x
-    queries x candidates, float32) while it tried the weight grid; since 2026-11-28 it ranks a batch of
-    terms at a time (:func:`textkg.evaluation.placement.grid.weighting_ranks`), which needs less. A
-    batch of new terms holds about six float64 ``batch x N`` work arrays (neighbour-vote weights and
-    their roll-up, scores, standardisation)."""
-    return 3 * 4 * num_valid_queries * num_candidates + 6 * 8 * batch * num_entities
-
-
 def eval_score_columns(eval_batch_size: int, num_entities: int) -> int:
     """Candidates one evaluation call scores: the default candidate chunk plus the batch's targets
     appended to it (:mod:`textkg.evaluation.ranking`), at most every entity."""
@@ -199,7 +215,8 @@ def estimate_memory(
     *,
     num_entities: int,
     private: bool,
-    placement: tuple[int, int] | None = None,
+    placement: PlacementSize | None = None,
+    link_stage: LinkStageSize | None = None,
     mapped_features: bool = False,
     resident: tuple[int, int] | None = None,
 ) -> MemoryEstimate:
@@ -210,8 +227,10 @@ def estimate_memory(
         cfg: The :class:`~textkg.training.config.RunConfig`.
         num_entities: Entities in the graph (candidates of 1-vs-all and of evaluation).
         private: Whether training is DP-SGD (``--privacy`` other than ``none``).
-        placement: ``(validation placement queries, candidates)`` when the run evaluates
-            placement of new terms (:func:`placement_bytes`), else ``None``.
+        placement: The placement evaluation's sizes when the run evaluates placement of new terms
+            (:func:`textkg.pipeline.memory_report.placement_size`), else ``None``.
+        link_stage: The sizes of the neighbour vote, the link re-ranker and k-shot when the run reports
+            them (:func:`textkg.pipeline.memory_report.link_stage_size`), else ``None``.
         mapped_features: The pooled text features are memory-mapped from the
             encoder cache (``TEXTKG_MMAP_FEATURES=1``): their pages are file-backed
             and reclaimable, so they are listed at 0 bytes with their size on disk.
@@ -262,13 +281,20 @@ def estimate_memory(
         dense = sum(p.numel() for _, p in trained) - sum(t.numel() for t in tables.values())
         if dense > 0:  # vmap(grad) over the dense parameters: per-example grads, their clipped copy, workspace
             c["per-example dense gradients (3 x B x dense parameters)"] = 3 * 4 * b * dense
+    parts: dict[str, dict[str, int]] = {}
     if placement is not None:
-        c["placement evaluation (tuner's validation scores, vote work arrays)"] = placement_bytes(
-            num_valid_queries=placement[0], num_candidates=placement[1], num_entities=num_entities
-        )
+        parts[PLACEMENT] = placement_parts(placement)
         c["text encoders loaded for placement (MiniLM word vectors, names-only encoding)"] = encoders_after_estimate(
             cfg
         )
+    if link_stage is not None:
+        parts[LINK_STAGES] = link_stage_parts(link_stage)
+    for name, named in parts.items():
+        c[name] = sum(v for k, v in named.items() if k != TRANSIENT)
+    if parts:  # one stage runs at a time: the largest transient, and once more for what the allocator keeps
+        transient = max(named.get(TRANSIENT, 0) for named in parts.values())
+        c[POST_RUN_TRANSIENT] = transient
+        c[RETENTION] = transient
     if private:
         c[f"DP noise (float64, {NOISE_STEPS_HELD} steps held, + float32 noised gradient)"] = (
             NOISE_STEPS_HELD * 8 + 4
@@ -278,7 +304,7 @@ def estimate_memory(
     if resident is None:  # no /proc: the old allowance for the runtime and the graph, plus the model
         now = RUNTIME_BYTES + sum(held.values())
         resident = (now, now)
-    return MemoryEstimate(c, resident=resident[0], peak_so_far=max(resident), in_resident=held)
+    return MemoryEstimate(c, resident=resident[0], peak_so_far=max(resident), in_resident=held, parts=parts)
 
 
 def available_bytes() -> int | None:

@@ -40,7 +40,7 @@ from textkg.evaluation.placement.methods import PlacementQueries, PlacementScore
 #: (component scores here are standardised: a few units across a row).
 DEFAULT_MARGIN = 0.1
 #: Weighted scores computed at once (``G`` weightings × candidate entries; 4 bytes each in float32).
-_ENTRIES = 1 << 23
+WEIGHTED_ENTRIES = 1 << 23
 
 
 def weighting_ranks(
@@ -133,7 +133,7 @@ def _counted_ranks(rows: torch.Tensor, z_t: torch.Tensor, keep: torch.Tensor, w:
     s_t = _weighted(w, z_t)  # (G, q_b)
     greater = torch.zeros(len(w), keep.shape[0])
     equal = torch.zeros(len(w), keep.shape[0])  # float32 counts: exact below 2 ** 24 candidates
-    step = max(1, _ENTRIES // len(w))
+    step = max(1, WEIGHTED_ENTRIES // len(w))
     for start in range(0, len(i), step):
         ii, jj = i[start : start + step], j[start : start + step]
         s_c = _weighted(w, rows[:, ii, jj])  # (G, n)
@@ -187,4 +187,4 @@ def _checked(components: Sequence[PlacementScorer], weightings: Sequence[Sequenc
     return w
 
 
-__all__ = ["DEFAULT_MARGIN", "weighting_ranks"]
+__all__ = ["DEFAULT_MARGIN", "WEIGHTED_ENTRIES", "weighting_ranks"]

@@ -39,7 +39,7 @@ TOP_WORDS = 16
 #: Cosine below which two words do not match (MiniLM word vectors of unrelated words lie around 0.1-0.4).
 THRESHOLD = 0.6
 #: Vocabulary words compared with the name words at once (a ``(chunk, V)`` float32 block).
-_CHUNK = 2048
+MATCH_BLOCK = 2048
 #: Texts whose best matches are gathered at once (bounds the transient ``(text, match)`` arrays).
 _TEXTS = 4096
 
@@ -80,8 +80,8 @@ def _matches(vectors: WordVectors, targets: dict[str, int]) -> torch.Tensor:
         return sparse_rows([], [], [], size)
     y = vectors.vectors[known]  # (V', D)
     rows, cols, vals = [], [], []
-    for start in range(0, len(vectors.vectors), _CHUNK):
-        sim = vectors.vectors[start : start + _CHUNK] @ y.T  # (chunk, V')
+    for start in range(0, len(vectors.vectors), MATCH_BLOCK):
+        sim = vectors.vectors[start : start + MATCH_BLOCK] @ y.T  # (chunk, V')
         top, at = sim.topk(min(TOP_WORDS, sim.shape[1]), dim=1)
         keep = top >= THRESHOLD
         r = torch.arange(start, start + len(sim))[:, None].expand_as(top)[keep]
@@ -164,4 +164,12 @@ def minilm_word_encoder() -> WordEncoder:
     return encode
 
 
-__all__ = ["THRESHOLD", "TOP_WORDS", "WordEncoder", "WordVectors", "maxsim_scorer", "minilm_word_encoder"]
+__all__ = [
+    "MATCH_BLOCK",
+    "THRESHOLD",
+    "TOP_WORDS",
+    "WordEncoder",
+    "WordVectors",
+    "maxsim_scorer",
+    "minilm_word_encoder",
+]
