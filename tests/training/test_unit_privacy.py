@@ -242,6 +242,23 @@ def test_a_large_unit_gets_a_secret_random_subset():
 
 
 # -- the gradient of a whole unit --------------------------------------------------------------------------
+def _clipped_alone(dense, row_grads, tables, i: int, clip: float) -> dict:
+    """Unit ``i``'s gradient alone through DP-SGD with no noise: its clipped contribution."""
+    step = DPSGDStep(
+        noise_multiplier=0.0,
+        max_grad_norm=clip,
+        expected_batch_size=1.0,
+        accountant=None,
+        sample_rate=1.0,
+        generator=None,
+    )
+    return step(
+        {k: v[i : i + 1] for k, v in dense.items()},
+        {k: (idx[i : i + 1], g[i : i + 1]) for k, (idx, g) in row_grads.items()},
+        {k: t.shape[0] for k, t in tables.items()},
+    )
+
+
 @pytest.mark.parametrize("model_name", ["transe", "fused-transe"])  # one batched backward; vmap over dense weights
 def test_a_units_gradient_is_exact_and_clipped_as_a_whole(tmp_path, model_name):
     data = make_cohort(tmp_path / "cohort", max_links=5)
@@ -283,19 +300,7 @@ def test_a_units_gradient_is_exact_and_clipped_as_a_whole(tmp_path, model_name):
     norms = per_example_norms(dense, row_grads)
     clip = float(norms.min()) / 10  # every unit is clipped
     for i in range(len(rows)):  # one unit alone, no noise: its released contribution has norm C, not k·C
-        step = DPSGDStep(
-            noise_multiplier=0.0,
-            max_grad_norm=clip,
-            expected_batch_size=1.0,
-            accountant=None,
-            sample_rate=1.0,
-            generator=None,
-        )
-        out = step(
-            {k: v[i : i + 1] for k, v in dense.items()},
-            {k: (idx[i : i + 1], g[i : i + 1]) for k, (idx, g) in row_grads.items()},
-            {k: t.shape[0] for k, t in tables.items()},
-        )
+        out = _clipped_alone(dense, row_grads, tables, i, clip)
         total = torch.sqrt(sum(v.double().square().sum() for v in out.values()))
         assert float(total) <= clip * (1 + 1e-4)
         assert float(total) >= clip * (1 - 1e-3)
@@ -330,19 +335,7 @@ def test_private_rows_clip_a_unit_on_the_rows_the_step_updates_only(tmp_path):
     norms = per_example_norms(kept_dense, kept_rows)
     assert bool((norms < per_example_norms(dense, row_grads)).all())  # the clip is spent on less
     clip = float(norms.max()) / 4
-    step = DPSGDStep(
-        noise_multiplier=0.0,
-        max_grad_norm=clip,
-        expected_batch_size=1.0,
-        accountant=None,
-        sample_rate=1.0,
-        generator=None,
-    )
-    out = step(
-        {k: v[:1] for k, v in kept_dense.items()},
-        {k: (i[:1], v[:1]) for k, (i, v) in kept_rows.items()},
-        {k: t.shape[0] for k, t in tables.items()},
-    )
+    out = _clipped_alone(kept_dense, kept_rows, tables, 0, clip)
     assert float(torch.sqrt(sum(v.double().square().sum() for v in out.values()))) <= clip * (1 + 1e-4)
     assert float(out["entity"][~masks["entity"]].abs().max()) == 0.0
 
