@@ -14,7 +14,6 @@ the first that fails; ``--dry-run`` prints them and runs nothing. A config that 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import shlex
 import subprocess
@@ -45,15 +44,17 @@ def execute(step: runners.Step) -> int:
 def collect_sweep(folders: list[Path], out: Path) -> int:
     """One row per run of the sweep folders, in :data:`SWEEP_RUNS` order (metrics, test subsets, audit); a run
     that two folders hold is read from the first."""
+    from textkg.pipeline.run_dir import read_run_json
+
     rows = []
     for name in SWEEP_RUNS:
         run = next((folder / name for folder in folders if (folder / name / "metrics.json").is_file()), None)
         if run is None:
             continue
-        metrics = json.loads((run / "metrics.json").read_text(encoding="utf-8"))
+        metrics = read_run_json(run / "metrics.json")
         audit = None
         if (run / "audit.json").is_file():
-            audit = json.loads((run / "audit.json").read_text(encoding="utf-8"))
+            audit = read_run_json(run / "audit.json")
             audit.pop("roc", None)
         test = metrics["test"]
         rows.append(

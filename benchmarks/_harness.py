@@ -91,11 +91,13 @@ def git_commit(root: Path = ROOT) -> str | None:
     return f"{commit}+dirty" if status else commit
 
 
-def machine() -> dict[str, Any]:
+def machine(*, load_at_end_key: bool = False) -> dict[str, Any]:
     """Where and when a benchmark ran: CPU, cores, load, Python, torch and its threads, commit, date.
 
     The load average is read when this is called: call it when the measurement ends, so that the
-    record says how busy the machine was while it ran.
+    record says how busy the machine was while it ran. ``load_at_end_key`` repeats it as
+    ``load_average_at_end``, the key the results of ``health_setting`` and ``reproduce_fb15k237`` had
+    before the harness.
     """
     try:
         affinity: int | None = len(os.sched_getaffinity(0))
@@ -121,6 +123,8 @@ def machine() -> dict[str, Any]:
             torch_interop_threads=torch.get_num_interop_threads(),
         )
     record.update(git_commit=git_commit(), date=utc_now())
+    if load_at_end_key:
+        record["load_average_at_end"] = record["load_average"]
     return record
 
 
@@ -213,6 +217,15 @@ def add_common_flags(
             "--threads", type=_positive_int, default=threads, help=f"torch threads (default: {threads})"
         )
     return parser
+
+
+def train_config(flags: Sequence[str]) -> Any:
+    """The :class:`~textkg.training.config.RunConfig` that ``textkg train FLAGS`` runs: the command's own
+    parser and config loading (its defaults, presets and checks), so that a benchmark never rebuilds them."""
+    from textkg.cli.config_loading import build_run_config
+    from textkg.cli.main import build_parser
+
+    return build_run_config(build_parser().parse_args(["train", *flags]))
 
 
 def set_threads(threads: int | None) -> None:

@@ -180,8 +180,10 @@ def cross_graph_rows(
     statement = _statement_level(config) and not math.isinf(eps)
     run = f"{label} control run" if label and control else f"{label} run" if label else "control run" if control else ""
     baseline = f"alone eps={eps:g}" + (f" ({run})" if run else "") if statement else "alone"
+    from textkg.pipeline.run_dir import read_run_json
+
     for h in config.holders:
-        m = json.loads((out / h.name / "metrics.json").read_text())
+        m = read_run_json(out / h.name / "metrics.json")
         common = {"seed": seed, "party": h.name, "sizes": m["sizes"], "aligned": m["aligned"], "baseline": baseline}
         if statement:  # the alone track takes the same DP-SGD steps at this budget
             alone = {**common, "method": baseline, "test": m["alone"]["test"], "privacy": m["alone"]["privacy"]}

@@ -41,7 +41,9 @@ def run_one(nproc: int, args, extra: list[str], workdir: Path) -> dict:
     wall = time.perf_counter() - start
     if done.returncode:
         sys.exit(f"failed ({done.returncode}): {' '.join(cmd)}\n{done.stderr[-3000:]}")
-    metrics = json.loads((out / "metrics.json").read_text())
+    from textkg.pipeline.run_dir import read_run_json
+
+    metrics = read_run_json(out / "metrics.json")
     train = metrics["train"]
     return {
         "nproc": nproc,

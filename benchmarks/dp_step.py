@@ -37,7 +37,8 @@ among the 1 + k scores. Methods:
   :class:`textkg.training.unit_step.UnitPrivateStep`) on the same B statements grouped into B/8
   units of 8 (each unit's vector folded in from its other statements, its whole gradient clipped,
   the same secret noise), on a structural TransE ``KGEModel`` of the same sizes; not in the default
-  ``--methods``.
+  ``--methods``. With ``rowsparse-secret`` beside it, ``unit_vs_statement`` gives unit / statement
+  per B (time, CPU time, peak RSS; ``benchmarks/experiments/dp_step_unit.yaml``).
 - ``opacus``: Opacus ``GradSampleModule`` over ``nn.Embedding`` (dense
   per-example grads ``(B, V, d)``) + ``DPOptimizer`` (clip, noise, step).
 
@@ -402,6 +403,41 @@ def _ratios(results: list[dict]) -> list[dict]:
     return rows
 
 
+def _unit_ratios(results: list[dict]) -> list[dict]:
+    """``unit-secret`` / ``rowsparse-secret`` per batch size: the patient-level step against the statement-level
+    step on the same B statements (B / UNIT_SIZE units of UNIT_SIZE), same secret noise; medians over repeats."""
+    by = {(r["method"], r["batch_size"], r.get("repeat", 0)): r for r in results if "ms_per_step_median" in r}
+    rows = []
+    for b in sorted({key[1] for key in by}):
+        pairs = [
+            (by[("unit-secret", b, i)], by[("rowsparse-secret", b, i)])
+            for (m, bb, i) in sorted(by)
+            if m == "unit-secret" and bb == b and ("rowsparse-secret", b, i) in by
+        ]
+        if not pairs:
+            continue
+        ratio = {
+            key: [unit[field] / statement[field] for unit, statement in pairs]
+            for key, field in (
+                ("time_ratio", "ms_per_step_median"),
+                ("cpu_time_ratio", "cpu_ms_per_step_median"),
+                ("peak_rss_ratio", "peak_rss_mb"),
+            )
+        }
+        rows.append(
+            {
+                "batch_size": b,
+                "units": max(1, b // UNIT_SIZE),
+                "statements_per_unit": UNIT_SIZE,
+                **{key: statistics.median(values) for key, values in ratio.items()},
+                "best_time_ratio": min(u["ms_per_step_min"] for u, _ in pairs)
+                / min(s["ms_per_step_min"] for _, s in pairs),
+                **{f"{key}_per_repeat": values for key, values in ratio.items()},
+            }
+        )
+    return rows
+
+
 def _time_accounting(steps: int = 100_000, repeats: int = 5) -> dict:
     """Wall time of ε for ``steps`` composed SGM steps (q = 512/272,115, σ = 1)."""
     from textkg.privacy import RDPAccountant, SampledGaussianEvent
@@ -521,6 +557,7 @@ def main(argv: list[str] | None = None) -> int:
         else:
             print(f"{row['ms_per_step_median']:.1f} ms/step, peak {row['peak_rss_mb']:.0f} MiB", file=sys.stderr)
     noise = [r for r in results if r.get("method") == "noise-draw" and "repeat" in r]
+    unit_vs_statement = _unit_ratios(results)
     out = _harness.result(
         "dp_step",
         command=_harness.command_line(argv, "dp_step.py"),
@@ -534,6 +571,7 @@ def main(argv: list[str] | None = None) -> int:
             "memory_gb": round(psutil.virtual_memory().total / 2**30, 1),
         },
         ratios=_ratios(results),
+        **({"unit_vs_statement": unit_vs_statement} if unit_vs_statement else {}),
         noise_draw_ms_median={
             arm: statistics.median(r[f"{arm}_ms_median"] for r in noise) for arm in ("secret_float64", "torch_float32")
         }

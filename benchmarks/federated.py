@@ -96,33 +96,24 @@ def _central_privacy(args, clients, seed: int) -> list[str]:
     ]
 
 
-def _cfg(args, privacy: dict):
-    from textkg.cli.config_loading import build_run_config
-    from textkg.cli.main import build_parser
+def train_flags(data: list[str], *, model: str, epochs: int, batch_size: int, seed: int) -> list[str]:
+    """The ``textkg train`` flags of a run of this script and of ``federated_attack.py``: ``data`` (``--dataset
+    ...``), the inductive split, the model, epochs, batch size and seed, no progress bar."""
+    flags = ["--split", "inductive", "--model", model, "--epochs", str(epochs), "--batch-size", str(batch_size)]
+    return [*data, *flags, "--seed", str(seed), "--no-progress"]
 
+
+def _cfg(args, privacy: dict):
     data = ["--dataset", args.dataset]
     if args.data:  # a BLP-format directory: its inductive split folder, descriptions and candidate protocol
         data = ["--dataset", args.data, "--inductive-dir", args.inductive_dir, "--description", args.description]
         data += ["--candidates", "blp"]
-    argv = [
-        "train",
-        *data,
-        "--split",
-        "inductive",
-        "--model",
-        args.model,
-        "--epochs",
-        str(args.rounds * args.local_epochs),
-        "--batch-size",
-        str(args.batch_size),
-        "--seed",
-        str(args.seed),
-        "--no-progress",
-        *shlex.split(args.train_args),
-    ]
+    epochs = args.rounds * args.local_epochs
+    argv = train_flags(data, model=args.model, epochs=epochs, batch_size=args.batch_size, seed=args.seed)
+    argv += shlex.split(args.train_args)
     if privacy:
         argv += [*privacy["flags"], "--target-epsilon", str(privacy["target_epsilon"])]
-    return build_run_config(build_parser().parse_args(argv))
+    return _harness.train_config(argv)
 
 
 def _test(metrics: dict) -> dict:

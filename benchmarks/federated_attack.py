@@ -41,6 +41,9 @@ import tempfile
 import time
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # benchmarks/: the shared harness, federated.py
+import _harness
+
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
@@ -70,10 +73,8 @@ def main(argv: list[str] | None = None) -> int:
     if (args.attacker is None) != (args.victim is None):
         p.error("--attacker and --victim go together")
 
-    from federated import write_results  # benchmarks/federated.py, beside this script
+    from federated import train_flags, write_results  # benchmarks/federated.py, beside this script
 
-    from textkg.cli.config_loading import build_run_config
-    from textkg.cli.main import build_parser
     from textkg.federated.attacks import CuriousHolder, audit_entities, server_entity_attack
     from textkg.federated.engines import FederatedConfig, federate
     from textkg.training.checkpoint import load as load_checkpoint
@@ -90,25 +91,16 @@ def main(argv: list[str] | None = None) -> int:
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         for eps, defence, top_k in settings:
-            argv_train = [
-                "train",
-                "--dataset",
-                args.dataset,
-                "--split",
-                "inductive",
-                "--model",
-                args.model,
-                "--epochs",
-                str(args.rounds),
-                "--batch-size",
-                str(args.batch_size),
-                "--seed",
-                str(args.seed),
-                "--no-progress",
-            ]
+            argv_train = train_flags(
+                ["--dataset", args.dataset],
+                model=args.model,
+                epochs=args.rounds,
+                batch_size=args.batch_size,
+                seed=args.seed,
+            )
             if eps is not None:
                 argv_train += ["--privacy", "full", "--target-epsilon", str(eps)]
-            cfg = build_run_config(build_parser().parse_args(argv_train))
+            cfg = _harness.train_config(argv_train)
             fed = FederatedConfig(
                 partition=args.partition,
                 clients=args.clients,

@@ -74,13 +74,6 @@ CEILING_FLAGS = (
 )
 
 
-def machine_info() -> dict:
-    """The shared machine record (:func:`_harness.machine`), with this script's older load key."""
-    record = _harness.machine()
-    record["load_average_at_end"] = record["load_average"]
-    return record
-
-
 class Run(NamedTuple):
     """One ``textkg train`` of the benchmark: its row name, seed, folder and privacy flags."""
 
@@ -137,8 +130,10 @@ def _owner(private: dict, relation: str) -> dict:
 
 def row(run: Run, relation: str = "has_phenotype") -> dict:
     """A run's row: the released test (``metrics.json``), the owner's (``private_metrics.json``), privacy."""
-    metrics = json.loads((run.out / "metrics.json").read_text())
-    private = json.loads((run.out / "private_metrics.json").read_text())
+    from textkg.pipeline.run_dir import read_run_json
+
+    metrics = read_run_json(run.out / "metrics.json")
+    private = read_run_json(run.out / "private_metrics.json")
     test = metrics["test"]
     privacy = metrics["privacy"]
     return {
@@ -179,7 +174,9 @@ def _valid_placement(test: dict) -> float | None:
 
 def popularity_row(run: Run, relation: str = "has_phenotype") -> dict:
     """The owner's test ranked by relation popularity (no model; read from ``run``'s baselines)."""
-    private = json.loads((run.out / "private_metrics.json").read_text())
+    from textkg.pipeline.run_dir import read_run_json
+
+    private = read_run_json(run.out / "private_metrics.json")
     popular = private["confidential_test_baselines"]["relation-popularity"]
     return {
         "run": POPULARITY,
@@ -421,7 +418,7 @@ def main(argv: list[str] | None = None) -> dict:
         "confidential_test (the annotations at the new terms, never released). Every run but public-only "
         "starts from public-only and trains --epochs more epochs; 'public-only continued' is the control "
         "of every DP row (controls).",
-        "machine": machine_info(),
+        "machine": _harness.machine(load_at_end_key=True),
         "date": max(dates),
         "rows": rows,
         "controls": controls(rows),

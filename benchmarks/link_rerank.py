@@ -56,13 +56,18 @@ def from_report(run_dir: Path) -> dict:
 
     opened = open_run(run_dir)
     test = (opened.metrics() or {}).get("test") or {}
-    block, vote = test.get("link_rerank"), test.get("neighbour_vote") or {}
+    block = test.get("link_rerank")
     if not isinstance(block, dict) or "with" not in block:
         raise SystemExit(f"{run_dir}: metrics.json has no test.link_rerank with a 'with' block (drop --from-report)")
+    return {"run": run_dir.name, "read_from_report": True, **_blocks(str(opened.config.data.dataset), test, block)}
+
+
+def _blocks(dataset: str, test: dict, block: dict | None) -> dict:
+    """A row's reading of a run: its dataset, the model alone, the first stage's choice, the vote alone
+    (the simplest alternative) and the re-ranker's block."""
+    vote = test.get("neighbour_vote") or {}
     return {
-        "run": run_dir.name,
-        "read_from_report": True,
-        "dataset": _recorded(str(opened.config.data.dataset), []),
+        "dataset": _recorded(dataset, []),
         "model": {k: test.get(k) for k in ("mrr", "hits@1", "hits@10")},
         "first_stage_choice": {k: vote.get(k) for k in ("weight", "spread_weight")},
         "vote_only": vote.get("vote_only"),
@@ -76,32 +81,26 @@ def measure(run_dir: Path, *, top_k: int, save: bool, previous: dict | None = No
     from textkg.pipeline.prepared import prepare
     from textkg.pipeline.report import link_rerank_of
     from textkg.pipeline.run_dir import open_run
-    from textkg.training import checkpoint as ckpt
 
     opened = open_run(run_dir)
     cfg, metrics = opened.config, opened.metrics() or {}
     test = metrics.get("test") or {}
     prep = prepare(cfg, run_dir)
-    prep.model.load_state_dict(ckpt.load_weights(run_dir))
+    prep.model.load_state_dict(opened.weights())
     start, cpu = time.perf_counter(), time.process_time()
     reused = reused_test_block(previous) if "mrr" not in test else None
     if reused is not None:
         test = reused
     elif "mrr" not in test:  # a run whose post-run report has not finished: the model alone, and the vote's choice
-        from textkg.pipeline.report import _neighbour_vote, evaluate_split
+        from textkg.pipeline.report import evaluate_split, neighbour_vote_block
 
-        test = {**evaluate_split(prep, cfg, "test").to_dict(), "neighbour_vote": _neighbour_vote(prep, cfg)}
+        test = {**evaluate_split(prep, cfg, "test").to_dict(), "neighbour_vote": neighbour_vote_block(prep, cfg)}
     config = LinkRerankConfig(top_k=top_k, seed=cfg.train.seed)
     block = link_rerank_of(prep, cfg, test.get("neighbour_vote"), config=config)
-    vote = test.get("neighbour_vote") or {}
     row = {
         "run": run_dir.name,
         "first_stage_reused_from_an_earlier_row": reused is not None,
-        "dataset": _recorded(str(cfg.data.dataset), []),
-        "model": {k: test.get(k) for k in ("mrr", "hits@1", "hits@10")},
-        "first_stage_choice": {k: vote.get(k) for k in ("weight", "spread_weight")},
-        "vote_only": vote.get("vote_only"),
-        "link_rerank": block,
+        **_blocks(str(cfg.data.dataset), test, block),
         "seconds": time.perf_counter() - start,
         "cpu_seconds": time.process_time() - cpu,
     }

@@ -105,7 +105,9 @@ def main(argv: list[str] | None = None) -> int:
     sys.stderr.write(stderr)
     if returncode != 0:
         return returncode
-    metrics = json.loads((args.run_dir / "metrics.json").read_text())
+    from textkg.pipeline.run_dir import read_run_json
+
+    metrics = read_run_json(args.run_dir / "metrics.json")
     row = {
         "label": args.label,
         "train_command": " ".join(command),

@@ -173,6 +173,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--label-suffix", default="", help="appended to each row's label (e.g. -warm)")
     _harness.add_common_flags(parser, out="benchmarks/results/memory_estimate.json")
     args = parser.parse_args(argv)
+    from textkg.pipeline.run_dir import read_run_json
+
     for label in [c.strip() for c in args.cases.split(",") if c.strip()]:
         scratch = Path(tempfile.mkdtemp(prefix=f"memory-estimate-{label}-"))
         try:
@@ -186,7 +188,7 @@ def main(argv: list[str] | None = None) -> int:
             if result["returncode"] != 0:
                 print(f"{label}: textkg train exited {result['returncode']}", file=sys.stderr)
                 return result["returncode"]
-            metrics = json.loads((out / "metrics.json").read_text())
+            metrics = read_run_json(out / "metrics.json")
         finally:
             shutil.rmtree(scratch, ignore_errors=True)
         estimate = metrics["memory_estimate"]

@@ -7,12 +7,23 @@ Per seed: ``textkg data simulate-patients --seed S`` (plus ``--cohort-args``), t
 * ``ceiling``: ``--privacy none``, the patients trained by plain SGD (the same fold-in, no clipping, no noise);
 * ``dp-epsE``: ``--privacy confidential`` at ``--target-epsilon E`` per patient (δ = 1/(10 N̄_u)), with
   ``--private-size`` the cohort's number of training patients rounded up to a thousand (a public round
-  bound, as a hospital would declare it).
+  bound, as a hospital would declare it);
+* ``dp-statement-epsE`` (for each E of ``--statement-epsilons``, default ``--epsilons``): statement-level DP
+  (``--privacy-unit statement --unit-entities COHORT/patients.txt --privacy confidential``: every statement
+  that mentions a patient is confidential, one statement is the unit, the patients are entities of the
+  model) at the per-statement (ε_s, δ_s) that gives the SAME per-patient guarantee (E, 1/(10 N̄_u)) by group
+  privacy over k statements: ε_s = E/k, δ_s = δ_u/(k·e^{(k−1)ε_s}) (Dwork & Roth 2014, §2.3;
+  :func:`textkg.privacy.group.record_budget_for_group`). k is the cohort recipe's PUBLIC bound on one
+  patient's statements (``max_statements_per_patient`` of ``cohort.json``: max_terms + floor(noise ×
+  max_terms) + 1), and ``--private-size`` the number of the training patients' statements rounded up to a
+  thousand. Its row gives ε_s, δ_s, k and the per-patient (ε, δ) of the ε_s the run reached.
 
-Every variant runs ``--privacy-unit entity --unit-entities COHORT/patients.txt --split transductive`` plus
-``--train-args`` (the same for all). The rankers that need no model (phenotype similarity over the public
-annotations, popularity, disease-name TF-IDF) come from the same ``diagnose`` output. ``--merge`` joins
-per-seed files into one results file with the means over seeds.
+Every variant runs ``--split transductive`` plus ``--train-args`` and, for the DP ones, ``--private-args``
+(the same for all; a private batch counts patients at the patient level and statements at the statement
+level); all but ``dp-statement-*`` run ``--privacy-unit entity --unit-entities COHORT/patients.txt``. The
+rankers that need no model (phenotype similarity over the public annotations, popularity, disease-name
+TF-IDF) come from the same ``diagnose`` output. ``--merge`` joins per-seed files into one results file with
+the means over seeds.
 
     python benchmarks/patient_diagnosis.py --seeds 0 --out benchmarks/results/patient_diagnosis_seed0.json
     python benchmarks/patient_diagnosis.py --merge benchmarks/results/patient_diagnosis_seed*.json \\
@@ -32,6 +43,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _harness
+
+from textkg.data.cohort import CohortRecipe
+from textkg.privacy.group import group_guarantee, record_budget_for_group
 
 GROUPS = ("overall", "public", "withheld")
 MODEL_RANKERS = ("model", "model + phenotype similarity")
@@ -65,17 +79,35 @@ def one_seed(seed: int, args) -> list[dict]:
                 *shlex.split(args.cohort_args),
             ]
         )
-    counts = json.loads((cohort / "cohort.json").read_text())["counts"]
-    declared = 1000 * math.ceil(counts["train_patients"]["all"] / 1000)
+    record = json.loads((cohort / "cohort.json").read_text())
+    declared = 1000 * math.ceil(record["counts"]["train_patients"]["all"] / 1000)
+    patients = cohort / "patients.txt"
     common = [
         *("--dataset", str(cohort), "--split", "transductive", "--seed", str(seed), "--no-progress"),
-        *("--privacy-unit", "entity", "--unit-entities", str(cohort / "patients.txt")),
         *shlex.split(args.train_args),
     ]
-    variants = {"public-only": ["--privacy", "public-only"], "ceiling": ["--privacy", "none"]}
+    units = ["--privacy-unit", "entity", "--unit-entities", str(patients)]
+    variants = {"public-only": [*units, "--privacy", "public-only"], "ceiling": [*units, "--privacy", "none"]}
     for eps in args.epsilons.split(","):
         variants[f"dp-eps{eps}"] = [
+            *units,
             *("--privacy", "confidential", "--private-size", str(declared), "--target-epsilon", eps),
+            *shlex.split(args.private_args),
+        ]
+    group = statement_budgets(record, patients, declared, args)
+    targets = {}
+    for eps, budget in group["budgets"].items():
+        targets[f"dp-statement-eps{eps}"] = budget
+        print(
+            f"seed {seed}: per patient (ε = {eps}, δ = {budget['per_patient_delta']:.3g}) over k = {group['k']} "
+            f"statements is per statement (ε = {budget['statement_epsilon']:.4g}, "
+            f"δ = {budget['statement_delta']:.3g})",
+            file=sys.stderr,
+        )
+        variants[f"dp-statement-eps{eps}"] = [
+            *("--privacy-unit", "statement", "--unit-entities", str(patients), "--privacy", "confidential"),
+            *("--private-size", str(group["declared_statements"])),
+            *("--target-epsilon", repr(budget["statement_epsilon"]), "--delta", repr(budget["statement_delta"])),
             *shlex.split(args.private_args),
         ]
     rows, baselines = [], None
@@ -97,6 +129,8 @@ def one_seed(seed: int, args) -> list[dict]:
                 "epsilon": privacy.get("epsilon"),
                 "delta": privacy.get("delta"),
                 "unit": privacy.get("unit"),
+                **per_patient(privacy, group["k"] if name in targets else None),
+                **({"group_privacy_target": targets[name]} if name in targets else {}),
                 "combination_weight": (out.get("combination") or {}).get("weight"),
                 **{r: _cells(out["rankers"][r]) for r in MODEL_RANKERS if r in out["rankers"]},
             }
@@ -104,6 +138,44 @@ def one_seed(seed: int, args) -> list[dict]:
         baselines = baselines or {r: _cells(out["rankers"][r]) for r in BASELINES}
     rows.append({"seed": seed, "variant": "no model", **(baselines or {})})
     return rows
+
+
+def statement_budgets(record: dict, patients: Path, declared_patients: int, args) -> dict:
+    """The statement-level runs' settings: k (the recipe's public bound on one patient's statements), the
+    declared number of private statements, and per E of ``--statement-epsilons`` the per-statement (ε_s, δ_s)
+    whose group guarantee over k statements is the patient-level target (E, 1/(10 N̄_u))."""
+    k = record.get("max_statements_per_patient")
+    if k is None:  # a cohort drawn before cohort.json recorded it: the same bound, from its recipe
+        k = CohortRecipe(**record["recipe"]).max_statements_per_patient
+    listed = set(patients.read_text(encoding="utf-8").split())
+    train = (patients.parent / "train.tsv").read_text(encoding="utf-8").splitlines()
+    statements = sum(1 for line in train if not listed.isdisjoint(line.split("\t")[::2]))
+    delta_u = 1 / (10 * declared_patients)  # the patient-level runs' default δ
+    epsilons = args.epsilons if args.statement_epsilons is None else args.statement_epsilons
+    budgets = {}
+    for eps in filter(None, epsilons.split(",")):
+        eps_s, delta_s = record_budget_for_group(epsilon=float(eps), delta=delta_u, group_size=k)
+        budgets[eps] = {
+            "per_patient_epsilon": float(eps),
+            "per_patient_delta": delta_u,
+            "statement_epsilon": eps_s,
+            "statement_delta": delta_s,
+        }
+    return {"k": k, "declared_statements": 1000 * math.ceil(statements / 1000), "budgets": budgets}
+
+
+def per_patient(privacy: dict, k: int | None) -> dict:
+    """A statement-level run's per-patient (ε, δ) by group privacy over ``k`` statements (of the ε it
+    reached); a patient-level run's are its own ε and δ."""
+    eps, delta = privacy.get("epsilon"), privacy.get("delta")
+    if k is None:
+        patient = privacy.get("unit") == "entity" and eps is not None
+        return {"per_patient_epsilon": eps if patient else None, "per_patient_delta": delta if patient else None}
+    block: dict = {"group_size": k, "statement_epsilon": eps, "statement_delta": delta}
+    if eps is None or delta is None:
+        return {**block, "per_patient_epsilon": None, "per_patient_delta": None}
+    eps_u, delta_u = group_guarantee(epsilon=eps, delta=delta, group_size=k)
+    return {**block, "per_patient_epsilon": eps_u, "per_patient_delta": delta_u}
 
 
 def summarise(rows: list[dict]) -> dict:
@@ -126,6 +198,11 @@ def main() -> None:
     _harness.add_common_flags(parser, out="benchmarks/results/patient_diagnosis.json")
     parser.add_argument("--seeds", default="0,1,2")
     parser.add_argument("--epsilons", default="1,4,8")
+    parser.add_argument(
+        "--statement-epsilons",
+        default=None,
+        help="per-patient ε of the statement-level (group privacy) rows; default: --epsilons; '' for none",
+    )
     parser.add_argument("--work", default="runs/patients")
     parser.add_argument("--cohort-args", default="")
     parser.add_argument("--train-args", default="")

@@ -70,7 +70,9 @@ def terms(rows: list[dict[str, str]], parents: dict[str, list[dict[str, str]]]) 
 
 def placement_of(run_dir: Path) -> dict:
     """The run's test placement MRRs and the method its validation chose."""
-    test = json.loads((run_dir / "metrics.json").read_text(encoding="utf-8"))["test"]
+    from textkg.pipeline.run_dir import read_run_json
+
+    test = read_run_json(run_dir / "metrics.json")["test"]
     return {
         "chosen": (test.get("placement_selection") or {}).get("chosen"),
         "combined": test["placement_combined"]["mrr"],

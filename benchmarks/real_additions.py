@@ -190,6 +190,7 @@ def main() -> None:
     _harness.add_common_flags(parser, out="benchmarks/results/real_additions.json", seed=0, threads=1)
     args = parser.parse_args()
     _harness.set_threads(args.threads)
+    from textkg.pipeline.run_dir import read_run_json
     from textkg.place import NewTerm, Placer
 
     key = run_key(args.ontology, args.old, args.new, label=args.label)
@@ -245,14 +246,15 @@ def main() -> None:
     c0 = time.process_time()
     rows["tfidf-nn"] = summarise(ranks_of(tfidf_order(placer, terms, args.top_k), gold))
     rows["tfidf-nn"]["cpu_seconds_per_1000_terms"] = 1000 * (time.process_time() - c0) / len(terms)
+    metrics = read_run_json(run / "metrics.json")
     held = set(placer.predictor.kg.entities) - placer.training_ids()
     pairs = [(t, p) for t, g in gold.items() for p in g]
     payload = {
         "key": key,
         "old_terms": len(old),
         "old_terms_before_subsampling": full_size,
-        "valid_holdout": json.loads((run / "metrics.json").read_text()).get("valid_holdout"),
-        "train_epochs_steps": [json.loads((run / "metrics.json").read_text())["train"][k] for k in ("epochs", "steps")],
+        "valid_holdout": metrics.get("valid_holdout"),
+        "train_epochs_steps": [metrics["train"][k] for k in ("epochs", "steps")],
         "new_terms_under_existing_parents": len(added),
         "without_definition": sum(1 for t in terms if not t.definition),
         "pairs": len(pairs),
@@ -260,7 +262,7 @@ def main() -> None:
         "terms_whose_parents_are_all_held_out": sum(1 for g in gold.values() if set(g) <= held),
         "parent_was_a_leaf": sum(1 for _, p in pairs if not any(p in t["parents"] for t in old.values())),
         "train_seconds": train_seconds,
-        "train": json.loads((run / "metrics.json").read_text())["train"].get("warning"),
+        "train": metrics["train"].get("warning"),
         "methods": rows,
     }
     command = _harness.command_line(recorded_argv(sys.argv[1:], args.wheel), script="real_additions.py")

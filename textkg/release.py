@@ -23,6 +23,7 @@ from pathlib import Path
 
 from textkg._version import __version__
 from textkg.errors import ConfigError
+from textkg.privacy.group import group_guarantee
 from textkg.training import checkpoint as ckpt
 from textkg.training.checkpoint import atomic_write_bytes, atomic_write_json
 from textkg.training.features import AUTOENCODER_FILE
@@ -337,9 +338,8 @@ def group_privacy_lines(epsilon: float, delta: float, sizes: tuple[int, ...] = (
     An (ε, δ)-DP mechanism is (kε, k·e^{(k−1)ε}·δ)-DP for groups of k (Dwork & Roth 2014, *The
     Algorithmic Foundations of Differential Privacy*, §2.3, Theorem 2.2 and the remark after it).
     """
-    cases = "; ".join(
-        f"k = {k}: ({k * epsilon:.3g}, {min(1.0, k * math.exp((k - 1) * epsilon) * delta):.2g})" for k in sizes
-    )
+    groups = {k: group_guarantee(epsilon=epsilon, delta=delta, group_size=k) for k in sizes}
+    cases = "; ".join(f"k = {k}: ({eps:.3g}, {d:.2g})" for k, (eps, d) in groups.items())
     return [
         "The unit is one statement. A person with k statements in the private set is protected only "
         f"as a group, at (k·ε, k·e^((k−1)ε)·δ) (group privacy, Dwork & Roth 2014, §2.3): {cases}.",

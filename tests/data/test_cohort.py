@@ -166,3 +166,25 @@ def test_an_existing_folder_or_a_missing_parent_exits_2(tmp_path, capsys):
     assert main(["data", "simulate-patients", "--out", str(tmp_path / "no" / "cohort")]) == 2
     err = capsys.readouterr().err
     assert "exists" in err and "parent" in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize(
+    ("recipe", "bound"),
+    [
+        ({}, 8 + 4 + 1),  # the defaults: 8 disease terms, floor(0.5 × 8) = 4 noise terms, 1 diagnosis
+        ({"max_terms": 5, "noise": 0.3}, 5 + 1 + 1),  # floor(0.3 × 5) = 1
+        ({"min_terms": 2, "max_terms": 3, "noise": 1.0}, 3 + 3 + 1),
+    ],
+)
+def test_cohort_json_records_the_public_bound_on_a_patient_s_statements(hpo, tmp_path, recipe, bound):
+    """k of group privacy for a statement-level run: a bound from the recipe alone that no patient exceeds."""
+    cohort = simulate_cohort(CohortRecipe(seed=1, **{**SMALL, **recipe}), hpo)
+    folder = write_cohort(cohort, tmp_path / "cohort")
+    assert json.loads((folder / "cohort.json").read_text())["max_statements_per_patient"] == bound
+    rows = [t for name in ("train.tsv", "dev.tsv", "test.tsv") for t in read_triples(folder / name)[0]]
+    per_patient: dict[str, int] = {}
+    for h, _, _ in rows:
+        if h.startswith("patient:"):
+            per_patient[h] = per_patient.get(h, 0) + 1
+    assert len(per_patient) == sum(len(p) for p in cohort.patients.values())
+    assert max(per_patient.values()) <= bound

@@ -212,13 +212,13 @@ def test_full_privacy_skips_the_reranker_with_its_reason_and_it_reads_public_sta
     from textkg.cli.main import build_parser
     from textkg.pipeline.link_rerank import link_rerank_report, public_statements
     from textkg.pipeline.prepared import prepare
-    from textkg.pipeline.report import _neighbour_vote
+    from textkg.pipeline.report import neighbour_vote_block
 
     args = ["train", "--dataset", str(FIXTURE), "--split", "inductive", "--model", "blp-transe", "--dim", "8"]
     cfg = build_run_config(build_parser().parse_args(args))
     prep = prepare(cfg)
     private = dataclasses.replace(cfg, privacy=dataclasses.replace(cfg.privacy, mode="full", noise_multiplier=1.0))
-    block = link_rerank_report(prep, private, _neighbour_vote(prep, private))
+    block = link_rerank_report(prep, private, neighbour_vote_block(prep, private))
     assert block is not None and "private" in block["skipped"]
     mask = torch.zeros(len(prep.split.train), dtype=torch.bool)
     mask[::2] = True

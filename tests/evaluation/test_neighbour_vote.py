@@ -175,13 +175,13 @@ def test_full_privacy_skips_the_vote_with_its_reason():
     from textkg.cli.config_loading import build_run_config
     from textkg.cli.main import build_parser
     from textkg.pipeline.prepared import prepare
-    from textkg.pipeline.report import _neighbour_vote
+    from textkg.pipeline.report import neighbour_vote_block
 
     args = ["train", "--dataset", str(FIXTURE), "--split", "inductive", "--model", "blp-transe", "--dim", "8"]
     cfg = build_run_config(build_parser().parse_args(args))
     prep = prepare(cfg)
     private = dataclasses.replace(cfg, privacy=dataclasses.replace(cfg.privacy, mode="full", noise_multiplier=1.0))
-    assert "private" in _neighbour_vote(prep, private)["skipped"]
+    assert "private" in neighbour_vote_block(prep, private)["skipped"]
 
 
 @pytest.mark.parametrize("setting, with_placement, reported", [
@@ -195,14 +195,14 @@ def test_the_setting_decides_when_the_vote_is_reported(monkeypatch, setting, wit
     from textkg.cli.main import build_parser
     from textkg.evaluation.placement import methods as placement
     from textkg.pipeline.prepared import prepare
-    from textkg.pipeline.report import _neighbour_vote
+    from textkg.pipeline.report import neighbour_vote_block
 
     args = ["train", "--dataset", str(FIXTURE), "--split", "inductive", "--model", "blp-transe", "--dim", "8"]
     cfg = build_run_config(build_parser().parse_args([*args, "--neighbour-vote", setting]))
     assert cfg.train.neighbour_vote == setting
     prep = prepare(cfg)
     monkeypatch.setattr(placement, "placement_queries", lambda kg, split: object() if with_placement else None)
-    assert (_neighbour_vote(prep, cfg) is not None) == reported
+    assert (neighbour_vote_block(prep, cfg) is not None) == reported
     with pytest.raises(Exception, match="neighbour_vote"):
         dataclasses.replace(cfg.train, neighbour_vote="sometimes")
 

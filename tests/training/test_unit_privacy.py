@@ -441,8 +441,8 @@ def test_an_undeclared_number_of_units_is_a_simulation(tmp_path):
     ("flags", "words"),
     [
         (("--privacy", "confidential", "--noise-multiplier", "1", "--privacy-unit", "entity"), "--unit-entities"),
-        (
-            ("--privacy", "confidential", "--noise-multiplier", "1", "--unit-entities", "{list}"),
+        (  # at statement level --unit-entities marks confidential statements: not with --privacy full
+            ("--privacy", "full", "--noise-multiplier", "1", "--unit-entities", "{list}"),
             "--privacy-unit entity",
         ),
         (

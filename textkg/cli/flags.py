@@ -518,7 +518,9 @@ TRAIN_FLAGS: tuple[Flag, ...] = (
         key="privacy.unit_entities",
         metavar="FILE",
         help="--privacy-unit entity: the unit entities, one id per line (public); every statement that mentions "
-        "one belongs to it, and they are taken out of the graph (no row, no name in the release)",
+        "one belongs to it, and they are taken out of the graph (no row, no name in the release). With "
+        "--privacy-unit statement and --privacy confidential or public-only: every statement that mentions a "
+        "listed entity is confidential (one statement is the unit; a patient is protected by group privacy)",
     ),
     Flag(
         "--max-statements-per-unit",

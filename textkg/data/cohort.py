@@ -44,7 +44,9 @@ The folder (BLP format, :mod:`textkg.data.blp_format`; ``textkg train --dataset 
   (a term's ``"name: definition"`` as the ``hpo`` dataset has it), ``relation2text.txt``;
 * ``patients.txt`` (every patient: the unit list of ``--privacy-unit entity --unit-entities``),
   ``public-entities.txt`` (the phenotype terms and the diseases: ``--public-entities``),
-  ``cohort.json`` (the recipe, the counts, the chosen and withheld diseases, the command).
+  ``cohort.json`` (the recipe, the counts, the chosen and withheld diseases, the command, and
+  ``max_statements_per_patient``: the recipe's public bound on one patient's statements,
+  :attr:`CohortRecipe.max_statements_per_patient`, the k of group privacy).
 
 The same recipe and seed give the same bytes. The folder is written beside ``out`` under a
 temporary name (private to its owner: it stands for confidential data) and renamed into place.
@@ -145,6 +147,14 @@ class CohortRecipe:
         total = self.train_patients + self.valid_patients + self.test_patients
         if total > MAX_PATIENTS:
             raise ConfigError(f"{total:,} patients in all, over the limit of {MAX_PATIENTS:,}", field="patients")
+
+    @property
+    def max_statements_per_patient(self) -> int:
+        """A public bound on one patient's statements, from the recipe alone: at most ``max_terms`` disease
+        terms (imprecision only ever merges them), ``floor(noise × max_terms)`` noise terms (``floor(noise ×
+        n)`` grows with n) and one diagnosis. The k of group privacy for a statement-level run on the cohort
+        (:func:`textkg.privacy.group.record_budget_for_group`)."""
+        return self.max_terms + math.floor(self.noise * self.max_terms) + 1
 
     def command(self) -> str:
         """The command that draws this cohort (without ``--out``)."""
@@ -394,6 +404,7 @@ def cohort_record(cohort: Cohort) -> dict:
         "recipe_source": CITATION,
         "hpo": cohort.hpo.source,
         "counts": counts,
+        "max_statements_per_patient": cohort.recipe.max_statements_per_patient,
         "diseases": list(cohort.diseases),
         "withheld_diseases": list(cohort.withheld),
         "roots_excluded": list(ROOTS),

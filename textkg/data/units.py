@@ -103,7 +103,27 @@ def read_unit_entities(path: str | Path, kg: KnowledgeGraph) -> tuple[str, ...]:
         DataError: an id the graph does not know, an id listed twice, or no id at all
             (naming the file, line and field).
     """
-    known = set(kg.entities)
+    return read_listed_entities(path, kg.entities)
+
+
+def listed_entity_mask(path: str | Path, entities: Sequence[str]) -> torch.Tensor:
+    """``(E,)`` bool: which of ``entities`` (a graph's ids, in id order) the list ``path`` names, with the
+    checks of :func:`read_listed_entities`. A statement-level run's rule ``--unit-entities FILE`` under
+    ``--privacy confidential``: every statement that mentions a listed entity is confidential."""
+    index = {name: i for i, name in enumerate(entities)}
+    mask = torch.zeros(len(index), dtype=torch.bool)
+    mask[torch.tensor([index[name] for name in read_listed_entities(path, entities)], dtype=torch.long)] = True
+    return mask
+
+
+def read_listed_entities(path: str | Path, entities: Sequence[str]) -> tuple[str, ...]:
+    """The entity ids listed in ``path`` (one per line), in file order; each must be one of ``entities``.
+
+    Raises:
+        DataError: an id ``entities`` lacks, an id listed twice, or no id at all (naming the file, line
+            and field).
+    """
+    known = set(entities)
     seen: dict[str, int] = {}
     for line, name in read_id_list(path):
         if name not in known:

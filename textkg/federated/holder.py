@@ -79,7 +79,9 @@ class DataHolder:
         self.private = None
         public = torch.cat([shared, own])
         if cfg.privacy.mode != "none":
-            mask = select_confidential(own, prep.kg.relations, cfg.privacy, seed=cfg.train.seed)
+            mask = select_confidential(
+                own, prep.kg.relations, cfg.privacy, seed=cfg.train.seed, entities=prep.kg.entities
+            )
             public = torch.cat([shared, own[~mask]])
             if engine is None:
                 engine = PrivacyEngine(cfg, extra_reasons=prep.split.extra.get("not_dp_because", ()))

@@ -64,7 +64,7 @@ def confidential_mask(prep: Prepared, cfg: RunConfig) -> torch.Tensor:
     named = cfg.privacy.confidential_relations or cfg.privacy.confidential_fraction is not None
     if cfg.privacy.mode == "full" or (cfg.privacy.mode == "none" and not named):
         return torch.ones(len(train), dtype=torch.bool)
-    return select_confidential(train, prep.kg.relations, cfg.privacy, seed=cfg.train.seed)
+    return select_confidential(train, prep.kg.relations, cfg.privacy, seed=cfg.train.seed, entities=prep.kg.entities)
 
 
 def build_trainer(

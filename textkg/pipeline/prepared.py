@@ -164,7 +164,7 @@ def public_view(kg, split, cfg: RunConfig):
     if cfg.privacy.unit == "entity":  # the unit statements left the graph: every statement here is public
         private_mask = torch.zeros(len(train), dtype=torch.bool)
     else:
-        private_mask = select_confidential(train, kg.relations, cfg.privacy, seed=cfg.train.seed)
+        private_mask = select_confidential(train, kg.relations, cfg.privacy, seed=cfg.train.seed, entities=kg.entities)
     vocabulary = public_training_entities(kg, split, cfg.data.public_entities)
     public_filter = unique_triples(torch.cat([split.valid, split.test, train[~private_mask]]))
     private_filter = split.filter_triples if split.kind == "transductive" else None

@@ -206,17 +206,7 @@ def rerank_features(cfg: RunConfig) -> tuple[str, ...]:
     return tuple(f for f in DEFAULT_EXTRA if f != "maxsim")
 
 
-def placement_size(prep: Prepared) -> tuple[int, int] | None:
-    """``(validation placement queries, largest candidate group)`` for the memory estimate, or ``None``."""
-    from textkg.evaluation.placement.methods import placement_queries
-
-    valid = placement_queries(prep.kg, prep.split, which="valid")
-    if valid is None:
-        return None
-    return valid.num_queries, max(len(g) for g in valid.groups)
-
-
-def _neighbour_vote(prep: Prepared, cfg: RunConfig) -> dict | None:
+def neighbour_vote_block(prep: Prepared, cfg: RunConfig) -> dict | None:
     """The description-kNN vote for new entities (:mod:`textkg.evaluation.neighbour_vote`): alone
     (a baseline) and added to the model with a weight chosen on the validation subset that
     selected the model. ``None`` unless the split is inductive, has validation statements and the
@@ -353,7 +343,7 @@ def link_rerank_of(prep: Prepared, cfg: RunConfig, vote_block: dict | None, conf
     (``test.neighbour_vote``; computed here when ``None``, e.g. for a run evaluated before the re-ranker)."""
     from textkg.pipeline.link_rerank import MAX_FIT_TRIPLES, link_rerank_report
 
-    vote_block = _neighbour_vote(prep, cfg) if vote_block is None else vote_block
+    vote_block = neighbour_vote_block(prep, cfg) if vote_block is None else vote_block
     voters = None if vote_block is None or "skipped" in vote_block else neighbour_vote_of(prep)
     valid = seeded_subset(prep.split.valid, MAX_FIT_TRIPLES, cfg.train.seed)
     return link_rerank_report(prep, cfg, vote_block, vote=voters, valid=valid, config=config)
@@ -370,7 +360,7 @@ def extra_test_blocks(prep: Prepared, cfg: RunConfig, *, progress: bool = False)
     if placement is not None:
         out.update(placement)  # placement, placement_baselines[, placement_combined, placement_selection]
     stage("the description neighbour vote (where it applies)", progress=progress)
-    vote = _neighbour_vote(prep, cfg)  # inductive splits with descriptions only
+    vote = neighbour_vote_block(prep, cfg)  # inductive splits with descriptions only
     if vote is not None:
         out["neighbour_vote"] = vote
         stage("the link-prediction re-ranker over the vote's top answers", progress=progress)

@@ -350,8 +350,12 @@ class PrivacyConfig:
             are trained with the same fold-in loss by plain SGD: the non-private ceiling);
             ``private_size`` is the declared number of units N̄_u and ``batch_size`` the expected
             number of units per step B_u.
-        unit_entities: ``unit: entity`` only: a file of entity ids, one per line (a public rule, e.g.
-            a cohort's ``patients.txt``); a listed id the dataset lacks is an error naming the line.
+        unit_entities: a file of entity ids, one per line (a public rule, e.g. a cohort's ``patients.txt``);
+            a listed id the dataset lacks is an error naming the line. ``unit: entity``: the unit entities.
+            ``unit: statement`` (``confidential`` or ``public-only`` only): every training statement that
+            mentions a listed entity is confidential (besides any ``confidential_relations`` /
+            ``confidential_fraction``); the listed entities stay entities of the model, and a patient with
+            k statements is protected by group privacy (:mod:`textkg.privacy.group`).
         max_statements_per_unit: ``unit: entity`` only: m, the most statements of one unit a step
             uses (contribution bounding; a unit with more gets m of them, chosen with the step's secret
             randomness). Public. Default 16: a simulated or real patient record carries a handful to
@@ -434,10 +438,10 @@ class PrivacyConfig:
         if self.mode == "public-only":
             if self.unit == "entity":  # the unit statements are what it leaves out
                 return
-            if not self.confidential_relations and self.confidential_fraction is None:
+            if not self.confidential_relations and self.confidential_fraction is None and not self.unit_entities:
                 raise ConfigError(
-                    "public-only training needs --confidential-relations or --confidential-fraction "
-                    "(the statements it leaves out)",
+                    "public-only training needs --confidential-relations, --confidential-fraction or "
+                    "--unit-entities (the statements it leaves out)",
                     field="privacy.confidential_relations",
                 )
             if self.confidential_fraction is not None and not 0 < self.confidential_fraction < 1:
@@ -453,9 +457,9 @@ class PrivacyConfig:
         if self.delta is not None and not (isinstance(self.delta, (int, float)) and 0 < self.delta < 1):
             raise ConfigError(f"must be in (0, 1), got {self.delta!r}", field="privacy.delta")
         if self.mode == "confidential" and self.unit == "statement":
-            if not self.confidential_relations and self.confidential_fraction is None:
+            if not self.confidential_relations and self.confidential_fraction is None and not self.unit_entities:
                 raise ConfigError(
-                    "confidential privacy needs --confidential-relations or --confidential-fraction",
+                    "confidential privacy needs --confidential-relations, --confidential-fraction or --unit-entities",
                     field="privacy.confidential_relations",
                 )
             if self.confidential_fraction is not None and not 0 < self.confidential_fraction <= 1:
@@ -481,9 +485,13 @@ class PrivacyConfig:
                 field="privacy.max_statements_per_unit",
             )
         if self.unit == "statement":
-            if self.unit_entities is not None:
+            if self.unit_entities is not None and self.mode not in ("confidential", "public-only"):
+                # statement level: the listed entities' statements are the confidential ones
                 raise ConfigError(
-                    "--unit-entities names the owners of unit statements: it needs --privacy-unit entity",
+                    "--unit-entities names the owners of unit statements: with --privacy-unit entity each listed "
+                    "entity is a unit (patient-level DP); with --privacy-unit statement it marks every statement "
+                    "that mentions a listed entity confidential and needs --privacy confidential or public-only, "
+                    f"not --privacy {self.mode}",
                     field="privacy.unit_entities",
                 )
             if m != DEFAULT_MAX_STATEMENTS_PER_UNIT:

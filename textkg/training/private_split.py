@@ -67,7 +67,7 @@ def split_for_privacy(kg: KnowledgeGraph, cfg: RunConfig) -> tuple[Split, tuple[
     if cfg.privacy.mode == "full":
         return public_draw(kg, kind=cfg.data.split, seed=cfg.data.split_seed), ()
     triples = kg.all_triples()
-    confidential = select_confidential(triples, kg.relations, cfg.privacy, seed=cfg.train.seed)
+    confidential = select_confidential(triples, kg.relations, cfg.privacy, seed=cfg.train.seed, entities=kg.entities)
     public_kg = dataclasses.replace(kg, triples={"all": triples[~confidential]}, entity_splits=None)
     split = make_split(public_kg, cfg.data.split, seed=cfg.data.split_seed, valid_holdout=holdout)
     private = triples[confidential]
@@ -113,7 +113,9 @@ def owner_test_statements(kg: KnowledgeGraph, split: Split, cfg: RunConfig) -> t
     if cfg.privacy.unit == "entity":  # no confidential statement is left in the graph
         return None
     triples = kg.all_triples()
-    triples = triples[select_confidential(triples, kg.relations, cfg.privacy, seed=cfg.train.seed)]
+    triples = triples[
+        select_confidential(triples, kg.relations, cfg.privacy, seed=cfg.train.seed, entities=kg.entities)
+    ]
     is_test = torch.zeros(kg.num_entities, dtype=torch.bool)
     is_valid = torch.zeros(kg.num_entities, dtype=torch.bool)
     is_test[split.test_entities], is_valid[split.valid_entities] = True, True

@@ -13,9 +13,11 @@ from __future__ import annotations
 
 import math
 import warnings
+from collections.abc import Sequence
 
 import torch
 
+from textkg.data.units import listed_entity_mask
 from textkg.errors import ConfigError, PrivacyError
 from textkg.privacy.claims import get_claim
 from textkg.privacy.events import SampledGaussianEvent
@@ -45,11 +47,19 @@ PUBLIC_INPUTS = [
 
 
 def select_confidential(
-    train: torch.Tensor, relations: tuple[str, ...], cfg: PrivacyConfig, *, seed: int
+    train: torch.Tensor,
+    relations: tuple[str, ...],
+    cfg: PrivacyConfig,
+    *,
+    seed: int,
+    entities: Sequence[str] | None = None,
 ) -> torch.Tensor:
     """Boolean mask ``(N,)`` of confidential training statements.
 
-    By relation name (``confidential_relations``) or a seeded random fraction.
+    By relation name (``confidential_relations``), a seeded random fraction, or, under
+    ``unit: statement``, the entities of ``unit_entities`` (every statement that mentions a listed
+    entity, e.g. a patient, is confidential: :func:`textkg.data.units.listed_entity_mask`; ``entities``
+    are then the graph's entity ids, in id order); a statement any rule marks is confidential.
 
     The fraction is drawn per statement, not per position: a statement is
     confidential iff a seeded hash of its own ``(head, relation, tail)`` ids
@@ -74,8 +84,21 @@ def select_confidential(
             mask |= train[:, 1] == index[name]
     if cfg.confidential_fraction is not None:
         mask |= statement_uniforms(train, seed=seed + 7919) < cfg.confidential_fraction
+    if cfg.unit_entities is not None and cfg.unit == "statement":
+        if entities is None:
+            raise ConfigError(
+                "--unit-entities with --privacy-unit statement marks the statements of the listed entities "
+                "confidential; this command does not support it",
+                field="privacy.unit_entities",
+            )
+        listed = listed_entity_mask(cfg.unit_entities, entities)
+        mask |= listed[train[:, 0]] | listed[train[:, 2]]
     if not mask.any():
-        raise PrivacyError("no training statement is confidential", field="privacy.confidential_relations")
+        named = cfg.confidential_relations or cfg.confidential_fraction is not None
+        raise PrivacyError(
+            "no training statement is confidential",
+            field="privacy.confidential_relations" if named or cfg.unit_entities is None else "privacy.unit_entities",
+        )
     return mask
 
 
@@ -178,7 +201,24 @@ def public_only_report(cfg: PrivacyConfig) -> dict:
         from textkg.training.unit_privacy import public_only_unit_fields
 
         block.update(public_only_unit_fields(cfg))
+    block.update(listed_entities_fields(cfg))
     return block
+
+
+#: what ``--unit-entities`` means under ``--privacy-unit statement``, as the privacy block states it
+LISTED_ENTITIES_RULE = (
+    "every training statement that mentions an entity of the --unit-entities list is confidential; the unit "
+    "is still one statement, so a listed entity (a patient) with k statements is protected only as a group, at "
+    "(k·ε, k·e^((k−1)ε)·δ) (textkg.privacy.group)"
+)
+
+
+def listed_entities_fields(cfg: PrivacyConfig) -> dict:
+    """The fields a statement-level block gains from ``--unit-entities`` (none without it)."""
+    if cfg.unit != "statement" or cfg.unit_entities is None:
+        return {}
+    listed = "the --unit-entities list (the entities whose statements are confidential; they are entities of the model)"
+    return {"confidential_entities_rule": LISTED_ENTITIES_RULE, "public_inputs": [*PUBLIC_INPUTS, listed]}
 
 
 class PrivateTraining:
@@ -481,4 +521,5 @@ class PrivateTraining:
             from textkg.training.unit_privacy import unit_fields
 
             block.update(unit_fields(self.cfg, num_units=self.num_private if self.size_source is None else None))
+        block.update(listed_entities_fields(self.cfg))
         return block

@@ -108,8 +108,8 @@ class VoteConfig:
 
 
 #: Vote settings the tuner tries (the first is ``parent-of-nearest`` itself): the best on the
-#: *validation* terms of ``hpo`` and ``hpo-small`` in ``benchmarks/placement.py``. Grandparent
-#: shares and per-parent splitting lost there, and are left out.
+#: *validation* terms of ``hpo`` and ``hpo-small`` (docs/results/placement.md; its script retired, at
+#: commit 6a15498). Grandparent shares and per-parent splitting lost there, and are left out.
 DEFAULT_VOTES = (
     VoteConfig(),
     VoteConfig(temperature=0.1),

@@ -61,11 +61,12 @@ OPTIONAL_FEATURES = ("sibling_max", "sibling_mean", "sibling_tfidf", "name_conta
 #: The optional features built from the texts here (the others come with the caller's scorers).
 TEXT_FEATURES = ("sibling_tfidf", "name_containment", "maxsim", "tfidf_vote")
 #: The optional features fitted by default, chosen on the README split's validation terms (docs/results/placement.md,
-#: 2026-11-28, ``benchmarks/rerank_features.py``): ``sibling_mean`` alone 0.5986, + ``tfidf_vote`` 0.6094, + ``maxsim``
-#: and ``tfidf_vote`` 0.6128, + those two, ``sibling_tfidf`` and ``name_containment`` 0.6129 (a tie at four digits, at
-#: about three times the per-batch cost: the post-run CPU budget binds, so the cheaper set is the default). Those
-#: numbers predate the children prior without the scored terms (:class:`PairFeatures`), with which the default
-#: reaches 0.6307 (``benchmarks/rerank_forms.py``).
+#: "Late interaction and the candidate's context for the re-ranker", 2026-11-28; its script retired, at commit 5831cda):
+#: ``sibling_mean`` alone 0.5986, + ``tfidf_vote`` 0.6094, + ``maxsim`` and ``tfidf_vote`` 0.6128, + those two,
+#: ``sibling_tfidf`` and ``name_containment`` 0.6129 (a tie at four digits, at about three times the per-batch cost:
+#: the post-run CPU budget binds, so the cheaper set is the default). Those numbers predate the children prior
+#: without the scored terms (:class:`PairFeatures`), with which the default reaches 0.6307 (docs/results/placement.md,
+#: "The re-ranker's children prior without the scored terms"; its script at commit b25af53).
 DEFAULT_EXTRA = ("sibling_mean", "maxsim", "tfidf_vote")
 #: Longest ``is_a`` path followed when computing depths (a cycle stops here).
 _MAX_DEPTH = 64
@@ -197,8 +198,8 @@ class PairFeatures:
             candidate's ``children`` leaves out the scored terms themselves, as ``sibling_*`` and the vote do:
             a training term fitted as a new term is not among its parents' children, as a real new term
             never is (counting it taught the fit that a true parent always has a child; on the README
-            split, validation MRR 0.6128 -> 0.6307, ``benchmarks/rerank_forms.py``). A term not in
-            ``parent_edges`` (a validation, test or new term) changes nothing.
+            split, validation MRR 0.6128 -> 0.6307: docs/results/placement.md; its script at commit b25af53).
+            A term not in ``parent_edges`` (a validation, test or new term) changes nothing.
     """
 
     def __init__(

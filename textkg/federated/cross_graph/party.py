@@ -112,7 +112,10 @@ class Party:
         """``(N,)`` which of the party's training statements are private (all of them in ``full`` mode)."""
         from textkg.training.private_training import select_confidential
 
-        return select_confidential(self.train, self.prep.kg.relations, self.cfg.privacy, seed=self.cfg.train.seed)
+        kg = self.prep.kg
+        return select_confidential(
+            self.train, kg.relations, self.cfg.privacy, seed=self.cfg.train.seed, entities=kg.entities
+        )
 
     def _private_training(self, loss_fn, planned_epochs: int | None):
         """The party's private step, from its own :class:`~textkg.training.privacy_engine.PrivacyEngine`

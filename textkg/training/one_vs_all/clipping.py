@@ -35,8 +35,8 @@ Sec. 4; Bu, Mao & Xu 2023, arXiv 2205.10683v3, Sec. 3):
    multiply-adds). ``"auto"`` takes the cheaper by that count. Memory: chunks
    of ``_CHUNK_ELEMENTS`` plus ``c`` for the whole batch, ``(B, P)`` (the size
    of the non-private step's score matrix), never ``B × P × d``.
-   ``benchmarks/one_vs_all_clipping.py`` measures both against the
-   non-private step.
+   Both cost 5.7–9.8× the non-private step (docs/results/private_step.md,
+   "Exact DP clipping for the 1-vs-all softmax"; its script retired, at commit 149006c).
 2. **The clipped sum without a second pass** (book-keeping: Bu, Mao & Xu 2023,
    arXiv 2210.00038v2, Sec. 3.2). ``Σ_b κ_b g_b`` with ``κ_b = min(1, C/‖g_b‖)``
    is the gradient of ``Σ_b κ_b L_b`` with the ``κ_b`` held constant. Its part
