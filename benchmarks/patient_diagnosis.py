@@ -20,7 +20,9 @@ Per seed: ``textkg data simulate-patients --seed S`` (plus ``--cohort-args``), t
 
 Every variant runs ``--split transductive`` plus ``--train-args`` and, for the DP ones, ``--private-args``
 (the same for all; a private batch counts patients at the patient level and statements at the statement
-level); all but ``dp-statement-*`` run ``--privacy-unit entity --unit-entities COHORT/patients.txt``. The
+level); all but ``dp-statement-*`` run ``--privacy-unit entity --unit-entities COHORT/patients.txt
+--unit-targets diagnosed_with --unit-candidates COHORT/diseases.txt`` (a patient is folded in from its
+phenotypes and ranks its diagnosis against the other diseases). The
 rankers that need no model (phenotype similarity over the public annotations, popularity, disease-name
 TF-IDF) come from the same ``diagnose`` output. ``--merge`` joins per-seed files into one results file with
 the means over seeds.
@@ -87,6 +89,8 @@ def one_seed(seed: int, args) -> list[dict]:
         *shlex.split(args.train_args),
     ]
     units = ["--privacy-unit", "entity", "--unit-entities", str(patients)]
+    if (cohort / "diseases.txt").exists():  # each patient ranks its diagnosis against the other diseases
+        units += ["--unit-targets", "diagnosed_with", "--unit-candidates", str(cohort / "diseases.txt")]
     variants = {"public-only": [*units, "--privacy", "public-only"], "ceiling": [*units, "--privacy", "none"]}
     for eps in args.epsilons.split(","):
         variants[f"dp-eps{eps}"] = [

@@ -27,6 +27,8 @@ TEXT = {
     "encoder": "glove-bow",
     "fusion": "concat",
     "unit_entities": "patients.txt",
+    "unit_targets": "diagnosed_with",
+    "unit_candidates": "diseases.txt",
 }
 
 #: the flags a value needs beside it to make a valid config
@@ -40,6 +42,8 @@ COMPANIONS = {
     "unit": ["--unit-entities", "patients.txt"],
     "unit_entities": ["--privacy-unit", "entity"],
     "max_statements_per_unit": ["--privacy-unit", "entity", "--unit-entities", "patients.txt"],
+    "unit_targets": ["--privacy-unit", "entity", "--unit-entities", "patients.txt"],
+    "unit_candidates": ["--privacy-unit", "entity", "--unit-entities", "patients.txt"],
 }
 
 
@@ -79,6 +83,6 @@ def test_the_flag_fills_its_field(flag):
         return
     cfg = build_run_config(args)
     got = getattr(getattr(cfg, section), name)
-    if name == "confidential_relations":
+    if name in ("confidential_relations", "unit_targets"):
         expected = (expected,)
     assert got == expected and type(got) is type(expected), (flag.option, got)

@@ -8,6 +8,7 @@ pair-by-pair reference, and (slow) against ``pyhpo``'s own ``HPOSet.similarity``
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import shutil
@@ -19,6 +20,7 @@ from textkg.cli.main import main
 from textkg.data.cohort import CohortRecipe, ancestors_of, read_hpo_annotations, simulate_cohort, write_cohort
 from textkg.errors import DataError
 from textkg.evaluation.diagnosis import (
+    COMBINATION_OFFSETS,
     COMBINATION_WEIGHTS,
     DiagnosisTask,
     PhenotypeSimilarity,
@@ -153,9 +155,25 @@ def test_the_combination_adds_the_similarity_on_public_diseases_and_the_model_on
     torch.testing.assert_close(both[:, :3], z[:, :3] + 2.0 * z_sim)
     torch.testing.assert_close(both[:, 3], 3.0 * z[:, 3])  # withheld: the model stands in for the similarity
     # the similarity puts patient 0's true disease A first, the model last: a large weight wins on these patients
-    weight, mrr = choose_combination(model, similarity, task)
-    assert weight == max(COMBINATION_WEIGHTS, key=lambda w: (mrr[f"{w:g}"], -w))
-    assert mrr["0"] < mrr[f"{weight:g}"]
+    weight, offset, mrr = choose_combination(model, similarity, task)
+    grid = [(w, b) for w in COMBINATION_WEIGHTS for b in COMBINATION_OFFSETS]
+    assert (weight, offset) == max(grid, key=lambda wb: (mrr[f"{wb[0]:g}/{wb[1]:g}"], -wb[0], -wb[1]))
+    assert mrr["0/0"] < mrr[f"{weight:g}/{offset:g}"]
+
+
+def test_the_offset_lifts_the_withheld_diseases_only():
+    task = _task()  # D is withheld
+    model = torch.tensor([[1.0, 2.0, 3.0, 4.0], [4.0, 3.0, 2.0, 1.0]])
+    similarity = torch.tensor([[3.0, 0.0, 0.0, -1.0], [0.0, 3.0, 0.0, -1.0]])
+    for weight in (0.0, 2.0):
+        base = combine_with_similarity(model, similarity, task, weight)
+        lifted = combine_with_similarity(model, similarity, task, weight, 0.5)
+        torch.testing.assert_close(lifted[:, :3], base[:, :3])
+        torch.testing.assert_close(lifted[:, 3], base[:, 3] + 0.5 * (1.0 + weight))
+    # patient 1 of withheld D: the model ranks D last; only a lift puts it first, and validation picks one
+    task_d = dataclasses.replace(task, phenotypes=task.phenotypes[:1], truth=(("D",),))
+    weight, offset, _ = choose_combination(model[1:], similarity[1:], task_d)
+    assert offset > 0
 
 
 @pytest.fixture(scope="module")
@@ -188,8 +206,9 @@ def test_diagnose_prints_one_table_of_the_model_and_the_baselines(cohort_run, ca
         "model + phenotype similarity",
     ]
     combination = out["combination"]
-    assert combination["weight"] in COMBINATION_WEIGHTS
-    assert combination["valid_mrr"][f"{combination['weight']:g}"] == max(combination["valid_mrr"].values())
+    assert combination["weight"] in COMBINATION_WEIGHTS and combination["offset"] in COMBINATION_OFFSETS
+    chosen = f"{combination['weight']:g}/{combination['offset']:g}"
+    assert combination["valid_mrr"][chosen] == max(combination["valid_mrr"].values())
     n_withheld = len(json.loads((data / "cohort.json").read_text())["withheld_diseases"])
     assert out["diseases"] == {"all": 8, "public": 8 - n_withheld, "withheld": n_withheld} and n_withheld == 2
     assert out["patients"] == 16 and len(out["table"]) == 2 + 5 and out["reading"].endswith(".")

@@ -286,7 +286,7 @@ def test_a_units_gradient_is_exact_and_clipped_as_a_whole(tmp_path, model_name):
             batch, **{f.name: getattr(batch, f.name)[i : i + 1] for f in dataclasses.fields(batch)}
         )
         model.zero_grad(set_to_none=True)
-        inputs = (one.relations, one.others, one.roles, one.mask, one.negatives)
+        inputs = (one.relations, one.others, one.roles, one.mask, one.negatives, one.targets)
         unit_losses(model, inputs, model.gather(unit_plan(model, one, None)), loss_fn).sum().backward()
         for name, table in tables.items():
             idx, g = row_grads[name]

@@ -110,11 +110,12 @@ def build_run_config(args) -> RunConfig:
         value = getattr(args, dest, None)
         if value is not None:
             sections[section][fld] = value
-    conf = sections["privacy"].get("confidential_relations")
-    if isinstance(conf, str):
-        sections["privacy"]["confidential_relations"] = tuple(r for r in conf.split(",") if r)
-    elif conf is not None:
-        sections["privacy"]["confidential_relations"] = tuple(conf)
+    for listed in ("confidential_relations", "unit_targets"):  # comma-separated names on the command line
+        conf = sections["privacy"].get(listed)
+        if isinstance(conf, str):
+            sections["privacy"][listed] = tuple(r for r in conf.split(",") if r)
+        elif isinstance(conf, list) or (conf is not None and listed == "confidential_relations"):
+            sections["privacy"][listed] = tuple(conf)
     model_name = getattr(args, "model", None) or file_data.get("model_name") or default_model_name()
     model_cfg = get_preset(model_name)
     private = sections["privacy"].get("mode", "none") in ("full", "confidential")

@@ -530,6 +530,20 @@ TRAIN_FLAGS: tuple[Flag, ...] = (
         "chosen with the secret randomness when a unit has more)",
     ),
     Flag(
+        "--unit-targets",
+        key="privacy.unit_targets",
+        metavar="NAMES",
+        help="--privacy-unit entity: comma-separated relation names whose unit statements the loss predicts "
+        "(e.g. diagnosed_with); a unit's other statements only fold it in (default: every unit statement)",
+    ),
+    Flag(
+        "--unit-candidates",
+        key="privacy.unit_candidates",
+        metavar="FILE",
+        help="--privacy-unit entity: entity ids (one per line, public) a unit target's other end is corrupted "
+        "with, e.g. a cohort's diseases.txt (default: every entity of the model)",
+    ),
+    Flag(
         "--public-entities",
         key="data.public_entities",
         metavar="FILE",

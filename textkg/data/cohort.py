@@ -44,6 +44,7 @@ The folder (BLP format, :mod:`textkg.data.blp_format`; ``textkg train --dataset 
   (a term's ``"name: definition"`` as the ``hpo`` dataset has it), ``relation2text.txt``;
 * ``patients.txt`` (every patient: the unit list of ``--privacy-unit entity --unit-entities``),
   ``public-entities.txt`` (the phenotype terms and the diseases: ``--public-entities``),
+  ``diseases.txt`` (the diseases, public: ``--unit-candidates``, what a diagnosis is ranked against),
   ``cohort.json`` (the recipe, the counts, the chosen and withheld diseases, the command, and
   ``max_statements_per_patient``: the recipe's public bound on one patient's statements,
   :attr:`CohortRecipe.max_statements_per_patient`, the k of group privacy).
@@ -81,6 +82,8 @@ PATIENT_TEXT = "patient"
 #: each split's triple file (the BLP format's names)
 SPLIT_FILES = {"train": "train", "valid": "dev", "test": "test"}
 PATIENTS_FILE, PUBLIC_FILE, RECORD_FILE = "patients.txt", "public-entities.txt", "cohort.json"
+#: the cohort's diseases, one id per line: the candidates of a ``diagnosed_with`` target
+DISEASES_FILE = "diseases.txt"
 #: the most patients a cohort may have (all splits)
 MAX_PATIENTS = 1_000_000
 CITATION = (
@@ -428,6 +431,7 @@ def write_cohort(cohort: Cohort, out: str | Path) -> Path:
     files["relation2text.txt"] = _tsv(sorted(RELATION_TEXTS.items()))
     files[PATIENTS_FILE] = "".join(f"{p}\n" for p in patients)
     files[PUBLIC_FILE] = "".join(f"{e}\n" for e in sorted(names))
+    files[DISEASES_FILE] = "".join(f"{d}\n" for d in sorted(cohort.diseases))
     files[RECORD_FILE] = json.dumps(cohort_record(cohort), indent=2, ensure_ascii=False, allow_nan=False) + "\n"
     tmp = Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{out.name}."))
     try:
@@ -484,7 +488,8 @@ def simulate_patients(out: str | Path, recipe: CohortRecipe) -> dict:
         "withheld_diseases": len(cohort.withheld),
         "command": record["command"],
         "use_with": f"textkg train --dataset {out} --split transductive --privacy-unit entity "
-        f"--unit-entities {out / PATIENTS_FILE}",
+        f"--unit-entities {out / PATIENTS_FILE} --unit-targets {DIAGNOSED_WITH} "
+        f"--unit-candidates {out / DISEASES_FILE}",
     }
 
 

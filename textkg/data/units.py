@@ -52,10 +52,13 @@ class UnitLinks:
             :data:`~textkg.data.known_links.NEW_IS_HEAD`, ``(other, relation, unit)`` when it is
             :data:`~textkg.data.known_links.NEW_IS_TAIL`. ``relation`` and ``other`` are ids of the
             public graph :func:`split_units` returns.
+        targets: ``None`` (every link is a target of the unit-level loss) or the relation ids whose
+            links are (``privacy.unit_targets``, a public rule): a unit's other links only fold it in.
     """
 
     units: tuple[str, ...]
     links: torch.Tensor
+    targets: tuple[int, ...] | None = None
 
     @property
     def num_units(self) -> int:
@@ -82,7 +85,7 @@ class UnitLinks:
         keep = new[self.links[:, 0]] >= 0
         links = self.links[keep].clone()
         links[:, 0] = new[links[:, 0]]
-        return UnitLinks(units=tuple(self.units[i] for i in rows.tolist()), links=links)
+        return UnitLinks(units=tuple(self.units[i] for i in rows.tolist()), links=links, targets=self.targets)
 
     def triples(self, unit_ids: torch.Tensor) -> torch.Tensor:
         """``(m, 3)`` the statements, with unit ``i`` written as ``unit_ids[i]`` (e.g. rows of a
@@ -106,17 +109,18 @@ def read_unit_entities(path: str | Path, kg: KnowledgeGraph) -> tuple[str, ...]:
     return read_listed_entities(path, kg.entities)
 
 
-def listed_entity_mask(path: str | Path, entities: Sequence[str]) -> torch.Tensor:
+def listed_entity_mask(path: str | Path, entities: Sequence[str], *, what: str = "unit entity") -> torch.Tensor:
     """``(E,)`` bool: which of ``entities`` (a graph's ids, in id order) the list ``path`` names, with the
     checks of :func:`read_listed_entities`. A statement-level run's rule ``--unit-entities FILE`` under
     ``--privacy confidential``: every statement that mentions a listed entity is confidential."""
     index = {name: i for i, name in enumerate(entities)}
     mask = torch.zeros(len(index), dtype=torch.bool)
-    mask[torch.tensor([index[name] for name in read_listed_entities(path, entities)], dtype=torch.long)] = True
+    listed = read_listed_entities(path, entities, what=what)
+    mask[torch.tensor([index[name] for name in listed], dtype=torch.long)] = True
     return mask
 
 
-def read_listed_entities(path: str | Path, entities: Sequence[str]) -> tuple[str, ...]:
+def read_listed_entities(path: str | Path, entities: Sequence[str], *, what: str = "unit entity") -> tuple[str, ...]:
     """The entity ids listed in ``path`` (one per line), in file order; each must be one of ``entities``.
 
     Raises:
@@ -128,15 +132,15 @@ def read_listed_entities(path: str | Path, entities: Sequence[str]) -> tuple[str
     for line, name in read_id_list(path):
         if name not in known:
             raise DataError(
-                f"unit entity {name!r} is not in the dataset's entity vocabulary", file=path, line=line, field="id"
+                f"{what} {name!r} is not in the dataset's entity vocabulary", file=path, line=line, field="id"
             )
         if name in seen:
             raise DataError(
-                f"unit entity {name!r} is listed twice (first on line {seen[name]})", file=path, line=line, field="id"
+                f"{what} {name!r} is listed twice (first on line {seen[name]})", file=path, line=line, field="id"
             )
         seen[name] = line
     if not seen:
-        raise DataError("no unit entity listed", file=path, field="id")
+        raise DataError(f"no {what} listed", file=path, field="id")
     return tuple(seen)
 
 

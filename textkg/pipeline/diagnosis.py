@@ -205,16 +205,18 @@ def diagnose_run(
 
 def _combination(prep, run, kg: KnowledgeGraph, unit_ids, view: CohortView, scores: dict) -> dict | None:
     """The model plus the phenotype similarity, its weight chosen on the validation patients
-    (:func:`textkg.evaluation.diagnosis.choose_combination`): ``{"weight", "valid_mrr", "scores"}``, or
+    (:func:`textkg.evaluation.diagnosis.choose_combination`): ``{"weight", "offset", "valid_mrr", "scores"}``, or
     ``None`` when the cohort has no validation patient."""
     try:
         valid = cohort_view(kg, unit_ids, split="valid")
     except DataError:
         return None
     similarity = PhenotypeSimilarity(valid.parents, valid.annotations)
-    weight, valid_mrr = choose_combination(_model_scores(prep, run, valid), similarity.scores(valid.task), valid.task)
-    combined = combine_with_similarity(scores["model"], scores["phenotype similarity"], view.task, weight)
-    return {"weight": weight, "valid_mrr": valid_mrr, "scores": combined}
+    weight, offset, valid_mrr = choose_combination(
+        _model_scores(prep, run, valid), similarity.scores(valid.task), valid.task
+    )
+    combined = combine_with_similarity(scores["model"], scores["phenotype similarity"], view.task, weight, offset)
+    return {"weight": weight, "offset": offset, "valid_mrr": valid_mrr, "scores": combined}
 
 
 def _unit_file(given, configured, folder: Path) -> Path:

@@ -133,6 +133,8 @@ def unit_training(prep: Prepared, cfg: RunConfig, loss_fn):
         return None
     pool = prep.split.train_entities
     units = training_units(prep.units["train"], pool, prep.kg.num_entities)
+    if prep.unit_candidates is not None:  # --unit-candidates: the corruptions of a target's other end
+        pool = prep.unit_candidates
     if cfg.privacy.mode == "none":
         return UnitSGD(
             units,

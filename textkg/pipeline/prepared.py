@@ -16,9 +16,10 @@ import torch
 
 from textkg.data import KnowledgeGraph, Split, load_dataset
 from textkg.data.graph import unique_triples
-from textkg.data.units import UnitLinks, unit_entities_of, units_of_split
+from textkg.data.units import UnitLinks, listed_entity_mask, unit_entities_of, units_of_split
 from textkg.data.vocabulary import public_training_entities
 from textkg.devices import resolve_device
+from textkg.errors import ConfigError
 from textkg.evaluation import FilterIndex
 from textkg.evaluation.ranking import QueryShard
 from textkg.models import KGEModel, build_model
@@ -53,6 +54,9 @@ class Prepared:
     #: ``privacy.unit: entity``: the unit entities' links by split (``"train"``: the private units;
     #: ``"valid"``, ``"test"``: the held-out ones), in ``kg``'s ids (:mod:`textkg.data.units`); else ``None``
     units: dict[str, UnitLinks] | None = None
+    #: ``privacy.unit: entity``: the entities a unit target's other end is corrupted with
+    #: (:func:`unit_candidate_ids`); else ``None``
+    unit_candidates: torch.Tensor | None = None
 
 
 def load_graph_and_split(cfg: RunConfig):
@@ -87,7 +91,48 @@ def load_graph_units_and_split(cfg: RunConfig):
         split = dataclasses.replace(split, extra={**split.extra, "not_dp_because": list(reasons)})
     if units_run:
         units = units_of_split(by_set, split.kind)
+        if cfg.privacy.unit_targets:
+            targets = unit_target_ids(cfg.privacy.unit_targets, kg.relations)
+            units = {name: dataclasses.replace(links, targets=targets) for name, links in units.items()}
     return kg, split, units
+
+
+def unit_target_ids(names, relations) -> tuple[int, ...]:
+    """The relation ids of ``privacy.unit_targets`` (names of ``relations``, the graph's relation names).
+
+    Raises:
+        ConfigError: a name the graph has no statement of.
+    """
+    index = {r: i for i, r in enumerate(relations)}
+    for name in names:
+        if name not in index:
+            raise ConfigError(
+                f"--unit-targets names {name!r:.80}, which is not a relation of the dataset "
+                f"(its relations: {', '.join(list(relations)[:20])})",
+                field="privacy.unit_targets",
+            )
+    return tuple(sorted({index[name] for name in names}))
+
+
+def unit_candidate_ids(cfg: RunConfig, kg: KnowledgeGraph, pool: torch.Tensor) -> torch.Tensor:
+    """``(P,)`` the entities a unit target's other end is corrupted with: ``pool`` (the public
+    vocabulary), or its entities listed in ``privacy.unit_candidates``.
+
+    Raises:
+        DataError: a listed id the dataset lacks (naming the file and line), none listed.
+        ConfigError: no listed entity is in the public vocabulary.
+    """
+    if not cfg.privacy.unit_candidates:
+        return pool
+    listed = listed_entity_mask(cfg.privacy.unit_candidates, kg.entities, what="candidate entity")
+    kept = pool[listed[pool]]
+    if not len(kept):
+        raise ConfigError(
+            "no entity of --unit-candidates has a row in the model (the public vocabulary)",
+            file=cfg.privacy.unit_candidates,
+            field="privacy.unit_candidates",
+        )
+    return kept
 
 
 def prepare(cfg: RunConfig, run_dir: Path | None = None, *, device: torch.device | None = None) -> Prepared:
@@ -106,6 +151,7 @@ def prepare(cfg: RunConfig, run_dir: Path | None = None, *, device: torch.device
     private_mask, private_filter = None, None
     if cfg.privacy.mode != "none" or units is not None:  # a unit-level run: the public vocabulary in every mode
         split, private_mask, private_filter = public_view(kg, split, cfg)
+    candidates = None if units is None else unit_candidate_ids(cfg, kg, split.train_entities)  # before encoding
     saved = Path(run_dir) / AUTOENCODER_FILE if run_dir is not None else None
     autoencoder = None
     if saved is not None and saved.is_file():
@@ -143,6 +189,7 @@ def prepare(cfg: RunConfig, run_dir: Path | None = None, *, device: torch.device
         private_mask=private_mask,
         private_filter_index=private_filter,
         units=units,
+        unit_candidates=candidates,
     )
 
 

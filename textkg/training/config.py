@@ -363,6 +363,13 @@ class PrivacyConfig:
             patient while the step's cost (B_u · m · (1 + K) scores) stays bounded; the clipping
             bound C holds for the whole unit whatever m is, so m trades compute against how much of
             a large record one step sees, not privacy.
+        unit_targets: ``unit: entity`` only: the relations whose unit statements the unit-level loss
+            predicts (e.g. ``diagnosed_with``: a patient is folded in from its other statements and
+            trained to rank its diagnosis); ``()`` (default): every unit statement is a target. Public.
+        unit_candidates: ``unit: entity`` only: a file of entity ids (one per line, public, e.g. a
+            cohort's ``diseases.txt``) that a target's other end is corrupted with, so a target is ranked
+            against the entities it could be (a diagnosis against the other diseases, not against
+            phenotype terms); default: every entity of the model.
     """
 
     mode: str = "none"
@@ -383,6 +390,8 @@ class PrivacyConfig:
     unit: str = "statement"
     unit_entities: str | None = None
     max_statements_per_unit: int = DEFAULT_MAX_STATEMENTS_PER_UNIT
+    unit_targets: tuple[str, ...] = ()
+    unit_candidates: str | None = None
 
     def __post_init__(self) -> None:
         _check_choice("mode", self.mode, PRIVACY_MODES, prefix="privacy")
@@ -468,16 +477,23 @@ class PrivacyConfig:
     def _check_unit(self) -> None:
         """Refuse a unit setting that cannot mean what it says, before anything is read."""
         _check_choice("unit", self.unit, PRIVACY_UNITS, prefix="privacy")
-        given = self.unit_entities
-        if given is not None and not isinstance(given, str) and hasattr(given, "__fspath__"):
-            given = str(given)  # a Path from the Python API
-            object.__setattr__(self, "unit_entities", given)
-        if given is not None and (not isinstance(given, str) or not given.strip() or "\x00" in given):
-            # a crafted config.json (a number, an object, "", a NUL byte) would reach open() as a traceback
-            raise ConfigError(
-                f"must be the path of a file (a non-empty string without NUL bytes), got {given!r:.80}",
-                field="privacy.unit_entities",
-            )
+        for name in ("unit_entities", "unit_candidates"):
+            given = getattr(self, name)
+            if given is not None and not isinstance(given, str) and hasattr(given, "__fspath__"):
+                given = str(given)  # a Path from the Python API
+                object.__setattr__(self, name, given)
+            if given is not None and (not isinstance(given, str) or not given.strip() or "\x00" in given):
+                # a crafted config.json (a number, an object, "", a NUL byte) would reach open() as a traceback
+                raise ConfigError(
+                    f"must be the path of a file (a non-empty string without NUL bytes), got {given!r:.80}",
+                    field=f"privacy.{name}",
+                )
+        targets = self.unit_targets
+        if isinstance(targets, list):
+            targets = tuple(targets)
+            object.__setattr__(self, "unit_targets", targets)
+        if not isinstance(targets, tuple) or not all(isinstance(t, str) and t.strip() for t in targets):
+            raise ConfigError(f"must be a list of relation names, got {targets!r:.80}", field="privacy.unit_targets")
         m = self.max_statements_per_unit
         if isinstance(m, bool) or not isinstance(m, int) or not 1 <= m <= MAX_STATEMENTS_PER_UNIT:
             raise ConfigError(
@@ -499,6 +515,11 @@ class PrivacyConfig:
                     "--max-statements-per-unit bounds a unit's statements: it needs --privacy-unit entity",
                     field="privacy.max_statements_per_unit",
                 )
+            for name, flag in (("unit_targets", "--unit-targets"), ("unit_candidates", "--unit-candidates")):
+                if getattr(self, name):
+                    raise ConfigError(
+                        f"{flag} shapes the unit-level loss: it needs --privacy-unit entity", field=f"privacy.{name}"
+                    )
             return
         if self.unit_entities is None:
             raise ConfigError(
@@ -641,6 +662,7 @@ class RunConfig:
             "privacy": {
                 **dataclasses.asdict(self.privacy),
                 "confidential_relations": list(self.privacy.confidential_relations),
+                "unit_targets": list(self.privacy.unit_targets),
             },
         }
 

@@ -9,9 +9,11 @@ example-level sampling within a Poisson sample of users). A step
    units, public; the secret ``sampling`` stream of :class:`textkg.privacy.randomness.SecretRandomness`);
 2. bounds each sampled unit's contribution: at most m of its statements (``max_statements_per_unit``),
    chosen with the secret ``bounding`` stream when it has more;
-3. makes every kept statement a *target*: the unit's vector is folded in from its OTHER kept links
-   (leave-one-out, :func:`fold_in`), and the target is scored against K corruptions of its other
-   end drawn from the entity pool, with the run's loss;
+3. makes every kept statement of a target relation a *target* (every relation, or those of
+   ``--unit-targets``: a public rule; the unit's other statements only fold it in): the unit's vector is
+   folded in from its OTHER kept links (leave-one-out, :func:`fold_in`), and the target is scored against
+   K corruptions of its other end drawn from the entity pool (or from ``--unit-candidates``, a public list
+   of the entities a target's other end may be), with the run's loss;
 4. takes the gradient of the SUM of the unit's target losses with respect to every dense parameter
    and every table row the unit read (one ``vmap(grad)`` over units with padded ``(U, L, …)`` link
    tensors and a mask; padded entries have exactly zero gradient), clips the unit's whole gradient to
@@ -60,6 +62,8 @@ class UnitBatch:
             pool's first entity, role head).
         mask: ``(U, L)`` bool: real links (each unit has at most m).
         negatives: ``(U, L, K)`` long: corruptions of each link's other end, from the entity pool.
+        targets: ``(U, L)`` bool: the real links whose loss counts (:attr:`UnitLinks.targets`; every real
+            link when it is ``None``). Every real link folds its unit in.
     """
 
     relations: torch.Tensor
@@ -67,6 +71,7 @@ class UnitBatch:
     roles: torch.Tensor
     mask: torch.Tensor
     negatives: torch.Tensor
+    targets: torch.Tensor
 
     @property
     def num_units(self) -> int:
@@ -81,7 +86,7 @@ def training_units(units: UnitLinks, entity_pool: torch.Tensor, num_entities: in
     in_pool[entity_pool] = True
     links = units.links[in_pool[units.links[:, 2]]]
     rows = torch.unique(links[:, 0])
-    return UnitLinks(units=units.units, links=links).select(rows)
+    return UnitLinks(units=units.units, links=links, targets=units.targets).select(rows)
 
 
 def bound_contributions(
@@ -137,7 +142,10 @@ def unit_batch(
     at = (links[:, 0], slot)
     rel[at], other[at], role[at], mask[at] = links[:, 1], links[:, 2], links[:, 3], True
     pick = torch.randint(len(entity_pool), (u, width, num_negatives), generator=generator)
-    return UnitBatch(relations=rel, others=other, roles=role, mask=mask, negatives=entity_pool[pick])
+    targets = mask
+    if units.targets is not None:
+        targets = mask & torch.isin(rel, torch.tensor(units.targets, dtype=torch.long))
+    return UnitBatch(relations=rel, others=other, roles=role, mask=mask, negatives=entity_pool[pick], targets=targets)
 
 
 def _finish(model, v: torch.Tensor) -> torch.Tensor:
@@ -188,12 +196,13 @@ def unit_losses(model, batch: tuple[torch.Tensor, ...], rows: dict[str, torch.Te
 
     Args:
         model: the KG model.
-        batch: ``(relations, others, roles, mask, negatives)`` of :class:`UnitBatch` (any leading dims).
+        batch: ``(relations, others, roles, mask, negatives, targets)`` of :class:`UnitBatch` (any leading
+            dims).
         rows: ``{"entity": (..., L, 1 + K, d)`` structural rows of ``[other, negatives]`` (absent for a
             text-only model), ``"relation": (..., L, dr)}``.
         loss_fn: the run's per-example loss over ``(..., 1 + K)`` scores.
     """
-    _, others, roles, mask, negatives = batch
+    _, others, roles, mask, negatives, targets = batch
     ends = torch.cat([others.unsqueeze(-1), negatives], dim=-1)  # (..., L, 1 + K)
     ent = entity_vectors_from_rows(model, ends, rows.get("entity"))  # (..., L, 1 + K, d)
     v_other, v_neg = ent[..., 0, :], ent[..., 1:, :]
@@ -205,7 +214,7 @@ def unit_losses(model, batch: tuple[torch.Tensor, ...], rows: dict[str, torch.Te
     u, rr = unit.unsqueeze(-2), r.unsqueeze(-2)
     negative = torch.where(head.unsqueeze(-1), inter.score(u, rr, v_neg), inter.score(v_neg, rr, u))
     losses = loss_fn(torch.cat([positive.unsqueeze(-1), negative], dim=-1))  # (..., L)
-    return (losses * mask.to(losses.dtype)).sum(dim=-1)
+    return (losses * targets.to(losses.dtype)).sum(dim=-1)
 
 
 def unit_plan(model, batch: UnitBatch, generator: torch.Generator | None) -> dict[str, torch.Tensor]:
@@ -222,7 +231,8 @@ def unit_plan(model, batch: UnitBatch, generator: torch.Generator | None) -> dic
 
 def _inputs(model, batch: UnitBatch) -> tuple[torch.Tensor, ...]:
     dev = model.relation_embeddings.device
-    return tuple(t.to(dev) for t in (batch.relations, batch.others, batch.roles, batch.mask, batch.negatives))
+    fields = (batch.relations, batch.others, batch.roles, batch.mask, batch.negatives, batch.targets)
+    return tuple(t.to(dev) for t in fields)
 
 
 class _UnitLoss(nn.Module):
