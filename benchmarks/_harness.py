@@ -1,24 +1,11 @@
-"""What every benchmark shares: the machine record, the results file, the common flags.
+"""What every benchmark shares: the machine record, the results file, the common flags, a watched child.
 
-A benchmark script imports it after putting its own folder on ``sys.path`` (the folder is not a
-package; a script runs as ``python benchmarks/NAME.py``)::
-
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
-    import _harness
-
-    parser = argparse.ArgumentParser()
-    _harness.add_common_flags(parser, out="benchmarks/results/NAME.json", seed=0, threads=1)
-    args = parser.parse_args()
-    _harness.set_threads(args.threads)
-    ...
-    _harness.write_results(args.out, _harness.result("NAME", rows=rows))
-
-The results schema: one JSON object with ``benchmark`` (the script's name), ``command`` (the
-command line that made it, repo-relative), ``machine`` (:func:`machine`), ``date`` (UTC, ISO
-8601) and the payload (``rows`` for most scripts; a script keeps the keys it had before the
-harness, so the files already in ``benchmarks/results/`` stay readable). The file is strict
-JSON (no NaN or infinity: ``allow_nan=False``) and written atomically (a temporary file in the
-same folder, then :func:`os.replace`), so a run killed mid-write leaves the previous file whole.
+A script imports it after putting its own folder on ``sys.path`` (the folder is not a package; a script
+runs as ``python benchmarks/NAME.py``): ``sys.path.insert(0, str(Path(__file__).resolve().parent))``, then
+``import _harness``. The results schema: one JSON object with ``benchmark`` (the script's name), ``command``
+(the command line that made it, repo-relative), ``machine`` (:func:`machine`), ``date`` (UTC, ISO 8601) and
+the payload (``rows`` for most scripts; a script keeps the keys it had before the harness, so the files
+already in ``benchmarks/results/`` stay readable), written as strict JSON, atomically (:func:`write_results`).
 """
 
 from __future__ import annotations
@@ -27,10 +14,12 @@ import argparse
 import json
 import os
 import platform
+import re
 import shlex
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -38,6 +27,8 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 SCHEMA_KEYS = ("benchmark", "command", "machine", "date")
+#: a stage line ``textkg`` writes to stderr: ``[textkg +mm:ss] what it does``
+STAGE = re.compile(r"^\[textkg \+(\d+):(\d\d)\] (.*)$")
 
 
 def file_mode() -> int:
@@ -74,18 +65,12 @@ def load_average() -> list[float] | None:
 
 def git_commit(root: Path = ROOT) -> str | None:
     """The commit of the checkout the benchmark ran from, ``+dirty`` when it had changes; None outside git."""
+
+    def git(*args: str) -> str:
+        return subprocess.run(["git", *args], cwd=root, check=True, capture_output=True, text=True, timeout=10).stdout
+
     try:
-        commit = subprocess.run(
-            ["git", "rev-parse", "HEAD"], cwd=root, check=True, capture_output=True, text=True, timeout=10
-        ).stdout.strip()
-        status = subprocess.run(
-            ["git", "status", "--porcelain", "--untracked-files=no"],
-            cwd=root,
-            check=True,
-            capture_output=True,
-            text=True,
-            timeout=10,
-        ).stdout.strip()
+        commit, status = git("rev-parse", "HEAD").strip(), git("status", "--porcelain", "--untracked-files=no").strip()
     except (OSError, subprocess.SubprocessError):
         return None
     return f"{commit}+dirty" if status else commit
@@ -194,6 +179,84 @@ def write_results(path: str | os.PathLike[str], obj: Any, *, indent: int = 1) ->
         Path(tmp).unlink(missing_ok=True)
         raise
     return out
+
+
+def merge_row(path: str | os.PathLike[str], benchmark: str, row: dict[str, Any], *, key: str = "label") -> Path:
+    """Write ``row`` into the results file ``path`` (its ``rows``), replacing the row with the same ``key``, in a
+    fresh :func:`result` record (this command, machine and date): a long series stopped midway keeps its rows."""
+    old = json.loads(Path(path).read_text(encoding="utf-8")) if Path(path).is_file() else {}
+    rows = [r for r in old.get("rows", []) if r.get(key) != row[key]] + [row]
+    return write_results(path, result(benchmark, rows=rows))
+
+
+def _proc(pid: int, name: str) -> str:
+    try:
+        return Path(f"/proc/{pid}/{name}").read_text()
+    except OSError:
+        return ""
+
+
+def cpu_seconds(pid: int) -> float | None:
+    """User + system CPU seconds of a live process, all its threads (``/proc/PID/stat``), or ``None``."""
+    fields = _proc(pid, "stat").rsplit(")", 1)[-1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK") if len(fields) > 12 else None
+
+
+def rss_bytes(pid: int) -> int | None:
+    """``VmRSS`` of a live process in bytes, or ``None``."""
+    lines = [line for line in _proc(pid, "status").splitlines() if line.startswith("VmRSS:")]
+    return int(lines[0].split()[1]) * 1024 if lines else None
+
+
+def watch_child(command: Sequence[str], env: dict[str, str] | None = None, *, sample_rss: bool = False) -> dict:
+    """Run ``command`` (its stdout discarded) and watch it to its end.
+
+    Returns:
+        ``returncode``; ``wall_s``; ``stderr`` (its text); ``cpu_at``: the child's CPU seconds (user + system)
+        when each line of ``stderr``, by line number, was read, and ``cpu_end`` when it closed stderr (the end
+        of the run, before its interpreter's exit); ``usage``: its ``os.wait4`` rusage (``ru_maxrss``: the peak
+        RSS in KiB on Linux); ``rss_by_stage``: with ``sample_rss``, stage -> the largest ``VmRSS`` in bytes
+        seen (every 50 ms) while that :data:`STAGE` line, without its counts (``576/6,180``), was the last.
+    """
+    start = time.monotonic()
+    child = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env)
+    assert child.stderr is not None
+    stage, rss_by_stage, done = "(start: imports)", {}, threading.Event()
+
+    def sample() -> None:
+        while not done.is_set():
+            now = rss_bytes(child.pid)
+            if now is not None:
+                rss_by_stage[stage] = max(rss_by_stage.get(stage, 0), now)
+            time.sleep(0.05)
+
+    sampler = threading.Thread(target=sample, daemon=True)
+    if sample_rss:
+        sampler.start()
+    lines, cpu_at, cpu_end = [], {}, None
+    for line in child.stderr:
+        now = cpu_seconds(child.pid)
+        if now is not None:
+            cpu_at[len(lines)] = cpu_end = now
+        lines.append(line)
+        match = STAGE.match(line)
+        if match:
+            stage = re.sub(r"\s*[\d,]+/[\d,]+$", "", match.group(3)).strip()
+    _, status, usage = os.wait4(child.pid, 0)
+    child.returncode = os.waitstatus_to_exitcode(status)
+    wall = time.monotonic() - start
+    done.set()
+    if sample_rss:
+        sampler.join()
+    return {
+        "returncode": child.returncode,
+        "wall_s": wall,
+        "stderr": "".join(lines),
+        "cpu_at": cpu_at,
+        "cpu_end": cpu_end,
+        "usage": usage,
+        "rss_by_stage": rss_by_stage,
+    }
 
 
 def add_common_flags(

@@ -5,42 +5,25 @@ Usage::
     OMP_NUM_THREADS=1 python benchmarks/cross_graph.py --holders examples/cross_graph/hpo_small.yaml \\
         --seeds 0,1,2 --epsilons inf,16,4 --fedavg --out benchmarks/results/cross_graph_hpo_small.json
 
-For every seed (each holder's seed is ``10·seed + k``) and every ε of ``--epsilons`` (``inf``:
-no noise, σ = 0, no guarantee), ``run_cross_graph`` runs the holders file with that budget per
-party; every row is one party's test metrics on its own graph's test statements, among its own
-entities (:meth:`textkg.federated.cross_graph.party.Party.test_metrics`):
+For every seed (each holder's seed is ``10·seed + k``), ε of ``--epsilons``, fraction of
+``--aligned-fractions`` and method of ``--methods``, ``run_cross_graph`` runs the holders file; every row is
+one party's test metrics on its own graph (:meth:`textkg.federated.cross_graph.party.Party.test_metrics`):
 
-- ``alone``: the party trained on its graph, then the same fine-tuning slots with the same
-  keep-if-validation-improves rule, no exchange (identical in every ε run of a seed);
-- ``cross-graph eps=ε``: after the exchanges (σ calibrated so that each party's releases meet ε);
-- ``fedavg`` (``--fedavg``): ``textkg federate --partition source`` over hpo's one shared
-  vocabulary and one model (Flower's FedAvg; no DP), ``train.epochs + (K − 1)·rounds`` rounds of
-  one local epoch, the same preset, dimension and split as the first holder; its global model is
-  evaluated on every party's own test statements with the party's own candidates and filter.
+- ``alone``: the party trained on its graph, then the same fine-tuning slots and keep-if-validation-improves
+  rule without an exchange; ``cross-graph eps=ε``: after the exchanges, σ calibrated so that each party's
+  releases meet ε (``inf``: σ = 0, no guarantee; ``0``: the no-information control, σ = 1e9, whose update
+  only shrinks the receiver's aligned rows toward its own mean);
+- with ``exchange.unit: statement`` in the holders file, ε is every holder's DP-SGD budget and each ε has
+  its own ``alone eps=ε`` rows; ``--no-information`` adds each finite ε with every release replaced by
+  noise (``control: no information eps=ε``); ``--paired-noise`` lets the runs of a seed share their DP-SGD
+  streams (a public seed, labelled simulation);
+- ``--methods procrustes,average,ppat,ppat-clear``: the exchange method (``ppat-clear``: PPAT as FKGE
+  publishes it, the client's rows in the clear), named in the rows' prefix;
+- ``fedavg`` (``--fedavg``): ``textkg federate --partition source`` over hpo's shared vocabulary, evaluated
+  on every party's own test statements.
 
-``--epsilons 0`` adds the no-information control: σ = 1e9, so the received rows carry nothing and the
-update only pulls the receiver's aligned rows toward its own mean (a shrinkage). A gain here is
-not the partner's information.
-
-``--aligned-fractions f1,f2``: each cross-graph run again with only that fraction of every
-intersection (``exchange.aligned_fraction``): the gain against the overlap size, FKGE's ablation.
-
-A holders file with ``exchange.unit: statement`` (``examples/cross_graph/hpo_small_statement_dp.yaml``)
-runs the statement-level guarantee: ε of ``--epsilons`` is every holder's ``privacy.target_epsilon``
-(DP-SGD on its own statements, pre-training and fine-tuning together), and each ε has its own
-``alone eps=ε`` rows (the same DP-SGD steps, no exchange); ``inf`` runs the same holders without
-any privacy (entity unit, σ = 0; the split then follows the standard protocol, not the public draw).
-``--no-information`` adds, for each finite ε, the same run with every release replaced by noise
-(``control: no information eps=ε``, against its own ``alone`` rows): the gain of shrinking the aligned
-rows toward the receiver's mean, with nothing from the partner.
-
-``--methods procrustes,ppat,ppat-clear`` runs every ε with each exchange method
-(``exchange.method``; default: the holders file's own): ``procrustes`` keeps the rows' names above,
-``ppat`` (FKGE's PPAT, the file's ``exchange.ppat`` settings) gives ``ppat eps=ε`` and
-``ppat control: no information``, and ``ppat-clear`` is PPAT as FKGE publishes it
-(``ppat.client_release: clear``: only the host's votes are DP, the client's rows cross in the clear).
-
-Writes one JSON with the rows, the per-seed means, and the command; rewritten after every run.
+Writes one JSON with the rows, the per-party means (``summary``) and the commands, after every run;
+``--merge`` joins per-seed outputs. Results and reading: docs/cross_graph.md.
 """
 
 from __future__ import annotations
@@ -51,8 +34,6 @@ import dataclasses
 import itertools
 import json
 import math
-import platform
-import shlex
 import sys
 import tempfile
 import time
@@ -62,9 +43,6 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # benchmarks/: the shared harness
 import _harness
-
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
 
 
 def _with_seed(config, seed: int, *, paired_noise: bool = False):
@@ -221,6 +199,7 @@ def fedavg_rows(config, seed: int, work: Path) -> list[dict]:
     from textkg.federated.config import FederatedConfig
     from textkg.federated.cross_graph.party import Party
     from textkg.federated.engines import federate
+    from textkg.training.checkpoint import load_weights
 
     config = _with_seed(config, seed)
     if _statement_level(config):  # FedAvg stays the no-DP reference
@@ -234,7 +213,7 @@ def fedavg_rows(config, seed: int, work: Path) -> list[dict]:
     t0 = time.perf_counter()
     federate(cfg, fed, out, progress=False)
     seconds = time.perf_counter() - t0
-    state = torch.load(out / "best_model.pt", weights_only=True)
+    state = load_weights(out)
     rows = []
     for h in config.holders:
         party = Party(h, work / f"eval-{h.name}")
@@ -361,29 +340,21 @@ def main(argv: list[str] | None = None) -> None:
     seeds = [int(s) for s in args.seeds.split(",") if s]
     epsilons = [float(e) for e in args.epsilons.split(",")]
     rows: list[dict] = []
-    command = "python benchmarks/cross_graph.py " + shlex.join(argv if argv is not None else sys.argv[1:])
-    commands = [command]
-    if args.append and Path(args.out).is_file():  # an earlier command's rows (and its alone rows)
-        earlier = json.loads(Path(args.out).read_text())
-        rows.extend(earlier["rows"])
-        commands = [*earlier.get("commands", [earlier["command"]]), command]
-        _ALONE_DONE.update(r["seed"] for r in rows if r["method"] == "alone")
-    for path in filter(None, args.merge.split(",")):
+    command = _harness.command_line(argv, "cross_graph.py")
+    commands = []
+    earlier_files = [args.out] if args.append and Path(args.out).is_file() else []
+    for path in [*earlier_files, *filter(None, args.merge.split(","))]:  # earlier commands' rows (alone rows too)
         earlier = json.loads(Path(path).read_text())
         if earlier["holders"] != config.to_dict():
-            raise SystemExit(f"--merge: {path} was made from another holders file than {args.holders}")
+            raise SystemExit(f"{path} was made from another holders file than {args.holders}")
         rows.extend(earlier["rows"])
-        commands = [*commands[:-1], *earlier.get("commands", [earlier["command"]]), command]
+        commands += earlier.get("commands", [earlier["command"]])
         _ALONE_DONE.update(r["seed"] for r in rows if r["method"] == "alone")
     record = {
         "command": command,
-        "commands": commands,
+        "commands": [*commands, command],
         "date": time.strftime("%Y-%m-%d"),
-        "machine": {
-            "torch": torch.__version__,
-            "threads": torch.get_num_threads(),
-            "python": platform.python_version(),
-        },
+        "machine": {**_harness.machine(), "threads": torch.get_num_threads()},
         "holders": config.to_dict(),
         "rows": rows,
     }

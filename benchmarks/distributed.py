@@ -68,10 +68,8 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--split", default=None)
     p.add_argument("--model", default="cpu-best")
     p.add_argument("--epochs", type=int, default=2)
-    p.add_argument("--seed", type=int, default=0)
     p.add_argument("--nproc", default="1,2", help="comma-separated process counts")
-    p.add_argument("--threads", type=int, default=1, help="torch threads per process")
-    p.add_argument("--out", default="benchmarks/results/distributed.json")
+    _harness.add_common_flags(p, out="benchmarks/results/distributed.json", seed=0, threads=1)
     args = p.parse_args(argv)
     rows = []
     with tempfile.TemporaryDirectory(prefix="textkg-dist-bench-") as tmp:

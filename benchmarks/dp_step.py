@@ -1,4 +1,4 @@
-"""Time per training step of a TransE-like model: non-private vs DP-SGD (ours, old and secret noise; Opacus).
+"""Time and memory per training step of a TransE-like model: non-private vs DP-SGD (ours; Opacus).
 
 Usage::
 
@@ -7,73 +7,33 @@ Usage::
         [--methods autograd,rowsparse,rowsparse-secret,opacus] [--opacus-max-batch 256]
         [--threads 1] [--repeats 1] [--noise-draws 10]
 
-Setting (FB15k-237 sized): entity table 14,541 × 200, relation table 237 × 200,
-each example = 1 positive (h, r, t) + k corrupted tails, score
-``−||e_h + w_r − e_t||₂``, per-example loss = cross-entropy of the positive
-among the 1 + k scores. Methods:
+Setting (FB15k-237 sized): entity table 14,541 × 200, relation table 237 × 200, each example 1 positive
+``(h, r, t)`` + k corrupted tails scored ``−||e_h + w_r − e_t||₂``, its loss the cross-entropy of the
+positive among the 1 + k scores, SGD. Methods (docs/results/private_step.md §5 describes each step):
 
-- ``autograd``: non-private; mean loss, ``backward``, SGD update.
-- ``rowsparse``: ours with the OLD, insecure noise — gather the rows each
-  example reads, per-example grads from ONE batched backward through the
-  gathered copies (:func:`textkg.privacy.per_example_input_grads`; the model has no
-  dense parameters, as in :class:`textkg.training.private_step.PrivateStep`
-  for structural models), clip each example's whole (coalesced) gradient,
-  float32 Gaussian noise on EVERY row of both tables from a seeded
-  ``torch.Generator`` (mt19937, replayable from the seed) drawn on the main
-  thread straight into the averaged gradient, the clipped rows added with
-  ``index_add`` (:class:`textkg.privacy.DPSGDStep` without ``noise``), SGD update.
-- ``rowsparse-secret``: the same step with the noise real training uses
-  (:class:`textkg.training.private_training.PrivateTrainer`): a
-  :class:`textkg.privacy.randomness.SecretRandomness` keyed from the OS, float64 unit
-  normals from AES-128-CTR drawn ahead of the step by a
-  :class:`textkg.privacy.randomness.NoisePrefetcher` (background threads; numpy
-  releases the GIL, so a draw uses the second core while the step computes
-  on the first), passed as ``DPSGDStep(..., noise=prefetcher.get(t))``, which
-  sums in float64 and rounds once to float32.
-- ``rowsparse-vmap``: the same with per-example grads from ``vmap(grad)``
-  (:func:`textkg.privacy.per_example_grads`, the path for models with dense
-  parameters); not in the default ``--methods``.
-- ``unit-secret``: the patient-level step (``--privacy-unit entity``,
-  :class:`textkg.training.unit_step.UnitPrivateStep`) on the same B statements grouped into B/8
-  units of 8 (each unit's vector folded in from its other statements, its whole gradient clipped,
-  the same secret noise), on a structural TransE ``KGEModel`` of the same sizes; not in the default
-  ``--methods``. With ``rowsparse-secret`` beside it, ``unit_vs_statement`` gives unit / statement
-  per B (time, CPU time, peak RSS; ``benchmarks/experiments/dp_step_unit.yaml``).
-- ``opacus``: Opacus ``GradSampleModule`` over ``nn.Embedding`` (dense
-  per-example grads ``(B, V, d)``) + ``DPOptimizer`` (clip, noise, step).
+- ``autograd``: non-private; mean loss, ``backward``, an in-place SGD update.
+- ``rowsparse``: :class:`textkg.privacy.DPSGDStep` on the gathered rows, per-example gradients from one
+  batched backward (:func:`textkg.privacy.per_example_input_grads`), the old replayable noise (float32, a
+  seeded ``torch.Generator`` on the training thread).
+- ``rowsparse-secret``: the same step with the noise real training uses: float64 secret normals
+  (:class:`~textkg.privacy.randomness.SecretRandomness`) drawn ahead on background threads by a
+  :class:`~textkg.privacy.randomness.NoisePrefetcher`, as :class:`~textkg.training.private_training.PrivateTrainer`.
+- ``rowsparse-vmap``: per-example gradients from ``vmap(grad)`` (:func:`textkg.privacy.per_example_grads`,
+  the path of models with dense parameters); not in the default ``--methods``.
+- ``unit-secret``: the patient-level step (:class:`textkg.training.unit_step.UnitPrivateStep`) on the same
+  B statements grouped into B/8 units of 8, secret noise; ``unit_vs_statement`` sets it beside
+  ``rowsparse-secret``; not in the default ``--methods``.
+- ``opacus``: Opacus ``GradSampleModule`` over ``nn.Embedding`` + ``DPOptimizer``; its dense per-example
+  tables need B·V·d floats, so it is skipped above ``--opacus-max-batch``.
 
-Each (method, B) runs in its own subprocess with ``--threads`` torch threads
-(default 1: the benchmark machine is shared); peak RSS is the kernel's
-high-water mark of the process (``VmHWM``; torch's allocator is invisible
-to tracemalloc, and a polling thread would compete with the timed steps for
-the GIL). Reported: ms/step (median over timed steps, after 2 warm-up
-steps) of wall time and of process CPU time (``time.process_time``: on a
-loaded machine a 1-thread worker's wall time also counts waiting for a
-core; CPU time does not, though cache and memory-bandwidth contention still
-show), RSS after setup, peak RSS of the
-worker, and per (DP method, B) the ratios DP/autograd of wall time, CPU time and
-peak RSS (targets: time ≤ 1.5, memory ≤ 2), plus ``best_time_ratio``: the
-fastest DP step over the fastest autograd step across all repeats
-(interference from other jobs only ever adds time, so best-of-N is the
-least load-sensitive estimate). CPU time counts every thread of the worker
-(the noise threads included); ``main_thread_cpu_ms_per_step_median`` counts
-the training thread alone. The torch threads (``--threads``) do the step;
-``rowsparse-secret``'s noise threads come on top, so on the 2-core machine
-the secret step uses both cores where the others use one.
-With ``--repeats R`` the autograd, rowsparse and rowsparse-secret workers run
-R times each, alternating; the ratios are the median over repeats, with the
-per-repeat values alongside so the noise of a loaded machine is visible. The
-load average is recorded before and after every worker.
-
-The floor (``noise-draw``, ``--noise-draws`` draws per repeat, each repeat its
-own process): one step's noise for both tables (2.95 M Gaussians) drawn alone
-on one thread, :meth:`SecretRandomness.normal` (float64) against
-``torch`` ``normal_`` in float32, interleaved.
-Opacus's dense per-example tables need B·V·d floats (11 GiB at B = 1024), so
-it is skipped above ``--opacus-max-batch``.
-
-Also timed: ε of 10⁵ composed SGM steps at δ = 1e-5 (``RDPAccountant``, the
-default 156-order grid; target ≤ 50 ms), median of 5 calls.
+Each (method, B) runs in its own subprocess with ``--threads`` torch threads; with ``--repeats R`` the
+methods but Opacus run R times, alternating. Reported per worker: ms per step (median over the timed steps
+after 2 warm-up steps) of wall time, of process CPU time (every thread) and of the training thread alone,
+RSS after setup and peak RSS (``VmHWM``), the load average before and after; per (DP method, B) the
+ratios to ``autograd`` (medians over repeats, each repeat's, and ``best_time_ratio``: fastest over fastest;
+targets: time ≤ 1.5, memory ≤ 2). ``noise-draw`` (``--noise-draws`` per repeat, 0: none) times one step's
+noise for both tables alone, secret float64 against torch's float32 ``normal_``. Also timed: ε of 10⁵
+composed SGM steps at δ = 1e-5 (``RDPAccountant``; target ≤ 50 ms), median of 5 calls.
 """
 
 from __future__ import annotations
@@ -366,76 +326,48 @@ def noise_worker(draws: int, threads: int) -> dict:
 
 #: DP methods compared with ``autograd`` (repeated with it, alternating)
 REPEATED = ("autograd", "rowsparse", "rowsparse-secret", "unit-secret")
+#: (ratio, the worker's field it divides)
+RATIOS = (
+    ("time_ratio", "ms_per_step_median"),
+    ("cpu_time_ratio", "cpu_ms_per_step_median"),
+    ("peak_rss_ratio", "peak_rss_mb"),
+)
 
 
-def _ratios(results: list[dict]) -> list[dict]:
-    """DP / autograd time and peak-RSS ratios per (method, batch size) (median over repeats)."""
+def _ratio(results: list[dict], method: str, base: str, b: int) -> dict | None:
+    """``method`` / ``base`` at batch size ``b``, each repeat's workers paired: the median over repeats of each
+    ratio, ``best_time_ratio`` (the fastest step over the fastest) and each repeat's ratios; None without a pair."""
     by = {(r["method"], r["batch_size"], r.get("repeat", 0)): r for r in results if "ms_per_step_median" in r}
-    rows = []
-    for b in sorted({key[1] for key in by}):
-        for method in sorted({key[0] for key in by if key[0] != "autograd"}):
-            pairs = [
-                (by[(method, b, i)], by[("autograd", b, i)])
-                for (m, bb, i) in sorted(by)
-                if m == method and bb == b and ("autograd", b, i) in by
-            ]
-            if not pairs:
-                continue
-            time_ratios = [dp["ms_per_step_median"] / base["ms_per_step_median"] for dp, base in pairs]
-            cpu_ratios = [dp["cpu_ms_per_step_median"] / base["cpu_ms_per_step_median"] for dp, base in pairs]
-            rss_ratios = [dp["peak_rss_mb"] / base["peak_rss_mb"] for dp, base in pairs]
-            best = min(dp["ms_per_step_min"] for dp, _ in pairs) / min(base["ms_per_step_min"] for _, base in pairs)
-            rows.append(
-                {
-                    "method": method,
-                    "batch_size": b,
-                    "time_ratio": statistics.median(time_ratios),
-                    "best_time_ratio": best,
-                    "cpu_time_ratio": statistics.median(cpu_ratios),
-                    "peak_rss_ratio": statistics.median(rss_ratios),
-                    "time_ratio_per_repeat": time_ratios,
-                    "cpu_time_ratio_per_repeat": cpu_ratios,
-                    "peak_rss_ratio_per_repeat": rss_ratios,
-                    "time_target": 1.5,
-                    "memory_target": 2.0,
-                }
-            )
-    return rows
+    pairs = [
+        (by[key], by[(base, b, key[2])]) for key in sorted(by) if key[:2] == (method, b) and (base, b, key[2]) in by
+    ]
+    if not pairs:
+        return None
+    ratios = {name: [dp[field] / ref[field] for dp, ref in pairs] for name, field in RATIOS}
+    return {
+        **{name: statistics.median(values) for name, values in ratios.items()},
+        "best_time_ratio": min(dp["ms_per_step_min"] for dp, _ in pairs) / min(r["ms_per_step_min"] for _, r in pairs),
+        **{f"{name}_per_repeat": values for name, values in ratios.items()},
+    }
 
 
-def _unit_ratios(results: list[dict]) -> list[dict]:
-    """``unit-secret`` / ``rowsparse-secret`` per batch size: the patient-level step against the statement-level
-    step on the same B statements (B / UNIT_SIZE units of UNIT_SIZE), same secret noise; medians over repeats."""
-    by = {(r["method"], r["batch_size"], r.get("repeat", 0)): r for r in results if "ms_per_step_median" in r}
-    rows = []
-    for b in sorted({key[1] for key in by}):
-        pairs = [
-            (by[("unit-secret", b, i)], by[("rowsparse-secret", b, i)])
-            for (m, bb, i) in sorted(by)
-            if m == "unit-secret" and bb == b and ("rowsparse-secret", b, i) in by
-        ]
-        if not pairs:
-            continue
-        ratio = {
-            key: [unit[field] / statement[field] for unit, statement in pairs]
-            for key, field in (
-                ("time_ratio", "ms_per_step_median"),
-                ("cpu_time_ratio", "cpu_ms_per_step_median"),
-                ("peak_rss_ratio", "peak_rss_mb"),
-            )
-        }
-        rows.append(
-            {
-                "batch_size": b,
-                "units": max(1, b // UNIT_SIZE),
-                "statements_per_unit": UNIT_SIZE,
-                **{key: statistics.median(values) for key, values in ratio.items()},
-                "best_time_ratio": min(u["ms_per_step_min"] for u, _ in pairs)
-                / min(s["ms_per_step_min"] for _, s in pairs),
-                **{f"{key}_per_repeat": values for key, values in ratio.items()},
-            }
-        )
-    return rows
+def _ratios(results: list[dict]) -> tuple[list[dict], list[dict]]:
+    """Every DP method / ``autograd`` per batch size, and ``unit-secret`` / ``rowsparse-secret`` (the patient-level
+    step against the statement-level step on the same B statements, the same secret noise)."""
+    timed = [r for r in results if "ms_per_step_median" in r]
+    sizes, methods = sorted({r["batch_size"] for r in timed}), sorted({r["method"] for r in timed} - {"autograd"})
+    dp = [
+        {"method": m, "batch_size": b, **ratio, "time_target": 1.5, "memory_target": 2.0}
+        for b in sizes
+        for m in methods
+        if (ratio := _ratio(results, m, "autograd", b))
+    ]
+    unit = [
+        {"batch_size": b, "units": max(1, b // UNIT_SIZE), "statements_per_unit": UNIT_SIZE, **ratio}
+        for b in sizes
+        if (ratio := _ratio(results, "unit-secret", "rowsparse-secret", b))
+    ]
+    return dp, unit
 
 
 def _time_accounting(steps: int = 100_000, repeats: int = 5) -> dict:
@@ -471,26 +403,16 @@ def _loadavg() -> str | None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "dp_step.json"))
+    _harness.add_common_flags(parser, out="benchmarks/results/dp_step.json", threads=1)
     parser.add_argument("--batch-sizes", default="64,256,1024")
     parser.add_argument("--negatives", type=int, default=32)
     parser.add_argument("--steps", type=int, default=10)
     parser.add_argument("--opacus-steps", type=int, default=5)
     parser.add_argument("--methods", default="autograd,rowsparse,rowsparse-secret,opacus")
-    parser.add_argument(
-        "--opacus-max-batch",
-        type=int,
-        default=256,
-        help="skip opacus above this batch size (its per-example tables are B*V*d floats)",
-    )
-    parser.add_argument("--threads", type=int, default=1, help="torch threads per worker (both arms)")
-    parser.add_argument(
-        "--repeats", type=int, default=1, help="run autograd/rowsparse this many times per B, alternating (opacus once)"
-    )
+    parser.add_argument("--opacus-max-batch", type=int, default=256, help="skip opacus above this batch size")
+    parser.add_argument("--repeats", type=int, default=1, help="workers per (method but opacus, B), alternating")
     parser.add_argument("--timeout", type=float, default=900.0, help="seconds per (method, B) subprocess")
-    parser.add_argument(
-        "--noise-draws", type=int, default=10, help="time this many noise draws alone per repeat (0: skip)"
-    )
+    parser.add_argument("--noise-draws", type=int, default=10, help="noise draws timed alone per repeat (0: none)")
     parser.add_argument("--noise-worker", nargs=2, metavar=("DRAWS", "THREADS"), help=argparse.SUPPRESS)
     parser.add_argument("--worker", nargs=5, metavar=("METHOD", "B", "K", "STEPS", "THREADS"), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -516,48 +438,29 @@ def main(argv: list[str] | None = None) -> int:
     runs += [(0, "noise-draw", rep) for rep in range(args.repeats if args.noise_draws else 0)]
     for b, method, rep in runs:
         if method == "opacus" and b > args.opacus_max_batch:
-            results.append(
-                {
-                    "method": method,
-                    "batch_size": b,
-                    "skipped": f"B > --opacus-max-batch {args.opacus_max_batch} "
-                    f"(dense per-example grads: {b * NUM_ENTITIES * DIM * 4 / 2**30:.1f} GiB)",
-                }
-            )
+            dense = f"dense per-example grads: {b * NUM_ENTITIES * DIM * 4 / 2**30:.1f} GiB"
+            skipped = f"B > --opacus-max-batch {args.opacus_max_batch} ({dense})"
+            results.append({"method": method, "batch_size": b, "skipped": skipped})
             continue
         steps = args.opacus_steps if method == "opacus" else args.steps
         cmd = [sys.executable, __file__, "--worker", method, str(b), str(args.negatives), str(steps), str(args.threads)]
         if method == "noise-draw":
             cmd = [sys.executable, __file__, "--noise-worker", str(args.noise_draws), str(args.threads)]
-        print(f"{method:16s} B={b:<4d} #{rep} …", end=" ", flush=True, file=sys.stderr)
         load = _loadavg()
         try:
             proc = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout, cwd=ROOT)
+            tail = " | ".join((proc.stderr or "").strip().splitlines()[-3:])
+            error = f"exit {proc.returncode}: {tail}" if proc.returncode else None
         except subprocess.TimeoutExpired:
-            results.append({"method": method, "batch_size": b, "error": f"timeout after {args.timeout}s"})
-            print("timeout", file=sys.stderr)
-            continue
-        if proc.returncode != 0:
-            tail = (proc.stderr or "").strip().splitlines()[-3:]
-            results.append({"method": method, "batch_size": b, "error": f"exit {proc.returncode}: {' | '.join(tail)}"})
-            print(f"failed ({proc.returncode})", file=sys.stderr)
-            continue
-        row = {
-            **json.loads(proc.stdout.strip().splitlines()[-1]),
-            "repeat": rep,
-            "loadavg_before": load,
-            "loadavg_after": _loadavg(),
-        }
+            error = f"timeout after {args.timeout}s"
+        row = {"method": method, "batch_size": b, "error": error}
+        if not error:
+            row = {**json.loads(proc.stdout.strip().splitlines()[-1]), "repeat": rep, "loadavg_before": load}
+            row["loadavg_after"] = _loadavg()
         results.append(row)
-        if method == "noise-draw":
-            print(
-                f"secret {row['secret_float64_ms_median']:.1f} ms, torch {row['torch_float32_ms_median']:.1f} ms",
-                file=sys.stderr,
-            )
-        else:
-            print(f"{row['ms_per_step_median']:.1f} ms/step, peak {row['peak_rss_mb']:.0f} MiB", file=sys.stderr)
+        print(f"{method} B={b} #{rep}: {_harness.dumps(row, indent=None)}", end="", file=sys.stderr)
     noise = [r for r in results if r.get("method") == "noise-draw" and "repeat" in r]
-    unit_vs_statement = _unit_ratios(results)
+    ratios, unit_vs_statement = _ratios(results)
     out = _harness.result(
         "dp_step",
         command=_harness.command_line(argv, "dp_step.py"),
@@ -570,7 +473,7 @@ def main(argv: list[str] | None = None) -> int:
             "loadavg_after": _loadavg(),
             "memory_gb": round(psutil.virtual_memory().total / 2**30, 1),
         },
-        ratios=_ratios(results),
+        ratios=ratios,
         **({"unit_vs_statement": unit_vs_statement} if unit_vs_statement else {}),
         noise_draw_ms_median={
             arm: statistics.median(r[f"{arm}_ms_median"] for r in noise) for arm in ("secret_float64", "torch_float32")

@@ -10,26 +10,14 @@ Usage::
         --inductive-dir ind_rebuilt_seed0 --partition random --clients 3 --model cpu-best \\
         --train-args "--negatives sampled" --aggregations fedavg --methods centralized,federated,alone
 
-For each privacy setting (none, then ``--privacy full --target-epsilon ε`` for
-each ε), on the same inductive split and model:
-
-- ``centralized``: ``textkg train`` on every training statement for R × E epochs;
-  under DP it protects what the holders keep private and no more (the shared
-  statements are public in the federation: :func:`_central_privacy`);
-- ``federated:<aggregation>``: ``textkg federate`` (R rounds of E local epochs), once per
-  server aggregation in ``--aggregations`` (``row``: a table row averaged over the
-  holders that changed it; ``fedavg``: Flower's FedAvg over whole tensors);
-- ``alone:<holder>``: the holder trains R × E epochs on its own statements
-  (plus the shared, public ones), no federation;
-- ``public-only``: the control of every private row (issue 39): the shared, public statements
-  alone for the same R × E epochs, on the same split, no private statement read (ε = 0). A DP
-  row below it gains nothing from the private statements. Only where the partition shares
-  statements (``source``); under ``random`` nothing is public and no control applies.
-
-Every row is the test metrics of the final model on the whole test split
-(BLP protocol, public filter). Writes one JSON with the rows and the commands;
-``--methods`` keeps only some of the three kinds of rows, and the JSON is
-rewritten after every row, so a run cut short keeps what it finished.
+For each privacy setting (none, then ``--privacy full --target-epsilon ε`` for each ε), on the same
+inductive split and model, the rows of ``--methods``: ``centralized`` (``textkg train`` for R × E epochs,
+under DP protecting what the holders keep private and no more: :func:`_central_privacy`),
+``federated:<aggregation>`` (``textkg federate``, R rounds of E local epochs, per ``--aggregations``),
+``alone:<holder>`` (the holder's own statements plus the shared ones) and ``public-only`` (the control of
+every private row, issue 39: the shared, public statements alone, ε = 0; only where the partition shares
+statements). ``--client-epsilons`` adds client-level DP-FedAvg rows. Every row is the final model's test
+metrics (BLP protocol, public filter); the JSON is rewritten after every row. Results: docs/results/federated.md.
 """
 
 from __future__ import annotations
@@ -45,8 +33,6 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # benchmarks/: the shared harness
 import _harness
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
 METHODS = ("centralized", "federated", "alone", "public-only")
 #: the control's row: the shared (public) statements alone, same epochs and split, ε = 0
 PUBLIC_ONLY = "public-only"
@@ -69,17 +55,12 @@ def _central_privacy(args, clients, seed: int) -> list[str]:
     ``source`` partition keeps whole relations apart), or ``--privacy full``
     when nothing is shared.
     """
-    from textkg.data import load_dataset, make_split
     from textkg.federated.partition import SHARED, make_partition
     from textkg.pipeline.prepared import load_graph_and_split
 
     if args.partition == "random":  # every statement goes to one holder: nothing is shared
         return ["--privacy", "full"]
-    if args.data:
-        kg, split = load_graph_and_split(_cfg(args, {}))
-    else:
-        kg = load_dataset(args.dataset)
-        split = make_split(kg, "inductive")
+    kg, split = load_graph_and_split(_cfg(args, {}))
     train = split.train
     part = make_partition(kg, train, args.partition, num_clients=clients, seed=seed)
     shared = part.assignment == SHARED
@@ -172,6 +153,12 @@ def main(argv: list[str] | None = None) -> int:
     flags = _central_privacy(args, args.clients, args.seed)
     record = sys.argv[1:] if argv is None else argv
 
+    def federation(aggregation: str, **client_dp) -> FederatedConfig:
+        rounds = {"rounds": args.rounds, "local_epochs": args.local_epochs}
+        return FederatedConfig(
+            partition=args.partition, clients=args.clients, **rounds, aggregation=aggregation, **client_dp
+        )
+
     def done(row: dict) -> None:
         rows.append(row)
         print(json.dumps(row), file=sys.stderr)
@@ -183,15 +170,7 @@ def main(argv: list[str] | None = None) -> int:
     rows: list[dict] = []
     with tempfile.TemporaryDirectory() as tmp:
         for eps in [float(e) for e in args.client_epsilons.split(",") if e]:
-            fed = FederatedConfig(
-                partition=args.partition,
-                clients=args.clients,
-                rounds=args.rounds,
-                local_epochs=args.local_epochs,
-                aggregation="fedavg",
-                client_target_epsilon=eps,
-                client_clip=args.client_clip,
-            )
+            fed = federation("fedavg", client_target_epsilon=eps, client_clip=args.client_clip)
             t0 = time.perf_counter()
             m = federate(_cfg(args, {}), fed, Path(tmp) / f"client-dp-{len(rows)}", progress=False)
             done(
@@ -225,15 +204,8 @@ def main(argv: list[str] | None = None) -> int:
                 )
             fed_cfg = cfg if not privacy else _cfg(args, {**privacy, "flags": ["--privacy", "full"]})
             for aggregation in args.aggregations.split(",") if "federated" in methods else []:
-                fed = FederatedConfig(
-                    partition=args.partition,
-                    clients=args.clients,
-                    rounds=args.rounds,
-                    local_epochs=args.local_epochs,
-                    aggregation=aggregation,
-                )
                 t0 = time.perf_counter()
-                m = federate(fed_cfg, fed, Path(tmp) / f"fed-{len(rows)}", progress=False)
+                m = federate(fed_cfg, federation(aggregation), Path(tmp) / f"fed-{len(rows)}", progress=False)
                 done(
                     {
                         "privacy": label,

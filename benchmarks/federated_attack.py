@@ -5,30 +5,17 @@ Usage::
 
     OMP_NUM_THREADS=1 python benchmarks/federated_attack.py --dataset hpo-small --partition source \\
         --rounds 2 --target-epsilons 1,4 [--attacker OMIM --victim ORPHA] \\
+        [--defences none,top-k,decay,top-k+decay --upload-top-k 1000 --noise-decay 0.5] \\
         [--out benchmarks/results/federated_attack_hpo_small.json]
 
-For each privacy setting (none, then record-level DP-SGD at each ε), one
-federation runs; in every round the server scores each entity by how far its
-structural row moved in a holder's upload (:mod:`textkg.federated.attacks`)
-and tries to tell entities that occur in exactly one of the holder's own
-statements (members) from training entities in none of its statements
-(non-members). Rows: one per (setting, round, holder) with AUC, TPR at FPR 1 %
-and the held-out empirical ε lower bound.
-
-With ``--attacker A --victim V`` holder ``A`` also plays DP-Flames' client-side
-inference in the same federations (:class:`textkg.federated.attacks.CuriousHolder`):
-after every round it compares the next global model with what it was sent and
-what it uploaded, and scores ``V``'s entities by how far the other holders moved
-their rows (rows ``"attack": "client"``; the last round is read from the final
-global model).
-
-With ``--defences none,top-k,decay,top-k+decay`` every setting runs once per
-defence (DP-Flames' defence, :mod:`textkg.federated.topk` and
-:class:`textkg.privacy.schedule.GeometricNoiseSchedule`): ``top-k`` uploads only
-``--upload-top-k K`` structural rows (a comma-separated list runs each K), ``decay`` lowers σ by ``--noise-decay γ``
-every round (DP settings only; skipped in the clear). Each row names its
-``defence``. The attack reads a top-k upload as the server does: rows not
-uploaded did not move.
+For each privacy setting (none, then record-level DP-SGD at each ε) and ``--defences`` entry, one federation
+runs. In every round the server scores each entity by how far its structural row moved in a holder's upload
+(:func:`textkg.federated.attacks.server_entity_attack`) to tell the entities in exactly one of the holder's
+statements from training entities in none: one row per (setting, round, holder) with AUC, TPR at FPR 1 % and
+the empirical ε lower bound. ``--attacker A --victim V``: holder A also compares each global model with what
+it was sent and uploaded (:class:`textkg.federated.attacks.CuriousHolder`; rows ``"attack": "client"``).
+DP-Flames' defence: ``top-k`` uploads only ``--upload-top-k`` structural rows (a list runs each K), ``decay``
+lowers σ by ``--noise-decay`` every round (DP settings only). Results: docs/results/federated.md.
 """
 
 from __future__ import annotations
@@ -43,9 +30,6 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # benchmarks/: the shared harness, federated.py
 import _harness
-
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -89,18 +73,11 @@ def main(argv: list[str] | None = None) -> int:
         if e is not None or "decay" not in d
     ]
     rows = []
+    run = {"model": args.model, "epochs": args.rounds, "batch_size": args.batch_size, "seed": args.seed}
     with tempfile.TemporaryDirectory() as tmp:
         for eps, defence, top_k in settings:
-            argv_train = train_flags(
-                ["--dataset", args.dataset],
-                model=args.model,
-                epochs=args.rounds,
-                batch_size=args.batch_size,
-                seed=args.seed,
-            )
-            if eps is not None:
-                argv_train += ["--privacy", "full", "--target-epsilon", str(eps)]
-            cfg = _harness.train_config(argv_train)
+            private = [] if eps is None else ["--privacy", "full", "--target-epsilon", str(eps)]
+            cfg = _harness.train_config([*train_flags(["--dataset", args.dataset], **run), *private])
             fed = FederatedConfig(
                 partition=args.partition,
                 clients=args.clients,
@@ -114,9 +91,10 @@ def main(argv: list[str] | None = None) -> int:
             label = "none" if eps is None else f"record-level eps={eps:g}"
             if defence != "none":
                 label += f" + {defence}" + (f" (K={top_k})" if len(ks) > 1 and top_k is not None else "")
+            head = {"privacy": label, "defence": defence}
             spy = None if args.attacker is None else CuriousHolder(args.attacker, args.victim, seed=args.seed)
 
-            def observe(holder, sent, upload, label=label, counter=counter, spy=spy, defence=defence):
+            def observe(holder, sent, upload, counter=counter, spy=spy, head=head):
                 if spy is not None:  # the curious holder sees every round (it needs every holder's weight)
                     spy(holder, sent, upload)
                 members, non = audit_entities(holder.own, holder.shared, holder.model.seen_entities)
@@ -131,13 +109,7 @@ def main(argv: list[str] | None = None) -> int:
                     non_members=non,
                     seed=args.seed,
                 )
-                row = {
-                    "attack": "server",
-                    "privacy": label,
-                    "defence": defence,
-                    "round": counter[holder.name],
-                    "holder": holder.name,
-                }
+                row = {"attack": "server", **head, "round": counter[holder.name], "holder": holder.name}
                 rows.append({**row, **res.to_dict()})
                 print(json.dumps(rows[-1]), file=sys.stderr)
 
@@ -147,14 +119,7 @@ def main(argv: list[str] | None = None) -> int:
             if spy is not None:
                 spy.finish(load_checkpoint(out / "best_model.pt"))  # the last round, read from the final global model
                 for r in spy.results:
-                    row = {
-                        "attack": "client",
-                        "privacy": label,
-                        "defence": defence,
-                        "attacker": args.attacker,
-                        "holder": args.victim,
-                    }
-                    rows.append({**row, **r})
+                    rows.append({"attack": "client", **head, "attacker": args.attacker, "holder": args.victim, **r})
                     print(json.dumps(rows[-1]), file=sys.stderr)
             seconds = time.perf_counter() - t0
             print(json.dumps({"privacy": label, "test_mrr": m["test"]["mrr"], "seconds": seconds}), file=sys.stderr)
@@ -166,8 +131,7 @@ def main(argv: list[str] | None = None) -> int:
             rows.append(
                 {
                     "attack": "summary",
-                    "privacy": label,
-                    "defence": defence,
+                    **head,
                     "global_test_mrr": m["test"]["mrr"],
                     "valid_mrr_by_round": [r["valid_mrr"] for r in m["rounds"]],
                     "epsilon_max": None if m["privacy"] is None else m["privacy"]["epsilon"],

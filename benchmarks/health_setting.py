@@ -1,33 +1,16 @@
 """The health setting: the ontology public, the annotations confidential. Does DP on them pay?
 
-Issue 27's question on the embedded graph, with issue 39's controls. ``is_a`` is public;
-``has_phenotype``, ``gene_has_phenotype`` and ``gene_associated_with_disease`` are confidential.
-For each seed, every run after the first starts from run 1 and trains ``--epochs`` more epochs
-(DPKGE's recipe, Han et al. 2022, Algorithm 1: the private steps interleaved with the public ones):
-
-1. ``public-only`` (U-only): trains on ``is_a`` alone, never reads an annotation;
-2. ``public-only continued`` (**the control**): run 1 continued for the same public steps with the
-   same schedule and seed, still without an annotation. A DP row that beats run 1 but not this one
-   gains from the extra public training, not from the private statements;
-3. ``confidential eps=E``: DP-SGD on the annotations at each ε, the public steps as in run 2
-   (``confidential eps=E private-rows`` with ``--private-updates private-rows``: the private steps
-   update only the rows no public statement reads, textkg.training.private_rows);
-4. ``non-private annotations (ceiling)``: the same steps with the annotations trained without
-   privacy (the private step at σ = 1e-9 and a clipping bound that never binds; labelled
-   ``simulation``): what the annotations can give at most on this schedule;
-5. ``relation popularity`` (no model, owner's test only): the candidates that fill the slot most often
-   among the training statements, read from run 1's ``private_metrics.json``.
-
-Each row reports what a user asks:
-
-* the released test: new terms' ``is_a`` MRR and their placement (model alone, combined);
-* the owner's test (``private_metrics.json``, never released): the confidential statements at the
-  new terms, overall and ``has_phenotype`` alone.
-
-``controls`` sets every DP row beside its control (same seed) with the differences; ``summary``
-gives the mean and sd over seeds; ``targets`` states issue 39's targets for every DP row, met or
-missed, on those means (:func:`targets`). Each row also carries ``test``: the released
-``metrics.json`` test block's headline numbers (new terms' ``is_a`` ranking and the placement).
+Issue 27's question on the embedded graph, with issue 39's controls (docs/privacy.md describes each row and
+its results). ``is_a`` is public; ``has_phenotype``, ``gene_has_phenotype`` and
+``gene_associated_with_disease`` are confidential. Per seed, every run after the first starts from run 1
+and trains ``--epochs`` more epochs (DPKGE's recipe, Han et al. 2022, Algorithm 1): ``public-only``,
+``public-only continued`` (**the control**: the same public steps, no annotation), ``confidential eps=E``
+(DP-SGD on the annotations; ``... private-rows`` with ``--private-updates private-rows``), the
+``non-private annotations (ceiling)`` (σ = 1e-9, labelled ``simulation``) and ``relation popularity`` (no
+model). Each row holds the released test (``metrics.json``: new terms' ``is_a`` MRR, placement) and the
+owner's (``private_metrics.json``: the annotations at the new terms, never released); ``controls`` sets
+every DP row beside its control, ``summary`` gives the mean and sd over seeds, ``targets`` issue 39's
+targets on those means, met or missed (:func:`targets`).
 
 Usage::
 

@@ -17,20 +17,14 @@ gives a cold run (every description encoded).
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import re
-import resource
-import subprocess
 import sys
-import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # benchmarks/: the shared harness
 import _harness
 
 README_ARGS = ["--dataset", "hpo", "--split", "inductive", "--model", "fused-transe", "--epochs", "3"]
-STAGE = re.compile(r"^\[textkg \+(\d+):(\d\d)\] (.*)$")
 
 
 def stages(stderr: str, cpu_at: dict[int, float] | None = None, cpu_end: float | None = None) -> list[dict]:
@@ -39,7 +33,9 @@ def stages(stderr: str, cpu_at: dict[int, float] | None = None, cpu_end: float |
     child's CPU seconds when each line of ``stderr``, by line number, was read) gives it."""
     lines = stderr.splitlines()
     found = [
-        (k, int(m.group(1)) * 60 + int(m.group(2)), m.group(3)) for k, m in enumerate(map(STAGE.match, lines)) if m
+        (k, int(m.group(1)) * 60 + int(m.group(2)), m.group(3))
+        for k, m in enumerate(map(_harness.STAGE.match, lines))
+        if m
     ]
     out = []
     for i, (k, at, text) in enumerate(found):
@@ -50,31 +46,6 @@ def stages(stderr: str, cpu_at: dict[int, float] | None = None, cpu_end: float |
             row["cpu_s"] = None if stop is None else round(stop - cpu_at[k], 1)
         out.append(row)
     return out
-
-
-def cpu_seconds(pid: int) -> float | None:
-    """User + system CPU seconds of a live process, all its threads (``/proc/PID/stat``), or ``None``."""
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except OSError:
-        return None
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime, stime (fields 14, 15)
-
-
-def run_child(command: list[str]) -> tuple[int, str, dict[int, float], float | None]:
-    """Run ``command``; ``(returncode, stderr, CPU seconds at each stderr line, CPU seconds at its end)``."""
-    child = subprocess.Popen(
-        command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=os.environ.copy()
-    )
-    assert child.stderr is not None
-    lines, cpu_at, last = [], {}, None
-    for line in child.stderr:
-        now = cpu_seconds(child.pid)
-        if now is not None:
-            cpu_at[len(lines)], last = now, now
-        lines.append(line)
-    # the end: CPU until the child closed stderr (the end of the run but its interpreter's exit)
-    return child.wait(), "".join(lines), cpu_at, last
 
 
 def placement(metrics: dict) -> dict:
@@ -98,13 +69,11 @@ def main(argv: list[str] | None = None) -> int:
     _harness.add_common_flags(parser, out="benchmarks/results/main_command.json")
     args = parser.parse_args(own)
     command = [sys.executable, "-m", "textkg", "train", *train_args, "--out", str(args.run_dir)]
-    start = time.monotonic()
-    returncode, stderr, cpu_at, cpu_end = run_child(command)
-    wall = time.monotonic() - start
-    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
-    sys.stderr.write(stderr)
-    if returncode != 0:
-        return returncode
+    child = _harness.watch_child(command)
+    usage = child["usage"]
+    sys.stderr.write(child["stderr"])
+    if child["returncode"] != 0:
+        return child["returncode"]
     from textkg.pipeline.run_dir import read_run_json
 
     metrics = read_run_json(args.run_dir / "metrics.json")
@@ -113,19 +82,16 @@ def main(argv: list[str] | None = None) -> int:
         "train_command": " ".join(command),
         "cache_dir": os.environ.get("TEXTKG_CACHE_DIR", "~/.cache/textkg"),
         "omp_num_threads": os.environ.get("OMP_NUM_THREADS"),
-        "wall_s": round(wall, 1),
+        "wall_s": round(child["wall_s"], 1),
         "cpu_user_s": round(usage.ru_utime, 1),
         "cpu_system_s": round(usage.ru_stime, 1),
         "peak_rss_gib": round(usage.ru_maxrss / 2**20, 2),  # Linux: KiB
         "load_average_after": [round(x, 2) for x in os.getloadavg()],
-        "stages": stages(stderr, cpu_at, cpu_end),
+        "stages": stages(child["stderr"], child["cpu_at"], child["cpu_end"]),
         "placement_mrr": placement(metrics),
         "test_mrr": (metrics.get("test") or {}).get("mrr"),
     }
-    old = json.loads(args.out.read_text()) if args.out.is_file() else {}
-    rows = [r for r in old.get("rows", []) if r.get("label") != args.label] + [row]
-    record = _harness.result("main_command", rows=rows)
-    _harness.write_results(args.out, record)
+    _harness.merge_row(args.out, "main_command", row)
     print(_harness.dumps(row), end="")
     return 0
 

@@ -23,10 +23,8 @@ import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "benchmarks"))  # the shared harness
-import _harness  # noqa: E402
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # benchmarks/: the shared harness
+import _harness
 
 
 def measure(n: int, optimizer: str, args) -> dict:
@@ -43,10 +41,6 @@ def measure(n: int, optimizer: str, args) -> dict:
     model = build_model(cfg, num_entities=n, num_relations=50, seen_entities=torch.arange(n))
     opt = build_optimizer(model, name=optimizer, lr=1e-3, weight_decay=0.0)
     margin = get_loss("margin")
-
-    def loss_fn(scores):
-        return margin(scores, margin=1.0)
-
     g = torch.Generator().manual_seed(0)
     pool = torch.arange(n)
     forward, step = [], []
@@ -62,7 +56,7 @@ def measure(n: int, optimizer: str, args) -> dict:
         t0 = time.perf_counter()
         opt.zero_grad(set_to_none=True)
         batch = corrupt(pos, num_negatives=args.num_negatives, entity_pool=pool, generator=g)
-        loss_fn(model(batch)).mean().backward()
+        margin(model(batch), margin=1.0).mean().backward()
         t1 = time.perf_counter()
         opt.step()
         t2 = time.perf_counter()
@@ -85,11 +79,9 @@ def main() -> None:
     parser.add_argument("--batch-size", type=int, default=512)
     parser.add_argument("--num-negatives", type=int, default=32)
     parser.add_argument("--steps", type=int, default=20)
-    parser.add_argument("--out", default="benchmarks/results/optimizer_step.json")
+    _harness.add_common_flags(parser, out="benchmarks/results/optimizer_step.json")
     args = parser.parse_args()
-    import torch
-
-    torch.set_num_threads(1)
+    _harness.set_threads(1)
     rows = []
     for n in [int(s) for s in args.sizes.split(",")]:
         for name in ("adam", "lazy-adam"):

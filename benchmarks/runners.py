@@ -1,17 +1,11 @@
 """Experiments as data (issue 55): a config under ``benchmarks/experiments/`` names a runner, and the runner
 turns the config's arguments into the commands that reproduce a published number.
 
-A config (YAML) holds ``question`` (what a user asks), ``runner`` (a name in :data:`RUNNERS`),
-``arguments`` (the runner's; most become flags of a kept script: ``batch_size: 4096`` is ``--batch-size
-4096``, ``true`` a bare flag, a list a comma-joined value), ``baseline`` (the simplest alternative the
-number is compared with), ``results`` (the files under ``benchmarks/results/`` the numbers are read from),
-and optionally ``environment`` (``OMP_NUM_THREADS``, ``MKL_NUM_THREADS``, ``TEXTKG_CACHE_DIR``: ``empty`` is
-a fresh empty folder) and ``note``. ``python -m benchmarks run NAME --dry-run`` prints the commands.
-
-The runners, one per kind of experiment: ``command-cost`` (the time and memory of a whole command),
-``step-cost`` (of a training step or epoch), ``train-and-report`` (train, then report: ``textkg train`` /
-``sweep``, a kept script), ``real-additions``, ``health-setting``, ``federation`` and ``link-rerank``.
-``variants`` (name -> arguments that differ) gives one command per variant of the same script.
+A config (YAML) holds ``question``, ``runner`` (a name in :data:`RUNNERS`), ``arguments`` (the runner's; most
+become flags of a kept script: ``batch_size: 4096`` is ``--batch-size 4096``, ``true`` a bare flag, a list a
+comma-joined value; ``variants``: one command per variant), ``baseline``, ``results`` and optionally
+``environment`` and ``note``: benchmarks/README.md describes each. ``python -m benchmarks run NAME --dry-run``
+prints the commands.
 """
 
 from __future__ import annotations
@@ -129,12 +123,22 @@ def variants(arguments: dict[str, Any], repeated: Iterable[str] = ()) -> list[tu
     return out
 
 
+#: every runner by its name; a subclass of :class:`Runner` registers itself (a name twice is an error)
+RUNNERS: dict[str, Runner] = {}
+
+
 class Runner:
     """Turns a config's arguments into commands; ``scripts`` are the kept scripts it may run."""
 
     name: ClassVar[str]
     scripts: ClassVar[tuple[str, ...]] = ()
     repeated: ClassVar[tuple[str, ...]] = ("set",)
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if cls.name in RUNNERS:
+            raise TypeError(f"two runners named {cls.name!r}")
+        RUNNERS[cls.name] = cls()
 
     def pick(self, arguments: dict[str, Any]) -> str:
         name = arguments.pop("script")
@@ -262,21 +266,6 @@ class LinkRerank(Runner):
             script("reproduce_fb15k237", train, repeated=self.repeated),
             script("link_rerank", {"from_report": True, **arguments}, train["run_dir"]),
         ]
-
-
-RUNNERS: dict[str, Runner] = {
-    r.name: r
-    for r in (
-        CommandCost(),
-        StepCost(),
-        TrainAndReport(),
-        RealAdditions(),
-        HealthSetting(),
-        Federation(),
-        Diagnosis(),
-        LinkRerank(),
-    )
-}
 
 
 def names() -> list[str]:

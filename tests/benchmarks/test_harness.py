@@ -159,3 +159,29 @@ def test_a_results_file_follows_the_umask(tmp_path):
         assert harness.write_results(tmp_path / "s.json", {"v": 1}).stat().st_mode & 0o777 == 0o600
     finally:
         os.umask(old)
+
+
+def test_merge_row_replaces_the_row_of_the_same_label(tmp_path):
+    out = tmp_path / "r.json"
+    for label, value in (("a", 1), ("b", 2), ("a", 3)):
+        harness.merge_row(out, "x", {"label": label, "v": value})
+    record = json.loads(out.read_text())
+    assert record["benchmark"] == "x" and "machine" in record
+    assert [(r["label"], r["v"]) for r in record["rows"]] == [("b", 2), ("a", 3)]
+
+
+def test_watch_child_times_each_stage_line_and_keeps_each_stages_peak():
+    """What ``main_command`` and ``memory_estimate`` measure: the child's CPU at each stderr line, its rusage, and
+    the largest RSS of each ``[textkg +mm:ss]`` stage, the stage named without its counts."""
+    script = (
+        "import sys, time\n"
+        "sys.stderr.write('[textkg +00:00] texts encoded 1/2\\n'); sys.stderr.flush()\n"
+        "x = b'x' * (64 * 2**20); sum(range(10**6)); time.sleep(0.3)\n"
+        "sys.stderr.write('[textkg +00:01] done\\n')\n"
+    )
+    child = harness.watch_child([sys.executable, "-c", script], sample_rss=True)
+    assert child["returncode"] == 0 and child["wall_s"] >= 0.3 and child["stderr"].count("[textkg") == 2
+    assert 0 in child["cpu_at"] and child["cpu_end"] >= child["cpu_at"][0] >= 0
+    assert child["rss_by_stage"]["texts encoded"] >= 64 * 2**20
+    assert child["usage"].ru_maxrss * 1024 >= 64 * 2**20  # Linux: KiB
+    assert harness.watch_child([sys.executable, "-c", "raise SystemExit(3)"])["returncode"] == 3
