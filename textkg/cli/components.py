@@ -9,6 +9,7 @@
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
 from pathlib import Path
 
@@ -124,8 +125,9 @@ def add_encoders(sub) -> None:
     enc.add_parser("list", help="list registered encoders")
     ad = enc.add_parser(
         "adapt",
-        help="fine-tune the packaged MiniLM on the ontology's own (name, definition/synonym) pairs of "
-        "training terms (SapBERT-style); prints the folder for --encoder-model",
+        help="fine-tune the packaged MiniLM on the ontology's own pairs of training terms: (name, "
+        "definition/synonym), SapBERT-style, and/or (child, parent) of its is_a statements; prints the folder "
+        "for --encoder-model",
     )
     ad.add_argument("--dataset", required=True, help="an ontology --dataset source (e.g. hpo)")
     ad.add_argument(
@@ -134,6 +136,20 @@ def add_encoders(sub) -> None:
         choices=["transductive", "inductive"],
         help="whose training terms give the pairs; inductive keeps held-out terms out (default: inductive)",
     )
+    ad.add_argument(
+        "--pairs",
+        type=pair_sources,
+        default=("names",),
+        metavar="SOURCES",
+        help="comma-separated pair sources: names ((name, definition) and (name, synonym)), is_a (child text, "
+        "parent text) (default: names)",
+    )
+    ad.add_argument(
+        "--hard-negatives",
+        action="store_true",
+        help="give each is_a pair a third text: the training term most similar to the child by the packaged "
+        "MiniLM that is not one of its parents",
+    )
     ad.add_argument("--epochs", type=number_flag("epochs"), default=1, help="passes over the pairs (default: 1)")
     ad.add_argument("--batch-size", type=number_flag("batch_size"), default=64, help="pairs per step (default: 64)")
     ad.add_argument("--lr", type=number_flag("lr"), default=2e-5, help="AdamW learning rate (default: 2e-5)")
@@ -141,9 +157,16 @@ def add_encoders(sub) -> None:
         "--max-minutes", type=number_flag("minutes"), default=15.0, help="wall-time limit in minutes (default: 15)"
     )
     ad.add_argument(
-        "--max-pairs", type=number_flag("items"), default=None, help="use at most this many pairs (default: all)"
+        "--max-steps", type=number_flag("steps"), default=None, help="stop after this many steps (default: no limit)"
+    )
+    ad.add_argument(
+        "--max-pairs",
+        type=number_flag("items"),
+        default=None,
+        help="use at most this many pairs of each source (default: all)",
     )
     ad.add_argument("--seed", type=number_flag("seed"), default=0, help="random seed (default: 0)")
+    ad.add_argument("--no-progress", action="store_true", help="no progress lines on stderr")
     pa = enc.add_parser("pretrain-aec", help="pre-train the LSTM autoencoder on a dataset's descriptions")
     pa.add_argument("--dataset", required=True, help="any --dataset source of textkg train")
     pa.add_argument("--encoder", default="glove-bow", help="token-level encoder feeding the autoencoder")
@@ -153,6 +176,18 @@ def add_encoders(sub) -> None:
     pa.add_argument("--epochs", type=number_flag("epochs"), default=5, help="passes over the descriptions (default: 5)")
     pa.add_argument("--out", required=True, help="new directory for lstm_ae.pt (textkg train --autoencoder)")
     pa.add_argument("--seed", type=number_flag("seed"), default=0, help="random seed (default: 0)")
+
+
+def pair_sources(text: str) -> tuple[str, ...]:
+    """The argparse ``type`` of ``encoders adapt --pairs``: comma-separated names of
+    :data:`textkg.training.adapt_encoder.PAIR_SOURCES`."""
+    from textkg.errors import ConfigError
+    from textkg.training.adapt_encoder import check_sources
+
+    try:
+        return check_sources([s.strip() for s in text.split(",") if s.strip()])
+    except ConfigError as exc:
+        raise argparse.ArgumentTypeError(exc.message) from None
 
 
 def data_stats(args) -> dict:
@@ -215,12 +250,16 @@ def adapt_encoder(args) -> dict:
         split,
         cache_dir=default_cache_dir(),
         split_name=args.split,
+        sources=args.pairs,
+        hard_negatives=args.hard_negatives,
         epochs=args.epochs,
         batch_size=args.batch_size,
         lr=args.lr,
         max_minutes=args.max_minutes,
+        max_steps=args.max_steps,
         max_pairs=args.max_pairs,
         seed=args.seed,
+        progress=not args.no_progress,
     )
 
 

