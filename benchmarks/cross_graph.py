@@ -5,8 +5,8 @@ Usage::
     OMP_NUM_THREADS=1 python benchmarks/cross_graph.py --holders examples/cross_graph/hpo_small.yaml \\
         --seeds 0,1,2 --epsilons inf,16,4 --fedavg --out benchmarks/results/cross_graph_hpo_small.json
 
-For every seed (each holder's seed is ``10·seed + k``), ε of ``--epsilons``, fraction of
-``--aligned-fractions`` and method of ``--methods``, ``run_cross_graph`` runs the holders file; every row is
+For every seed (each holder's seed is ``10·seed + k``), ε of ``--epsilons`` and method of ``--methods``,
+``run_cross_graph`` runs the holders file (its ``exchange.aligned_fraction`` labels the rows); every row is
 one party's test metrics on its own graph (:meth:`textkg.federated.cross_graph.party.Party.test_metrics`):
 
 - ``alone``: the party trained on its graph, then the same fine-tuning slots and keep-if-validation-improves
@@ -31,7 +31,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import dataclasses
-import itertools
 import json
 import math
 import sys
@@ -71,7 +70,7 @@ def _statement_level(config) -> bool:
     return config.exchange.unit == "statement"
 
 
-def _with_epsilon(config, eps: float, fraction: float = 1.0):
+def _with_epsilon(config, eps: float):
     if _statement_level(config):
         if math.isinf(eps):  # the no-DP reference: the same holders without privacy
             holders = tuple(dataclasses.replace(h, privacy={}) for h in config.holders)
@@ -81,14 +80,14 @@ def _with_epsilon(config, eps: float, fraction: float = 1.0):
                 dataclasses.replace(h, privacy={**h.privacy, "target_epsilon": eps}) for h in config.holders
             )
             ex = config.exchange
-        return dataclasses.replace(config, holders=holders, exchange=dataclasses.replace(ex, aligned_fraction=fraction))
+        return dataclasses.replace(config, holders=holders, exchange=ex)
     if eps == 0:
         ex = dataclasses.replace(config.exchange, target_epsilon=None, noise_multiplier=CONTROL_SIGMA)
     elif math.isinf(eps):
         ex = dataclasses.replace(config.exchange, target_epsilon=None, noise_multiplier=0.0)
     else:
         ex = dataclasses.replace(config.exchange, target_epsilon=eps, noise_multiplier=None)
-    return dataclasses.replace(config, exchange=dataclasses.replace(ex, aligned_fraction=fraction))
+    return dataclasses.replace(config, exchange=ex)
 
 
 #: seeds whose ``alone`` rows are written
@@ -141,18 +140,14 @@ def _method_label(config) -> str:
     return "ppat-clear" if ex.ppat.client_release == "clear" else ex.method
 
 
-def cross_graph_rows(
-    config, seed: int, eps: float, work: Path, fraction: float = 1.0, *, control: bool = False
-) -> list[dict]:
+def cross_graph_rows(config, seed: int, eps: float, work: Path, *, control: bool = False) -> list[dict]:
     from textkg.federated.cross_graph.runner import run_cross_graph
 
-    label = _method_label(config)
-    out = work / f"cg-s{seed}-e{eps}-f{fraction}{'-control' if control else ''}{label}"
+    label, fraction = _method_label(config), config.exchange.aligned_fraction
+    out = work / f"cg-s{seed}-e{eps}{'-control' if control else ''}{label}"
     t0 = time.perf_counter()
     with _no_information() if control else contextlib.nullcontext():
-        run_cross_graph(
-            _with_epsilon(_with_seed(config, seed, paired_noise=PAIRED_NOISE), eps, fraction), out, progress=False
-        )
+        run_cross_graph(_with_epsilon(_with_seed(config, seed, paired_noise=PAIRED_NOISE), eps), out, progress=False)
     seconds = time.perf_counter() - t0
     rows = []
     statement = _statement_level(config) and not math.isinf(eps)
@@ -302,7 +297,6 @@ def main(argv: list[str] | None = None) -> None:
         default="inf,4",
         help="comma-separated per-party epsilons; inf = no noise; 0 = the no-information control (sigma 1e9)",
     )
-    ap.add_argument("--aligned-fractions", default="1", help="comma-separated fractions of each intersection used")
     ap.add_argument("--fedavg", action="store_true", help="add FedAvg over the shared vocabulary (hpo source)")
     ap.add_argument(
         "--no-information",
@@ -318,11 +312,6 @@ def main(argv: list[str] | None = None) -> None:
         "--methods",
         default=None,
         help="comma-separated exchange methods at every epsilon: procrustes, ppat, ppat-clear (default: the file's)",
-    )
-    ap.add_argument(
-        "--append",
-        action="store_true",
-        help="keep the rows already in --out (same holders file) and add this command's; commands are listed",
     )
     ap.add_argument(
         "--merge",
@@ -342,8 +331,7 @@ def main(argv: list[str] | None = None) -> None:
     rows: list[dict] = []
     command = _harness.command_line(argv, "cross_graph.py")
     commands = []
-    earlier_files = [args.out] if args.append and Path(args.out).is_file() else []
-    for path in [*earlier_files, *filter(None, args.merge.split(","))]:  # earlier commands' rows (alone rows too)
+    for path in filter(None, args.merge.split(",")):  # earlier commands' rows (alone rows too)
         earlier = json.loads(Path(path).read_text())
         if earlier["holders"] != config.to_dict():
             raise SystemExit(f"{path} was made from another holders file than {args.holders}")
@@ -361,14 +349,10 @@ def main(argv: list[str] | None = None) -> None:
     with tempfile.TemporaryDirectory(prefix="textkg-cross-graph-") as tmp:
         for seed in seeds:
             for eps in epsilons:
-                for fraction, method in itertools.product(
-                    [float(f) for f in args.aligned_fractions.split(",")], methods
-                ):
-                    rows.extend(cross_graph_rows(with_method(config, method), seed, eps, Path(tmp), fraction))
+                for method in methods:
+                    rows.extend(cross_graph_rows(with_method(config, method), seed, eps, Path(tmp)))
                     if args.no_information and _statement_level(config) and not math.isinf(eps):
-                        rows.extend(
-                            cross_graph_rows(with_method(config, method), seed, eps, Path(tmp), fraction, control=True)
-                        )
+                        rows.extend(cross_graph_rows(with_method(config, method), seed, eps, Path(tmp), control=True))
                     _write(args.out, record)
             if args.fedavg:
                 rows.extend(fedavg_rows(config, seed, Path(tmp)))

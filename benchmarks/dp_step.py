@@ -18,8 +18,6 @@ positive among the 1 + k scores, SGD. Methods (docs/results/private_step.md §5 
 - ``rowsparse-secret``: the same step with the noise real training uses: float64 secret normals
   (:class:`~textkg.privacy.randomness.SecretRandomness`) drawn ahead on background threads by a
   :class:`~textkg.privacy.randomness.NoisePrefetcher`, as :class:`~textkg.training.private_training.PrivateTrainer`.
-- ``rowsparse-vmap``: per-example gradients from ``vmap(grad)`` (:func:`textkg.privacy.per_example_grads`,
-  the path of models with dense parameters); not in the default ``--methods``.
 - ``unit-secret``: the patient-level step (:class:`textkg.training.unit_step.UnitPrivateStep`) on the same
   B statements grouped into B/8 units of 8, secret noise; ``unit_vs_statement`` sets it beside
   ``rowsparse-secret``; not in the default ``--methods``.
@@ -78,13 +76,6 @@ def _scores(ent_rows, rel_rows):
     return -(h + rel_rows - cands).norm(dim=-1)
 
 
-def _example_loss(params, rows):
-    import torch.nn.functional as F
-
-    scores = _scores(rows["entity"], rows["relation"])  # (1 + k,)
-    return -F.log_softmax(scores, dim=-1)[0]
-
-
 def _batch_loss(rows):
     """Per-example losses ``(B,)`` of a whole batch of gathered rows."""
     import torch.nn.functional as F
@@ -115,8 +106,8 @@ def make_step(method: str, b: int, k: int, generator):
 
         return step
 
-    if method in ("rowsparse", "rowsparse-secret", "rowsparse-vmap"):
-        from textkg.privacy import DPSGDStep, RDPAccountant, as_row_grads, per_example_grads, per_example_input_grads
+    if method in ("rowsparse", "rowsparse-secret"):
+        from textkg.privacy import DPSGDStep, RDPAccountant, as_row_grads, per_example_input_grads
 
         accountant = RDPAccountant()
         sizes = {n: t.shape[0] for n, t in tables.items()}
@@ -139,10 +130,7 @@ def make_step(method: str, b: int, k: int, generator):
             ent_idx, rel_idx = _batch(generator, b, k)
             idx = {"entity": ent_idx, "relation": rel_idx}
             gathered = {n: tables[n][i] for n, i in idx.items()}
-            if method == "rowsparse-vmap":
-                _, (row_g,) = per_example_grads(_example_loss, {}, (gathered,))
-            else:
-                row_g = per_example_input_grads(_batch_loss, gathered)
+            row_g = per_example_input_grads(_batch_loss, gathered)
             noised = mech({}, as_row_grads(idx, row_g), sizes, noise)
             for n, t in tables.items():
                 t.add_(noised[n], alpha=-LR)

@@ -5,13 +5,11 @@ Usage::
     python benchmarks/reproduce_fb15k237.py --data PATH/fb15k237 --preset blp-transe [--epochs N] \\
         [--set model.encoder_kwargs.pooling=\\"mean\\" --set train.weight_decay=1e-6 ...] \\
         [--tag NAME] [--out benchmarks/results/reproduce_fb15k237.json] [--run-dir DIR]
-    python benchmarks/reproduce_fb15k237.py --table benchmarks/results/reproduce_fb15k237.md
 
 The run goes through the library's own pipeline (:func:`textkg.pipeline.job.run`) on the BLP-format
 directory ``--data`` (never assumed) with the BLP candidate protocol, and appends one row to ``--out`` (a
 JSON list): the preset, every setting, test and valid metrics, the seconds of training and in all, the
-machine and the published numbers for that preset. ``--valid-only`` (recipe search) reports validation
-only; ``--table`` renders the rows as Markdown. Each flag and row: benchmarks/README.md.
+machine and the published numbers for that preset. Each flag and row: benchmarks/README.md.
 """
 
 from __future__ import annotations
@@ -68,18 +66,12 @@ DEFAULT_REFERENCES = ["BLP-TransE", "StATIK"]
 
 def parse_args(argv=None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument(
-        "--table",
-        metavar="MD",
-        default=None,
-        help="only render the rows of --out as a Markdown table into MD (no training)",
-    )
-    p.add_argument("--data", help="BLP-format FB15k-237 directory (required unless --table)")
+    p.add_argument("--data", required=True, help="BLP-format FB15k-237 directory")
     p.add_argument("--inductive-dir", default="ind_rebuilt_seed0")
     p.add_argument(
         "--description", default="first-sentence", help="short (names), long, or first-sentence (StAR, default)"
     )
-    p.add_argument("--preset", help="model preset (textkg models list; required unless --table)")
+    p.add_argument("--preset", required=True, help="model preset (textkg models list)")
     p.add_argument("--epochs", type=int, help="default: the preset's, else 3")
     p.add_argument("--lr", type=float)
     p.add_argument("--batch-size", type=int)
@@ -106,17 +98,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--tag", default=None, help="free-text label stored with the row")
     p.add_argument("--out", default=str(DEFAULT_OUT), help="JSON list the row is appended to")
     p.add_argument("--run-dir", default=None, help="run directory (default: a new temporary one)")
-    p.add_argument(
-        "--valid-only",
-        action="store_true",
-        help="recipe search: train and report validation only (no test ranking, "
-        "no run files kept); the row says test=null",
-    )
     p.add_argument("--progress", action="store_true")
-    args = p.parse_args(argv)
-    if args.table is None and (args.data is None or args.preset is None):
-        p.error("--data and --preset are required (unless --table)")
-    return args
+    return p.parse_args(argv)
 
 
 def _value(text: str):
@@ -183,107 +166,21 @@ def _metrics(d: dict | None) -> dict | None:
     return {k: d[k] for k in keys if k in d}
 
 
-def _valid_only(cfg, run_dir: Path, progress: bool) -> dict:
-    """The pipeline's own steps up to model selection, then validation only."""
-    from textkg.pipeline import job as pipeline
-
-    prep = pipeline.prepare(cfg)
-    trainer, _, _ = pipeline.build_trainer(prep, cfg, run_dir)
-    run_dir.mkdir(parents=True, exist_ok=True)
-    state = trainer.fit()
-    valid = pipeline.evaluate_split(
-        prep, cfg, "valid", max_triples=cfg.train.valid_max_triples, progress=progress
-    ).to_dict()
-    return {
-        "model": {"num_parameters": sum(p.numel() for p in prep.model.parameters() if p.requires_grad)},
-        "train": {
-            "epochs": state.epoch,
-            "best_epoch": state.best_epoch,
-            "stopped": state.stopped,
-            "seconds": state.seconds,
-            "history": state.history,
-        },
-        "valid": valid,
-        "test": None,
-    }
-
-
 def append_row(path: Path, row: dict) -> None:
     rows = json.loads(path.read_text()) if path.is_file() else []
     rows.append(row)
     _harness.write_results(path, rows, indent=2)
 
 
-def _settings_text(row: dict) -> str:
-    s = row["settings"]
-    m, t, d = s["model"], s["train"], s["data"]
-    pooling = (m.get("encoder_kwargs") or {}).get("pooling", "")
-    enc = f"{m['encoder']}{'/' + pooling if pooling else ''}" if m.get("encoder") else "-"
-    norm = (m.get("interaction_kwargs") or {}).get("p")
-    interaction = m["interaction"] + (f"-L{norm}" if norm == 2 else "")
-    parts = [
-        f"{enc}",
-        interaction,
-        f"{d['description']}",
-        f"d={m['dim']}",
-        f"lr={t['lr']:g}",
-        f"B={t['batch_size']}",
-        _negatives_text(t),
-        _loss_text(t),
-    ]
-    if m.get("text_hidden"):  # an experimental option tried during the recipe search (since removed)
-        parts.append(f"text MLP {m['text_hidden']}")
-    if t.get("max_minutes"):
-        parts.append(f"max {t['max_minutes']:g} min")
-    return ", ".join(parts)
-
-
-def _negatives_text(t: dict) -> str:
-    return "1-vs-all" if t.get("negatives") == "all" else f"K={t['num_negatives']}"
-
-
-def _loss_text(t: dict) -> str:
-    if t["loss"] == "margin":
-        return f"margin {t['margin']:g}"
-    if t["loss"] == "softmax":
-        return f"softmax τ={t.get('temperature', 1.0):g}"
-    return t["loss"]
-
-
-def render_table(rows: list[dict]) -> str:
-    """Markdown table of result rows (numbers exactly as stored in the JSON)."""
-
-    def f(x):
-        return "–" if x is None else f"{x:.3f}"
-
-    lines = [
-        "| tag | preset | settings | epochs (best) | train min | valid MRR (n) | test MRR | H@1 | H@3 | H@10 |",
-        "|---|---|---|---|---|---|---|---|---|---|",
-    ]
-    for r in rows:
-        t, v = r.get("test") or {}, r.get("valid") or {}
-        lines.append(
-            f"| {r.get('tag') or ''} | {r['preset']} | {_settings_text(r)} | {r['epochs_run']} "
-            f"({r['best_epoch']}) | {r['train_minutes']:.1f} | {f(v.get('mrr'))} ({v.get('num_triples')}) "
-            f"| {f(t.get('mrr'))} | {f(t.get('hits@1'))} | {f(t.get('hits@3'))} | {f(t.get('hits@10'))} |"
-        )
-    return "\n".join(lines) + "\n"
-
-
-def main(argv=None) -> dict | None:
+def main(argv=None) -> dict:
     args = parse_args(argv)
-    if args.table is not None:
-        rows = json.loads(Path(args.out).read_text())
-        Path(args.table).write_text(render_table(rows))
-        print(render_table(rows))
-        return None
     _harness.set_threads(args.threads)
     from textkg.pipeline.job import run
 
     cfg = build_config(args)
     run_dir = Path(args.run_dir) if args.run_dir else Path(tempfile.mkdtemp(prefix="reproduce_fb15k237-"))
     started = time.perf_counter()
-    metrics = _valid_only(cfg, run_dir, args.progress) if args.valid_only else run(cfg, run_dir, progress=args.progress)
+    metrics = run(cfg, run_dir, progress=args.progress)
     total = time.perf_counter() - started
     train = metrics["train"]
     refs = REFERENCES.get(args.preset, DEFAULT_REFERENCES)
@@ -307,15 +204,11 @@ def main(argv=None) -> dict | None:
         "privacy": metrics.get("privacy"),  # the run's privacy block, as metrics.json has it (None: not private)
         "fusion_weights": metrics["model"].get("fusion_weights"),
         "published": {name: PUBLISHED[name] for name in refs},
-        "run_dir": None if args.valid_only else str(run_dir),
+        "run_dir": str(run_dir),
         "machine": _harness.machine(load_at_end_key=True),
         "command": " ".join([Path(sys.executable).name, *sys.argv]),
     }
     append_row(Path(args.out), row)
-    if args.valid_only:
-        import shutil
-
-        shutil.rmtree(run_dir, ignore_errors=True)
     shown = ("preset", "tag", "train_minutes", "total_seconds", "test", "published")
     print(json.dumps({**{k: row[k] for k in shown}, "valid_mrr": (row["valid"] or {}).get("mrr")}, indent=1))
     return row

@@ -4,7 +4,7 @@ Usage (each flag: benchmarks/README.md; the setting, the differences between the
 results: docs/results/throughput.md)::
 
     python benchmarks/throughput_vs_pykeen.py --data PATH/fb15k237 --pykeen-python PYKEEN_ENV/bin/python
-        [--repeats 2] [--textkg-validate] [--textkg-src DIR --textkg-src-label before]
+        [--repeats 2] [--textkg-validate]
 
 Both tools train TransE (L1) with the sLCWA recipe, each run in a fresh process (PyKEEN in the interpreter of
 its own environment: never a dependency of textkg), the tools alternating for ``--repeats`` rounds so that
@@ -49,8 +49,6 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--pykeen-eval-repeats", type=int, default=1, help="rounds in which PyKEEN ranks the test set")
     p.add_argument("--pykeen-eval-batch-size", type=int, default=256)
     p.add_argument("--textkg-validate", action="store_true", help="also time textkg's per-epoch validation")
-    p.add_argument("--textkg-src", help="another textkg source tree, run as a third tool")
-    p.add_argument("--textkg-src-label", default="textkg-other")
     p.add_argument("--out", default=str(DEFAULT_OUT))
     p.add_argument("--worker", choices=["textkg", "pykeen"], help=argparse.SUPPRESS)
     p.add_argument("--evaluate", action="store_true", help=argparse.SUPPRESS)
@@ -201,13 +199,11 @@ def _worker_command(args, python: str, tool: str, result: Path, *, evaluate: boo
     return cmd
 
 
-def _run(cmd: list[str], *, src: str | None, threads: int) -> dict:
+def _run(cmd: list[str], *, threads: int) -> dict:
     env = {**os.environ, "OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads)}
-    if src is not None:  # another textkg tree first on the path (the package is installed editable)
-        env["PYTHONPATH"] = os.pathsep.join([src, *filter(None, [env.get("PYTHONPATH")])])
     load_before = os.getloadavg()
     start = time.perf_counter()
-    subprocess.run(cmd, check=True, env=env, cwd=src or ROOT)
+    subprocess.run(cmd, check=True, env=env, cwd=ROOT)
     wall = time.perf_counter() - start
     row = json.loads(Path(cmd[cmd.index("--result") + 1]).read_text())
     row.update(wall_seconds=wall, loadavg_before=list(load_before), loadavg_after=list(os.getloadavg()))
@@ -243,20 +239,16 @@ def main(argv=None) -> None:
         worker = textkg_worker if args.worker == "textkg" else pykeen_worker
         _harness.write_results(args.result, worker(args))  # read back by the parent process
         return
-    tools: list[tuple[str, str, str, str | None]] = [("textkg", sys.executable, "textkg", None)]
-    if args.textkg_src:
-        tools.append((args.textkg_src_label, sys.executable, "textkg", str(Path(args.textkg_src).resolve())))
+    tools = [("textkg", sys.executable, "textkg")]
     if args.pykeen_python:
-        tools.append(("pykeen", args.pykeen_python, "pykeen", None))
+        tools.append(("pykeen", args.pykeen_python, "pykeen"))
     runs = []
     with tempfile.TemporaryDirectory() as tmp:
         for repeat in range(args.repeats):
-            for label, python, worker, src in tools:
+            for label, python, worker in tools:
                 evaluate = worker == "textkg" or repeat < args.pykeen_eval_repeats
                 result = Path(tmp) / f"{label}-{repeat}.json"
-                row = _run(
-                    _worker_command(args, python, worker, result, evaluate=evaluate), src=src, threads=args.threads
-                )
+                row = _run(_worker_command(args, python, worker, result, evaluate=evaluate), threads=args.threads)
                 runs.append({"tool": label, "repeat": repeat, **row})
                 shown = {k: row[k] for k in ("epoch_seconds", "epoch_cpu_seconds", "eval_seconds", "test_mrr")}
                 print(f"{label} round {repeat}:", json.dumps(shown), flush=True)

@@ -68,7 +68,8 @@ def test_the_benchmark_runs_ppat_beside_procrustes_and_appends(tmp_path, two_gra
     out = tmp_path / "bench.json"
     bench = _module()
     bench.main(["--holders", str(path), "--epsilons", "4", "--methods", "procrustes,ppat", "--out", str(out)])
-    bench.main(["--holders", str(path), "--epsilons", "4", "--methods", "ppat-clear", "--append", "--out", str(out)])
+    more = ["--methods", "ppat-clear", "--merge", str(out)]  # --merge OUT: what --append did (retired, issue 55)
+    bench.main(["--holders", str(path), "--epsilons", "4", *more, "--out", str(out)])
     record = json.loads(out.read_text())
     methods = sorted(r["method"] for r in record["rows"] if r["party"] == "alpha")
     assert methods == ["alone", "cross-graph eps=4", "ppat eps=4", "ppat-clear eps=4"] and len(record["commands"]) == 2
