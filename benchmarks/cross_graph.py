@@ -5,25 +5,11 @@ Usage::
     OMP_NUM_THREADS=1 python benchmarks/cross_graph.py --holders examples/cross_graph/hpo_small.yaml \\
         --seeds 0,1,2 --epsilons inf,16,4 --fedavg --out benchmarks/results/cross_graph_hpo_small.json
 
-For every seed (each holder's seed is ``10·seed + k``), ε of ``--epsilons`` and method of ``--methods``,
-``run_cross_graph`` runs the holders file (its ``exchange.aligned_fraction`` labels the rows); every row is
-one party's test metrics on its own graph (:meth:`textkg.federated.cross_graph.party.Party.test_metrics`):
-
-- ``alone``: the party trained on its graph, then the same fine-tuning slots and keep-if-validation-improves
-  rule without an exchange; ``cross-graph eps=ε``: after the exchanges, σ calibrated so that each party's
-  releases meet ε (``inf``: σ = 0, no guarantee; ``0``: the no-information control, σ = 1e9, whose update
-  only shrinks the receiver's aligned rows toward its own mean);
-- with ``exchange.unit: statement`` in the holders file, ε is every holder's DP-SGD budget and each ε has
-  its own ``alone eps=ε`` rows; ``--no-information`` adds each finite ε with every release replaced by
-  noise (``control: no information eps=ε``); ``--paired-noise`` lets the runs of a seed share their DP-SGD
-  streams (a public seed, labelled simulation);
-- ``--methods procrustes,average,ppat,ppat-clear``: the exchange method (``ppat-clear``: PPAT as FKGE
-  publishes it, the client's rows in the clear), named in the rows' prefix;
-- ``fedavg`` (``--fedavg``): ``textkg federate --partition source`` over hpo's shared vocabulary, evaluated
-  on every party's own test statements.
-
-Writes one JSON with the rows, the per-party means (``summary``) and the commands, after every run;
-``--merge`` joins per-seed outputs. Results and reading: docs/cross_graph.md.
+For every seed (holder k's seed is ``10·seed + k``), ε of ``--epsilons`` and method of ``--methods``,
+``run_cross_graph`` runs the holders file; every row is one party's test metrics on its own graph (``alone``,
+``cross-graph eps=ε``, ``alone eps=ε`` and ``--no-information`` controls under statement-level DP, ``fedavg``
+with ``--fedavg``). Writes one JSON with the rows, the per-party means (``summary``) and the commands, after
+every run; ``--merge`` joins per-seed outputs. Rows, controls and results: docs/cross_graph.md.
 """
 
 from __future__ import annotations
@@ -54,15 +40,11 @@ def _with_seed(config, seed: int, *, paired_noise: bool = False):
     return dataclasses.replace(config, holders=holders)
 
 
-#: ``--paired-noise``: every run of a seed draws the same DP-SGD streams (a public seed, labelled
-#: simulation; the mechanism and its ε are unchanged), so ``alone``, the exchange and the control of
-#: one seed differ only by what they do with the releases.
+#: ``--paired-noise``: the runs of a seed share their DP-SGD streams (public seed; docs/cross_graph.md).
 PAIRED_NOISE = False
 
 
-#: ``--epsilons 0``: the no-information control. σ so large that the received rows carry nothing
-#: and the Procrustes scale is ~0: the update only pulls the aligned rows toward the receiver's own
-#: mean. What a real exchange gains beyond this is the partner's information.
+#: ``--epsilons 0``: the no-information control; the received rows carry nothing (docs/cross_graph.md).
 CONTROL_SIGMA = 1e9
 
 

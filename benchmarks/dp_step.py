@@ -7,31 +7,14 @@ Usage::
         [--methods autograd,rowsparse,rowsparse-secret,opacus] [--opacus-max-batch 256]
         [--threads 1] [--repeats 1] [--noise-draws 10]
 
-Setting (FB15k-237 sized): entity table 14,541 × 200, relation table 237 × 200, each example 1 positive
-``(h, r, t)`` + k corrupted tails scored ``−||e_h + w_r − e_t||₂``, its loss the cross-entropy of the
-positive among the 1 + k scores, SGD. Methods (docs/results/private_step.md §5 describes each step):
-
-- ``autograd``: non-private; mean loss, ``backward``, an in-place SGD update.
-- ``rowsparse``: :class:`textkg.privacy.DPSGDStep` on the gathered rows, per-example gradients from one
-  batched backward (:func:`textkg.privacy.per_example_input_grads`), the old replayable noise (float32, a
-  seeded ``torch.Generator`` on the training thread).
-- ``rowsparse-secret``: the same step with the noise real training uses: float64 secret normals
-  (:class:`~textkg.privacy.randomness.SecretRandomness`) drawn ahead on background threads by a
-  :class:`~textkg.privacy.randomness.NoisePrefetcher`, as :class:`~textkg.training.private_training.PrivateTrainer`.
-- ``unit-secret``: the patient-level step (:class:`textkg.training.unit_step.UnitPrivateStep`) on the same
-  B statements grouped into B/8 units of 8, secret noise; ``unit_vs_statement`` sets it beside
-  ``rowsparse-secret``; not in the default ``--methods``.
-- ``opacus``: Opacus ``GradSampleModule`` over ``nn.Embedding`` + ``DPOptimizer``; its dense per-example
-  tables need B·V·d floats, so it is skipped above ``--opacus-max-batch``.
-
-Each (method, B) runs in its own subprocess with ``--threads`` torch threads; with ``--repeats R`` the
-methods but Opacus run R times, alternating. Reported per worker: ms per step (median over the timed steps
-after 2 warm-up steps) of wall time, of process CPU time (every thread) and of the training thread alone,
-RSS after setup and peak RSS (``VmHWM``), the load average before and after; per (DP method, B) the
-ratios to ``autograd`` (medians over repeats, each repeat's, and ``best_time_ratio``: fastest over fastest;
-targets: time ≤ 1.5, memory ≤ 2). ``noise-draw`` (``--noise-draws`` per repeat, 0: none) times one step's
-noise for both tables alone, secret float64 against torch's float32 ``normal_``. Also timed: ε of 10⁵
-composed SGM steps at δ = 1e-5 (``RDPAccountant``; target ≤ 50 ms), median of 5 calls.
+TransE over an FB15k-237-sized table (14,541 × 200 + 237 × 200), 1 positive + k corrupted tails, SGD.
+Methods ``autograd``, ``rowsparse``, ``rowsparse-secret``, ``unit-secret`` (not in the default ``--methods``)
+and ``opacus`` (skipped above ``--opacus-max-batch``): docs/results/private_step.md §5 describes each step
+and holds the results. Each (method, B) runs in its own subprocess with ``--threads`` torch threads, the
+methods but Opacus ``--repeats`` times, alternating. Per worker: ms per step (median after 2 warm-up steps)
+of wall, process CPU and training-thread time, RSS after setup and peak (``VmHWM``), the load average; per
+(DP method, B) the ratios to ``autograd`` (targets: time ≤ 1.5, memory ≤ 2). ``noise-draw`` times one step's
+noise alone; ε of 10⁵ SGM steps at δ = 1e-5 is timed too (target ≤ 50 ms, median of 5 calls).
 """
 
 from __future__ import annotations

