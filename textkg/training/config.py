@@ -494,6 +494,15 @@ class PrivacyConfig:
             object.__setattr__(self, "unit_targets", targets)
         if not isinstance(targets, tuple) or not all(isinstance(t, str) and t.strip() for t in targets):
             raise ConfigError(f"must be a list of relation names, got {targets!r:.80}", field="privacy.unit_targets")
+        seen: set[str] = set()
+        for name in targets:  # a crafted config.json: a name twice (a million times), a NUL, a newline
+            if name in seen or any(ord(ch) < 32 or ord(ch) == 127 for ch in name):
+                raise ConfigError(
+                    f"names {name!r:.80} twice or with a control character: a relation name is listed once, "
+                    "on one line",
+                    field="privacy.unit_targets",
+                )
+            seen.add(name)
         m = self.max_statements_per_unit
         if isinstance(m, bool) or not isinstance(m, int) or not 1 <= m <= MAX_STATEMENTS_PER_UNIT:
             raise ConfigError(

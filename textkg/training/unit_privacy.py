@@ -46,6 +46,26 @@ UNDECLARED_UNITS = (
 )
 
 
+def objective_fields(cfg: PrivacyConfig) -> dict:
+    """``unit_targets``, ``unit_candidates`` and the ``public_inputs`` naming them: the unit-level loss's target
+    relations (``[]``: every relation) and candidate list shape what the release depends on, so the privacy
+    block names them as public inputs (a rule, like the unit list: the candidate file itself is not released)."""
+    inputs = list(UNIT_PUBLIC_INPUTS)
+    targets = ", ".join(cfg.unit_targets) if cfg.unit_targets else "every relation"
+    inputs.insert(-2, f"the relations a unit's statements are trained to predict (--unit-targets: {targets})")
+    if cfg.unit_candidates is not None:
+        inputs.insert(
+            -2,
+            "the candidate list a unit target's other end is ranked against (--unit-candidates: entities of the "
+            "model; the list itself is not in the release)",
+        )
+    return {
+        "unit_targets": list(cfg.unit_targets),
+        "unit_candidates": "listed" if cfg.unit_candidates is not None else "the public vocabulary",
+        "public_inputs": inputs,
+    }
+
+
 def unit_fields(cfg: PrivacyConfig, *, num_units: int | None) -> dict:
     """The unit fields of a ``confidential`` unit-level run's privacy block (they replace the statement ones).
 
@@ -64,7 +84,7 @@ def unit_fields(cfg: PrivacyConfig, *, num_units: int | None) -> dict:
         "sampling": "poisson over units; at most m statements per unit, chosen with the secret randomness",
         "num_private_triples": None,
         "num_private_units": num_units,
-        "public_inputs": UNIT_PUBLIC_INPUTS,
+        **objective_fields(cfg),
     }
 
 
@@ -75,7 +95,7 @@ def public_only_unit_fields(cfg: PrivacyConfig) -> dict:
         "adjacency": ADJACENCY,
         "unit_entities_rule": UNIT_RULE,
         "max_statements_per_unit": cfg.max_statements_per_unit,
-        "public_inputs": UNIT_PUBLIC_INPUTS,
+        **objective_fields(cfg),
         "note": "the unit entities' statements were left out and never read",
     }
 
