@@ -1,8 +1,9 @@
 """Issue 52: diagnose new patients of a simulated cohort under patient-level DP, beside its baselines.
 
 Per seed: ``textkg data simulate-patients``, one ``textkg train`` per variant (``public-only``, ``ceiling``,
-``dp-epsE``, ``dp-statement-epsE``) and ``textkg diagnose`` of each run; docs/diagnosis.md ("Results")
-gives each variant's flags, the baselines and the table. ``--merge`` joins per-seed files (means over seeds).
+``dp-epsE``, ``dp-centroids-epsE``, ``dp-statement-epsE``) and ``textkg diagnose`` of each run;
+docs/diagnosis.md ("Results") gives each variant's flags, the baselines and the table. ``--merge`` joins
+per-seed files (means over seeds).
 
     python benchmarks/patient_diagnosis.py --seeds 0 --out benchmarks/results/patient_diagnosis_seed0.json
     python benchmarks/patient_diagnosis.py --merge benchmarks/results/patient_diagnosis_seed*.json \\
@@ -70,11 +71,19 @@ def one_seed(seed: int, args) -> list[dict]:
         units += ["--unit-targets", "diagnosed_with", "--unit-candidates", str(cohort / "diseases.txt")]
     variants = {"public-only": [*units, "--privacy", "public-only"], "ceiling": [*units, "--privacy", "none"]}
     for eps in args.epsilons.split(","):
-        variants[f"dp-eps{eps}"] = [
+        variants[f"dp-eps{eps}"] = [  # patient-level DP-SGD (explicit: the default is the centroid release)
             *units,
             *("--privacy", "confidential", "--private-size", str(declared), "--target-epsilon", eps),
+            *("--private-updates", "all"),
             *shlex.split(args.private_args),
         ]
+        if (cohort / "diseases.txt").exists():  # one release of each withheld disease's mean patient
+            variants[f"dp-centroids-eps{eps}"] = [
+                *units,
+                *("--privacy", "confidential", "--private-size", str(declared), "--target-epsilon", eps),
+                *("--private-updates", "centroids"),
+                *shlex.split(args.private_args),
+            ]
     group = statement_budgets(record, patients, declared, args)
     targets = {}
     for eps, budget in group["budgets"].items():

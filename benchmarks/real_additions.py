@@ -74,11 +74,16 @@ def _quote(text: str) -> str:
     return text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", " ")
 
 
+def _unquoted(text: str) -> str:
+    """A name on one line, with ``\\``, ``!`` (a comment) and ``{``/``}`` (qualifiers) escaped (OBO 1.4)."""
+    return "".join("\\" + c if c in "\\!{}" else c for c in " ".join(text.split()))
+
+
 def write_obo(terms: dict[str, dict], path: Path) -> None:
     """An OBO 1.4 file of ``terms`` (id, name, def, synonyms, is_a)."""
     lines = ["format-version: 1.4", "ontology: release", ""]
     for tid, t in sorted(terms.items()):
-        lines += ["[Term]", f"id: {tid}", f"name: {' '.join(t['label'].split())}"]
+        lines += ["[Term]", f"id: {tid}", f"name: {_unquoted(t['label'])}"]
         if (t.get("description") or "").strip():
             lines.append(f'def: "{_quote(t["description"].strip())}" []')
         for s in dict.fromkeys(t.get("synonyms") or []):

@@ -21,6 +21,7 @@ RESULTS = ROOT / "benchmarks" / "results"
 MAIN = RESULTS / "main_command_hpo.json"  # the recorded run of the README's main job (its placement table)
 TIMING = RESULTS / "main_command.json"  # every timed run of the main job, stage by stage
 PLACE = RESULTS / "readme_place.json"  # the README's `textkg place` example (benchmarks/readme_place.py)
+PLACE_MANY = RESULTS / "place_1000_terms.json"  # `textkg place` on 1,000 held-out terms (readme_place.py --terms)
 SUITE = RESULTS / "test_suite.json"  # the last full run of the test suite on two idle cores
 #: The rows of main_command.json the README's time sentence quotes: the idle run of the recorded code, and
 #: the same job in a slower hour of the same machine.
@@ -108,6 +109,31 @@ def test_the_place_record_is_a_run_of_the_readme_job_and_command():
     assert record["run_placement_test_mrr"]["chosen"] == record["summary"]["method"] == "combined"
 
 
+def test_place_on_1000_terms_equals_its_record():
+    """docs/results/placement.md's cost and quality tables for 1,000 terms, and the index's line quoting them."""
+    record, page = load(PLACE_MANY), "docs/results/placement.md"
+    assert record["command"].startswith("python benchmarks/readme_place.py --run-dir RUN --terms 1000")
+    cost = find(r"\| 1,000 \| \*\*(\d+) s\*\* \| (\d+) CPU-s \| \*\*([\d.]+) GiB\*\* \| (\d+) s \|", page)
+    keys = ("seconds", "cpu_seconds", "peak_rss_gib", "seconds_per_1000_terms")
+    for shown, key in zip(cost.groups(), keys, strict=True):
+        assert abs(float(shown) - record[key]) <= (0.005 if "." in shown else 0.5) + 1e-9, key
+    placement = record["placement"]
+    rows = {"all 1,000": placement, "846 with a definition": placement["with_definition"]}
+    rows[r"154 without \(name only\)"] = placement["without_definition"]
+    for label, block in rows.items():
+        row = find(rf"\| {label} \| ([\d,]+) \| (?:\*\*)?([\d.]+)(?:\*\*)? \| ([\d.]+) % \| ([\d.]+) % \|", page)
+        assert int(row[1].replace(",", "")) == block["num_pairs"], label
+        assert abs(mrr(row[2]) - block["mrr"]) <= MRR, label
+        assert abs(float(row[3]) - 100 * block["hits@1"]) <= 0.05 + 1e-9, label
+        assert abs(float(row[4]) - 100 * block["hits@10"]) <= 0.05 + 1e-9, label
+    line = find(
+        r"1,000 new terms in one `textkg place` call [^*]*\*\*(\d+) s\*\* wall, ([\d.]+) GiB peak RSS, MRR@10 ([\d.]+)",
+        "docs/benchmarks.md",
+    )
+    assert abs(int(line[1]) - record["seconds"]) <= 0.5 + 1e-9 and abs(float(line[2]) - record["peak_rss_gib"]) <= 0.005
+    assert abs(mrr(line[3]) - placement["mrr"]) <= MRR
+
+
 # ---- the main job: time, memory, run-to-run ranges ------------------------------------------------------
 
 
@@ -122,9 +148,11 @@ def stage_at(row: dict, prefix: str) -> int:
 def test_readme_job_time_and_memory_equal_the_timed_runs():
     rows = timing_rows()
     timed, slow = rows[TIMED_RUN], rows[SLOWER_HOUR]
-    # the timed run is the recorded run of the README's table (same placement, same commit)
-    assert abs(timed["placement_mrr"]["combined"] - load(MAIN)["placement_test"]["combined"]["mrr"]) <= MRR
-    assert load(MAIN)["commit"].startswith(timed["commit"][:7])
+    # the timed run: the idle run of the code before the 2026-12-06 description fix, which changed the texts and
+    # not the cost; main_command_hpo.json keeps its placement and commit under `timed_run`
+    record = load(MAIN)["timed_run"]
+    assert abs(timed["placement_mrr"]["combined"] - record["combined_mrr"]) <= MRR
+    assert record["commit"].startswith(timed["commit"][:7])
     pattern = (
         r"It took (\d+) min (\d+) s on two idle CPU cores with empty caches \((\d+) min (\d+) s of it encoding "
         r"every description, cached for the next run; three epochs (\d+) min (\d+) s; evaluation (\d+) min (\d+) s"

@@ -170,7 +170,7 @@ def _check(run_dir: Path, out: Path, allow_simulation: bool) -> tuple[dict, dict
 DATA_PATHS = ("dataset", "inductive_dir", "public_entities")
 #: ``config.json``'s ``privacy`` fields that name a file of the trainer's machine (``--unit-entities``: a bundle
 #: names the list by its last part and never carries it)
-PRIVACY_PATHS = ("unit_entities",)
+PRIVACY_PATHS = ("unit_entities", "unit_candidates")
 
 
 def _public_config(config: dict) -> dict:
@@ -213,6 +213,24 @@ def _without_local_paths(name: str, doc: dict) -> dict:
     return {**doc, **{k: public_dataset(doc[k]) for k in ("dataset", "descriptions") if k in doc}}
 
 
+def mechanism_sentence(privacy: dict) -> str:
+    """What the mechanism did, in one sentence of the model card (DP-SGD, or a unit-level centroid release)."""
+    if privacy.get("private_updates") == "centroids":
+        return (
+            f"One Gaussian release (every unit takes part once, no sampling): each unit's contribution to the "
+            f"per-candidate sums of its folded-in vectors clipped to C = {privacy['clip_norm']:.4g}, Gaussian noise "
+            f"σ = {privacy['noise_multiplier']:.4g} on every entry of those sums, the private-only candidates' rows "
+            "set to the noisy means; "
+        )
+    return (
+        f"DP-SGD: Poisson sampling at q = {privacy['sample_rate']:.4g} (from "
+        f"{privacy.get('private_size_source')}, a public input), {privacy['steps']} steps, "
+        f"per-{'unit' if privacy.get('unit') == 'entity' else 'example'} clipping of the whole gradient at "
+        f"C = {privacy['max_grad_norm']:g}, Gaussian "
+        f"noise σ = {privacy['noise_multiplier']:.4g} on every entry of every trained parameter; "
+    )
+
+
 def model_card(metrics: dict, config: dict, label: str) -> str:
     """MODEL_CARD.md: the model, the guarantee in plain words, the threat model, the public inputs."""
     privacy = metrics.get("privacy") or {}
@@ -245,12 +263,7 @@ def model_card(metrics: dict, config: dict, label: str) -> str:
             "",
             f"({privacy['epsilon']:.4g}, {privacy['delta']:.3g})-differential privacy with respect to "
             f"{privacy.get('adjacency', 'adding or removing one private statement')}.",
-            f"DP-SGD: Poisson sampling at q = {privacy['sample_rate']:.4g} (from "
-            f"{privacy.get('private_size_source')}, a public input), {privacy['steps']} steps, "
-            f"per-{'unit' if privacy.get('unit') == 'entity' else 'example'} clipping of the whole gradient at "
-            f"C = {privacy['max_grad_norm']:g}, Gaussian "
-            f"noise σ = {privacy['noise_multiplier']:.4g} on every entry of every trained parameter; "
-            + accounting_sentence(privacy),
+            mechanism_sentence(privacy) + accounting_sentence(privacy),
             f"Randomness: {privacy.get('randomness')}.",
             "",
             *(

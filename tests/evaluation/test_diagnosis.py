@@ -157,7 +157,7 @@ def test_the_combination_adds_the_similarity_on_public_diseases_and_the_model_on
     # the similarity puts patient 0's true disease A first, the model last: a large weight wins on these patients
     weight, offset, mrr = choose_combination(model, similarity, task)
     grid = [(w, b) for w in COMBINATION_WEIGHTS for b in COMBINATION_OFFSETS]
-    assert (weight, offset) == max(grid, key=lambda wb: (mrr[f"{wb[0]:g}/{wb[1]:g}"], -wb[0], -wb[1]))
+    assert (weight, offset) == max(grid, key=lambda wb: (mrr[f"{wb[0]:g}/{wb[1]:g}"], -wb[0], -abs(wb[1]), wb[1]))
     assert mrr["0/0"] < mrr[f"{weight:g}/{offset:g}"]
 
 
@@ -174,6 +174,18 @@ def test_the_offset_lifts_the_withheld_diseases_only():
     task_d = dataclasses.replace(task, phenotypes=task.phenotypes[:1], truth=(("D",),))
     weight, offset, _ = choose_combination(model[1:], similarity[1:], task_d)
     assert offset > 0
+
+
+def test_a_negative_offset_lowers_withheld_rows_that_sit_nearer_every_patient():
+    # --private-updates centroids: the withheld D is its patients' mean, nearer every patient than any public row,
+    # so the model ranks D first even for a patient of public A; only an offset below 0 lets the similarity
+    # (which ranks A first) win, and validation picks one (on the old grid, offsets >= 0 only, A stayed second)
+    task = dataclasses.replace(_task(), phenotypes=_task().phenotypes[:1], truth=(("A",),))
+    model = torch.tensor([[0.0, 0.0, 0.0, 100.0]])
+    similarity = torch.tensor([[3.0, 1.0, 0.0, 0.0]])
+    weight, offset, mrr = choose_combination(model, similarity, task)
+    assert offset < 0 and mrr[f"{weight:g}/{offset:g}"] == 1.0
+    assert max(m for key, m in mrr.items() if float(key.split("/")[1]) >= 0) < 1.0
 
 
 @pytest.fixture(scope="module")

@@ -495,8 +495,11 @@ TRAIN_FLAGS: tuple[Flag, ...] = (
         "--private-updates",
         key="privacy.private_updates",
         choices=PRIVATE_UPDATES,
-        help="what a private step updates: all (every trained parameter) or private-rows (--privacy "
-        "confidential: only the table rows no public training statement reads; the same noise, the same epsilon)",
+        help="what a private step updates: auto (default: centroids for --privacy-unit entity with one "
+        "--unit-targets relation and --unit-candidates on a TransE model, else all); all (every trained parameter); "
+        "private-rows (--privacy confidential: only the table rows no public training statement reads; the same "
+        "noise, the same epsilon); centroids (no private step: one Gaussian release after the public steps sets "
+        "each private-only candidate's row to its units' noisy mean)",
     ),
     Flag(
         "--reproducible-noise",

@@ -145,8 +145,9 @@ def _reader_versions() -> dict[str, str]:
     from importlib.metadata import PackageNotFoundError, version
 
     # the guards of issue 36 (size limits, entity and context checks): a graph cached by an older
-    # reader may come from a file that they now refuse, so it must not be served from the cache
-    versions = {"textkg-guards": "1"}
+    # reader may come from a file that they now refuse, so it must not be served from the cache; nor a graph
+    # whose descriptions were built by the older rule (a term's parents' names in its text)
+    versions = {"textkg-guards": "1", "textkg-descriptions": "own-text"}  # 2026-12-06: no parent names in a text
     for package in ("fastobo", "rdflib"):
         try:
             versions[package] = version(package)

@@ -11,8 +11,8 @@ Entities and their text:
   reader of every OBO dataset; name = ``name:``; description =
   ``"name: definition"`` (the ``def:`` string without quotes, escapes or
   ``[xrefs]``, whitespace runs as one space); a term without a
-  definition gets ``"name. Synonyms: s1; s2. A kind of: parent1; parent2."``
-  (parts left out when empty).
+  definition gets ``"name. Synonyms: s1; s2."`` (``"name"`` without synonyms;
+  never its parents' names: :func:`textkg.data.ontology.term_description`).
 * diseases (``OMIM:``, ``ORPHA:``, ``DECIPHER:``) — name and description =
   ``disease_name`` from ``phenotype.hpoa``; a disease known only from
   ``genes_to_phenotype.txt`` gets ``"disease <id>"``.
@@ -180,12 +180,11 @@ def _entity_type(entity: str) -> str:
 
 def _assemble(root, entity_ids, triples, terms, disease_names, gene_symbols, dropped) -> KnowledgeGraph:
     entities = tuple(sorted(entity_ids))
-    term_names = {tid: t.name for tid, t in terms.items()}
     names, descriptions, types = [], [], []
     for e in entities:
         kind = _entity_type(e)
         if kind == "phenotype":
-            name, desc = terms[e].name, term_description(terms[e], term_names)
+            name, desc = terms[e].name, term_description(terms[e])
         elif kind == "gene":
             name = gene_symbols[e]
             desc = f"gene {name}"

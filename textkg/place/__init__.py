@@ -33,6 +33,7 @@ from pathlib import Path
 
 import torch
 
+from textkg.data.ontology import term_description
 from textkg.errors import ConfigError, DataError
 from textkg.pipeline.parent_ranking import METHODS, UNTUNED_METHOD, ParentRanker  # noqa: F401  (the first two: re-exported)
 
@@ -60,12 +61,8 @@ class NewTerm:
 
     @property
     def description(self) -> str:
-        """The text it is encoded from, as :func:`textkg.data.hpo.term_description` builds a training term's
-        (without the ``A kind of`` parent names: they are what is being predicted)."""
-        if self.definition:
-            return f"{self.name}: {self.definition}"
-        synonyms = [s for s in dict.fromkeys(self.synonyms) if s and s != self.name]
-        return self.name + (". Synonyms: " + "; ".join(synonyms) + "." if synonyms else "")
+        """The text it is encoded from: :func:`textkg.data.ontology.term_description`, as a training term's."""
+        return term_description(self)
 
 
 def read_terms_tsv(path: str | Path) -> list[NewTerm]:

@@ -105,6 +105,12 @@ def model_card_line(privacy: dict) -> str:
     if privacy.get("unit") != UNIT:
         return ""
     m = privacy.get("max_statements_per_unit")
+    if privacy.get("private_updates") == "centroids":
+        return (
+            "The unit is one entity of the unit list (a patient) with ALL of their statements: ε and δ hold per "
+            f"patient; each patient's whole contribution to the release (at most {m} target links) is clipped; "
+            "patients are not rows of this model (a new patient is folded in from their own statements)."
+        )
     return (
         "The unit is one entity of the unit list (a patient) with ALL of their statements: ε and δ hold per "
         f"patient, at most {m} of a patient's statements enter one step and the whole gradient of the patient is "
