@@ -418,11 +418,6 @@ class PrivacyConfig:
                 "takes part once: declare the number of units with --private-size)",
                 field="privacy.sample_rate" if self.sample_rate is not None else "privacy.batch_size",
             )
-        if self.private_updates == "centroids" and self.mechanism != "dp-sgd":
-            raise ConfigError(
-                "--mechanism has no effect with --private-updates centroids (no private step; one Gaussian release)",
-                field="privacy.mechanism",
-            )
         if self.private_updates == "centroids" and (
             self.unit != "entity" or not self.unit_targets or len(self.unit_targets) != 1 or not self.unit_candidates
         ):
@@ -598,7 +593,6 @@ def _centroids_fit(privacy: PrivacyConfig, model: Any) -> bool:
         and privacy.unit_candidates is not None
         and privacy.sample_rate is None
         and privacy.batch_size is None
-        and privacy.mechanism == "dp-sgd"
         and getattr(model, "interaction", None) == "transe"
         and getattr(model, "fusion", None) in ("weighted", "structural")
         and not getattr(model, "normalize_entities", False)
