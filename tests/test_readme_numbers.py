@@ -319,8 +319,8 @@ CLAIMS = (
         r"mean patient \(`--private-updates centroids`\) at ε = 1 per patient gives MRR ([\d.]+) against ([\d.]+) "
         r"public-only, ([\d.]+) for patient-level DP-SGD and ([\d.]+) for statement-level DP at the same per-patient "
         r"guarantee, and ([\d.]+) without DP \((\d+) seeds\): half the ceiling, by a thin margin; it is the "
-        r"default for such a run; on diseases with public annotations the model plus phenotype similarity gives ([\d.]+) against "
-        r"([\d.]+) for similarity alone",
+        r"default for such a run; on diseases with public annotations the model plus phenotype similarity gives "
+        r"([\d.]+) against ([\d.]+) for similarity alone",
         (
             File("patient_diagnosis.json", MODEL_ALONE.format("dp-centroids-eps1", "withheld")),
             File("patient_diagnosis.json", MODEL_ALONE.format("public-only", "withheld")),
