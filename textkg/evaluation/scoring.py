@@ -70,7 +70,10 @@ def standardise(scores: torch.Tensor, *, dtype: torch.dtype = torch.float32, pop
 
 
 def _scaled(centred: torch.Tensor, std: torch.Tensor) -> torch.Tensor:
-    return torch.where(std > 0, centred / std.clamp_min(_MIN_STD), torch.zeros_like(centred))
+    """``centred / std`` per row, a row whose std is not positive all zeros; ``centred`` (a fresh tensor) is
+    divided in place: no ``(b, c)`` quotient, zeros and selection beside it (the placement report standardises
+    hundreds of ``(256, c)`` float64 blocks)."""
+    return centred.div_(std.clamp_min(_MIN_STD)).masked_fill_(~(std > 0), 0.0)
 
 
 def weighted_sum(parts: Iterable[Part]) -> torch.Tensor:

@@ -37,6 +37,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import torch
 
@@ -49,9 +50,10 @@ from textkg.evaluation.placement.methods import (
     PlacementMetrics,
     PlacementQueries,
     PlacementScorer,
-    cosine_scorer,
+    cosine_scorer,  # noqa: F401  (re-exported: callers and tests read combination.cosine_scorer)
     rank_placement,
 )
+from textkg.evaluation.placement.parents import ChildParents
 from textkg.evaluation.scoring import standardise, weighted_sum
 
 #: Components of the combined scorer, in the order weights are listed.
@@ -120,7 +122,11 @@ DEFAULT_VOTES = (
 
 
 def neighbour_vote_scorer(
-    features: torch.Tensor, parent_edges: torch.Tensor, *, vote: VoteConfig = VoteConfig()
+    features: torch.Tensor,
+    parent_edges: torch.Tensor,
+    *,
+    vote: VoteConfig = VoteConfig(),
+    similarity: PlacementScorer | None = None,
 ) -> PlacementScorer:
     """Summed votes of a new term's nearest existing terms for their parents (no tie-break).
 
@@ -128,45 +134,57 @@ def neighbour_vote_scorer(
         features: ``(num_entities, D)`` description features.
         parent_edges: ``(m, 2)`` long ``(child, parent)`` training statements.
         vote: How neighbours vote.
+        similarity: ``cosine_scorer(features)`` when the caller has it, e.g. kept for the batch
+            (:func:`.text.last_call_memo`) so that the description component and the votes compute the
+            ``(b, c)`` cosines once; ``None``: computed here (the same numbers).
 
     Returns:
         ``score(terms (b,), candidates (c,)) -> (b, c)`` float64 votes. A
         candidate no neighbour votes for scores 0.
     """
-    x = torch.nn.functional.normalize(features.detach().float(), dim=1)
-    n = x.shape[0]
-    edges = parent_edges.long().reshape(-1, 2)
-    child, parent = (torch.unique(edges, dim=0) if len(edges) else edges).T
-    share = torch.ones(len(child), dtype=torch.float64)
-    if vote.per_parent:
-        share = 1.0 / torch.bincount(child, minlength=n).double()[child]
-
-    def up(w: torch.Tensor) -> torch.Tensor:  # (b, n) votes on children -> (b, n) votes on their parents
-        return torch.zeros_like(w).index_add_(1, parent, w[:, child] * share)
+    x, votes = _votes_of_similarities(features, parent_edges, vote)
 
     def score(terms: torch.Tensor, candidates: torch.Tensor) -> torch.Tensor:
-        sim = x[terms] @ x[candidates].T  # (b, c)
-        top, cols = sim.topk(min(vote.k, sim.shape[1]), dim=1)  # neighbours among the candidates
-        top = top.double() if vote.temperature is None else torch.softmax(top.double() / vote.temperature, 1)
-        weights = torch.zeros(len(terms), n, dtype=torch.float64).scatter_(1, candidates[cols], top)
-        votes = up(weights)
-        if vote.ancestor_decay:
-            votes = votes + vote.ancestor_decay * up(votes)
-        return votes[:, candidates]
+        sim = x[terms] @ x[candidates].T if similarity is None else similarity(terms, candidates)
+        return votes(sim, candidates)
 
     return score
+
+
+def _votes_of_similarities(features: torch.Tensor, parent_edges: torch.Tensor, vote: VoteConfig):
+    """``(x, votes)``: the L2-normalised features (``(b, c)`` cosines are ``x[terms] @ x[candidates].T``, as
+    :func:`cosine_scorer`'s) and ``votes(cosines, candidates) -> (b, c)`` the summed votes."""
+    x = torch.nn.functional.normalize(features.detach().float(), dim=1)
+    n = x.shape[0]
+    parents = ChildParents(parent_edges, n)  # the neighbours' statements only (:mod:`.parents`)
+    child, parent = parents.child, parents.parent
+    share = 1.0 / torch.bincount(child, minlength=n).double()[child] if vote.per_parent else None
+
+    def up(w: torch.Tensor) -> torch.Tensor:  # (b, n) votes on children -> (b, n) votes on their parents
+        return torch.zeros_like(w).index_add_(1, parent, w[:, child] * (1.0 if share is None else share))
+
+    def votes(sim: torch.Tensor, candidates: torch.Tensor) -> torch.Tensor:
+        top, cols = sim.topk(min(vote.k, sim.shape[1]), dim=1)  # neighbours among the candidates
+        top = top.double() if vote.temperature is None else torch.softmax(top.double() / vote.temperature, 1)
+        if not vote.ancestor_decay:
+            return parents.votes(candidates[cols], top, candidates, share)
+        weights = torch.zeros(len(sim), n, dtype=torch.float64).scatter_(1, candidates[cols], top)
+        summed = up(weights)  # grandparents read every parent's votes: dense over the entities
+        return (summed + vote.ancestor_decay * up(summed))[:, candidates]
+
+    return x, votes
 
 
 def vote_scorer(
     features: torch.Tensor, parent_edges: torch.Tensor, *, vote: VoteConfig = VoteConfig()
 ) -> PlacementScorer:
     """A neighbour vote with ties broken by description cosine; ``VoteConfig()`` ranks as ``parent-of-nearest``."""
-    votes = neighbour_vote_scorer(features, parent_edges, vote=vote)
-    cosine = cosine_scorer(features)
+    x, votes = _votes_of_similarities(features, parent_edges, vote)
 
     def score(terms: torch.Tensor, candidates: torch.Tensor) -> torch.Tensor:
-        key = torch.round(votes(terms, candidates) / _VOTE_RESOLUTION)
-        return key * 4 + (cosine(terms, candidates).double() + 1)  # cosine + 1 lies in [0, 2]
+        sim = x[terms] @ x[candidates].T  # the description cosine, read once for the votes and the tie-break
+        key = torch.round(votes(sim, candidates) / _VOTE_RESOLUTION)
+        return key * 4 + (sim.double() + 1)  # cosine + 1 lies in [0, 2]
 
     return score
 
@@ -268,6 +286,40 @@ def tune_combination(
         weight_values: Weight values per component.
         batch_size: New terms scored at once.
     """
+    weights, vote, tried = _tuned(
+        components,
+        valid,
+        num_entities=num_entities,
+        features=features,
+        parent_edges=parent_edges,
+        votes=votes,
+        weight_values=weight_values,
+        batch_size=batch_size,
+    )
+    if vote is not None:
+        assert features is not None and parent_edges is not None  # a vote is only chosen from them
+        components = {**components, "vote": neighbour_vote_scorer(features, parent_edges, vote=vote)}
+    metrics = rank_placement(
+        combined_scorer(components, weights), valid, num_entities=num_entities, batch_size=batch_size
+    )  # the scorer reported on test, on validation
+    return Combination(weights=weights, vote=vote, valid=metrics, tried=tried)
+
+
+def _tuned(
+    components: Mapping[str, PlacementScorer],
+    valid: PlacementQueries,
+    *,
+    num_entities: int,
+    features: torch.Tensor | None,
+    parent_edges: torch.Tensor | None,
+    votes: Sequence[VoteConfig],
+    weight_values: Sequence[float],
+    batch_size: int,
+    similarity: PlacementScorer | None = None,
+) -> tuple[dict[str, float], VoteConfig | None, dict[str, float]]:
+    """:func:`tune_combination`'s choice, ``(weights, vote, tried)``, without ranking it again on ``valid``
+    (:func:`evaluate_combined` with an added component ranks only the weighting that adds it); ``similarity``: as
+    :func:`evaluate_combined`'s."""
     if valid.num_queries == 0:
         raise ConfigError("no validation placement queries to tune on", field="valid")
     tried: dict[str, float] = {}
@@ -290,7 +342,7 @@ def tune_combination(
                 best = (mrr, v)
         assert best is not None  # votes is not empty
         vote = best[1]
-        components["vote"] = neighbour_vote_scorer(features, parent_edges, vote=vote)
+        components["vote"] = neighbour_vote_scorer(features, parent_edges, vote=vote, similarity=similarity)
     names = list(components)
     grid = weight_grid(names, weight_values)
     mrrs = _weighting_mrrs(components, grid, valid, num_entities=num_entities, batch_size=batch_size)
@@ -300,11 +352,7 @@ def tune_combination(
         if best_weights is None or mrr > best_weights[0]:
             best_weights = (mrr, weights)
     assert best_weights is not None  # the grid has at least one point
-    weights = best_weights[1]
-    metrics = rank_placement(
-        combined_scorer(components, weights), valid, num_entities=num_entities, batch_size=batch_size
-    )  # the scorer reported on test, on validation
-    return Combination(weights=weights, vote=vote, valid=metrics, tried=tried)
+    return best_weights[1], vote, tried
 
 
 #: Weights tried for one component added to a tuned combination (whose largest weight is 1); 0 leaves it out.
@@ -362,6 +410,7 @@ def evaluate_combined(
     batch_size: int = 256,
     added: tuple[str, PlacementScorer] | None = None,
     reported: Mapping[str, PlacementScorer] | None = None,
+    similarity: PlacementScorer | None = None,
 ) -> dict:
     """Tune the combination on ``valid``, report it on ``test``, and choose the method to suggest on ``valid``.
 
@@ -377,6 +426,9 @@ def evaluate_combined(
             reported beside it (``placement_combined_without_<name>``).
         reported: Scorers reported on ``valid`` (``valid_reported_only``) but never chosen
             (e.g. ``tfidf-nn``, which ``textkg place`` does not offer).
+        similarity: ``cosine_scorer(features)`` kept for the batch (:func:`.text.last_call_memo`), which the
+            chosen vote reads with an added component, instead of computing the cosines again
+            (:func:`neighbour_vote_scorer`); the same numbers.
 
     Returns:
         ``{"placement_combined": test metrics of the combination,
@@ -385,38 +437,41 @@ def evaluate_combined(
         ``chosen`` is ``"model"``, a baseline's name or ``"combined"``: the
         best validation MRR; on a tie the simpler (earlier in that order).
     """
-    combo = tune_combination(
-        components,
-        valid,
-        num_entities=num_entities,
-        features=features,
-        parent_edges=parent_edges,
-        votes=votes,
-        weight_values=weight_values,
-        batch_size=batch_size,
-    )
+    settings: dict[str, Any] = {
+        "num_entities": num_entities,
+        "features": features,
+        "parent_edges": parent_edges,
+        "votes": votes,
+        "weight_values": weight_values,
+        "batch_size": batch_size,
+    }
+    if added is None:
+        combo = tune_combination(components, valid, **settings)
+        weights, vote, tried = combo.weights, combo.vote, combo.tried
+    else:  # ranked on validation once, below, with the added component's weight
+        weights, vote, tried = _tuned(components, valid, **settings, similarity=similarity)
     scorers = dict(components)
-    if combo.vote is not None:
+    if vote is not None:
         # the tuner only picks a vote when it was given the features and the parent statements
         assert features is not None and parent_edges is not None
-        scorers["vote"] = neighbour_vote_scorer(features, parent_edges, vote=combo.vote)
+        scorers["vote"] = neighbour_vote_scorer(features, parent_edges, vote=vote, similarity=similarity)
     out: dict = {}
     if added is not None:
         name, scorer = added
-        weights, tried = tune_added_weight(
-            scorers, combo.weights, name, scorer, valid, num_entities=num_entities, batch_size=batch_size
+        with_added, added_tried = tune_added_weight(
+            scorers, weights, name, scorer, valid, num_entities=num_entities, batch_size=batch_size
         )
         out[f"placement_combined_without_{name}"] = rank_placement(
-            combined_scorer(scorers, combo.weights), test, num_entities=num_entities, batch_size=batch_size
+            combined_scorer(scorers, weights), test, num_entities=num_entities, batch_size=batch_size
         ).to_dict()
         scorers[name] = scorer
         combo = Combination(
-            weights=weights,
-            vote=combo.vote,
+            weights=with_added,
+            vote=vote,
             valid=rank_placement(
-                combined_scorer(scorers, weights), valid, num_entities=num_entities, batch_size=batch_size
+                combined_scorer(scorers, with_added), valid, num_entities=num_entities, batch_size=batch_size
             ),
-            tried={**combo.tried, **tried},
+            tried={**tried, **added_tried},
         )
     test_metrics = rank_placement(
         combined_scorer(scorers, combo.weights), test, num_entities=num_entities, batch_size=batch_size

@@ -26,10 +26,11 @@ from collections.abc import Sequence
 import torch
 
 from textkg.evaluation.placement.methods import PlacementScorer
+from textkg.evaluation.placement.parents import ChildParents
 from textkg.evaluation.placement.text import (
+    SparseRows,
     TfIdf,
     containment_scorer,
-    dense_rows,
     pairwise_scorer,
     row_entries,
     tfidf_scorer,
@@ -51,6 +52,7 @@ def children_tfidf_scorer(texts: Sequence[str], parent_edges: torch.Tensor, fit_
     sums = _children_sums(x, child, parent)  # (n, V) each term's children's rows summed
     counts = torch.bincount(parent, minlength=n).float()
     summed = pairwise_scorer(x, sums)
+    rows = SparseRows(x)
 
     def score(terms: torch.Tensor, candidates: torch.Tensor) -> torch.Tensor:
         s = summed(terms, candidates)  # (b, c) dot products with the children's sums
@@ -61,7 +63,7 @@ def children_tfidf_scorer(texts: Sequence[str], parent_edges: torch.Tensor, fit_
             at[candidates] = torch.arange(len(candidates))
             row = torch.full((n,), -1, dtype=torch.long)
             row[terms] = torch.arange(len(terms))
-            dense = dense_rows(x, terms)  # (b, V)
+            dense = rows.dense(terms)  # (b, V)
             gram = dense @ dense.T  # (b, b)
             columns = at[parent[mine]]
             s.index_add_(1, columns, -gram[:, row[child[mine]]])
@@ -95,14 +97,11 @@ def word_vote_scorer(
     ``similarity``: that TF-IDF scorer when the caller has it already (the re-ranker's ``tfidf`` feature).
     """
     similarity = tfidf_scorer(texts, fit_on) if similarity is None else similarity
-    n = len(texts)
-    edges = parent_edges.long().reshape(-1, 2)
-    child, parent = (torch.unique(edges, dim=0) if len(edges) else edges).T
+    parents = ChildParents(parent_edges, len(texts))  # the neighbours' statements only (:mod:`.parents`)
 
     def score(terms: torch.Tensor, candidates: torch.Tensor) -> torch.Tensor:
         top, cols = similarity(terms, candidates).topk(min(k, len(candidates)), dim=1)  # (b, k)
-        weights = torch.zeros(len(terms), n).scatter_(1, candidates[cols], torch.softmax(top / temperature, 1))
-        return torch.zeros_like(weights).index_add_(1, parent, weights[:, child])[:, candidates]
+        return parents.votes(candidates[cols], torch.softmax(top / temperature, 1), candidates)
 
     return score
 

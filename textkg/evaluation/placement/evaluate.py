@@ -31,7 +31,7 @@ from textkg.evaluation.placement.methods import (
 )
 from textkg.evaluation.placement.rerank import RerankConfig, Reranker, fitted_reranker
 from textkg.evaluation.placement.siblings import REDUCTIONS, children_scorer
-from textkg.evaluation.placement.text import tfidf_scorer
+from textkg.evaluation.placement.text import last_call_memo, tfidf_scorer
 
 #: The vote the re-ranker reads (the best on ``hpo``'s validation terms, docs/results/placement.md), and the
 #: first stage whose top candidates are its hard negatives: description + 0.1 x vote, standardised.
@@ -112,7 +112,9 @@ def evaluate_placement(
         raise ConfigError(f"text_features must be ({n}, D), got {tuple(text_features.shape)}", field="text_features")
     statements = split.train if hierarchy is None else hierarchy
     edges = statements[statements[:, 1] == queries.relation][:, [0, 2]]
-    baselines = {"description-nn": cosine_scorer(text_features)}
+    # the cosines, computed once per batch for the description, the votes and the re-ranker's features
+    description = last_call_memo(cosine_scorer(text_features))
+    baselines = {"description-nn": description}
     if len(edges):
         baselines["parent-of-nearest"] = parent_of_nearest_scorer(text_features, edges, k=k)
     reported = {}
@@ -127,7 +129,7 @@ def evaluate_placement(
         return out
     added = None
     if texts is not None and rerank is not None and len(edges):
-        vote = neighbour_vote_scorer(text_features, edges, vote=RERANK_VOTE)
+        vote = last_call_memo(neighbour_vote_scorer(text_features, edges, vote=RERANK_VOTE, similarity=description))
         first_stage = combined_scorer({"description": baselines["description-nn"], "vote": vote}, RERANK_FIRST_STAGE)
         reranker, scorer = fitted_reranker(
             rerank,
@@ -154,6 +156,7 @@ def evaluate_placement(
             batch_size=batch_size,
             added=added,
             reported=reported,
+            similarity=description,
         )
     )
     return out
@@ -178,12 +181,13 @@ def saved_reranker(
     """The scorer of a re-ranker saved in a run's ``metrics.json`` (``test.placement_rerank``, checked by
     :meth:`Reranker.from_dict`), over the same pair features :func:`evaluate_placement` fitted it on
     (``textkg place``: existing + new terms); ``word_encoder`` as in :func:`evaluate_placement`."""
-    vote = neighbour_vote_scorer(features, parent_edges, vote=RERANK_VOTE)
+    description = last_call_memo(cosine_scorer(features))  # computed once per batch for both features
+    vote = neighbour_vote_scorer(features, parent_edges, vote=RERANK_VOTE, similarity=description)
     return fitted_reranker(
         Reranker.from_dict(saved, file=file),
         texts=texts,
         names=names,
-        scorers={"description": cosine_scorer(features), "vote": vote, **sibling_scorers(features, parent_edges)},
+        scorers={"description": description, "vote": vote, **sibling_scorers(features, parent_edges)},
         parent_edges=parent_edges,
         fit_on=fit_on,
         word_encoder=minilm_word_encoder() if word_encoder is None else word_encoder,

@@ -32,7 +32,7 @@ from dataclasses import dataclass
 import torch
 
 from textkg.evaluation.placement.methods import PlacementScorer
-from textkg.evaluation.placement.text import TfIdf, name_weights, pairwise_scorer, row_entries, sparse_rows, words
+from textkg.evaluation.placement.text import SparseRows, TfIdf, name_weights, words
 
 #: A word's closest name words kept (the rest count as 0).
 TOP_WORDS = 16
@@ -40,6 +40,8 @@ TOP_WORDS = 16
 THRESHOLD = 0.6
 #: Vocabulary words compared with the name words at once (a ``(chunk, V)`` float32 block).
 MATCH_BLOCK = 2048
+#: Fewest rows of such a block (a smaller one is padded: :class:`_Matches`).
+MIN_BLOCK = 16
 #: Texts whose best matches are gathered at once (bounds the transient ``(text, match)`` arrays).
 _TEXTS = 4096
 
@@ -69,27 +71,43 @@ class WordVectors:
         return cls({w: i for i, w in enumerate(vocabulary)}, torch.nn.functional.normalize(vectors, dim=1))
 
 
-def _matches(vectors: WordVectors, targets: dict[str, int]) -> torch.Tensor:
-    """``(W, V)`` sparse: each vocabulary word's cosine to its :data:`TOP_WORDS` closest ``targets`` words
-    (column ``targets[word]``), those of at least :data:`THRESHOLD`."""
-    order = sorted(targets, key=targets.__getitem__)
-    known = [vectors.vocabulary[w] for w in order if w in vectors.vocabulary]
-    columns = torch.tensor([targets[w] for w in order if w in vectors.vocabulary], dtype=torch.long)
-    size = (len(vectors.vocabulary), len(targets))
-    if not known:
-        return sparse_rows([], [], [], size)
-    y = vectors.vectors[known]  # (V', D)
-    rows, cols, vals = [], [], []
-    for start in range(0, len(vectors.vectors), MATCH_BLOCK):
-        sim = vectors.vectors[start : start + MATCH_BLOCK] @ y.T  # (chunk, V')
-        top, at = sim.topk(min(TOP_WORDS, sim.shape[1]), dim=1)
-        keep = top >= THRESHOLD
-        r = torch.arange(start, start + len(sim))[:, None].expand_as(top)[keep]
-        rows.append(r)
-        cols.append(columns[at[keep]])
-        vals.append(top[keep].clamp(max=1.0))
-    index = torch.stack([torch.cat(rows), torch.cat(cols)])
-    return torch.sparse_coo_tensor(index, torch.cat(vals), size, check_invariants=False).coalesce()
+class _Matches:
+    """Each vocabulary word's cosine to its :data:`TOP_WORDS` closest ``targets`` words (column ``targets[word]``),
+    those of at least :data:`THRESHOLD`, computed the first time a scored text holds the word.
+
+    Comparing every vocabulary word with every name word up front is a ``W x V`` product (34,850 x 11,420 words on
+    MONDO), most of whose rows no scored text reads (the words of terms that are only candidates); here a batch
+    compares only the words it meets for the first time, so the cost follows the words of the terms scored.
+    A block of fewer than :data:`MIN_BLOCK` words is padded to it, so that every word's cosines come from the
+    matrix-product kernel a full block uses, whichever words a batch needs (on the CPU measured, products of one to
+    six rows took another path, whose float sums differ in the last bit: a cosine at the threshold could flip).
+    """
+
+    def __init__(self, vectors: WordVectors, targets: dict[str, int]) -> None:
+        order = [w for w in sorted(targets, key=targets.__getitem__) if w in vectors.vocabulary]
+        self.vectors = vectors.vectors
+        self.targets = vectors.vectors[[vectors.vocabulary[w] for w in order]]  # (V', D)
+        self.columns = torch.tensor([targets[w] for w in order], dtype=torch.long)
+        size, k = len(vectors.vocabulary), min(TOP_WORDS, len(order))
+        self.cols = torch.full((size, k), -1, dtype=torch.long)  # -1: no match
+        self.vals = torch.zeros(size, k)
+        self.done = torch.zeros(size, dtype=torch.bool)
+
+    def rows(self, words: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(cols, vals)``, ``(len(words), k)`` each: the matches of each encoded word (row of ``vectors``)."""
+        missing = torch.unique(words[~self.done[words]])
+        k = self.cols.shape[1]
+        for start in range(0, len(missing) if k else 0, MATCH_BLOCK):
+            block = missing[start : start + MATCH_BLOCK]
+            x = self.vectors[block]
+            if len(block) < MIN_BLOCK:
+                x = torch.cat([x, x[:1].expand(MIN_BLOCK - len(block), -1)])
+            top, at = (x @ self.targets.T)[: len(block)].topk(k, dim=1)  # (chunk, k)
+            keep = top >= THRESHOLD
+            self.cols[block] = torch.where(keep, self.columns[at], -1)
+            self.vals[block] = torch.where(keep, top.clamp(max=1.0), 0.0)
+        self.done[missing] = True
+        return self.cols[words], self.vals[words]
 
 
 def maxsim_scorer(
@@ -106,37 +124,30 @@ def maxsim_scorer(
     """
     model = TfIdf.fit([names[i] for i in fit_on.tolist()])
     vocabulary = model.vocabulary
-    matches = _matches(vectors, vocabulary)  # (W, V)
-    m_index, m_value = matches.indices(), matches.values()
-    starts = torch.searchsorted(m_index[0], torch.arange(len(vectors.vocabulary) + 1))
-    size = len(vocabulary)
-    pieces = [
-        _best_matches(texts, start, vectors.vocabulary, vocabulary, starts, m_index[1], m_value)
-        for start in range(0, len(texts), _TEXTS)
-    ]
-    key, best = torch.cat([k for k, _ in pieces]), torch.cat([b for _, b in pieces])
-    soft = torch.sparse_coo_tensor(
-        torch.stack([key // size, key % size]), best, (len(texts), size), check_invariants=False
-    ).coalesce()  # (n, V) the max cosine of each name word over the text's words
-    return pairwise_scorer(soft, name_weights(model, names))  # a_c(v) = idf(v)^2 / sum idf^2 over c's name words
+    matches = _Matches(vectors, vocabulary)
+    weights = SparseRows(name_weights(model, names))  # a_c(v) = idf(v)^2 / sum idf^2 over c's name words
+
+    def score(terms: torch.Tensor, candidates: torch.Tensor) -> torch.Tensor:
+        soft = torch.zeros(len(terms), len(vocabulary))  # (b, V) the max cosine of each name word over the text
+        ids = terms.tolist()
+        for start in range(0, len(ids), _TEXTS):
+            piece = ids[start : start + _TEXTS]
+            key, best = _best_matches([texts[i] for i in piece], vectors.vocabulary, vocabulary, matches)
+            soft.view(-1)[key + start * len(vocabulary)] = best
+        return torch.sparse.mm(weights.sparse(candidates), soft.T.contiguous()).T.contiguous()  # (b, c)
+
+    return score
 
 
 def _best_matches(
-    texts: Sequence[str],
-    start: int,
-    encoded_words: dict[str, int],
-    name_words: dict[str, int],
-    starts: torch.Tensor,
-    columns: torch.Tensor,
-    values: torch.Tensor,
+    texts: Sequence[str], encoded_words: dict[str, int], name_words: dict[str, int], matches: _Matches
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """``(keys, best)`` of texts ``start:start + _TEXTS``: ``key = text * V + name word`` and the name word's
-    largest match over the text's words (a spelled match counts 1); ``starts``, ``columns``, ``values``: the
-    row-sorted entries of :func:`_matches`."""
+    """``(keys, best)`` of ``texts``: ``key = text * V + name word`` (``text`` its position) and the name word's
+    largest match over the text's words (a spelled match counts 1)."""
     encoded: tuple[list[int], list[int]] = ([], [])  # (text, encoded word) pairs
     spelled: tuple[list[int], list[int]] = ([], [])  # (text, name word) pairs: a word matches itself
-    for i in range(start, min(start + _TEXTS, len(texts))):
-        for w in set(words(texts[i])):
+    for i, text in enumerate(texts):
+        for w in set(words(text)):
             if w in encoded_words:
                 encoded[0].append(i)
                 encoded[1].append(encoded_words[w])
@@ -144,10 +155,11 @@ def _best_matches(
                 spelled[0].append(i)
                 spelled[1].append(name_words[w])
     text_of, word = (torch.tensor(x, dtype=torch.long) for x in encoded)
-    pair, at = row_entries(starts, word)  # each (text, word) pair's matches
-    owner = torch.cat([text_of[pair], torch.tensor(spelled[0], dtype=torch.long)])
-    column = torch.cat([columns[at], torch.tensor(spelled[1], dtype=torch.long)])
-    value = torch.cat([values[at], torch.ones(len(spelled[0]))])
+    cols, vals = matches.rows(word)  # (pairs, k)
+    found = cols >= 0
+    owner = torch.cat([text_of[:, None].expand_as(cols)[found], torch.tensor(spelled[0], dtype=torch.long)])
+    column = torch.cat([cols[found], torch.tensor(spelled[1], dtype=torch.long)])
+    value = torch.cat([vals[found], torch.ones(len(spelled[0]))])
     key, inverse = torch.unique(owner * len(name_words) + column, return_inverse=True)
     return key, torch.zeros(len(key)).scatter_reduce(0, inverse, value, reduce="amax")
 
@@ -166,6 +178,7 @@ def minilm_word_encoder() -> WordEncoder:
 
 __all__ = [
     "MATCH_BLOCK",
+    "MIN_BLOCK",
     "THRESHOLD",
     "TOP_WORDS",
     "WordEncoder",

@@ -47,6 +47,7 @@ from dataclasses import dataclass
 import torch
 
 from textkg.errors import ConfigError
+from textkg.evaluation.placement.parents import ChildParents
 from textkg.evaluation.ranking import realistic_ranks
 
 #: The relation that places a term under its parent, when the caller names none.
@@ -359,16 +360,12 @@ def parent_of_nearest_scorer(
     if isinstance(k, bool) or not isinstance(k, int) or k < 1:
         raise ConfigError(f"k must be a positive integer, got {k!r}", field="k")
     cosine = cosine_scorer(features)
-    n = features.shape[0]
-    edges = parent_edges.long().reshape(-1, 2)
-    child, parent = (torch.unique(edges, dim=0) if len(edges) else edges).T
+    parents = ChildParents(parent_edges, features.shape[0])
 
     def score(terms: torch.Tensor, candidates: torch.Tensor) -> torch.Tensor:
         sim = cosine(terms, candidates)  # (b, c)
         top, cols = sim.topk(min(k, sim.shape[1]), dim=1)  # neighbours among the candidates
-        weights = torch.zeros(len(terms), n)
-        weights.scatter_(1, candidates[cols], top)  # (b, n): similarity of each neighbour
-        aggregate = torch.zeros(len(terms), n).index_add_(1, parent, weights[:, child])[:, candidates]  # (b, c)
+        aggregate = parents.votes(candidates[cols], top, candidates)  # (b, c) the neighbours' summed similarity
         key = torch.round(aggregate.double() / AGGREGATE_RESOLUTION)
         return key * 4 + (sim.double() + 1)  # cosine + 1 lies in [0, 2]: a lexicographic key
 
@@ -493,16 +490,31 @@ def _close_at_1(
     rows: torch.Tensor,
     cols: torch.Tensor,
 ) -> torch.Tensor:
-    """``(q_b,)`` fraction of each row's top-scoring unfiltered candidates that are close."""
-    masked = scores.double().clone()
-    masked[rows, cols] = float("-inf")
-    top = masked == masked.max(1, keepdim=True).values  # (q_b, c)
-    near = torch.zeros_like(top)
+    """``(q_b,)`` fraction of each row's top-scoring unfiltered candidates that are close.
+
+    A filtered entry counts as ``-inf`` (so it is among the top only in a row whose every unfiltered score is
+    ``-inf``); the scores are not copied: only the rows where a filtered entry reaches the row's maximum are.
+    """
+    best = scores.amax(1)  # (q_b,) the row maximum over the unfiltered entries, once corrected below
+    hit = scores[rows, cols] >= best[rows]
+    if bool(hit.any()):  # a filtered entry is the maximum: those rows again, without their filtered entries
+        again = torch.unique(rows[hit])
+        mine = torch.isin(rows, again)
+        sub = scores[again].clone()
+        sub[torch.searchsorted(again, rows[mine]), cols[mine]] = float("-inf")
+        best[again] = sub.amax(1)
+    top = scores == best[:, None]  # (q_b, c)
+    top[rows, cols] = best[rows] == float("-inf")
+    near_rows, near_cols = [], []
     for row, i in enumerate(q.tolist()):
         c = column[torch.tensor(sorted(queries.close[int(queries.terms[i])]), dtype=torch.long)]
-        near[row, c[c >= 0]] = True
-    near[rows, cols] = False
-    return (top & near).sum(1).double() / top.sum(1).double()
+        near_cols.append(c[c >= 0])
+        near_rows.append(torch.full((len(near_cols[-1]),), row, dtype=torch.long))
+    r, c = torch.cat(near_rows), torch.cat(near_cols)
+    width = scores.shape[1]
+    r, c = (x[~torch.isin(r * width + c, rows * width + cols)] for x in (r, c))  # a filtered entry is never close
+    close = torch.bincount(r[top[r, c]], minlength=len(top))
+    return close.double() / top.sum(1).double()
 
 
 def check_scores(scores, b: int, c: int) -> None:
