@@ -91,6 +91,12 @@ class SecretRandomness:
         digest = hashlib.sha256(f"textkg-reproducible-noise:{int(seed)}".encode()).digest()
         return cls(digest[:KEY_BYTES], secure=False)
 
+    @classmethod
+    def for_run(cls, reproducible_noise: int | None) -> SecretRandomness:
+        """A run's source: a fresh secret key, or under ``--reproducible-noise SEED`` the PUBLIC seed's streams
+        (the run is then labelled ``simulation``)."""
+        return cls() if reproducible_noise is None else cls.from_seed(reproducible_noise)
+
     # -- streams ---------------------------------------------------------------
     def _stream_key(self, purpose: str, step: int) -> bytes:
         if purpose not in STREAMS:

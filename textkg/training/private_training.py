@@ -268,13 +268,7 @@ class PrivateTraining:
         self.cfg = cfg
         # the secret source of the Poisson samples, the noise and the per-example randomness;
         # --reproducible-noise derives it from the public seed instead (labelled simulation)
-        if randomness is None:
-            randomness = (
-                SecretRandomness()
-                if cfg.reproducible_noise is None
-                else SecretRandomness.from_seed(cfg.reproducible_noise)
-            )
-        self.randomness = randomness
+        self.randomness = randomness if randomness is not None else SecretRandomness.for_run(cfg.reproducible_noise)
         #: what one step does (``privacy.mechanism``, :mod:`textkg.training.mechanisms`)
         self.mechanism = get_mechanism(cfg.mechanism)()
         self.private_triples = private_triples

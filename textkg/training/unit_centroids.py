@@ -324,13 +324,7 @@ class CentroidRelease:
         self.candidates = candidates.to(torch.long).cpu()
         self.public_triples = public_triples.to(torch.long).cpu()
         self.declared = declared_units
-        if randomness is None:
-            randomness = (
-                SecretRandomness()
-                if cfg.reproducible_noise is None
-                else SecretRandomness.from_seed(cfg.reproducible_noise)
-            )
-        self.randomness = randomness
+        self.randomness = randomness if randomness is not None else SecretRandomness.for_run(cfg.reproducible_noise)
         size = declared_units if declared_units is not None else units.num_units
         self.delta = cfg.delta if cfg.delta is not None else 1.0 / (10 * max(1, size))
         self.claim = get_claim(cfg.accountant, orders=None)
