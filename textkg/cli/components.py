@@ -4,7 +4,7 @@
 * ``textkg data simulate-patients --out DIR [--seed S] [--diseases N] [--patients N] ...``
 * ``textkg models list``
 * ``textkg charlm train --dataset D --direction forward|backward --out DIR``
-* ``textkg encoders list | adapt --dataset D | pretrain-aec --dataset D --out DIR``
+* ``textkg encoders list | adapt --dataset D | cross-encoder --dataset D | pretrain-aec --dataset D --out DIR``
 """
 
 from __future__ import annotations
@@ -120,7 +120,7 @@ def add_charlm(sub) -> None:
 
 
 def add_encoders(sub) -> None:
-    """``textkg encoders list``, ``adapt`` and ``pretrain-aec``."""
+    """``textkg encoders list``, ``adapt``, ``cross-encoder`` and ``pretrain-aec``."""
     enc = sub.add_parser("encoders", help="text encoders").add_subparsers(dest="encoders_command")
     enc.add_parser("list", help="list registered encoders")
     ad = enc.add_parser(
@@ -167,6 +167,7 @@ def add_encoders(sub) -> None:
     )
     ad.add_argument("--seed", type=number_flag("seed"), default=0, help="random seed (default: 0)")
     ad.add_argument("--no-progress", action="store_true", help="no progress lines on stderr")
+    add_cross_encoder(enc)
     pa = enc.add_parser("pretrain-aec", help="pre-train the LSTM autoencoder on a dataset's descriptions")
     pa.add_argument("--dataset", required=True, help="any --dataset source of textkg train")
     pa.add_argument("--encoder", default="glove-bow", help="token-level encoder feeding the autoencoder")
@@ -176,6 +177,49 @@ def add_encoders(sub) -> None:
     pa.add_argument("--epochs", type=number_flag("epochs"), default=5, help="passes over the descriptions (default: 5)")
     pa.add_argument("--out", required=True, help="new directory for lstm_ae.pt (textkg train --autoencoder)")
     pa.add_argument("--seed", type=number_flag("seed"), default=0, help="random seed (default: 0)")
+
+
+def add_cross_encoder(enc) -> None:
+    """``textkg encoders cross-encoder``: its flags fill :func:`textkg.training.adapt_cross.adapt_cross_encoder`."""
+    ce = enc.add_parser(
+        "cross-encoder",
+        help="fine-tune a cross-encoder (the packaged MiniLM with a one-logit head) on the ontology's training is_a "
+        "statements: (child, parent) against hard negatives (nearest terms, siblings, grandparents, the parent's "
+        "siblings), softmax cross-entropy per group; prints the summary with the folder (cached by content)",
+    )
+    ce.add_argument("--dataset", required=True, help="an ontology --dataset source (e.g. hpo)")
+    ce.add_argument(
+        "--split",
+        default="inductive",
+        choices=["transductive", "inductive"],
+        help="whose training terms and statements give the groups; inductive keeps held-out terms out "
+        "(default: inductive)",
+    )
+    ce.add_argument(
+        "--negatives",
+        dest="negatives_per_group",
+        type=number_flag("count"),
+        default=7,
+        help="hard negatives per (child, parent) group (default: 7)",
+    )
+    ce.add_argument(
+        "--groups-per-step",
+        type=number_flag("batch_size"),
+        default=8,
+        help="groups per optimizer step (default: 8)",
+    )
+    ce.add_argument(
+        "--lr", type=number_flag("lr"), default=None, help="AdamW learning rate (default: 1e-4, adapt_cross.DEFAULT_LR)"
+    )
+    ce.add_argument("--epochs", type=number_flag("epochs"), default=1, help="passes over the groups (default: 1)")
+    ce.add_argument(
+        "--max-minutes", type=number_flag("minutes"), default=10.0, help="wall-time limit in minutes (default: 10)"
+    )
+    ce.add_argument(
+        "--max-steps", type=number_flag("steps"), default=None, help="stop after this many steps (default: no limit)"
+    )
+    ce.add_argument("--seed", type=number_flag("seed"), default=0, help="random seed (default: 0)")
+    ce.add_argument("--no-progress", action="store_true", help="no progress lines on stderr")
 
 
 def pair_sources(text: str) -> tuple[str, ...]:
@@ -263,6 +307,30 @@ def adapt_encoder(args) -> dict:
     )
 
 
+def cross_encoder(args) -> dict:
+    """``textkg encoders cross-encoder``: see :mod:`textkg.training.adapt_cross`."""
+    from textkg.data import load_dataset, make_split
+    from textkg.training.adapt_cross import adapt_cross_encoder
+    from textkg.training.features import default_cache_dir
+
+    kg = load_dataset(args.dataset)
+    split = make_split(kg, args.split)
+    return adapt_cross_encoder(
+        kg,
+        split,
+        cache_dir=default_cache_dir(),
+        split_name=args.split,
+        negatives_per_group=args.negatives_per_group,
+        groups_per_step=args.groups_per_step,
+        **({} if args.lr is None else {"lr": args.lr}),
+        epochs=args.epochs,
+        max_minutes=args.max_minutes,
+        max_steps=args.max_steps,
+        seed=args.seed,
+        progress=not args.no_progress,
+    )
+
+
 def pretrain_aec(args) -> dict:
     """Pre-train an LSTM autoencoder; a ``torchcoder-aec`` run reads it with
     ``model.text_module_kwargs.path`` (and then trains no autoencoder of its own)."""
@@ -297,4 +365,5 @@ HANDLERS: dict = {
     ("encoders", "list"): encoders_list,
     ("encoders", "pretrain-aec"): pretrain_aec,
     ("encoders", "adapt"): adapt_encoder,
+    ("encoders", "cross-encoder"): cross_encoder,
 }

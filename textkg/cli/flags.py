@@ -212,6 +212,7 @@ KEY_NUMBERS: dict[str, str] = {
     "train.max_minutes": "minutes",
     "train.checkpoint_every": "size",
     "train.audit_candidates": "size",
+    "train.placement_cross_encoder": "size",
     "privacy.noise_multiplier": "sigma",
     "privacy.target_epsilon": "epsilon",
     "privacy.delta": "delta",
@@ -389,6 +390,13 @@ TRAIN_FLAGS: tuple[Flag, ...] = (
         choices=("on", "off"),
         help="off: leave out test.placement_names_only and test.placement_known_links (the held-out terms "
         "placed again from their names alone and with their annotations); the placement is unchanged",
+    ),
+    Flag(
+        "--placement-cross-encoder",
+        key="train.placement_cross_encoder",
+        metavar="STEPS",
+        help="fine-tune a cross-encoder on the ontology's training is_a pairs for STEPS steps and re-rank each "
+        "new term's top candidates with it, its weight chosen on validation (0: off; cached by content)",
     ),
     Flag(
         "--max-minutes",

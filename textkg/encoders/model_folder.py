@@ -41,8 +41,9 @@ from textkg.errors import ConfigError
 SAFE_KWARGS: dict[str, Any] = {"trust_remote_code": False, "local_files_only": True}
 #: ... and a call that reads weights: safetensors only (a ``.bin`` is never opened by a library)
 SAFE_WEIGHTS_KWARGS: dict[str, Any] = {**SAFE_KWARGS, "use_safetensors": True, "weights_only": True}
-#: keyword arguments textkg's own callers add to ``from_pretrained`` (never read from a folder)
-CALLER_KWARGS = ("attn_implementation", "hidden_dropout_prob", "attention_probs_dropout_prob")
+#: keyword arguments textkg's own callers add to ``from_pretrained`` (never read from a folder; ``num_labels``:
+#: the cross-encoder's one-logit head, :mod:`textkg.encoders.cross_encoder`)
+CALLER_KWARGS = ("attn_implementation", "hidden_dropout_prob", "attention_probs_dropout_prob", "num_labels")
 
 #: module types a ``modules.json`` may name: its loader imports each named class and calls its ``load``
 #: (``gensim.models.KeyedVectors`` would unpickle; a ``Router`` loads code from the folder)

@@ -328,7 +328,8 @@ def run(
         metrics["train"]["initialised_from"] = init or _recorded_init(out_dir)
         if metrics["privacy"] is not None:
             metrics["privacy"]["initialised_from"] = metrics["train"]["initialised_from"]
-    metrics["test"].update(extra_test_blocks(prep, cfg, progress=progress))  # placement, the neighbour vote, k-shot
+    # placement, the neighbour vote, k-shot
+    metrics["test"].update(extra_test_blocks(prep, cfg, progress=progress, run_dir=out_dir))
     if prep.units is not None:  # the held-out units' own statements, each hidden in turn (public units)
         from textkg.training.unit_eval import unit_metrics
 

@@ -164,6 +164,10 @@ def resident_bytes() -> tuple[int, int] | None:
     return found["VmRSS"], max(found["VmRSS"], found.get("VmHWM", 0))
 
 
+#: a cross-encoder fine-tuning step's activations and their gradients (64 pairs x 64 word pieces x 6 layers)
+CROSS_ENCODER_ACTIVATIONS = 256 * 2**20
+
+
 def encoders_after_estimate(cfg) -> int:
     """Bytes of the text encoders a run with a placement task loads during evaluation: MiniLM (the
     re-ranker's word vectors; the names-only placement's encoder when the run uses it), another
@@ -173,6 +177,10 @@ def encoders_after_estimate(cfg) -> int:
     if getattr(cfg.train, "placement_extras", "on") == "on":
         folders |= _transformer_folders(getattr(cfg.model, "encoder", None), getattr(cfg.model, "encoder_kwargs", {}))
     weights = sum(_weights_on_disk(f) for f in folders if f is not None)
+    if getattr(cfg.train, "placement_cross_encoder", 0):  # fine-tuned in the process: weights, gradients, Adam's
+        # two moments, the copy scored from, and one step's activations (8 groups of 8 pairs of 64 word pieces)
+        minilm = _minilm_folder()
+        weights += 5 * (_weights_on_disk(minilm) if minilm is not None else 0) + CROSS_ENCODER_ACTIVATIONS
     return weights + (0 if "transformers" in sys.modules else TRANSFORMERS_BYTES)
 
 

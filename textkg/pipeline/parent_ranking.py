@@ -260,7 +260,47 @@ class ParentRanker:
                     field="test.placement_rerank",
                 )
             components["rerank"] = self._rerank(features, *words)
-        return combined_scorer(components, weights)
+        scorer = combined_scorer(components, weights)
+        cross = combo.get("cross_encoder") or {}
+        if cross.get("weight"):  # validation chose the cross-encoder over the shortlist: the run folder keeps it
+            scorer = self._shortlist(scorer, cross, words[0])
+        return scorer
+
+    def _shortlist(self, scorer: Scorer, cross: dict, texts: list[str]) -> Scorer:
+        """``scorer`` with the run's cross-encoder over each term's top candidates
+        (:mod:`textkg.evaluation.placement.shortlist`; ``cross``: ``placement_selection.combined.cross_encoder``,
+        checked here: it comes from the run folder)."""
+        import math
+
+        from textkg.encoders.cross_encoder import load_cross_encoder
+        from textkg.evaluation.placement.shortlist import PairScores, Shortlist, shortlist_scorer
+        from textkg.pipeline.report import CROSS_ENCODER_DIR
+
+        weight, top_k = cross.get("weight"), cross.get("top_k")
+        field = "test.placement_selection.combined.cross_encoder"
+        if (
+            isinstance(weight, bool)
+            or not isinstance(weight, int | float)
+            or not math.isfinite(weight)
+            or not 0 < weight <= 1e6
+            or isinstance(top_k, bool)
+            or not isinstance(top_k, int)
+            or not 2 <= top_k <= 1000
+        ):
+            raise ConfigError(
+                "expected a finite weight in (0, 1e6] and a top_k from 2 to 1000",
+                file=self.run_dir / "metrics.json",
+                field=field,
+            )
+        folder = self.run_dir / CROSS_ENCODER_DIR
+        if folder.is_symlink() or not folder.is_dir():
+            raise ConfigError(
+                f"the run's combination weighs a cross-encoder, but the run folder has no {CROSS_ENCODER_DIR}/ folder",
+                file=self.run_dir,
+                field=field,
+            )
+        shortlist = Shortlist(PairScores(load_cross_encoder(folder), texts), top_k=top_k)
+        return shortlist_scorer(scorer, shortlist, float(weight))
 
     def _rerank(self, features: torch.Tensor, texts: list[str], names: list[str]):
         """The run's fitted re-ranker (:mod:`textkg.evaluation.placement.rerank`) over existing + new terms."""

@@ -24,6 +24,7 @@ from textkg.evaluation.placement.evaluate import evaluate_placement
 from textkg.evaluation.placement.late import WordEncoder
 from textkg.evaluation.placement.methods import NewRowsModel
 from textkg.evaluation.placement.rerank import Reranker
+from textkg.evaluation.placement.shortlist import PairScores, PairTextScorer, Shortlist
 from textkg.pipeline.prepared import Prepared
 from textkg.training.config import RunConfig
 
@@ -56,6 +57,7 @@ def names_only_placement(
     reranker: dict | None,
     batch_size: int,
     word_encoder: WordEncoder | None = None,
+    pair_scorer: PairTextScorer | None = None,
 ) -> dict | None:
     """``evaluate_placement``'s result with every validation and test term read from its name alone.
 
@@ -67,6 +69,7 @@ def names_only_placement(
         reranker: ``test.placement_rerank`` (its fitted weights), or ``None``.
         batch_size: New terms scored at once.
         word_encoder: Word vectors for a re-ranker that reads ``maxsim`` (:mod:`textkg.evaluation.placement.late`).
+        pair_scorer: The run's cross-encoder (:mod:`textkg.evaluation.placement.shortlist`), reading the names.
     """
     kg, split = prep.kg, prep.split
     ids = torch.cat([split.valid_entities, split.test_entities]).long().unique()
@@ -91,6 +94,7 @@ def names_only_placement(
         texts=texts,
         rerank=None if reranker is None else Reranker.from_dict(reranker),
         word_encoder=word_encoder,
+        shortlist=None if pair_scorer is None else Shortlist(PairScores(pair_scorer, texts)),
     )
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import torch
 
@@ -25,6 +26,9 @@ from textkg.training import checkpoint as ckpt
 from textkg.training.config import RunConfig
 from textkg.training.features import entity_texts
 from textkg.training.private_split import owner_test_statements
+
+if TYPE_CHECKING:
+    from textkg.evaluation.placement.shortlist import PairTextScorer
 
 #: Graphs with at most this many relations also get one metrics subset per relation.
 MAX_RELATIONS_FOR_SUBSETS = 20
@@ -142,7 +146,7 @@ def owner_metrics(prep: Prepared, cfg: RunConfig) -> dict:
     return owner
 
 
-def _placement(prep: Prepared, cfg: RunConfig) -> dict | None:
+def _placement(prep: Prepared, cfg: RunConfig, run_dir: Path | None = None, *, progress: bool = False) -> dict | None:
     """Placement of the test split's new terms under existing ones
     (:mod:`textkg.evaluation.placement.methods`), with its description baselines; ``None``
     unless the split is inductive and the graph has an ``is_a`` relation.
@@ -150,7 +154,11 @@ def _placement(prep: Prepared, cfg: RunConfig) -> dict | None:
     Under privacy the ontology that ``close@1``, ``parent-of-nearest`` and the
     combined scorer's vote read is the public training statements (none in
     ``full`` mode), since metrics.json is released; the combination is tuned on
-    validation statements, which are public inputs."""
+    validation statements, which are public inputs.
+
+    With ``train.placement_cross_encoder`` the cross-encoder is fine-tuned (or read from the cache), copied into
+    ``run_dir`` for ``textkg place`` (:data:`CROSS_ENCODER_DIR`) and re-ranks each term's shortlist
+    (:mod:`textkg.evaluation.placement.shortlist`); ``test.placement_cross_encoder`` says what it cost."""
     from textkg.evaluation.placement.evaluate import evaluate_placement
     from textkg.evaluation.placement.methods import placement_queries
 
@@ -161,6 +169,10 @@ def _placement(prep: Prepared, cfg: RunConfig) -> dict | None:
     from textkg.evaluation.placement.rerank import RerankConfig
     from textkg.pipeline.placement_names import names_only_placement
 
+    pair_scorer, trained = placement_cross_encoder(prep, cfg, run_dir, progress=progress)
+    from textkg.evaluation.placement.shortlist import PairScores, Shortlist
+
+    texts = list(prep.kg.entity_descriptions)
     prep.model.eval()
     features = description_features(prep)
     batch_size = max(1, min(cfg.train.eval_batch_size, 256))
@@ -172,8 +184,9 @@ def _placement(prep: Prepared, cfg: RunConfig) -> dict | None:
             text_features=features,
             batch_size=batch_size,
             hierarchy=hierarchy,
-            texts=list(prep.kg.entity_descriptions),
+            texts=texts,
             rerank=RerankConfig(seed=cfg.train.seed, extra=rerank_features(cfg)),
+            shortlist=None if pair_scorer is None else Shortlist(PairScores(pair_scorer, texts)),
         )
         extras = cfg.train.placement_extras == "on"
         if extras and out is not None and out.get("placement_selection"):  # the same terms, from their names alone
@@ -185,12 +198,67 @@ def _placement(prep: Prepared, cfg: RunConfig) -> dict | None:
                 hierarchy=hierarchy,
                 reranker=out.get("placement_rerank"),
                 batch_size=batch_size,
+                pair_scorer=pair_scorer,
             )
             if names_only is not None:
                 out["placement_names_only"] = names_only
+    if out is not None and trained is not None:
+        out["placement_cross_encoder"] = trained
     if out is not None:  # terms textkg place can never propose as parents: they are not training terms
         out["placement_held_out_terms"] = len(torch.cat([prep.split.valid_entities, prep.split.test_entities]).unique())
     return out
+
+
+#: where a run keeps its placement cross-encoder (safetensors weights, its config and tokenizer) for textkg place
+CROSS_ENCODER_DIR = "cross_encoder"
+#: a cap on the fine-tuning's wall time (a day): ``train.placement_cross_encoder`` steps are the budget
+MAX_CROSS_ENCODER_MINUTES = 24 * 60.0
+
+
+def placement_cross_encoder(
+    prep: Prepared, cfg: RunConfig, run_dir: Path | None, *, progress: bool = False
+) -> tuple[PairTextScorer | None, dict | None]:
+    """``(pair scorer, what it cost)`` of the run's placement cross-encoder, or ``(None, None)`` when
+    ``train.placement_cross_encoder`` is 0: fine-tuned on the training terms' ``is_a`` pairs
+    (:func:`textkg.training.adapt_cross.adapt_cross_encoder`, cached by content), copied into
+    ``run_dir/cross_encoder`` and loaded from there, as ``textkg place`` loads it."""
+    steps = cfg.train.placement_cross_encoder
+    if not steps:
+        return None, None
+    import shutil
+
+    from textkg.encoders.cross_encoder import load_cross_encoder
+    from textkg.progress import stage
+    from textkg.training.adapt_cross import adapt_cross_encoder
+    from textkg.training.features import default_cache_dir
+
+    stage(f"placement cross-encoder: fine-tuning {steps:,} steps on the training is_a pairs", progress=progress)
+    summary = adapt_cross_encoder(
+        prep.kg,
+        prep.split,
+        cache_dir=default_cache_dir(),
+        split_name=cfg.data.split,
+        max_steps=steps,
+        max_minutes=MAX_CROSS_ENCODER_MINUTES,  # the steps bound it; the minutes only stop a runaway
+        seed=cfg.train.seed,
+        progress=progress,
+    )
+    folder = Path(summary["out"])
+    if run_dir is not None:
+        target = Path(run_dir) / CROSS_ENCODER_DIR
+        tmp = target.with_name(target.name + ".tmp")
+        shutil.rmtree(tmp, ignore_errors=True)
+        shutil.copytree(folder, tmp)
+        shutil.rmtree(target, ignore_errors=True)
+        tmp.rename(target)
+        folder = target
+    scorer = load_cross_encoder(folder)
+    kept = ("steps", "planned_steps", "stopped", "loss_first_25", "loss_last_25", "train_seconds", "cached")
+    return scorer, {
+        **{k: summary.get(k) for k in kept},
+        "folder": CROSS_ENCODER_DIR if run_dir is not None else None,
+        "weights_sha256": getattr(scorer, "digest", None),
+    }
 
 
 def rerank_features(cfg: RunConfig) -> tuple[str, ...]:
@@ -349,14 +417,15 @@ def link_rerank_of(prep: Prepared, cfg: RunConfig, vote_block: dict | None, conf
     return link_rerank_report(prep, cfg, vote_block, vote=voters, valid=valid, config=config)
 
 
-def extra_test_blocks(prep: Prepared, cfg: RunConfig, *, progress: bool = False) -> dict:
+def extra_test_blocks(prep: Prepared, cfg: RunConfig, *, progress: bool = False, run_dir: Path | None = None) -> dict:
     """What the post-run report adds to ``metrics.json``'s ``test`` block after the ranking metrics, in
     this order (each only where it applies); ``progress``: a stage line before each (where the time goes)."""
     from textkg.progress import stage
 
     out: dict = {}
     stage("placement of the held-out terms (where it applies)", progress=progress)
-    placement = _placement(prep, cfg)  # inductive splits of graphs with an is_a relation only
+    # inductive splits of graphs with an is_a relation only
+    placement = _placement(prep, cfg, run_dir, progress=progress)
     if placement is not None:
         out.update(placement)  # placement, placement_baselines[, placement_combined, placement_selection]
     stage("the description neighbour vote (where it applies)", progress=progress)

@@ -74,6 +74,18 @@ def run_choices_schema() -> Spec:
             "vote": vote,
             "valid_mrr": Num(low=0, high=1, nullable=True),
             "tried_valid_mrr": Obj(extra=Num(low=0, high=1, nullable=True), max_keys=100_000),
+            # the placement cross-encoder over each term's top_k (textkg.evaluation.placement.shortlist)
+            "cross_encoder": Obj(
+                {
+                    "top_k": Num(low=2, high=1000, integer=True),
+                    "weight": _WEIGHT,
+                    "tried_valid_mrr": Obj(extra=Num(low=0, high=1, nullable=True), max_keys=1000),
+                    "pairs_scored": Num(low=0, integer=True),
+                    "seconds": Num(low=0),
+                },
+                required=("top_k", "weight"),
+                nullable=True,
+            ),
         },
         required=("weights",),
     )

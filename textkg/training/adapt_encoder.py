@@ -147,6 +147,23 @@ def first_stage_negatives(kg, split, *, cache_dir: Path | None = None, batch_siz
     some training ``is_a`` statement) whose description is most similar to the child's by the packaged MiniLM's
     cosine (the first stage's description similarity; features cached on disk), other than the child, its
     parents and any term whose description equals the child's or a parent's."""
+    ranked = nearest_training_terms(kg, split, per_child=1, cache_dir=cache_dir, batch_size=batch_size)
+    return {child: found[0] for child, found in ranked.items() if found}
+
+
+def nearest_training_terms(
+    kg,
+    split,
+    *,
+    per_child: int,
+    banned: dict[int, set[int]] | None = None,
+    cache_dir: Path | None = None,
+    batch_size: int = 2048,
+) -> dict[int, list[int]]:
+    """``child -> terms``: for each child of :func:`is_a_edges`, up to ``per_child`` training terms of the
+    ontology (ends of training ``is_a`` statements), most similar first by the packaged MiniLM's description
+    cosine (features cached on disk), other than the child, its parents, ``banned[child]`` and any term whose
+    description equals the child's or a parent's."""
     import torch
 
     from textkg.encoders import cached_encode, get_encoder
@@ -154,6 +171,7 @@ def first_stage_negatives(kg, split, *, cache_dir: Path | None = None, batch_siz
     edges = is_a_edges(kg, split)
     if not edges:
         return {}
+    banned = banned or {}
     parents: dict[int, set[int]] = {}
     for child, parent in edges:
         parents.setdefault(child, set()).add(parent)
@@ -163,17 +181,20 @@ def first_stage_negatives(kg, split, *, cache_dir: Path | None = None, batch_siz
     features = cached_encode(get_encoder("bert", pooling="mean"), texts, cache_dir=cache_dir).float()
     features = torch.nn.functional.normalize(features, dim=1)
     children = sorted(parents)
-    k = min(len(terms), 2 + max(len(p) for p in parents.values()) + 8)
-    out: dict[int, int] = {}
+    skip = {c: {c, *parents[c], *banned.get(c, ())} for c in children}
+    k = min(len(terms), per_child + max(map(len, skip.values())) + 8)
+    out: dict[int, list[int]] = {}
     for lo in range(0, len(children), batch_size):
         block = children[lo : lo + batch_size]
         top = (features[[row[c] for c in block]] @ features.T).topk(k, dim=1).indices.tolist()
         for child, ranked in zip(block, top, strict=True):
-            banned = {texts[row[child]], *(texts[row[p]] for p in parents[child])}
+            banned_texts = {texts[row[child]], *(texts[row[p]] for p in parents[child])}
+            found = out[child] = []
             for i in ranked:
-                if terms[i] != child and terms[i] not in parents[child] and texts[i] not in banned:
-                    out[child] = terms[i]
-                    break
+                if terms[i] not in skip[child] and texts[i] not in banned_texts:
+                    found.append(terms[i])
+                    if len(found) == per_child:
+                        break
     return out
 
 
@@ -383,22 +404,54 @@ def _train(
     budget_s: float,
     progress: bool,
 ) -> tuple[int, list[float], float]:
-    """AdamW on ``MultipleNegativesRankingLoss`` for at most ``planned`` steps and ``budget_s`` seconds: the
-    batches in a fresh order each epoch; the learning rate's horizon is the steps the budget allows, re-estimated
-    from the speed so far. Returns ``(steps, per-step losses, seconds)``."""
-    import torch
+    """:func:`budget_train` on sentence-transformers' ``MultipleNegativesRankingLoss``."""
     from sentence_transformers.losses import MultipleNegativesRankingLoss
+
+    loss_fn = MultipleNegativesRankingLoss(model)
+
+    def step_loss(batch: list[Example]):
+        return loss_fn([model.preprocess([example[i] for example in batch]) for i in range(len(batch[0]))], None)
+
+    model.train()
+    return budget_train(
+        [p for p in model.parameters() if p.requires_grad],
+        epoch_batches,
+        step_loss,
+        rng,
+        planned=planned,
+        lr=lr,
+        budget_s=budget_s,
+        progress=progress,
+        name="adapt",
+    )
+
+
+def budget_train(
+    params: list,
+    epoch_batches: Sequence,
+    step_loss: Callable,
+    rng: random.Random,
+    *,
+    planned: int,
+    lr: float,
+    budget_s: float,
+    progress: bool,
+    name: str = "adapt",
+) -> tuple[int, list[float], float]:
+    """AdamW (weight decay 0.01, gradients clipped to norm 1) on ``step_loss(batch)`` (a scalar tensor) for at
+    most ``planned`` steps and ``budget_s`` seconds: the batches in a fresh order each epoch; the learning rate
+    warms up over the first tenth of the horizon and decays linearly to zero at its end, the horizon being the
+    steps the budget allows, re-estimated from the speed so far. One progress line (``name: step ...``) every
+    :data:`PROGRESS_EVERY` steps. Returns ``(steps, per-step losses, seconds)``."""
+    import torch
 
     from textkg.progress import bar, stage
 
-    loss_fn = MultipleNegativesRankingLoss(model)
-    params = [p for p in model.parameters() if p.requires_grad]
     optimizer = torch.optim.AdamW(params, lr=lr, weight_decay=0.01)
-    model.train()
     start = time.perf_counter()
     horizon, losses = planned, []
-    order: list[list[Example]] = []
-    with bar(planned, progress=progress, desc="adapt", unit="step") as pbar, warnings.catch_warnings():
+    order: list = []
+    with bar(planned, progress=progress, desc=name, unit="step") as pbar, warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)
         for step in range(planned):
             if not order:
@@ -409,8 +462,7 @@ def _train(
             scale = (step + 1) / warmup if step < warmup else max(0.0, (horizon - step) / max(1, horizon - warmup))
             for group in optimizer.param_groups:
                 group["lr"] = lr * scale
-            columns = [model.preprocess([example[i] for example in batch]) for i in range(len(batch[0]))]
-            loss = loss_fn(columns, None)
+            loss = step_loss(batch)
             loss.backward()
             torch.nn.utils.clip_grad_norm_(params, 1.0)
             optimizer.step()
@@ -423,7 +475,7 @@ def _train(
                 horizon = min(planned, max(step + 2, int(0.97 * budget_s / per_step)))
             if (step + 1) % PROGRESS_EVERY == 0:
                 stage(
-                    f"adapt: step {step + 1:,}/{horizon:,}, loss {_mean(losses[-PROGRESS_EVERY:])}, "
+                    f"{name}: step {step + 1:,}/{horizon:,}, loss {_mean(losses[-PROGRESS_EVERY:])}, "
                     f"{per_step:.2f} s/step",
                     progress=progress,
                 )

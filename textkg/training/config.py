@@ -35,6 +35,8 @@ LR_SCHEDULES = ("constant", "cosine")
 OPTIMIZERS = ("adam", "lazy-adam")  # textkg.training.optim
 #: ``privacy.private_updates``: see :class:`PrivacyConfig` (textkg.training.private_rows)
 PRIVATE_UPDATES = ("auto", "all", "centroids", "private-rows")
+#: ``train.placement_cross_encoder``: at most this many fine-tuning steps (about 4 h on two CPU cores)
+MAX_CROSS_ENCODER_STEPS = 20_000
 #: ``privacy.unit``: what one neighbouring dataset adds or removes (see :class:`PrivacyConfig`)
 PRIVACY_UNITS = ("statement", "entity")
 #: ``privacy.max_statements_per_unit``: its default and bound (see :class:`PrivacyConfig`)
@@ -198,6 +200,12 @@ class TrainConfig:
             ``placement_combined`` and ``placement_selection`` are unchanged. On the full ``hpo`` (2 shared
             cores, load 9–14) the placement took 7.4 min with them and 4.2–6.1 min without (issue 39: a
             benchmark that reads only the placement; ``textkg place`` then has no names-only choice).
+        placement_cross_encoder: ``0`` (default: off) or a number of optimiser steps: fine-tune a cross-encoder
+            (the packaged MiniLM with a one-logit head) on the ontology's own training ``is_a`` pairs against
+            hard negatives (:mod:`textkg.training.adapt_cross`; cached by the ontology's content) and re-rank each
+            held-out term's top candidates of the combination with it, its weight chosen on validation
+            (:mod:`textkg.evaluation.placement.shortlist`); the run folder keeps the model for ``textkg place``.
+            It reads every training ``is_a`` statement, so a private run refuses it.
         min_steps: ``0`` (default in the Python API: train exactly ``epochs``) or a number of optimiser
             steps: a non-private run whose ``epochs`` give fewer steps raises ``epochs`` to reach it, at
             most 200 (:func:`textkg.training.schedule.epochs_for_min_steps`). ``textkg train`` sets 300
@@ -237,6 +245,7 @@ class TrainConfig:
     init_from: str | None = None
     neighbour_vote: str = "auto"
     placement_extras: str = "on"
+    placement_cross_encoder: int = 0
     min_steps: int = 0
     device: str = "auto"
 
@@ -245,6 +254,12 @@ class TrainConfig:
         _check_choice("loss", self.loss, list_losses(), prefix="train")
         _check_choice("neighbour_vote", self.neighbour_vote, ("auto", "on", "off"), prefix="train")
         _check_choice("placement_extras", self.placement_extras, ("on", "off"), prefix="train")
+        steps = self.placement_cross_encoder
+        if isinstance(steps, bool) or not isinstance(steps, int) or not 0 <= steps <= MAX_CROSS_ENCODER_STEPS:
+            raise ConfigError(
+                f"must be a whole number of steps from 0 (off) to {MAX_CROSS_ENCODER_STEPS}, got {steps!r}",
+                field="train.placement_cross_encoder",
+            )
         _check_choice("negatives", self.negatives, NEGATIVES, prefix="train")
         _check_choice("lr_schedule", self.lr_schedule, LR_SCHEDULES, prefix="train")
         _check_choice("optimizer", self.optimizer, OPTIMIZERS, prefix="train")
@@ -638,6 +653,12 @@ class RunConfig:
                 field="train.max_minutes",
             )
         self._check_private_steps()
+        if self.train.placement_cross_encoder and self.privacy.mode != "none":
+            raise ConfigError(
+                "the placement cross-encoder is fine-tuned on every training is_a statement, private ones "
+                f"included, and released with the run: not offered under --privacy {self.privacy.mode}",
+                field="train.placement_cross_encoder",
+            )
         if self.train.optimizer == "lazy-adam" and self.privacy.mode in PRIVATE_STEP_MODES:
             raise ConfigError(
                 "lazy-adam updates the rows a batch touched; DP-SGD noises every row at every step: use adam",

@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import torch
@@ -54,6 +54,7 @@ from textkg.evaluation.placement.methods import (
     rank_placement,
 )
 from textkg.evaluation.placement.parents import ChildParents
+from textkg.evaluation.placement.shortlist import Shortlist, shortlist_scorer, tune_shortlist_weight
 from textkg.evaluation.scoring import standardise, weighted_sum
 
 #: Components of the combined scorer, in the order weights are listed.
@@ -411,6 +412,7 @@ def evaluate_combined(
     added: tuple[str, PlacementScorer] | None = None,
     reported: Mapping[str, PlacementScorer] | None = None,
     similarity: PlacementScorer | None = None,
+    shortlist: Shortlist | None = None,
 ) -> dict:
     """Tune the combination on ``valid``, report it on ``test``, and choose the method to suggest on ``valid``.
 
@@ -429,6 +431,10 @@ def evaluate_combined(
         similarity: ``cosine_scorer(features)`` kept for the batch (:func:`.text.last_call_memo`), which the
             chosen vote reads with an added component, instead of computing the cosines again
             (:func:`neighbour_vote_scorer`); the same numbers.
+        shortlist: A cross-encoder over the combination's top candidates (:mod:`.shortlist`), its weight chosen
+            on ``valid`` after everything else; the combination without it is reported beside it
+            (``placement_combined_without_cross_encoder``) and its settings under
+            ``placement_selection.combined.cross_encoder``.
 
     Returns:
         ``{"placement_combined": test metrics of the combination,
@@ -473,9 +479,26 @@ def evaluate_combined(
             ),
             tried={**tried, **added_tried},
         )
-    test_metrics = rank_placement(
-        combined_scorer(scorers, combo.weights), test, num_entities=num_entities, batch_size=batch_size
-    )
+    final = combined_scorer(scorers, combo.weights)
+    cross: dict | None = None
+    if shortlist is not None:
+        weight, cross_tried = tune_shortlist_weight(
+            final, shortlist, valid, num_entities=num_entities, batch_size=batch_size
+        )
+        out["placement_combined_without_cross_encoder"] = rank_placement(
+            final, test, num_entities=num_entities, batch_size=batch_size
+        ).to_dict()
+        if weight > 0:
+            final = shortlist_scorer(final, shortlist, weight)
+            combo = replace(combo, valid=rank_placement(final, valid, num_entities=num_entities, batch_size=batch_size))
+        cross = {
+            "top_k": shortlist.top_k,
+            "weight": weight,
+            "tried_valid_mrr": cross_tried,
+        }
+    test_metrics = rank_placement(final, test, num_entities=num_entities, batch_size=batch_size)
+    if cross is not None and shortlist is not None:  # after the test terms' shortlists
+        cross.update(pairs_scored=shortlist.pair_scores.pairs_scored, seconds=round(shortlist.pair_scores.seconds, 1))
     on_valid = (
         {"model": rank_placement(components["model"], valid, num_entities=num_entities, batch_size=batch_size)}
         if "model" in components
@@ -501,7 +524,7 @@ def evaluate_combined(
             "criterion": "validation placement MRR",
             "valid": {name: m.to_dict() for name, m in on_valid.items()},
             **({"valid_reported_only": not_chosen} if not_chosen else {}),
-            "combined": combo.to_dict(),
+            "combined": {**combo.to_dict(), **({"cross_encoder": cross} if cross is not None else {})},
         },
     }
 

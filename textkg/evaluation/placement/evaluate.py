@@ -30,6 +30,7 @@ from textkg.evaluation.placement.methods import (
     rank_placement,
 )
 from textkg.evaluation.placement.rerank import RerankConfig, Reranker, fitted_reranker
+from textkg.evaluation.placement.shortlist import Shortlist
 from textkg.evaluation.placement.siblings import REDUCTIONS, children_scorer
 from textkg.evaluation.placement.text import last_call_memo, tfidf_scorer
 
@@ -53,6 +54,7 @@ def evaluate_placement(
     texts: Sequence[str] | None = None,
     rerank: RerankConfig | Reranker | None = None,
     word_encoder: WordEncoder | None = None,
+    shortlist: Shortlist | None = None,
 ) -> dict | None:
     """Placement metrics of a model, of the text baselines and of the combined scorer.
 
@@ -84,6 +86,8 @@ def evaluate_placement(
         word_encoder: ``words -> (n, D)`` word vectors for the re-ranker's ``maxsim`` feature
             (:mod:`.late`; read only when ``rerank`` has it); ``None``: the packaged MiniLM's
             (:func:`.late.minilm_word_encoder`).
+        shortlist: A cross-encoder over the combination's top candidates (:mod:`.shortlist`), its weight
+            chosen on validation (``placement_selection.combined.cross_encoder``; 0 = not used).
 
     Returns:
         ``{"placement": {...}, "placement_baselines": {"description-nn": {...},
@@ -157,6 +161,7 @@ def evaluate_placement(
             added=added,
             reported=reported,
             similarity=description,
+            shortlist=shortlist,
         )
     )
     return out

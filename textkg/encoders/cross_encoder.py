@@ -1,0 +1,320 @@
+"""A cross-encoder: one transformer reads a (new term, candidate parent) pair together and gives one logit.
+
+A bi-encoder embeds each text alone and compares the vectors; a cross-encoder attends across the two texts,
+which is slower (one forward pass per pair) but sharper, so it re-scores a short list (Nogueira & Cho 2019,
+"Passage Re-ranking with BERT", arXiv:1901.04085). The model is a ``transformers`` BERT-family
+``...ForSequenceClassification`` with ``num_labels=1``; its input is ``[CLS] a [SEP] b [SEP]`` cut to
+:data:`MAX_PAIR_TOKENS` word pieces (``longest_first``). :func:`initial_cross_model` starts one from the
+packaged MiniLM (a fresh, seeded head); ``textkg encoders cross-encoder``
+(:mod:`textkg.training.adapt_cross`) fine-tunes it on the ontology's own ``is_a`` pairs and
+:func:`load_cross_encoder` reads the folder it writes.
+
+A model folder is a trust boundary (docs/security.md): :func:`load_cross_encoder` screens it with
+:func:`~textkg.encoders.model_folder.check_model_folder` (no code, no pickle), refuses a folder without
+``model.safetensors``, weights over :data:`MAX_WEIGHTS_BYTES`, and a config that is not a sequence
+classifier of :data:`ARCHITECTURES` with one label, then loads with
+:data:`~textkg.encoders.model_folder.SAFE_WEIGHTS_KWARGS` (through
+:func:`~textkg.encoders.bert.load_pretrained`, the one home of ``from_pretrained``). Nothing is downloaded.
+The tokenizer is part of the boundary too (:func:`_check_tokenizer`): no symlink in the folder (nothing read
+beyond it), every other file at most :data:`MAX_TOKENIZER_BYTES`, a ``tokenizer_class`` only of
+:data:`TOKENIZERS` (``AutoTokenizer`` would build any class a folder names, one of which unpickles its
+vocabulary), no ``Regex`` pattern in ``tokenizer.json`` (a backtracking pattern stops scoring with a panic), and,
+once loaded, every token id inside the model's vocabulary, every weight in ``model.safetensors`` and finite.
+"""
+
+from __future__ import annotations
+
+import json
+import warnings
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+from textkg.errors import ConfigError
+
+from .base import file_fingerprint
+from .model_folder import check_model_folder
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedModel
+
+__all__ = ["ARCHITECTURES", "MAX_PAIR_TOKENS", "CrossScorer", "initial_cross_model", "load_cross_encoder"]
+
+#: word pieces of a pair, special tokens included; the longer text is cut first (``longest_first``)
+MAX_PAIR_TOKENS = 64
+#: the weights file a cross-encoder folder must hold (safetensors: never a pickle)
+WEIGHTS_FILE = "model.safetensors"
+#: a larger weights file is refused before it is opened (MiniLM-L6: 91 MB; BERT-large: 1.3 GB)
+MAX_WEIGHTS_BYTES = 1 << 30
+#: ``model_type`` -> the one architecture its ``config.json`` may name: BERT-family sequence classifiers
+ARCHITECTURES: dict[str, str] = {
+    "bert": "BertForSequenceClassification",
+    "roberta": "RobertaForSequenceClassification",
+    "xlm-roberta": "XLMRobertaForSequenceClassification",
+    "distilbert": "DistilBertForSequenceClassification",
+    "electra": "ElectraForSequenceClassification",
+}
+#: ``model_type`` -> the tokenizer classes its folder may name (``tokenizer_class``; unnamed: the type's own)
+TOKENIZERS: dict[str, tuple[str, ...]] = {
+    t: (f"{name}Tokenizer", f"{name}TokenizerFast")
+    for t, name in (
+        ("bert", "Bert"),
+        ("roberta", "Roberta"),
+        ("xlm-roberta", "XLMRoberta"),
+        ("distilbert", "DistilBert"),
+        ("electra", "Electra"),
+    )
+}
+#: a larger tokenizer or settings file is refused before it is parsed (MiniLM's tokenizer.json: 0.7 MB)
+MAX_TOKENIZER_BYTES = 32 << 20
+
+
+class CrossScorer:
+    """Scores ``(a, b)`` text pairs with a sequence classifier of one label.
+
+    Args:
+        tokenizer: The model's ``transformers`` tokenizer.
+        model: A ``...ForSequenceClassification`` with ``num_labels=1``, on the device it computes on.
+        digest: Short sha256 of the weights file, recorded by callers to say which model scored.
+    """
+
+    def __init__(self, tokenizer: Any, model: torch.nn.Module, *, digest: str, source: Path | None = None) -> None:
+        self.tokenizer = tokenizer
+        self.model = model
+        self.digest = digest
+        self.source = source
+
+    def tokenize(self, pairs: Sequence[tuple[str, str]]) -> dict[str, torch.Tensor]:
+        """The model's inputs for ``pairs``: ``(n, L)`` tensors, ``L <= MAX_PAIR_TOKENS``, padded to the longest."""
+        return self.tokenizer(
+            [a for a, _ in pairs],
+            [b for _, b in pairs],
+            truncation="longest_first",
+            max_length=MAX_PAIR_TOKENS,
+            padding=True,
+            return_tensors="pt",
+        )
+
+    def logits(self, pairs: Sequence[tuple[str, str]]) -> torch.Tensor:
+        """``(n,)`` logits of one batch, with the graph (for training; the model's mode is the caller's)."""
+        device = next(self.model.parameters()).device
+        inputs = {k: v.to(device) for k, v in self.tokenize(pairs).items()}
+        return self.model(**inputs).logits[:, 0].float()
+
+    def __call__(self, pairs: Sequence[tuple[str, str]], *, batch_size: int = 128) -> torch.Tensor:
+        """``(n,)`` float32 logits of ``pairs`` in their order (eval mode, no gradient).
+
+        Pairs are scored in batches of similar length (sorted by character count, so little padding), then put
+        back in input order. An empty input gives an empty tensor.
+
+        Raises:
+            ConfigError: a logit that is not finite (weights that overflow), naming the model's folder.
+        """
+        if batch_size < 1:
+            raise ConfigError("must be >= 1", field="batch_size")
+        pairs = [(str(a), str(b)) for a, b in pairs]
+        out = torch.empty(len(pairs), dtype=torch.float32)
+        order = sorted(range(len(pairs)), key=lambda i: len(pairs[i][0]) + len(pairs[i][1]))
+        was_training = self.model.training
+        self.model.eval()
+        try:
+            with torch.inference_mode():
+                for lo in range(0, len(order), batch_size):
+                    idx = order[lo : lo + batch_size]
+                    out[idx] = self.logits([pairs[i] for i in idx]).cpu()
+        finally:
+            self.model.train(was_training)
+        if not bool(torch.isfinite(out).all()):
+            raise ConfigError("the cross-encoder gave scores that are not finite numbers", file=self.source)
+        return out
+
+
+def initial_cross_model(seed: int = 0) -> tuple[Any, PreTrainedModel]:
+    """``(tokenizer, model)``: the packaged MiniLM with a fresh one-logit head, drawn under ``seed``."""
+    from transformers import AutoModelForSequenceClassification, AutoTokenizer
+    from transformers.utils import logging as hf_logging
+
+    from .bert import default_minilm_path, load_pretrained
+
+    folder = default_minilm_path()
+    torch.manual_seed(seed)
+    verbosity = hf_logging.get_verbosity()
+    hf_logging.set_verbosity_error()  # "Some weights ... newly initialized": the head, on purpose
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            model = load_pretrained(AutoModelForSequenceClassification, folder, "the packaged MiniLM", num_labels=1)
+    finally:
+        hf_logging.set_verbosity(verbosity)
+    tokenizer = load_pretrained(AutoTokenizer, folder, "the packaged MiniLM's tokenizer")
+    return tokenizer, model
+
+
+def _check_tokenizer_class(data: dict, path: Path, model_type: str) -> None:
+    """Refuse a ``tokenizer_class`` outside the model type's :data:`TOKENIZERS`."""
+    named = data.get("tokenizer_class")
+    if named is not None and named not in TOKENIZERS[model_type]:
+        raise ConfigError(
+            f"a {model_type} cross-encoder's tokenizer is one of {', '.join(TOKENIZERS[model_type])}, not {named!r}",
+            file=path,
+            field="tokenizer_class",
+        )
+
+
+def _architecture(config_path: Path) -> tuple[str, str]:
+    """``(model_type, architecture)`` of a folder's ``config.json``, checked: one of :data:`ARCHITECTURES`, one
+    label, no foreign tokenizer class."""
+    try:
+        config = json.loads(config_path.read_text(encoding="utf-8"))  # check_model_folder bounded its size
+    except (OSError, ValueError) as exc:
+        raise ConfigError(f"cannot read the model config ({type(exc).__name__})", file=config_path) from exc
+    if not isinstance(config, dict):
+        raise ConfigError("expected a JSON object", file=config_path)
+    model_type = config.get("model_type")
+    if model_type not in ARCHITECTURES:
+        raise ConfigError(
+            f"a cross-encoder must be a BERT-family model ({', '.join(ARCHITECTURES)}), not {model_type!r}",
+            file=config_path,
+            field="model_type",
+        )
+    expected = ARCHITECTURES[model_type]
+    if config.get("architectures", [expected]) != [expected]:
+        raise ConfigError(
+            f"a {model_type} cross-encoder must be a {expected}, not {config.get('architectures')!r}",
+            file=config_path,
+            field="architectures",
+        )
+    labels = config.get("id2label")
+    num_labels = len(labels) if isinstance(labels, dict) else config.get("num_labels", 2)  # transformers' default
+    if num_labels != 1:
+        raise ConfigError(
+            f"a cross-encoder gives one logit per pair (num_labels 1), not {num_labels!r}",
+            file=config_path,
+            field="num_labels",
+        )
+    _check_tokenizer_class(config, config_path, model_type)
+    return model_type, expected
+
+
+def _json_keys(data: Any) -> set[str]:
+    """Every key of a JSON document, at any depth (iterative)."""
+    keys: set[str] = set()
+    stack = [data]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, dict):
+            keys.update(str(k) for k in node)
+            stack.extend(node.values())
+        elif isinstance(node, list):
+            stack.extend(node)
+    return keys
+
+
+def _check_tokenizer(folder: Path, model_type: str) -> None:
+    """Screen the folder's other files before the tokenizer reads them (module docstring)."""
+    for entry in folder.iterdir():
+        if entry.is_symlink():
+            raise ConfigError("a cross-encoder folder may hold no symlink (nothing is read beyond it)", file=entry)
+        if entry.name != WEIGHTS_FILE and entry.is_file() and entry.stat().st_size > MAX_TOKENIZER_BYTES:
+            raise ConfigError(f"a file over {MAX_TOKENIZER_BYTES >> 20} MiB is refused", file=entry)
+    for name in ("tokenizer_config.json", "tokenizer.json"):
+        path = folder / name
+        if not path.is_file():
+            continue
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError, RecursionError) as exc:
+            raise ConfigError(f"not valid JSON ({type(exc).__name__})", file=path) from exc
+        if not isinstance(data, dict):
+            raise ConfigError("expected a JSON object", file=path)
+        if name == "tokenizer_config.json":
+            _check_tokenizer_class(data, path, model_type)
+        elif "Regex" in _json_keys(data):
+            raise ConfigError(
+                "a tokenizer that runs its own regular expression is refused (a backtracking pattern can stall "
+                "or stop scoring; a BERT-family tokenizer needs none)",
+                file=path,
+                field="Regex",
+            )
+
+
+def _check_loaded(model: Any, tokenizer: Any, folder: Path, weights: Path, model_type: str) -> None:
+    """After loading: the tokenizer of the right class with ids inside the model's vocabulary, every weight read
+    from ``weights`` (none left at a random start) and finite."""
+    from safetensors import safe_open
+
+    if type(tokenizer).__name__ not in TOKENIZERS[model_type]:  # pragma: no cover - the classes were checked
+        raise ConfigError(f"unexpected tokenizer {type(tokenizer).__name__}", file=folder)
+    vocab_size = model.get_input_embeddings().num_embeddings
+    largest = max(tokenizer.get_vocab().values(), default=-1)
+    if largest >= vocab_size:
+        raise ConfigError(
+            f"the tokenizer gives token id {largest}, outside the model's {vocab_size} embeddings",
+            file=folder / "tokenizer.json",
+            field="vocab",
+        )
+    with safe_open(str(weights), "pt") as f:
+        saved = set(f.keys())
+    missing = sorted(set(model.state_dict()) - saved)
+    if missing:
+        raise ConfigError(
+            f"{len(missing)} of the model's weights are not in the file (e.g. {missing[0]}): they would be random",
+            file=weights,
+        )
+    for name, tensor in model.state_dict().items():
+        if tensor.is_floating_point() and not bool(torch.isfinite(tensor).all()):
+            raise ConfigError("a weight that is not a finite number", file=weights, field=name)
+
+
+def _unloadable(what: str, exc: Exception, file: Path) -> ConfigError:
+    """The error of a checked folder whose file does not load (``load_pretrained`` says "cannot load ... not in
+    the cache" for any ``OSError``/``ValueError``: here the folder is there, so its content is at fault)."""
+    cause = exc.__cause__ if isinstance(exc, ConfigError) and exc.__cause__ is not None else exc
+    return ConfigError(f"cannot load {what} ({type(cause).__name__}: {cause})", file=file)
+
+
+def load_cross_encoder(folder: str | Path, *, device: str | torch.device = "cpu") -> CrossScorer:
+    """The cross-encoder saved in ``folder`` (``save_pretrained`` with safetensors, plus its tokenizer).
+
+    Raises:
+        ConfigError: Not a folder; a folder :func:`check_model_folder` refuses (code, pickled weights); no
+            ``model.safetensors`` or one over :data:`MAX_WEIGHTS_BYTES`; a config that is not a one-label
+            sequence classifier of :data:`ARCHITECTURES`; a tokenizer :func:`_check_tokenizer` refuses; a weights
+            or tokenizer file that does not load, or loads into something :func:`_check_loaded` refuses.
+    """
+    path = Path(folder)
+    if not path.is_dir():
+        raise ConfigError("not a folder", file=path)
+    checked = check_model_folder(str(path))
+    if checked is None:  # pragma: no cover - a folder is always checked locally
+        raise ConfigError("not a folder", file=path)
+    weights = checked / WEIGHTS_FILE
+    if not weights.is_file():
+        raise ConfigError(f"a cross-encoder folder needs {WEIGHTS_FILE}", file=checked)
+    if weights.stat().st_size > MAX_WEIGHTS_BYTES:
+        raise ConfigError(f"a weights file over {MAX_WEIGHTS_BYTES >> 20} MiB is refused", file=weights)
+    config_path = checked / "config.json"
+    if not config_path.is_file():
+        raise ConfigError("a cross-encoder folder needs config.json", file=checked)
+    model_type, architecture = _architecture(config_path)
+    _check_tokenizer(checked, model_type)
+    import transformers
+    from safetensors import SafetensorError
+
+    from .bert import load_pretrained
+
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            model = load_pretrained(getattr(transformers, architecture), str(checked), "the cross-encoder")
+    except (RuntimeError, SafetensorError, ConfigError) as exc:  # a malformed or mismatched weights file
+        raise _unloadable("the cross-encoder", exc, weights) from exc
+    try:
+        tokenizer = load_pretrained(transformers.AutoTokenizer, str(checked), "the cross-encoder's tokenizer")
+    except Exception as exc:  # tokenizers raises a bare Exception on a malformed tokenizer.json
+        raise _unloadable("the cross-encoder's tokenizer", exc, checked) from exc
+    _check_loaded(model, tokenizer, checked, weights, model_type)
+    model.eval()
+    return CrossScorer(tokenizer, model.to(device), digest=file_fingerprint(weights), source=checked)
