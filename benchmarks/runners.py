@@ -176,7 +176,7 @@ class TrainAndReport(Runner):
     ``collect``: the JSON of their runs), then run a kept script on the result (``script``, ``run``)."""
 
     name = "train-and-report"
-    scripts = ("reproduce_fb15k237", "k_shot_cli", "readme_place")
+    scripts = ("reproduce_fb15k237", "k_shot_cli", "readme_place", "cross_encoder_shortlist")
 
     def steps(self, arguments: dict[str, Any]) -> list[Step]:
         steps = [textkg("train", arguments.pop("train"))] if "train" in arguments else []

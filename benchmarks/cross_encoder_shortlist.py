@@ -2,7 +2,7 @@
 
 Usage::
 
-    python benchmarks/investigations/cross_encoder_shortlist.py RUN --steps 300,1000 \
+    python benchmarks/cross_encoder_shortlist.py RUN --steps 300,1000 \
         --out benchmarks/results/cross_encoder_shortlist.json
 
 ``RUN`` is a finished ``textkg train`` run on an ontology's inductive split (the README's job). For each
@@ -24,7 +24,7 @@ from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: the shared harness
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # benchmarks/: the shared harness
 import _harness
 
 KEYS = ("mrr", "hits@1", "hits@10")
@@ -90,7 +90,7 @@ def main(argv: list[str] | None = None) -> int:
             args.out,
             _harness.result(
                 "cross_encoder_shortlist",
-                command=_harness.command_line(script="investigations/cross_encoder_shortlist.py"),
+                command=_harness.command_line(),
                 question="Does a cross-encoder fine-tuned on the ontology's own is_a pairs, re-ranking each new "
                 "term's top candidates, place new terms better than the combination without it?",
                 run=args.run.name,
