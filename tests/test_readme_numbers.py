@@ -178,6 +178,7 @@ HEALTH = "What do confidential annotations add under DP?"
 RELEASED = "… and what does that DP cost the released model?"
 CONFIDENTIAL_HPO, CONTROL = "/summary/confidential eps=1", "/summary/public-only continued"
 PATIENTS = "/mean/{}/model + phenotype similarity/{}"
+CROSS = "cross_encoder_shortlist.json"
 MODEL_ALONE = "/mean/{}/model/{}"
 
 CLAIMS = (
@@ -332,6 +333,19 @@ CLAIMS = (
             File("patient_diagnosis.json", "/mean/no model/phenotype similarity/public"),
         ),
         ("patient_diagnosis",),
+    ),
+    Claim(
+        r"On a run of the same job it took the combination from ([\d.]+) to ([\d.]+) \(top 1 (\d+ %) → (\d+ %)\) "
+        r"and names only from ([\d.]+) to ([\d.]+)",
+        (
+            File(CROSS, "/rows/[steps=400]/test/combined-without-cross-encoder/mrr"),
+            File(CROSS, "/rows/[steps=400]/test/combined/mrr"),
+            File(CROSS, "/rows/[steps=400]/test/combined-without-cross-encoder/hits@1"),
+            File(CROSS, "/rows/[steps=400]/test/combined/hits@1"),
+            File(CROSS, "/rows/[steps=400]/test/names-only-combined-without-cross-encoder/mrr"),
+            File(CROSS, "/rows/[steps=400]/test/names-only-combined/mrr"),
+        ),
+        ("cross_encoder_shortlist",),
     ),
 )
 
