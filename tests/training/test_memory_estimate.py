@@ -246,6 +246,26 @@ def test_a_placement_run_counts_the_encoders_it_loads_later(monkeypatch):
     assert key not in estimate_memory(Table(10, 4), cfg, num_entities=10, private=False, resident=(0, 0)).components
 
 
+def test_a_placement_cross_encoder_is_its_own_component():
+    """``--placement-cross-encoder`` fine-tunes MiniLM during evaluation: its weights five times (weights,
+    gradients, Adam's two moments, the copy scored from) and a step's activations; nothing without it."""
+    import dataclasses
+
+    from textkg.encoders.bert import default_minilm_path
+
+    weights = sum(f.stat().st_size for f in Path(default_minilm_path()).glob("*.safetensors"))
+    cfg = _cfg()
+    with_it = dataclasses.replace(cfg, train=dataclasses.replace(cfg.train, placement_cross_encoder=50))
+    est = estimate_memory(Table(10, 4), with_it, num_entities=10, private=False, placement=SMALL, resident=(0, 0))
+    assert est.components[memory.CROSS_ENCODER] == 5 * weights + memory.CROSS_ENCODER_ACTIVATIONS
+    without = estimate_memory(Table(10, 4), cfg, num_entities=10, private=False, placement=SMALL, resident=(0, 0))
+    assert memory.CROSS_ENCODER not in without.components
+    assert (
+        memory.CROSS_ENCODER
+        not in estimate_memory(Table(10, 4), with_it, num_entities=10, private=False, resident=(0, 0)).components
+    )  # no placement, no cross-encoder
+
+
 @pytest.mark.skipif(memory.resident_bytes() is None, reason="needs /proc/self/status (Linux)")
 def test_a_measured_training_step_stays_under_the_estimate():
     """Measured, in this process: an estimate read from /proc bounds the peak after a training step has

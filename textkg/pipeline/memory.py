@@ -164,6 +164,8 @@ def resident_bytes() -> tuple[int, int] | None:
     return found["VmRSS"], max(found["VmRSS"], found.get("VmHWM", 0))
 
 
+#: the component line of the placement cross-encoder (``train.placement_cross_encoder``)
+CROSS_ENCODER = "placement cross-encoder (fine-tuned weights, gradients, Adam state, activations)"
 #: a cross-encoder fine-tuning step's activations and their gradients (64 pairs x 64 word pieces x 6 layers)
 CROSS_ENCODER_ACTIVATIONS = 256 * 2**20
 
@@ -177,11 +179,18 @@ def encoders_after_estimate(cfg) -> int:
     if getattr(cfg.train, "placement_extras", "on") == "on":
         folders |= _transformer_folders(getattr(cfg.model, "encoder", None), getattr(cfg.model, "encoder_kwargs", {}))
     weights = sum(_weights_on_disk(f) for f in folders if f is not None)
-    if getattr(cfg.train, "placement_cross_encoder", 0):  # fine-tuned in the process: weights, gradients, Adam's
-        # two moments, the copy scored from, and one step's activations (8 groups of 8 pairs of 64 word pieces)
-        minilm = _minilm_folder()
-        weights += 5 * (_weights_on_disk(minilm) if minilm is not None else 0) + CROSS_ENCODER_ACTIVATIONS
     return weights + (0 if "transformers" in sys.modules else TRANSFORMERS_BYTES)
+
+
+def cross_encoder_estimate(cfg) -> int:
+    """Bytes of the placement cross-encoder a run with ``train.placement_cross_encoder`` fine-tunes during
+    evaluation (:mod:`textkg.training.adapt_cross`): the packaged MiniLM's weights, their gradients, Adam's two
+    moments and the copy loaded from the run folder to score with (5 x its weights on disk), and one step's
+    activations (:data:`CROSS_ENCODER_ACTIVATIONS`); 0 without it."""
+    if not getattr(cfg.train, "placement_cross_encoder", 0):
+        return 0
+    minilm = _minilm_folder()
+    return 5 * (_weights_on_disk(minilm) if minilm is not None else 0) + CROSS_ENCODER_ACTIVATIONS
 
 
 def _minilm_folder() -> str | None:
@@ -295,6 +304,8 @@ def estimate_memory(
         c["text encoders loaded for placement (MiniLM word vectors, names-only encoding)"] = encoders_after_estimate(
             cfg
         )
+        if cross_encoder_estimate(cfg):
+            c[CROSS_ENCODER] = cross_encoder_estimate(cfg)
     if link_stage is not None:
         parts[LINK_STAGES] = link_stage_parts(link_stage)
     for name, named in parts.items():
