@@ -11,13 +11,15 @@ names-only block) is computed again exactly as ``textkg train --placement-cross-
 (:func:`textkg.pipeline.report._placement`): the cross-encoder is fine-tuned on the training terms' ``is_a`` pairs
 (cached by content under the textkg cache, so a second call reuses it), re-ranks each held-out term's top
 candidates, and validation chooses its weight. Each row records the combination with and without it on the
-same terms, the baselines, and the seconds of fine-tuning and of scoring. Nothing is written into ``RUN``.
+same terms, the baselines, and the seconds of fine-tuning and of scoring. Nothing is written into ``RUN``. Rows
+are kept by label (``RUN``'s folder name and the steps): a second command adds its rows to ``--out``.
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
+import json
 import sys
 import time
 from pathlib import Path
@@ -50,7 +52,11 @@ def place_again(run_dir: Path, steps: int) -> dict:
     seconds, cpu_s = time.perf_counter() - start, time.process_time() - cpu
     selection = out["placement_selection"]
     names = out.get("placement_names_only") or {}
+    encoder = (cfg.model.encoder_kwargs or {}).get("model_name_or_path")
     row = {
+        "label": f"{run_dir.name} steps={steps}",
+        "command": _harness.command_line(),
+        "encoder": "packaged all-MiniLM-L6-v2" if encoder is None else f"another MiniLM folder ({Path(encoder).name})",
         "steps": steps,
         "test": {
             "combined": _brief(out.get("placement_combined")),
@@ -82,10 +88,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--threads", type=int, default=None)
     args = parser.parse_args(argv)
     _harness.set_threads(args.threads)
-    rows = []
+    old = json.loads(args.out.read_text(encoding="utf-8")) if args.out.is_file() else {}
+    rows = list(old.get("rows", []))  # a row per (run, steps): a new one replaces the row with its label
     for steps in [int(s) for s in args.steps.split(",")]:
-        rows.append(place_again(args.run, steps))
-        print(_harness.dumps(rows[-1]))
+        row = place_again(args.run, steps)
+        rows = [r for r in rows if r.get("label") != row["label"]] + [row]
+        print(_harness.dumps(row))
         _harness.write_results(
             args.out,
             _harness.result(
@@ -93,7 +101,6 @@ def main(argv: list[str] | None = None) -> int:
                 command=_harness.command_line(),
                 question="Does a cross-encoder fine-tuned on the ontology's own is_a pairs, re-ranking each new "
                 "term's top candidates, place new terms better than the combination without it?",
-                run=args.run.name,
                 torch_threads=torch.get_num_threads(),
                 rows=rows,
             ),
