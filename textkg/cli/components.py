@@ -154,19 +154,12 @@ def add_encoders(sub) -> None:
     ad.add_argument("--batch-size", type=number_flag("batch_size"), default=64, help="pairs per step (default: 64)")
     ad.add_argument("--lr", type=number_flag("lr"), default=2e-5, help="AdamW learning rate (default: 2e-5)")
     ad.add_argument(
-        "--max-minutes", type=number_flag("minutes"), default=15.0, help="wall-time limit in minutes (default: 15)"
-    )
-    ad.add_argument(
-        "--max-steps", type=number_flag("steps"), default=None, help="stop after this many steps (default: no limit)"
-    )
-    ad.add_argument(
         "--max-pairs",
         type=number_flag("items"),
         default=None,
         help="use at most this many pairs of each source (default: all)",
     )
-    ad.add_argument("--seed", type=number_flag("seed"), default=0, help="random seed (default: 0)")
-    ad.add_argument("--no-progress", action="store_true", help="no progress lines on stderr")
+    add_budget_flags(ad, minutes=15)
     add_cross_encoder(enc)
     pa = enc.add_parser("pretrain-aec", help="pre-train the LSTM autoencoder on a dataset's descriptions")
     pa.add_argument("--dataset", required=True, help="any --dataset source of textkg train")
@@ -212,14 +205,22 @@ def add_cross_encoder(enc) -> None:
         "--lr", type=number_flag("lr"), default=None, help="AdamW learning rate (default: 1e-4, adapt_cross.DEFAULT_LR)"
     )
     ce.add_argument("--epochs", type=number_flag("epochs"), default=1, help="passes over the groups (default: 1)")
-    ce.add_argument(
-        "--max-minutes", type=number_flag("minutes"), default=10.0, help="wall-time limit in minutes (default: 10)"
+    add_budget_flags(ce, minutes=10)
+
+
+def add_budget_flags(parser, *, minutes: int) -> None:
+    """The flags a fine-tuning command shares: its wall-time and step budget, its seed and its progress lines."""
+    parser.add_argument(
+        "--max-minutes",
+        type=number_flag("minutes"),
+        default=float(minutes),
+        help=f"wall-time limit in minutes (default: {minutes})",
     )
-    ce.add_argument(
+    parser.add_argument(
         "--max-steps", type=number_flag("steps"), default=None, help="stop after this many steps (default: no limit)"
     )
-    ce.add_argument("--seed", type=number_flag("seed"), default=0, help="random seed (default: 0)")
-    ce.add_argument("--no-progress", action="store_true", help="no progress lines on stderr")
+    parser.add_argument("--seed", type=number_flag("seed"), default=0, help="random seed (default: 0)")
+    parser.add_argument("--no-progress", action="store_true", help="no progress lines on stderr")
 
 
 def pair_sources(text: str) -> tuple[str, ...]:
@@ -283,51 +284,50 @@ def charlm_train(args) -> dict:
 
 def adapt_encoder(args) -> dict:
     """``textkg encoders adapt``: see :mod:`textkg.training.adapt_encoder`."""
-    from textkg.data import load_dataset, make_split
     from textkg.training.adapt_encoder import adapt_encoder as adapt
-    from textkg.training.features import default_cache_dir
 
-    kg = load_dataset(args.dataset)
-    split = make_split(kg, args.split)
-    return adapt(
-        kg,
-        split,
-        cache_dir=default_cache_dir(),
-        split_name=args.split,
+    return _fine_tune(
+        adapt,
+        args,
         sources=args.pairs,
         hard_negatives=args.hard_negatives,
-        epochs=args.epochs,
         batch_size=args.batch_size,
         lr=args.lr,
-        max_minutes=args.max_minutes,
-        max_steps=args.max_steps,
         max_pairs=args.max_pairs,
-        seed=args.seed,
-        progress=not args.no_progress,
     )
 
 
 def cross_encoder(args) -> dict:
     """``textkg encoders cross-encoder``: see :mod:`textkg.training.adapt_cross`."""
-    from textkg.data import load_dataset, make_split
     from textkg.training.adapt_cross import adapt_cross_encoder
-    from textkg.training.features import default_cache_dir
 
-    kg = load_dataset(args.dataset)
-    split = make_split(kg, args.split)
-    return adapt_cross_encoder(
-        kg,
-        split,
-        cache_dir=default_cache_dir(),
-        split_name=args.split,
+    return _fine_tune(
+        adapt_cross_encoder,
+        args,
         negatives_per_group=args.negatives_per_group,
         groups_per_step=args.groups_per_step,
         **({} if args.lr is None else {"lr": args.lr}),
+    )
+
+
+def _fine_tune(fine_tune, args, **settings) -> dict:
+    """``fine_tune(kg, split, ...)`` on ``--dataset``/``--split`` with the budget flags of :func:`add_budget_flags`
+    and ``--epochs``, cached under the textkg cache; its summary."""
+    from textkg.data import load_dataset, make_split
+    from textkg.training.features import default_cache_dir
+
+    kg = load_dataset(args.dataset)
+    return fine_tune(
+        kg,
+        make_split(kg, args.split),
+        cache_dir=default_cache_dir(),
+        split_name=args.split,
         epochs=args.epochs,
         max_minutes=args.max_minutes,
         max_steps=args.max_steps,
         seed=args.seed,
         progress=not args.no_progress,
+        **settings,
     )
 
 
