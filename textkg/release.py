@@ -82,10 +82,10 @@ def needed_files(config: dict) -> list[str]:
     """The files of a run, besides the weights, that its bundle needs, by the run's config.
 
     ``graph.json`` always; ``lstm_ae.pt`` for a ``text_module: lstm-ae`` model; each char LM
-    (``.safetensors`` + ``.json``) the config names (already checked to lie inside the run by
-    :func:`textkg.pipeline.run_files.resolve_run_files`).
+    (``.safetensors`` + ``.json``) the config names, and the files of the run's adapted encoder folder
+    (``encoder/``; all checked to lie inside the run by :func:`textkg.pipeline.run_files.resolve_run_files`).
     """
-    from textkg.pipeline.run_files import CHAR_LM_KEYS, encoder_kwargs
+    from textkg.pipeline.run_files import CHAR_LM_KEYS, ENCODER_FILES, encoder_kwargs, run_encoder_name
 
     model = config.get("model") or {}
     names = ["graph.json"]
@@ -95,6 +95,8 @@ def needed_files(config: dict) -> list[str]:
         for key in CHAR_LM_KEYS:
             if kwargs.get(key) is not None:
                 names += [kwargs[key], str(Path(kwargs[key]).with_suffix(".json"))]
+        if run_encoder_name(kwargs.get("model_name_or_path")):
+            names += [f"{kwargs['model_name_or_path']}/{file}" for file in ENCODER_FILES]
     return list(dict.fromkeys(names))
 
 

@@ -213,6 +213,7 @@ KEY_NUMBERS: dict[str, str] = {
     "train.checkpoint_every": "size",
     "train.audit_candidates": "size",
     "train.placement_cross_encoder": "size",
+    "train.adapt_encoder_steps": "size",
     "privacy.noise_multiplier": "sigma",
     "privacy.target_epsilon": "epsilon",
     "privacy.delta": "delta",
@@ -397,6 +398,14 @@ TRAIN_FLAGS: tuple[Flag, ...] = (
         metavar="STEPS",
         help="fine-tune a cross-encoder on the ontology's training is_a pairs for STEPS steps and re-rank each "
         "new term's top candidates with it, its weight chosen on validation (0: off; cached by content)",
+    ),
+    Flag(
+        "--adapt-encoder",
+        key="train.adapt_encoder_steps",
+        metavar="STEPS",
+        help="before encoding, fine-tune the packaged MiniLM on the ontology's training is_a pairs for STEPS "
+        "steps and encode every text with it (0: off; unset: 100 on a non-private inductive ontology run with "
+        "at least 1,000 training is_a pairs, else off; cached by content)",
     ),
     Flag(
         "--max-minutes",

@@ -40,7 +40,15 @@ from .model_folder import check_model_folder
 if TYPE_CHECKING:
     from transformers import PreTrainedModel
 
-__all__ = ["ARCHITECTURES", "MAX_PAIR_TOKENS", "CrossScorer", "initial_cross_model", "load_cross_encoder"]
+__all__ = [
+    "ARCHITECTURES",
+    "ENCODER_ARCHITECTURES",
+    "MAX_PAIR_TOKENS",
+    "CrossScorer",
+    "check_encoder_folder",
+    "initial_cross_model",
+    "load_cross_encoder",
+]
 
 #: word pieces of a pair, special tokens included; the longer text is cut first (``longest_first``)
 MAX_PAIR_TOKENS = 64
@@ -55,6 +63,15 @@ ARCHITECTURES: dict[str, str] = {
     "xlm-roberta": "XLMRobertaForSequenceClassification",
     "distilbert": "DistilBertForSequenceClassification",
     "electra": "ElectraForSequenceClassification",
+}
+#: ``model_type`` -> the one architecture a (bi-)encoder folder's ``config.json`` may name: BERT-family bodies, the
+#: ``bert`` encoder's ``AutoModel`` (:func:`check_encoder_folder`: a run's ontology-adapted MiniLM)
+ENCODER_ARCHITECTURES: dict[str, str] = {
+    "bert": "BertModel",
+    "roberta": "RobertaModel",
+    "xlm-roberta": "XLMRobertaModel",
+    "distilbert": "DistilBertModel",
+    "electra": "ElectraModel",
 }
 #: ``model_type`` -> the tokenizer classes its folder may name (``tokenizer_class``; unnamed: the type's own)
 TOKENIZERS: dict[str, tuple[str, ...]] = {
@@ -157,15 +174,17 @@ def _check_tokenizer_class(data: dict, path: Path, model_type: str) -> None:
     named = data.get("tokenizer_class")
     if named is not None and named not in TOKENIZERS[model_type]:
         raise ConfigError(
-            f"a {model_type} cross-encoder's tokenizer is one of {', '.join(TOKENIZERS[model_type])}, not {named!r}",
+            f"a {model_type} model's tokenizer is one of {', '.join(TOKENIZERS[model_type])}, not {named!r}",
             file=path,
             field="tokenizer_class",
         )
 
 
-def _architecture(config_path: Path) -> tuple[str, str]:
-    """``(model_type, architecture)`` of a folder's ``config.json``, checked: one of :data:`ARCHITECTURES`, one
-    label, no foreign tokenizer class."""
+def _architecture(
+    config_path: Path, architectures: dict[str, str] = ARCHITECTURES, what: str = "cross-encoder"
+) -> tuple[str, str]:
+    """``(model_type, architecture)`` of a folder's ``config.json``, checked: one of ``architectures``, one
+    label (a cross-encoder's), no foreign tokenizer class."""
     try:
         config = json.loads(config_path.read_text(encoding="utf-8"))  # check_model_folder bounded its size
     except (OSError, ValueError) as exc:
@@ -173,19 +192,22 @@ def _architecture(config_path: Path) -> tuple[str, str]:
     if not isinstance(config, dict):
         raise ConfigError("expected a JSON object", file=config_path)
     model_type = config.get("model_type")
-    if model_type not in ARCHITECTURES:
+    if model_type not in architectures:
         raise ConfigError(
-            f"a cross-encoder must be a BERT-family model ({', '.join(ARCHITECTURES)}), not {model_type!r}",
+            f"a {what} must be a BERT-family model ({', '.join(architectures)}), not {model_type!r}",
             file=config_path,
             field="model_type",
         )
-    expected = ARCHITECTURES[model_type]
+    expected = architectures[model_type]
     if config.get("architectures", [expected]) != [expected]:
         raise ConfigError(
-            f"a {model_type} cross-encoder must be a {expected}, not {config.get('architectures')!r}",
+            f"a {model_type} {what} must be a {expected}, not {config.get('architectures')!r}",
             file=config_path,
             field="architectures",
         )
+    if architectures is not ARCHITECTURES:  # a bi-encoder's body has no classification head
+        _check_tokenizer_class(config, config_path, model_type)
+        return model_type, expected
     labels = config.get("id2label")
     num_labels = len(labels) if isinstance(labels, dict) else config.get("num_labels", 2)  # transformers' default
     if num_labels != 1:
@@ -212,11 +234,11 @@ def _json_keys(data: Any) -> set[str]:
     return keys
 
 
-def _check_tokenizer(folder: Path, model_type: str) -> None:
+def _check_tokenizer(folder: Path, model_type: str, what: str = "cross-encoder") -> None:
     """Screen the folder's other files before the tokenizer reads them (module docstring)."""
     for entry in folder.iterdir():
         if entry.is_symlink():
-            raise ConfigError("a cross-encoder folder may hold no symlink (nothing is read beyond it)", file=entry)
+            raise ConfigError(f"a {what} folder may hold no symlink (nothing is read beyond it)", file=entry)
         if entry.name != WEIGHTS_FILE and entry.is_file() and entry.stat().st_size > MAX_TOKENIZER_BYTES:
             raise ConfigError(f"a file over {MAX_TOKENIZER_BYTES >> 20} MiB is refused", file=entry)
     for name in ("tokenizer_config.json", "tokenizer.json"):
@@ -318,3 +340,50 @@ def load_cross_encoder(folder: str | Path, *, device: str | torch.device = "cpu"
     _check_loaded(model, tokenizer, checked, weights, model_type)
     model.eval()
     return CrossScorer(tokenizer, model.to(device), digest=file_fingerprint(weights), source=checked)
+
+
+def check_encoder_folder(folder: str | Path) -> Path:
+    """A text encoder's model folder from a run (its ontology-adapted MiniLM, ``RUN/encoder``), checked as
+    :func:`load_cross_encoder` checks a cross-encoder's and loaded once to check what it holds; the folder's
+    real path, for :class:`~textkg.encoders.bert.BertEncoder` to load.
+
+    Raises:
+        ConfigError: Not a folder; a folder :func:`check_model_folder` refuses; no ``model.safetensors`` or one
+            over :data:`MAX_WEIGHTS_BYTES`; a config that is not one of :data:`ENCODER_ARCHITECTURES`; a tokenizer
+            :func:`_check_tokenizer` refuses; files that do not load, or load into something
+            :func:`_check_loaded` refuses.
+    """
+    what = "text encoder"
+    path = Path(folder)
+    if path.is_symlink() or not path.is_dir():
+        raise ConfigError("not a folder (a symlink is refused: nothing is read beyond the run)", file=path)
+    checked = check_model_folder(str(path))
+    if checked is None:  # pragma: no cover - a folder is always checked locally
+        raise ConfigError("not a folder", file=path)
+    weights = checked / WEIGHTS_FILE
+    if not weights.is_file():
+        raise ConfigError(f"a {what} folder needs {WEIGHTS_FILE}", file=checked)
+    if weights.stat().st_size > MAX_WEIGHTS_BYTES:
+        raise ConfigError(f"a weights file over {MAX_WEIGHTS_BYTES >> 20} MiB is refused", file=weights)
+    config_path = checked / "config.json"
+    if not config_path.is_file():
+        raise ConfigError(f"a {what} folder needs config.json", file=checked)
+    model_type, architecture = _architecture(config_path, ENCODER_ARCHITECTURES, what)
+    _check_tokenizer(checked, model_type, what)
+    import transformers
+    from safetensors import SafetensorError
+
+    from .bert import load_pretrained
+
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            model = load_pretrained(getattr(transformers, architecture), str(checked), f"the {what}")
+    except (RuntimeError, SafetensorError, ConfigError) as exc:
+        raise _unloadable(f"the {what}", exc, weights) from exc
+    try:
+        tokenizer = load_pretrained(transformers.AutoTokenizer, str(checked), f"the {what}'s tokenizer")
+    except Exception as exc:  # tokenizers raises a bare Exception on a malformed tokenizer.json
+        raise _unloadable(f"the {what}'s tokenizer", exc, checked) from exc
+    _check_loaded(model, tokenizer, checked, weights, model_type)
+    return checked

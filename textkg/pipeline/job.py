@@ -25,6 +25,7 @@ from textkg._version import __version__
 from textkg.devices import describe_device, resolve_device
 from textkg.errors import ConfigError
 from textkg.evaluation.ranking import QueryShard
+from textkg.pipeline.adaptation import resolve_adaptation
 from textkg.pipeline.memory import check_memory, estimate_memory
 from textkg.pipeline.memory_report import link_stage_size, placement_size
 from textkg.pipeline.prepared import Prepared, prepare
@@ -214,8 +215,10 @@ def run(
             field="out",
         )
     device = resolve_device(cfg.train.device)  # a device this machine lacks: refused before anything is written
+    loaded, adaptation = None, None
     if not resume:
         check_storable(cfg.to_dict())  # a run that could not be opened again: refused before writing
+        cfg, loaded, adaptation = resolve_adaptation(cfg, progress=progress)  # writes only into the textkg cache
     if device.type == "mps" and cfg.privacy.mode in PRIVATE_STEP_MODES:
         raise ConfigError(
             "private training adds the DP noise in float64, which MPS does not have; use --device cpu or cuda",
@@ -223,7 +226,7 @@ def run(
         )
     stage(f"reading {cfg.data.dataset} and encoding its texts ({cfg.model_name})", progress=progress)
     with reporting(progress):  # the encoder's "texts encoded n/N" lines
-        prep = prepare(cfg, out_dir if resume else None, device=device)  # validates every input before writing
+        prep = prepare(cfg, out_dir if resume else None, device=device, loaded=loaded)  # validates before writing
     prep.query_shard = query_shard
     stage(
         f"graph ready: {prep.kg.num_entities:,} entities, {prep.kg.num_relations} relations, "
@@ -317,6 +320,8 @@ def run(
         "valid": valid,
         "test": test,
         "privacy": _privacy_block(prep, cfg, private),
+        # train.adapt_encoder_steps as resolved (textkg.pipeline.adaptation): steps, why, the adapted folder
+        "encoder_adaptation": adaptation if adaptation is not None else _resumed_adaptation(cfg),
     }
     if private is None:  # what was estimated before training (benchmarks/memory_estimate.py sets it beside the
         # measured peak); never under DP: the process's size depends on the number of private statements
@@ -344,6 +349,13 @@ def run(
             ckpt.atomic_write_json(out_dir / PRIVATE_METRICS, {"note": PRIVATE_METRICS_NOTE, **owner}, private=True)
     ckpt.atomic_write_json(out_dir / "metrics.json", metrics)
     return metrics
+
+
+def _resumed_adaptation(cfg: RunConfig) -> dict:
+    """The ``encoder_adaptation`` block of a resumed run: what its ``config.json`` resolved."""
+    steps = cfg.train.adapt_encoder_steps
+    folder = (cfg.model.encoder_kwargs or {}).get("model_name_or_path") if steps else None
+    return {"steps": steps, "why": "resumed: as the run's config.json says", "folder": folder}
 
 
 #: Fewer optimiser steps than this in a finished run get a warning (issue 37: 3 epochs of a 2,874-term

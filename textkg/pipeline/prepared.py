@@ -135,7 +135,9 @@ def unit_candidate_ids(cfg: RunConfig, kg: KnowledgeGraph, pool: torch.Tensor) -
     return kept
 
 
-def prepare(cfg: RunConfig, run_dir: Path | None = None, *, device: torch.device | None = None) -> Prepared:
+def prepare(
+    cfg: RunConfig, run_dir: Path | None = None, *, device: torch.device | None = None, loaded: tuple | None = None
+) -> Prepared:
     """Load, split, encode and build the model (no files written).
 
     ``run_dir``: an existing run (resume, prediction); an ``lstm-ae`` model
@@ -143,11 +145,15 @@ def prepare(cfg: RunConfig, run_dir: Path | None = None, *, device: torch.device
     ``device``: where the frozen encoders run and the model lives (its public text
     inputs included); ``None`` resolves ``cfg.train.device`` (:func:`textkg.devices.resolve_device`).
     The model is built on the CPU, from the seed, and then moved, so it starts from the
-    same values on every device.
+    same values on every device. ``loaded``: the ``(kg, split, units)`` :func:`load_graph_units_and_split`
+    gave for this ``cfg`` already (the encoder's adaptation reads them first), else read here.
     """
+    from textkg.training.adapt_encoder import check_resolved
+
+    check_resolved(cfg)  # steps asked for that no textkg train resolved: refused, never silently skipped
     device = resolve_device(cfg.train.device) if device is None else device
     torch.manual_seed(cfg.train.seed)
-    kg, split, units = load_graph_units_and_split(cfg)
+    kg, split, units = load_graph_units_and_split(cfg) if loaded is None else loaded
     private_mask, private_filter = None, None
     if cfg.privacy.mode != "none" or units is not None:  # a unit-level run: the public vocabulary in every mode
         split, private_mask, private_filter = public_view(kg, split, cfg)

@@ -10,11 +10,15 @@ places; each is checked here before any of it is read, and everything else exits
 ``forward_model``, ``backward_model``  a relative path inside the run to a ``.safetensors`` char LM
                                        (with its ``.json``) that ``textkg train`` copied there
 ``word_embeddings``                    ``glove-6B-50d`` (the packaged GloVe) or ``null``
-``model_name_or_path``                 ``null``, the packaged MiniLM folder, a Hugging Face hub id
-                                       already in the local cache (read from there, never fetched),
-                                       a folder in the user's textkg cache (where ``textkg encoders
-                                       adapt`` writes), or a folder under ``$TEXTKG_MODEL_DIRS``
-                                       (folders the user trusts, ``os.pathsep``-separated)
+``model_name_or_path``                 ``null``, the packaged MiniLM folder, ``encoder`` (``encoder-N``
+                                       for a ``concat`` part): the run's own ontology-adapted MiniLM,
+                                       a real folder in the run that ``textkg train`` copied there and
+                                       :func:`~textkg.encoders.cross_encoder.check_encoder_folder`
+                                       accepts, a Hugging Face hub id already in the local cache (read
+                                       from there, never fetched), a folder in the user's textkg cache
+                                       (where ``textkg encoders adapt`` writes), or a folder under
+                                       ``$TEXTKG_MODEL_DIRS`` (folders the user trusts,
+                                       ``os.pathsep``-separated)
 ``cache_dir``                          ``null`` (a cache is this machine's; set ``$TEXTKG_CACHE_DIR``)
 ====================================  ===============================================================
 
@@ -24,7 +28,9 @@ The same rules apply to each part of a ``concat`` encoder. A relative path is re
 absolute, contains ``..``, has another suffix, or resolves (through a symlink) outside the run.
 
 :func:`store_run_files` is the writer's side: ``textkg train`` copies the char LMs it was given
-into ``RUN/char_lms/`` and records those relative names, so that its runs satisfy these rules.
+into ``RUN/char_lms/``, and a ``bert`` encoder's adapted MiniLM (a folder ``textkg encoders adapt`` or
+the run's own adaptation wrote in the textkg cache) into ``RUN/encoder/``, and records those relative
+names, so that its runs satisfy these rules and open on another machine.
 """
 
 from __future__ import annotations
@@ -46,6 +52,18 @@ MODEL_DIRS_ENV = "TEXTKG_MODEL_DIRS"
 #: where ``textkg train`` stores the char LMs a run uses
 CHAR_LM_DIR = "char_lms"
 CHAR_LM_KEYS = ("forward_model", "backward_model")
+#: where ``textkg train`` stores a ``bert`` encoder's ontology-adapted MiniLM (``encoder-N`` for a concat part)
+ENCODER_DIR = "encoder"
+_ENCODER_NAME = re.compile(r"^encoder(-[1-9][0-9]{0,2})?$")
+#: the files of an adapted MiniLM the ``bert`` encoder reads (AutoModel, AutoTokenizer): all that is copied
+ENCODER_FILES = (
+    "config.json",
+    "model.safetensors",
+    "tokenizer.json",
+    "tokenizer_config.json",
+    "special_tokens_map.json",
+    "vocab.txt",
+)
 _HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]{0,95}/[\w.-]{1,95}$")
 
 
@@ -83,6 +101,37 @@ def _inside_run(value: Any, run: Path, *, suffix: str, cfg_file: Path | None, fi
     if full.is_symlink() or not full.is_file():
         raise ConfigError(f"'{value}' is not a regular file in the run", file=cfg_file, field=field)
     return full
+
+
+def run_encoder_name(value: Any) -> bool:
+    """``value`` names a run's own adapted encoder folder (:data:`ENCODER_DIR`, or ``encoder-N``)."""
+    return isinstance(value, str) and bool(_ENCODER_NAME.match(value))
+
+
+def _run_encoder(value: str, run: Path, *, cfg_file: Path | None, field: str) -> str:
+    """``run / value``, the run's own adapted encoder folder, checked (module docstring)."""
+    full = run / value
+    root = os.path.realpath(run)
+    if full.is_symlink() or os.path.commonpath([os.path.realpath(full), root]) != root or not full.is_dir():
+        raise ConfigError(
+            f"'{value}' is not a folder in the run (a symlink is refused: nothing is read beyond the run)",
+            file=cfg_file,
+            field=field,
+        )
+    from textkg.encoders.cross_encoder import check_encoder_folder
+
+    return str(check_encoder_folder(full))
+
+
+def adapted_folder(value: Any) -> bool:
+    """``value`` is a folder an adaptation wrote in the user's textkg cache (``adapted/``, with its summary)."""
+    if not isinstance(value, str) or not os.path.isabs(value):
+        return False
+    from textkg.training.adapt_encoder import SUMMARY_FILE
+    from textkg.training.features import default_cache_dir
+
+    real, cache = os.path.realpath(value), os.path.realpath(Path(default_cache_dir()) / "adapted")
+    return os.path.commonpath([real, cache]) == cache and os.path.isfile(os.path.join(real, SUMMARY_FILE))
 
 
 def _trusted_model_dirs() -> list[str]:
@@ -183,7 +232,11 @@ def resolve_run_files(stored: dict, run: Path, cfg_file: Path) -> dict:
                 kwargs[key] = str(path)
         if "model_name_or_path" in kwargs:
             field = f"{where}.model_name_or_path"
-            kwargs["model_name_or_path"] = _model_folder(kwargs["model_name_or_path"], cfg_file=cfg_file, field=field)
+            value = kwargs["model_name_or_path"]
+            if run_encoder_name(value):
+                kwargs["model_name_or_path"] = _run_encoder(value, run, cfg_file=cfg_file, field=field)
+            else:
+                kwargs["model_name_or_path"] = _model_folder(value, cfg_file=cfg_file, field=field)
     module_kwargs = model.get("text_module_kwargs")
     if isinstance(module_kwargs, dict) and "path" in module_kwargs:
         field = "model.text_module_kwargs.path"
@@ -194,9 +247,10 @@ def resolve_run_files(stored: dict, run: Path, cfg_file: Path) -> dict:
 
 
 def stored_config(config: dict, *, autoencoder_file: str | None) -> tuple[dict, list[tuple[str, str]]]:
-    """The config a run records, and the ``(source, name in the run)`` char LMs to copy for it.
+    """The config a run records, and the ``(source, name in the run)`` char LMs and adapted encoder folders
+    (:func:`adapted_folder`, of a ``bert`` encoder; named :data:`ENCODER_DIR`) to copy for it.
 
-    Pure: nothing is read or written. ``autoencoder_file``: the run's saved LSTM autoencoder,
+    Nothing is written. ``autoencoder_file``: the run's saved LSTM autoencoder,
     recorded in place of ``text_module_kwargs.path``. ``cache_dir`` is dropped (this machine's).
     """
     out = copy.deepcopy(config)
@@ -204,8 +258,13 @@ def stored_config(config: dict, *, autoencoder_file: str | None) -> tuple[dict, 
     model = out.get("model")
     if not isinstance(model, dict):
         return out, copies
-    for n, (_, kwargs) in enumerate(encoder_kwargs(model)):
+    for n, (where, kwargs) in enumerate(encoder_kwargs(model)):
         kwargs.pop("cache_dir", None)
+        encoder = model.get("encoder") if where == "model.encoder_kwargs" else kwargs.get("name")
+        if encoder == "bert" and adapted_folder(kwargs.get("model_name_or_path")):
+            name = ENCODER_DIR + (f"-{n}" if n else "")
+            copies.append((str(kwargs["model_name_or_path"]), name))
+            kwargs["model_name_or_path"] = name
         for key in CHAR_LM_KEYS:
             if kwargs.get(key) is not None:
                 name = f"{CHAR_LM_DIR}/{key}" + (f"-{n}" if n else "") + ".safetensors"
@@ -226,6 +285,12 @@ def store_run_files(config: dict, run: Path, *, autoencoder_file: str | None) ->
 
     out, copies = stored_config(config, autoencoder_file=autoencoder_file)
     for source, name in copies:
+        if run_encoder_name(name):  # an adapted MiniLM: the files the bert encoder reads, nothing else
+            (run / name).mkdir(parents=True, exist_ok=True)
+            for file in ENCODER_FILES:
+                if (Path(source) / file).is_file():
+                    shutil.copyfile(Path(source) / file, run / name / file)
+            continue
         (run / name).parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(source, run / name)
         shutil.copyfile(config_path(source), config_path(run / name))

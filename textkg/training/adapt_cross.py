@@ -47,7 +47,7 @@ import time
 from pathlib import Path
 
 from textkg.errors import ConfigError
-from textkg.training.adapt_encoder import PROGRESS_EVERY, budget_train, is_a_edges, nearest_training_terms
+from textkg.training.adapt_encoder import PROGRESS_EVERY, budget_train, cache_folder, is_a_edges, nearest_training_terms
 
 #: settings that name a cached cross-encoder
 CROSS_VERSION = 1
@@ -242,7 +242,7 @@ def adapt_cross_encoder(
         "seed": seed,
     }
     key = hashlib.sha256(json.dumps(settings, sort_keys=True).encode()).hexdigest()[:16]
-    out = Path(cache_dir) / "cross" / f"{kg.name}-{split_name}-{key}"
+    out = cache_folder(cache_dir, "cross", kg.name, split_name, key)
     summary_path = out / SUMMARY_FILE
     if summary_path.is_file():
         return {**json.loads(summary_path.read_text()), "cached": True}

@@ -36,7 +36,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import random
+import re
 import time
 import warnings
 from collections.abc import Callable, Sequence
@@ -54,8 +56,45 @@ PARENT_RELATION = "is_a"
 MAX_BATCHING_PASSES = 100
 #: one progress line every this many steps
 PROGRESS_EVERY = 25
+#: the summary file in an adapted folder (its presence marks a finished adaptation)
+SUMMARY_FILE = "textkg_adapt.json"
 
 Example = tuple[str, ...]  # (anchor, positive) or (anchor, positive, negative)
+
+
+def cache_folder(cache_dir: Path, kind: str, dataset: str, split_name: str, key: str) -> Path:
+    """``cache_dir/kind/NAME-SPLIT-KEY``: a fine-tuned model's folder in the textkg cache, ``NAME`` the dataset's
+    last path part with any character other than a letter, digit, ``.``, ``_`` or ``-`` replaced (a dataset
+    given as an absolute path must not put the folder beside the dataset, outside the cache)."""
+    name = re.sub(r"[^A-Za-z0-9._-]", "_", Path(str(dataset)).name)[:64].strip(".") or "dataset"
+    return Path(cache_dir) / kind / f"{name}-{split_name}-{key}"
+
+
+def is_packaged(path: str) -> bool:
+    from textkg.encoders.bert import default_minilm_path
+
+    try:
+        return Path(path).resolve() == Path(default_minilm_path()).resolve()
+    except OSError:
+        return False
+
+
+def check_resolved(cfg) -> None:
+    """Refuse a config that asks for an adaptation no one ran: steps above 0 while the encoder is still the
+    packaged MiniLM. Only ``textkg train`` (:func:`resolve_adaptation`) adapts; ``tune``, ``federate`` and a
+    cross-graph party read the encoder as configured (``null`` there: the packaged MiniLM).
+
+    Raises:
+        ConfigError: Such a config.
+    """
+    path = (cfg.model.encoder_kwargs or {}).get("model_name_or_path")
+    if cfg.train.adapt_encoder_steps and (not path or is_packaged(path)):
+        raise ConfigError(
+            "only textkg train adapts the encoder (federated holders' statements are never pooled, and a tuning "
+            "trial reads the encoder it is given): set it to null or 0 here, or give --encoder-model the folder "
+            "textkg encoders adapt printed",
+            field="train.adapt_encoder_steps",
+        )
 
 
 def names_pairs(kg, split) -> list[tuple[str, str]]:
@@ -328,8 +367,8 @@ def adapt_encoder(
     if not epoch_batches:
         raise ConfigError("the pairs make no batch of two distinct texts", field="dataset")
     key = hashlib.sha256(json.dumps(settings, sort_keys=True).encode()).hexdigest()[:16]
-    out = Path(cache_dir) / "adapted" / f"{kg.name}-{split_name}-{key}"
-    summary_path = out / "textkg_adapt.json"
+    out = cache_folder(cache_dir, "adapted", kg.name, split_name, key)
+    summary_path = out / SUMMARY_FILE
     if summary_path.is_file():
         return {**json.loads(summary_path.read_text()), "cached": True}
 
@@ -352,7 +391,7 @@ def adapt_encoder(
     done, losses, seconds = _train(
         model, epoch_batches, rng, planned=planned, lr=lr, budget_s=60 * max_minutes, progress=progress
     )
-    tmp = out.with_name(out.name + ".tmp")
+    tmp = out.with_name(f"{out.name}.tmp{os.getpid()}")  # one per process: ranks of a torchrun job race
     model.save(str(tmp))
     summary = {
         **settings,
@@ -370,7 +409,7 @@ def adapt_encoder(
         "seconds": round(time.perf_counter() - start, 1),
         "use_with": f"textkg train ... --encoder-model {out}",
     }
-    (tmp / "textkg_adapt.json").write_text(json.dumps(summary, indent=2) + "\n")
+    (tmp / SUMMARY_FILE).write_text(json.dumps(summary, indent=2) + "\n")
     if out.exists():  # another process finished first
         import shutil
 

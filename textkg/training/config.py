@@ -37,6 +37,8 @@ OPTIMIZERS = ("adam", "lazy-adam")  # textkg.training.optim
 PRIVATE_UPDATES = ("auto", "all", "centroids", "private-rows")
 #: ``train.placement_cross_encoder``: at most this many fine-tuning steps (about 4 h on two CPU cores)
 MAX_CROSS_ENCODER_STEPS = 20_000
+#: ``train.adapt_encoder_steps``: at most this many fine-tuning steps of the bi-encoder (about 9 h on two CPU cores)
+MAX_ADAPT_ENCODER_STEPS = 20_000
 #: ``privacy.unit``: what one neighbouring dataset adds or removes (see :class:`PrivacyConfig`)
 PRIVACY_UNITS = ("statement", "entity")
 #: ``privacy.max_statements_per_unit``: its default and bound (see :class:`PrivacyConfig`)
@@ -206,6 +208,15 @@ class TrainConfig:
             held-out term's top candidates of the combination with it, its weight chosen on validation
             (:mod:`textkg.evaluation.placement.shortlist`); the run folder keeps the model for ``textkg place``.
             It reads every training ``is_a`` statement, so a private run refuses it.
+        adapt_encoder_steps: ``None`` (default: automatic), ``0`` (off) or a number of optimiser steps:
+            before encoding, fine-tune the packaged MiniLM on the ontology's own training ``is_a`` pairs
+            (:func:`textkg.training.adapt_encoder.adapt_encoder`, in-batch negatives; cached by content) and
+            encode every text with it, so the model's text features and every placement method read the
+            adapted encoder (:mod:`textkg.pipeline.adaptation`). ``None`` resolves, in ``textkg train``, to
+            :data:`textkg.pipeline.adaptation.AUTO_STEPS` on a non-private inductive run of the packaged
+            MiniLM with at least :data:`textkg.pipeline.adaptation.AUTO_MIN_PAIRS` training ``is_a`` pairs,
+            else to 0; the run's ``config.json`` holds the resolved number and the adapted folder. It reads
+            every training ``is_a`` statement, so a private run refuses a number.
         min_steps: ``0`` (default in the Python API: train exactly ``epochs``) or a number of optimiser
             steps: a non-private run whose ``epochs`` give fewer steps raises ``epochs`` to reach it, at
             most 200 (:func:`textkg.training.schedule.epochs_for_min_steps`). ``textkg train`` sets 300
@@ -246,6 +257,7 @@ class TrainConfig:
     neighbour_vote: str = "auto"
     placement_extras: str = "on"
     placement_cross_encoder: int = 0
+    adapt_encoder_steps: int | None = None
     min_steps: int = 0
     device: str = "auto"
 
@@ -259,6 +271,15 @@ class TrainConfig:
             raise ConfigError(
                 f"must be a whole number of steps from 0 (off) to {MAX_CROSS_ENCODER_STEPS}, got {steps!r}",
                 field="train.placement_cross_encoder",
+            )
+        adapt = self.adapt_encoder_steps
+        if adapt is not None and (
+            isinstance(adapt, bool) or not isinstance(adapt, int) or not 0 <= adapt <= MAX_ADAPT_ENCODER_STEPS
+        ):
+            raise ConfigError(
+                f"must be null (automatic) or a whole number of steps from 0 (off) to {MAX_ADAPT_ENCODER_STEPS}, "
+                f"got {adapt!r}",
+                field="train.adapt_encoder_steps",
             )
         _check_choice("negatives", self.negatives, NEGATIVES, prefix="train")
         _check_choice("lr_schedule", self.lr_schedule, LR_SCHEDULES, prefix="train")
@@ -658,6 +679,12 @@ class RunConfig:
                 "the placement cross-encoder is fine-tuned on every training is_a statement, private ones "
                 f"included, and released with the run: not offered under --privacy {self.privacy.mode}",
                 field="train.placement_cross_encoder",
+            )
+        if self.train.adapt_encoder_steps and self.privacy.mode != "none":
+            raise ConfigError(
+                "the encoder's adaptation is fine-tuned on every training is_a statement, private ones included, "
+                f"and its weights encode the released texts: not offered under --privacy {self.privacy.mode}",
+                field="train.adapt_encoder_steps",
             )
         if self.train.optimizer == "lazy-adam" and self.privacy.mode in PRIVATE_STEP_MODES:
             raise ConfigError(
