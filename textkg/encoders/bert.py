@@ -21,7 +21,14 @@ from textkg.errors import ConfigError
 from .base import TextEncoder, file_fingerprint
 from .model_folder import CALLER_KWARGS, SAFE_KWARGS, SAFE_WEIGHTS_KWARGS, check_model_folder
 
-__all__ = ["BertEncoder", "check_model_folder", "default_minilm_path", "load_pretrained", "weights_identity"]
+__all__ = [
+    "BertEncoder",
+    "check_model_folder",
+    "default_minilm_path",
+    "load_pretrained",
+    "max_positions",
+    "weights_identity",
+]
 
 POOLINGS = ("cls", "mean")
 _WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin")
@@ -94,6 +101,15 @@ def load_pretrained(loader: Any, name: str, what: str, **kwargs: Any) -> Any:
         raise _not_found(name, what, exc) from exc
 
 
+def max_positions(config: Any) -> int:
+    """Word pieces a model of ``config`` reads in one text: its position embeddings, less RoBERTa's offset (its
+    positions start after the padding id). A longer input fails inside the model's embedding lookup."""
+    total = int(config.max_position_embeddings)
+    if getattr(config, "model_type", None) in ("roberta", "xlm-roberta"):
+        total -= int(config.pad_token_id) + 1
+    return total
+
+
 def weights_identity(name: str, config: Any) -> str:
     """Fingerprint of the weights: file hash for a local folder, hub commit otherwise."""
     folder = Path(name)
@@ -118,8 +134,9 @@ class BertEncoder(TextEncoder):
         device: Torch device to compute on.
 
     Raises:
-        ConfigError: Unknown pooling, bad ``max_tokens``, or weights that cannot
-            be loaded (e.g. a hub name not cached while offline).
+        ConfigError: Unknown pooling, bad ``max_tokens`` (or more than the model's
+            :func:`max_positions`), or weights that cannot be loaded (e.g. a hub name
+            not cached while offline).
     """
 
     name = "bert"
@@ -147,6 +164,11 @@ class BertEncoder(TextEncoder):
         self.device = torch.device(device)
         self.tokenizer = load_pretrained(AutoTokenizer, self._name_or_path, "tokenizer")
         self.module = load_pretrained(AutoModel, self._name_or_path, "model").to(self.device)
+        limit = max_positions(self.module.config)
+        if max_tokens > limit:  # a longer text would fail inside the model, not here
+            raise ConfigError(
+                f"max_tokens {max_tokens} is more than the {limit} word pieces the model reads", field="max_tokens"
+            )
         self.module.eval()
         self.module.requires_grad_(trainable)
         self._weights = weights_identity(self._name_or_path, self.module.config)

@@ -9,17 +9,16 @@ packaged MiniLM (a fresh, seeded head); ``textkg encoders cross-encoder``
 (:mod:`textkg.training.adapt_cross`) fine-tunes it on the ontology's own ``is_a`` pairs and
 :func:`load_cross_encoder` reads the folder it writes.
 
-A model folder is a trust boundary (docs/security.md): :func:`load_cross_encoder` screens it with
+A model folder is a trust boundary (docs/security.md): :func:`load_cross_encoder` first screens the folder's
+entries (:func:`_screen_files`: no symlink, so nothing is read beyond it; weights at most :data:`MAX_WEIGHTS_BYTES`,
+every other file at most :data:`MAX_TOKENIZER_BYTES`), then its settings with
 :func:`~textkg.encoders.model_folder.check_model_folder` (no code, no pickle), refuses a folder without
-``model.safetensors``, weights over :data:`MAX_WEIGHTS_BYTES`, and a config that is not a sequence
-classifier of :data:`ARCHITECTURES` with one label, then loads with
-:data:`~textkg.encoders.model_folder.SAFE_WEIGHTS_KWARGS` (through
-:func:`~textkg.encoders.bert.load_pretrained`, the one home of ``from_pretrained``). Nothing is downloaded.
-The tokenizer is part of the boundary too (:func:`_check_tokenizer`): no symlink in the folder (nothing read
-beyond it), every other file at most :data:`MAX_TOKENIZER_BYTES`, a ``tokenizer_class`` only of
-:data:`TOKENIZERS` (``AutoTokenizer`` would build any class a folder names, one of which unpickles its
-vocabulary), no ``Regex`` pattern in ``tokenizer.json`` (a backtracking pattern stops scoring with a panic), and,
-once loaded, every token id inside the model's vocabulary, every weight in ``model.safetensors`` and finite.
+``model.safetensors`` and a config that is not a sequence classifier of :data:`ARCHITECTURES` with one label, and
+checks the tokenizer's settings and the config against the weights' shapes (:mod:`textkg.encoders.folder_checks`);
+it then loads with :data:`~textkg.encoders.model_folder.SAFE_WEIGHTS_KWARGS` (through
+:func:`~textkg.encoders.bert.load_pretrained`, the one home of ``from_pretrained``) and checks what it loaded, on
+probe texts too. Nothing is downloaded. :func:`check_encoder_folder` does the same for a run's adapted text encoder
+(``RUN/encoder``, a body of :data:`ENCODER_ARCHITECTURES`), which may hold only :data:`ENCODER_FILES`.
 """
 
 from __future__ import annotations
@@ -35,6 +34,7 @@ import torch
 from textkg.errors import ConfigError
 
 from .base import file_fingerprint
+from .folder_checks import check_loaded, check_shapes, check_tokenizer, check_tokenizer_class, probe
 from .model_folder import check_model_folder
 
 if TYPE_CHECKING:
@@ -43,6 +43,7 @@ if TYPE_CHECKING:
 __all__ = [
     "ARCHITECTURES",
     "ENCODER_ARCHITECTURES",
+    "ENCODER_FILES",
     "MAX_PAIR_TOKENS",
     "CrossScorer",
     "check_encoder_folder",
@@ -73,19 +74,18 @@ ENCODER_ARCHITECTURES: dict[str, str] = {
     "distilbert": "DistilBertModel",
     "electra": "ElectraModel",
 }
-#: ``model_type`` -> the tokenizer classes its folder may name (``tokenizer_class``; unnamed: the type's own)
-TOKENIZERS: dict[str, tuple[str, ...]] = {
-    t: (f"{name}Tokenizer", f"{name}TokenizerFast")
-    for t, name in (
-        ("bert", "Bert"),
-        ("roberta", "Roberta"),
-        ("xlm-roberta", "XLMRoberta"),
-        ("distilbert", "DistilBert"),
-        ("electra", "Electra"),
-    )
-}
 #: a larger tokenizer or settings file is refused before it is parsed (MiniLM's tokenizer.json: 0.7 MB)
 MAX_TOKENIZER_BYTES = 32 << 20
+#: the files of a run's adapted text encoder (``RUN/encoder``): what ``textkg train`` copies there, the files the
+#: ``bert`` encoder's ``AutoModel`` and ``AutoTokenizer`` read; :func:`check_encoder_folder` refuses anything else
+ENCODER_FILES = (
+    "config.json",
+    "model.safetensors",
+    "tokenizer.json",
+    "tokenizer_config.json",
+    "special_tokens_map.json",
+    "vocab.txt",
+)
 
 
 class CrossScorer:
@@ -169,17 +169,6 @@ def initial_cross_model(seed: int = 0) -> tuple[Any, PreTrainedModel]:
     return tokenizer, model
 
 
-def _check_tokenizer_class(data: dict, path: Path, model_type: str) -> None:
-    """Refuse a ``tokenizer_class`` outside the model type's :data:`TOKENIZERS`."""
-    named = data.get("tokenizer_class")
-    if named is not None and named not in TOKENIZERS[model_type]:
-        raise ConfigError(
-            f"a {model_type} model's tokenizer is one of {', '.join(TOKENIZERS[model_type])}, not {named!r}",
-            file=path,
-            field="tokenizer_class",
-        )
-
-
 def _architecture(
     config_path: Path, architectures: dict[str, str] = ARCHITECTURES, what: str = "cross-encoder"
 ) -> tuple[str, str]:
@@ -206,7 +195,7 @@ def _architecture(
             field="architectures",
         )
     if architectures is not ARCHITECTURES:  # a bi-encoder's body has no classification head
-        _check_tokenizer_class(config, config_path, model_type)
+        check_tokenizer_class(config, config_path, model_type)
         return model_type, expected
     labels = config.get("id2label")
     num_labels = len(labels) if isinstance(labels, dict) else config.get("num_labels", 2)  # transformers' default
@@ -216,78 +205,69 @@ def _architecture(
             file=config_path,
             field="num_labels",
         )
-    _check_tokenizer_class(config, config_path, model_type)
+    check_tokenizer_class(config, config_path, model_type)
     return model_type, expected
 
 
-def _json_keys(data: Any) -> set[str]:
-    """Every key of a JSON document, at any depth (iterative)."""
-    keys: set[str] = set()
-    stack = [data]
-    while stack:
-        node = stack.pop()
-        if isinstance(node, dict):
-            keys.update(str(k) for k in node)
-            stack.extend(node.values())
-        elif isinstance(node, list):
-            stack.extend(node)
-    return keys
-
-
-def _check_tokenizer(folder: Path, model_type: str, what: str = "cross-encoder") -> None:
-    """Screen the folder's other files before the tokenizer reads them (module docstring)."""
+def _screen_files(folder: Path, what: str, allowed: tuple[str, ...] | None = None) -> None:
+    """Before anything in ``folder`` is read: no symlink (nothing is read beyond it), only regular files named in
+    ``allowed`` when given (a subfolder, a pickle, a second tokenizer or template file: refused), the weights at most
+    :data:`MAX_WEIGHTS_BYTES` and every other file at most :data:`MAX_TOKENIZER_BYTES`."""
     for entry in folder.iterdir():
         if entry.is_symlink():
             raise ConfigError(f"a {what} folder may hold no symlink (nothing is read beyond it)", file=entry)
-        if entry.name != WEIGHTS_FILE and entry.is_file() and entry.stat().st_size > MAX_TOKENIZER_BYTES:
-            raise ConfigError(f"a file over {MAX_TOKENIZER_BYTES >> 20} MiB is refused", file=entry)
-    for name in ("tokenizer_config.json", "tokenizer.json"):
-        path = folder / name
-        if not path.is_file():
-            continue
-        try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, ValueError, RecursionError) as exc:
-            raise ConfigError(f"not valid JSON ({type(exc).__name__})", file=path) from exc
-        if not isinstance(data, dict):
-            raise ConfigError("expected a JSON object", file=path)
-        if name == "tokenizer_config.json":
-            _check_tokenizer_class(data, path, model_type)
-        elif "Regex" in _json_keys(data):
+        if allowed is not None and (entry.name not in allowed or not entry.is_file()):
             raise ConfigError(
-                "a tokenizer that runs its own regular expression is refused (a backtracking pattern can stall "
-                "or stop scoring; a BERT-family tokenizer needs none)",
-                file=path,
-                field="Regex",
+                f"a {what} folder holds only the regular files {', '.join(allowed)} (what textkg train copies there); "
+                "anything else is refused",
+                file=entry,
             )
+        if entry.is_file():
+            limit = MAX_WEIGHTS_BYTES if entry.name == WEIGHTS_FILE else MAX_TOKENIZER_BYTES
+            if entry.stat().st_size > limit:
+                raise ConfigError(f"a file over {limit >> 20} MiB is refused", file=entry)
 
 
-def _check_loaded(model: Any, tokenizer: Any, folder: Path, weights: Path, model_type: str) -> None:
-    """After loading: the tokenizer of the right class with ids inside the model's vocabulary, every weight read
-    from ``weights`` (none left at a random start) and finite."""
-    from safetensors import safe_open
+def _checked_folder(path: Path, what: str, architectures: dict[str, str], allowed: tuple[str, ...] | None) -> tuple:
+    """``(folder, weights file, model_type, architecture class)`` of a model folder checked before any loader reads
+    it: :func:`_screen_files`, :func:`check_model_folder`, :func:`_architecture`, then
+    :mod:`~textkg.encoders.folder_checks`' ``check_tokenizer`` and ``check_shapes``."""
+    _screen_files(path, what, allowed)
+    checked = check_model_folder(str(path))
+    if checked is None:  # pragma: no cover - a folder is always checked locally
+        raise ConfigError("not a folder", file=path)
+    weights = checked / WEIGHTS_FILE
+    if not weights.is_file():
+        raise ConfigError(f"a {what} folder needs {WEIGHTS_FILE}", file=checked)
+    config_path = checked / "config.json"
+    if not config_path.is_file():
+        raise ConfigError(f"a {what} folder needs config.json", file=checked)
+    model_type, architecture = _architecture(config_path, architectures, what)
+    check_tokenizer(checked, model_type)
+    import transformers
 
-    if type(tokenizer).__name__ not in TOKENIZERS[model_type]:  # pragma: no cover - the classes were checked
-        raise ConfigError(f"unexpected tokenizer {type(tokenizer).__name__}", file=folder)
-    vocab_size = model.get_input_embeddings().num_embeddings
-    largest = max(tokenizer.get_vocab().values(), default=-1)
-    if largest >= vocab_size:
-        raise ConfigError(
-            f"the tokenizer gives token id {largest}, outside the model's {vocab_size} embeddings",
-            file=folder / "tokenizer.json",
-            field="vocab",
-        )
-    with safe_open(str(weights), "pt") as f:
-        saved = set(f.keys())
-    missing = sorted(set(model.state_dict()) - saved)
-    if missing:
-        raise ConfigError(
-            f"{len(missing)} of the model's weights are not in the file (e.g. {missing[0]}): they would be random",
-            file=weights,
-        )
-    for name, tensor in model.state_dict().items():
-        if tensor.is_floating_point() and not bool(torch.isfinite(tensor).all()):
-            raise ConfigError("a weight that is not a finite number", file=weights, field=name)
+    cls = getattr(transformers, architecture)
+    check_shapes(cls, config_path, weights)
+    return checked, weights, model_type, cls
+
+
+def _load(cls: type, folder: Path, weights: Path, what: str) -> tuple[Any, Any]:
+    """``(model, tokenizer)`` of a checked folder (:func:`_checked_folder`); whatever fails names the file."""
+    import transformers
+
+    from .bert import load_pretrained
+
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            model = load_pretrained(cls, str(folder), f"the {what}")
+    except Exception as exc:  # a malformed or mismatched weights file
+        raise _unloadable(f"the {what}", exc, weights) from exc
+    try:
+        tokenizer = load_pretrained(transformers.AutoTokenizer, str(folder), f"the {what}'s tokenizer")
+    except Exception as exc:  # tokenizers raises a bare Exception on a malformed tokenizer.json
+        raise _unloadable(f"the {what}'s tokenizer", exc, folder) from exc
+    return model, tokenizer
 
 
 def _unloadable(what: str, exc: Exception, file: Path) -> ConfigError:
@@ -303,87 +283,42 @@ def load_cross_encoder(folder: str | Path, *, device: str | torch.device = "cpu"
     Raises:
         ConfigError: Not a folder; a folder :func:`check_model_folder` refuses (code, pickled weights); no
             ``model.safetensors`` or one over :data:`MAX_WEIGHTS_BYTES`; a config that is not a one-label
-            sequence classifier of :data:`ARCHITECTURES`; a tokenizer :func:`_check_tokenizer` refuses; a weights
-            or tokenizer file that does not load, or loads into something :func:`_check_loaded` refuses.
+            sequence classifier of :data:`ARCHITECTURES`, or that does not match the weights' shapes; a
+            tokenizer :func:`~textkg.encoders.folder_checks.check_tokenizer` refuses; a weights or tokenizer file
+            that does not load, or loads into something :func:`~textkg.encoders.folder_checks.check_loaded` or
+            :func:`~textkg.encoders.folder_checks.probe` refuses.
     """
     path = Path(folder)
     if not path.is_dir():
         raise ConfigError("not a folder", file=path)
-    checked = check_model_folder(str(path))
-    if checked is None:  # pragma: no cover - a folder is always checked locally
-        raise ConfigError("not a folder", file=path)
-    weights = checked / WEIGHTS_FILE
-    if not weights.is_file():
-        raise ConfigError(f"a cross-encoder folder needs {WEIGHTS_FILE}", file=checked)
-    if weights.stat().st_size > MAX_WEIGHTS_BYTES:
-        raise ConfigError(f"a weights file over {MAX_WEIGHTS_BYTES >> 20} MiB is refused", file=weights)
-    config_path = checked / "config.json"
-    if not config_path.is_file():
-        raise ConfigError("a cross-encoder folder needs config.json", file=checked)
-    model_type, architecture = _architecture(config_path)
-    _check_tokenizer(checked, model_type)
-    import transformers
-    from safetensors import SafetensorError
-
-    from .bert import load_pretrained
-
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            model = load_pretrained(getattr(transformers, architecture), str(checked), "the cross-encoder")
-    except (RuntimeError, SafetensorError, ConfigError) as exc:  # a malformed or mismatched weights file
-        raise _unloadable("the cross-encoder", exc, weights) from exc
-    try:
-        tokenizer = load_pretrained(transformers.AutoTokenizer, str(checked), "the cross-encoder's tokenizer")
-    except Exception as exc:  # tokenizers raises a bare Exception on a malformed tokenizer.json
-        raise _unloadable("the cross-encoder's tokenizer", exc, checked) from exc
-    _check_loaded(model, tokenizer, checked, weights, model_type)
+    checked, weights, model_type, cls = _checked_folder(path, "cross-encoder", ARCHITECTURES, None)
+    model, tokenizer = _load(cls, checked, weights, "cross-encoder")
+    check_loaded(model, tokenizer, checked, weights, model_type)
+    probe(model, tokenizer, checked, "cross-encoder", pair_tokens=MAX_PAIR_TOKENS)
     model.eval()
     return CrossScorer(tokenizer, model.to(device), digest=file_fingerprint(weights), source=checked)
 
 
 def check_encoder_folder(folder: str | Path) -> Path:
     """A text encoder's model folder from a run (its ontology-adapted MiniLM, ``RUN/encoder``), checked as
-    :func:`load_cross_encoder` checks a cross-encoder's and loaded once to check what it holds; the folder's
-    real path, for :class:`~textkg.encoders.bert.BertEncoder` to load.
+    :func:`load_cross_encoder` checks a cross-encoder's, holding only :data:`ENCODER_FILES`, and loaded once to
+    check what it holds; the folder's real path, for :class:`~textkg.encoders.bert.BertEncoder` to load (which
+    reads the files again: a folder changed in between is not checked twice).
 
     Raises:
-        ConfigError: Not a folder; a folder :func:`check_model_folder` refuses; no ``model.safetensors`` or one
-            over :data:`MAX_WEIGHTS_BYTES`; a config that is not one of :data:`ENCODER_ARCHITECTURES`; a tokenizer
-            :func:`_check_tokenizer` refuses; files that do not load, or load into something
-            :func:`_check_loaded` refuses.
+        ConfigError: Not a folder, or a symlink; any other file than :data:`ENCODER_FILES`; a folder
+            :func:`check_model_folder` refuses; no ``model.safetensors`` or one over :data:`MAX_WEIGHTS_BYTES`; a
+            config that is not one of :data:`ENCODER_ARCHITECTURES`, or that does not match the weights' shapes; a
+            tokenizer :func:`~textkg.encoders.folder_checks.check_tokenizer` refuses; files that do not load, or
+            load into something :func:`~textkg.encoders.folder_checks.check_loaded` or
+            :func:`~textkg.encoders.folder_checks.probe` refuses.
     """
     what = "text encoder"
     path = Path(folder)
     if path.is_symlink() or not path.is_dir():
         raise ConfigError("not a folder (a symlink is refused: nothing is read beyond the run)", file=path)
-    checked = check_model_folder(str(path))
-    if checked is None:  # pragma: no cover - a folder is always checked locally
-        raise ConfigError("not a folder", file=path)
-    weights = checked / WEIGHTS_FILE
-    if not weights.is_file():
-        raise ConfigError(f"a {what} folder needs {WEIGHTS_FILE}", file=checked)
-    if weights.stat().st_size > MAX_WEIGHTS_BYTES:
-        raise ConfigError(f"a weights file over {MAX_WEIGHTS_BYTES >> 20} MiB is refused", file=weights)
-    config_path = checked / "config.json"
-    if not config_path.is_file():
-        raise ConfigError(f"a {what} folder needs config.json", file=checked)
-    model_type, architecture = _architecture(config_path, ENCODER_ARCHITECTURES, what)
-    _check_tokenizer(checked, model_type, what)
-    import transformers
-    from safetensors import SafetensorError
-
-    from .bert import load_pretrained
-
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            model = load_pretrained(getattr(transformers, architecture), str(checked), f"the {what}")
-    except (RuntimeError, SafetensorError, ConfigError) as exc:
-        raise _unloadable(f"the {what}", exc, weights) from exc
-    try:
-        tokenizer = load_pretrained(transformers.AutoTokenizer, str(checked), f"the {what}'s tokenizer")
-    except Exception as exc:  # tokenizers raises a bare Exception on a malformed tokenizer.json
-        raise _unloadable(f"the {what}'s tokenizer", exc, checked) from exc
-    _check_loaded(model, tokenizer, checked, weights, model_type)
+    checked, weights, model_type, cls = _checked_folder(path, what, ENCODER_ARCHITECTURES, ENCODER_FILES)
+    model, tokenizer = _load(cls, checked, weights, what)
+    check_loaded(model, tokenizer, checked, weights, model_type)
+    probe(model, tokenizer, checked, what)
     return checked

@@ -11,15 +11,18 @@ places; each is checked here before any of it is read, and everything else exits
                                        (with its ``.json``) that ``textkg train`` copied there
 ``word_embeddings``                    ``glove-6B-50d`` (the packaged GloVe) or ``null``
 ``model_name_or_path``                 ``null``, the packaged MiniLM folder, ``encoder`` (``encoder-N``
-                                       for a ``concat`` part): the run's own ontology-adapted MiniLM,
-                                       a real folder in the run that ``textkg train`` copied there and
+                                       for a ``concat`` part) of a ``bert`` encoder: the run's own
+                                       ontology-adapted MiniLM, a real folder in the run that ``textkg
+                                       train`` copied there and
                                        :func:`~textkg.encoders.cross_encoder.check_encoder_folder`
-                                       accepts, a Hugging Face hub id already in the local cache (read
+                                       accepts (its :data:`ENCODER_FILES` and nothing else), a Hugging
+                                       Face hub id already in the local cache (read
                                        from there, never fetched), a folder in the user's textkg cache
                                        (where ``textkg encoders adapt`` writes), or a folder under
                                        ``$TEXTKG_MODEL_DIRS`` (folders the user trusts,
                                        ``os.pathsep``-separated)
 ``cache_dir``                          ``null`` (a cache is this machine's; set ``$TEXTKG_CACHE_DIR``)
+``device``                             absent, or a device this machine has (``cpu``, ``cuda:N``, ``mps``)
 ====================================  ===============================================================
 
 ``text_module_kwargs.path`` (an LSTM autoencoder) must be a relative ``.pt`` path inside the run
@@ -43,6 +46,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from textkg.encoders.cross_encoder import ENCODER_FILES  # an adapted MiniLM's files: all that is copied, or read
 from textkg.errors import ConfigError
 
 #: the packaged GloVe vectors (``textkg.encoders.glove``)
@@ -54,16 +58,10 @@ CHAR_LM_DIR = "char_lms"
 CHAR_LM_KEYS = ("forward_model", "backward_model")
 #: where ``textkg train`` stores a ``bert`` encoder's ontology-adapted MiniLM (``encoder-N`` for a concat part)
 ENCODER_DIR = "encoder"
-_ENCODER_NAME = re.compile(r"^encoder(-[1-9][0-9]{0,2})?$")
-#: the files of an adapted MiniLM the ``bert`` encoder reads (AutoModel, AutoTokenizer): all that is copied
-ENCODER_FILES = (
-    "config.json",
-    "model.safetensors",
-    "tokenizer.json",
-    "tokenizer_config.json",
-    "special_tokens_map.json",
-    "vocab.txt",
-)
+_ENCODER_NAME = re.compile(r"encoder(-[1-9][0-9]{0,2})?")
+#: the encoders that read a run's adapted folder (``stored_config`` copies one only for these): another would read
+#: what the checks do not (sentence-transformers' ``modules.json`` names classes to import)
+ENCODER_READERS = ("bert",)
 _HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]{0,95}/[\w.-]{1,95}$")
 
 
@@ -105,11 +103,19 @@ def _inside_run(value: Any, run: Path, *, suffix: str, cfg_file: Path | None, fi
 
 def run_encoder_name(value: Any) -> bool:
     """``value`` names a run's own adapted encoder folder (:data:`ENCODER_DIR`, or ``encoder-N``)."""
-    return isinstance(value, str) and bool(_ENCODER_NAME.match(value))
+    return isinstance(value, str) and _ENCODER_NAME.fullmatch(value) is not None
 
 
-def _run_encoder(value: str, run: Path, *, cfg_file: Path | None, field: str) -> str:
-    """``run / value``, the run's own adapted encoder folder, checked (module docstring)."""
+def _run_encoder(value: str, run: Path, *, encoder: Any, cfg_file: Path | None, field: str) -> str:
+    """``run / value``, the run's own adapted encoder folder, checked (module docstring); ``encoder``: the name of
+    the encoder that would read it."""
+    if encoder not in ENCODER_READERS:
+        raise ConfigError(
+            f"'{value}' is the run's adapted MiniLM, which only a {' or '.join(ENCODER_READERS)} encoder reads; "
+            f"this one is {encoder!r}",
+            file=cfg_file,
+            field=field,
+        )
     full = run / value
     root = os.path.realpath(run)
     if full.is_symlink() or os.path.commonpath([os.path.realpath(full), root]) != root or not full.is_dir():
@@ -191,6 +197,26 @@ def _model_folder(value: Any, *, cfg_file: Path | None, field: str, opening: boo
     )
 
 
+def _check_device(kwargs: dict, *, cfg_file: Path | None, where: str) -> None:
+    """A run's encoder ``device``, when it names one, is a device this machine has (else it fails mid-run)."""
+    if "device" not in kwargs:
+        return
+    import torch
+
+    value = kwargs["device"]
+    try:
+        device = torch.device(value)
+    except (RuntimeError, TypeError, ValueError):
+        device = None
+    counts = {"cpu": 1, "cuda": torch.cuda.device_count(), "mps": int(torch.backends.mps.is_available())}
+    if device is None or (device.index or 0) >= counts.get(device.type, 0):
+        raise ConfigError(
+            f"the run asks for device {value!r}, which this machine does not have (remove it to use the default)",
+            file=cfg_file,
+            field=f"{where}.device",
+        )
+
+
 def _check_common(kwargs: dict, *, cfg_file: Path | None, where: str) -> None:
     words = kwargs.get("word_embeddings", WORD_EMBEDDINGS[0])
     if words is not None and words not in WORD_EMBEDDINGS:
@@ -215,6 +241,7 @@ def resolve_run_files(stored: dict, run: Path, cfg_file: Path) -> dict:
         return out
     for where, kwargs in encoder_kwargs(model):
         _check_common(kwargs, cfg_file=cfg_file, where=where)
+        _check_device(kwargs, cfg_file=cfg_file, where=where)
         if kwargs.get("cache_dir") is not None:
             raise ConfigError(
                 "a run's config may not name a cache folder (a crafted one could hold files that unpickle); "
@@ -234,7 +261,8 @@ def resolve_run_files(stored: dict, run: Path, cfg_file: Path) -> dict:
             field = f"{where}.model_name_or_path"
             value = kwargs["model_name_or_path"]
             if run_encoder_name(value):
-                kwargs["model_name_or_path"] = _run_encoder(value, run, cfg_file=cfg_file, field=field)
+                encoder = model.get("encoder") if where == "model.encoder_kwargs" else kwargs.get("name")
+                kwargs["model_name_or_path"] = _run_encoder(value, run, encoder=encoder, cfg_file=cfg_file, field=field)
             else:
                 kwargs["model_name_or_path"] = _model_folder(value, cfg_file=cfg_file, field=field)
     module_kwargs = model.get("text_module_kwargs")
@@ -261,7 +289,7 @@ def stored_config(config: dict, *, autoencoder_file: str | None) -> tuple[dict, 
     for n, (where, kwargs) in enumerate(encoder_kwargs(model)):
         kwargs.pop("cache_dir", None)
         encoder = model.get("encoder") if where == "model.encoder_kwargs" else kwargs.get("name")
-        if encoder == "bert" and adapted_folder(kwargs.get("model_name_or_path")):
+        if encoder in ENCODER_READERS and adapted_folder(kwargs.get("model_name_or_path")):
             name = ENCODER_DIR + (f"-{n}" if n else "")
             copies.append((str(kwargs["model_name_or_path"]), name))
             kwargs["model_name_or_path"] = name
