@@ -186,7 +186,10 @@ def merge_row(path: str | os.PathLike[str], benchmark: str, row: dict[str, Any],
     fresh :func:`result` record (this command, machine and date): a long series stopped midway keeps its rows."""
     old = json.loads(Path(path).read_text(encoding="utf-8")) if Path(path).is_file() else {}
     rows = [r for r in old.get("rows", []) if r.get(key) != row[key]] + [row]
-    return write_results(path, result(benchmark, rows=rows))
+    record = result(benchmark, rows=rows)
+    if "runs" in old:  # a file that keeps each row's own command and machine: keep them, add this one's
+        record["runs"] = {**old["runs"], row[key]: {"machine": record["machine"], "command": record["command"]}}
+    return write_results(path, record)
 
 
 def _proc(pid: int, name: str) -> str:
