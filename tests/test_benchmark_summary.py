@@ -128,7 +128,7 @@ def test_the_check_catches_a_wrong_number_a_second_number_and_a_missing_experime
     check_row(good)
     for index, bad in [
         (1, f"**{answer + 0.003:.3f}** MRR"),  # not the file's number
-        (1, f"**{answer:.3f}** MRR (0.536 without the re-ranker)"),  # a second number: history belongs on the topic page
+        (1, f"**{answer:.3f}** MRR (0.536 without the re-ranker)"),  # a second number: history is on the topic page
         (2, "0.300 MRR: TF-IDF"),
         (3, "[`no_such`](../benchmarks/experiments/no_such.yaml)"),
         (3, "[`readme_place`](../benchmarks/experiments/readme_place.yaml)"),  # does not reproduce the file
