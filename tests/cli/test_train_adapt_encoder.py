@@ -88,15 +88,15 @@ def test_the_run_keeps_its_adapted_encoder_and_place_reads_it(adapted_run, tmp_p
     assert (adapted_run / "encoder" / "model.safetensors").read_bytes() == (cached / "model.safetensors").read_bytes()
     moved = tmp_path / "elsewhere"  # another machine: the cache folder is gone, the run still opens
     shutil.copytree(adapted_run, moved)
-    shutil.rmtree(cached)
+    saved = tmp_path / "cached"
+    shutil.move(cached, saved)
     try:
         terms = tmp_path / "new.tsv"
         terms.write_text("NEW:1\tdachshund\ta domestic dog breed, a loyal dog that barks\n")
         code, rows = _place(moved, tmp_path, "--terms", str(terms), "--top-k", "3")
         assert code == 0 and [r["term"] for r in rows] == ["NEW:1"] * 3
     finally:
-        shutil.copytree(adapted_run / "encoder", cached)
-        (cached / "textkg_adapt.json").write_text(json.dumps(block))
+        shutil.move(saved, cached)
 
 
 def test_an_opened_run_reads_its_own_encoder_and_fine_tunes_nothing(adapted_run, monkeypatch):
@@ -191,3 +191,14 @@ def test_cli_error_is_exit_2_without_traceback(toy, tmp_path, capsys):
     err = capsys.readouterr().err
     assert "adapt_encoder_steps" in err and "transductive" in err and "Traceback" not in err
     assert not out.exists()
+
+
+def test_the_printed_summary_says_which_encoder_placed_the_terms(adapted_run, toy, tmp_path, capsys):
+    capsys.readouterr()
+    for steps, reading in (
+        ("0", "not adapted to this ontology: off (--adapt-encoder 0)"),
+        ("2", "MiniLM adapted to this ontology's is_a pairs (2 steps; --adapt-encoder 0: off)"),  # the cached one
+    ):
+        out = tmp_path / f"steps-{steps}"
+        assert main([*TRAIN, "--dataset", str(toy), "--adapt-encoder", steps, "--out", str(out)]) == 0
+        assert json.loads(capsys.readouterr().out)["placement"]["encoder"] == reading

@@ -124,6 +124,13 @@ def train(args) -> dict | None:
             "next": f"textkg place {out} --obo NEW.obo --out placed.tsv (or --terms FILE.tsv: id, name, definition)",
         }
         summary["placement"].update(_placement_extras(placement))
+        adaptation = metrics.get("encoder_adaptation") or {}
+        if adaptation:  # which text encoder placed the terms (textkg.pipeline.adaptation)
+            summary["placement"]["encoder"] = (
+                f"MiniLM adapted to this ontology's is_a pairs ({adaptation['steps']} steps; --adapt-encoder 0: off)"
+                if adaptation.get("steps")
+                else f"not adapted to this ontology: {adaptation.get('why')}"
+            )
     vote = metrics["test"].get("neighbour_vote")
     if vote and "combined" in vote:  # new entities: what their nearest known neighbours add to the model
         gain = vote["combined"]["mrr"] - metrics["test"]["mrr"]

@@ -24,7 +24,7 @@ from textkg.pipeline.prepared import load_graph_units_and_split
 from textkg.training.adapt_encoder import SUMMARY_FILE, is_packaged
 from textkg.training.config import RunConfig
 
-#: steps of the automatic adaptation (batches of 64 pairs; about 2.5 min on two CPU cores): measured on the
+#: steps of the automatic adaptation (batches of 64 pairs; about 3 min on two idle CPU cores): measured on the
 #: README split, docs/results/placement.md, "The encoder adapted to the ontology, by default"
 AUTO_STEPS = 100
 #: the automatic adaptation needs at least this many training ``is_a`` pairs (child, parent): a smaller
