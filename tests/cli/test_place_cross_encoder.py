@@ -16,6 +16,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+from run_copies import copy_run, edit_json, rewrite
 from test_place import CATEGORIES, _place, _toy_ontology
 
 from textkg.cli.main import main
@@ -29,7 +30,6 @@ TERMS = {  # new terms whose descriptions name their category: the planted paren
     "NEW:3": ("sunflower", "flower"),
     "NEW:4": ("macaw", "bird"),
 }
-_LARGE = ("model.safetensors", "checkpoint.pt", "best_model.pt")
 
 
 @pytest.fixture(scope="module")
@@ -45,35 +45,6 @@ def cross_run(tmp_path_factory) -> Path:
     return out
 
 
-def _link_or_copy(src: str, dst: str) -> None:
-    """Large files are hard-linked (a test that changes one unlinks it first: :func:`_rewrite`)."""
-    if Path(src).name in _LARGE:
-        try:
-            os.link(src, dst)
-            return
-        except OSError:
-            pass
-    shutil.copy2(src, dst)
-
-
-def _copy(run: Path, tmp_path: Path) -> Path:
-    dest = tmp_path / "run"
-    shutil.copytree(run, dest, copy_function=_link_or_copy)
-    return dest
-
-
-def _rewrite(path: Path, data: bytes | str) -> None:
-    """Replace a file, never writing through a hard link into the shared run."""
-    path.unlink()
-    path.write_bytes(data if isinstance(data, bytes) else data.encode("utf-8"))
-
-
-def _edit_json(path: Path, edit) -> None:
-    data = json.loads(path.read_text(encoding="utf-8"))
-    edit(data)
-    _rewrite(path, json.dumps(data))
-
-
 def _force(run: Path, **cross) -> None:
     """``metrics.json`` as if validation chose the combination with the cross-encoder (``cross`` overrides)."""
 
@@ -82,7 +53,7 @@ def _force(run: Path, **cross) -> None:
         selection["chosen"] = "combined"
         selection["combined"]["cross_encoder"].update({"weight": 1.0, **cross})
 
-    _edit_json(run / "metrics.json", edit)
+    edit_json(run / "metrics.json", edit)
 
 
 def _terms(tmp_path: Path) -> Path:
@@ -136,7 +107,7 @@ def test_place_ranks_with_the_cross_encoder_as_a_direct_computation(cross_run, t
     from textkg.evaluation.placement.shortlist import PairScores, Shortlist, shortlist_scorer
     from textkg.place import NewTerm, Placer
 
-    run = _copy(cross_run, tmp_path)
+    run = copy_run(cross_run, tmp_path)
     _force(run, top_k=5)
     code, rows = _place(run, tmp_path, "--terms", str(_terms(tmp_path)), "--top-k", "3")
     assert code == 0
@@ -182,18 +153,18 @@ class _Marker:
 
 
 def _config(**changes):
-    return lambda run: _edit_json(run / "cross_encoder" / "config.json", lambda c: c.update(changes))
+    return lambda run: edit_json(run / "cross_encoder" / "config.json", lambda c: c.update(changes))
 
 
 def _tokenizer(edit):
-    return lambda run: _edit_json(run / "cross_encoder" / "tokenizer.json", edit)
+    return lambda run: edit_json(run / "cross_encoder" / "tokenizer.json", edit)
 
 
 def _weights(make):
     def tamper(run: Path) -> None:
         path = run / "cross_encoder" / "model.safetensors"
         data = make(path.read_bytes())
-        _rewrite(path, data)
+        rewrite(path, data)
 
     return tamper
 
@@ -254,29 +225,29 @@ CRAFTED = {
     "empty-weights": (_weights(lambda b: b""), ("model.safetensors",)),
     "head-left-random": (_some_weights, ("model.safetensors", "not in the file")),
     "weights-of-another-model": (
-        lambda run: _rewrite(run / "cross_encoder" / "model.safetensors", _one_tensor()),
+        lambda run: rewrite(run / "cross_encoder" / "model.safetensors", _one_tensor()),
         ("model.safetensors",),
     ),
     "nan-weights": (_nan_weights, ("model.safetensors", "classifier.weight")),
     # the tokenizer
     "tokenizer-not-json": (
-        lambda run: _rewrite(run / "cross_encoder" / "tokenizer.json", "{oops"),
+        lambda run: rewrite(run / "cross_encoder" / "tokenizer.json", "{oops"),
         ("tokenizer.json",),
     ),
     "tokenizer-wrong-shape": (
-        lambda run: _rewrite(run / "cross_encoder" / "tokenizer.json", json.dumps({"model": 7})),
+        lambda run: rewrite(run / "cross_encoder" / "tokenizer.json", json.dumps({"model": 7})),
         ("tokenizer",),
     ),
     "tokenizer-symlink": (_symlinked_tokenizer, ("tokenizer.json", "symlink")),
     "tokenizer-class-gpt2": (
-        lambda run: _edit_json(
+        lambda run: edit_json(
             run / "cross_encoder" / "tokenizer_config.json", lambda c: c.update(tokenizer_class="GPT2TokenizerFast")
         ),
         ("tokenizer_config.json", "tokenizer_class"),
     ),
     "config-tokenizer-class": (_config(tokenizer_class="TransfoXLTokenizer"), ("config.json", "tokenizer_class")),
     "tokenizer-auto-map": (
-        lambda run: _edit_json(
+        lambda run: edit_json(
             run / "cross_encoder" / "tokenizer_config.json",
             lambda c: c.update(auto_map={"AutoTokenizer": ["evil.Tok", None]}),
         ),
@@ -293,7 +264,7 @@ CRAFTED = {
 @pytest.mark.parametrize("case", list(CRAFTED))
 def test_a_crafted_cross_encoder_folder_exits_2(cross_run, tmp_path, capsys, case):
     tamper, names = CRAFTED[case]
-    run = _copy(cross_run, tmp_path)
+    run = copy_run(cross_run, tmp_path)
     _force(run)
     tamper(run)
     _refused(run, tmp_path, capsys, *names)
@@ -304,16 +275,16 @@ def test_pickled_weights_never_run_even_when_the_folder_asks(cross_run, tmp_path
     vocabulary when ``TRUST_REMOTE_CODE`` is set, as it is here) beside real weights: refused, nothing unpickled."""
     marker = tmp_path / "pickle-ran"
     monkeypatch.setenv("TRUST_REMOTE_CODE", "True")
-    run = _copy(cross_run, tmp_path)
+    run = copy_run(cross_run, tmp_path)
     _force(run)
     _pickle_only(run, marker)
     _refused(run, tmp_path, capsys, "pytorch_model.bin")
     shutil.rmtree(run)
-    run = _copy(cross_run, tmp_path)
+    run = copy_run(cross_run, tmp_path)
     _force(run)
     folder = run / "cross_encoder"
     (folder / "vocab.pkl").write_bytes(pickle.dumps(_Marker(marker)))
-    _edit_json(
+    edit_json(
         folder / "tokenizer_config.json",
         lambda c: c.update(tokenizer_class="TransfoXLTokenizer", pretrained_vocab_file="vocab.pkl"),
     )
@@ -323,7 +294,7 @@ def test_pickled_weights_never_run_even_when_the_folder_asks(cross_run, tmp_path
 
 
 def test_oversized_files_are_refused_before_they_are_read(cross_run, tmp_path, capsys, monkeypatch):
-    run = _copy(cross_run, tmp_path)
+    run = copy_run(cross_run, tmp_path)
     _force(run)
     with monkeypatch.context() as patch:
         patch.setattr(cross_encoder, "MAX_WEIGHTS_BYTES", 1024)
@@ -349,24 +320,24 @@ def test_oversized_files_are_refused_before_they_are_read(cross_run, tmp_path, c
     ],
 )
 def test_a_crafted_cross_encoder_block_exits_2(cross_run, tmp_path, capsys, cross, field):
-    run = _copy(cross_run, tmp_path)
+    run = copy_run(cross_run, tmp_path)
     _force(run, **cross)
     _refused(run, tmp_path, capsys, "metrics.json", f"{CROSS}.{field}")
 
 
 def test_a_crafted_names_only_block_exits_2(cross_run, tmp_path, capsys):
-    run = _copy(cross_run, tmp_path)
+    run = copy_run(cross_run, tmp_path)
 
     def edit(metrics):
         metrics["test"]["placement_names_only"]["placement_selection"]["combined"]["cross_encoder"]["top_k"] = -3
 
-    _edit_json(run / "metrics.json", edit)
+    edit_json(run / "metrics.json", edit)
     _refused(run, tmp_path, capsys, "metrics.json", "placement_names_only.placement_selection.combined.cross_encoder")
 
 
 def test_a_weight_of_zero_never_reads_the_folder(cross_run, tmp_path, capsys):
     """Validation's 0 (the first stage alone): ``place`` works without ``cross_encoder/`` at all."""
-    run = _copy(cross_run, tmp_path)
+    run = copy_run(cross_run, tmp_path)
     _force(run, weight=0.0)
     shutil.rmtree(run / "cross_encoder")
     code, rows = _place(run, tmp_path, "--terms", str(_terms(tmp_path)), "--top-k", "1")

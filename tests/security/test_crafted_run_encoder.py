@@ -18,13 +18,13 @@ from __future__ import annotations
 
 import importlib
 import json
-import os
 import pickle
 import shutil
 import sys
 from pathlib import Path
 
 import pytest
+from run_copies import copy_run, edit_json, link_or_copy, rewrite
 
 from textkg.cli.main import main
 from textkg.encoders import cross_encoder
@@ -35,7 +35,6 @@ _toy_ontology = importlib.import_module("test_place")._toy_ontology
 
 TRAIN = ["train", "--split", "inductive", "--model", "fused-transe", "--dim", "16", "--epochs", "2"]
 TRAIN += ["--batch-size", "8", "--seed", "0", "--no-progress"]
-_LARGE = ("model.safetensors", "checkpoint.pt", "best_model.pt")
 _REGEX = {"type": "Split", "pattern": {"Regex": "(.*a){25}"}, "behavior": "Isolated", "invert": False}
 
 
@@ -47,40 +46,11 @@ def toy(tmp_path_factory) -> Path:
 @pytest.fixture(scope="module")
 def adapted_run(toy, tmp_path_factory) -> Path:
     """The toy run with a two-step adapted MiniLM in ``RUN/encoder`` (the tests' conftest points TEXTKG_CACHE_DIR
-    at a temporary folder). Copy it before tampering (:func:`_copy`)."""
+    at a temporary folder). Copy it before tampering (:func:`run_copies.copy_run`)."""
     out = tmp_path_factory.mktemp("crafted-encoder-run") / "run"
     assert main([*TRAIN, "--dataset", str(toy), "--adapt-encoder", "2", "--out", str(out)]) == 0
     assert json.loads((out / "config.json").read_text())["model"]["encoder_kwargs"]["model_name_or_path"] == "encoder"
     return out
-
-
-def _link_or_copy(src: str, dst: str) -> None:
-    """Large files are hard-linked (a test that changes one unlinks it first: :func:`_rewrite`)."""
-    if Path(src).name in _LARGE:
-        try:
-            os.link(src, dst)
-            return
-        except OSError:
-            pass
-    shutil.copy2(src, dst)
-
-
-def _copy(run: Path, tmp_path: Path, name: str = "run") -> Path:
-    dest = tmp_path / name
-    shutil.copytree(run, dest, copy_function=_link_or_copy)
-    return dest
-
-
-def _rewrite(path: Path, data: bytes | str) -> None:
-    """Replace a file, never writing through a hard link into the shared run."""
-    path.unlink()
-    path.write_bytes(data if isinstance(data, bytes) else data.encode("utf-8"))
-
-
-def _edit_json(path: Path, edit) -> None:
-    data = json.loads(path.read_text(encoding="utf-8"))
-    edit(data)
-    _rewrite(path, json.dumps(data))
 
 
 class _Marker:
@@ -116,7 +86,7 @@ def _refused(run: Path, tmp_path: Path, capsys, *names: str, terms: Path | None 
 
 
 def _run_config(edit):
-    return lambda run: _edit_json(run / "config.json", lambda c: edit(c["model"]))
+    return lambda run: edit_json(run / "config.json", lambda c: edit(c["model"]))
 
 
 def _name(value: str):
@@ -124,7 +94,7 @@ def _name(value: str):
 
 
 def _file(name: str, edit):
-    return lambda run: _edit_json(run / "encoder" / name, edit)
+    return lambda run: edit_json(run / "encoder" / name, edit)
 
 
 def _config(**changes):
@@ -252,7 +222,7 @@ def _sentence_transformers(model: dict) -> None:
 
 
 def _concat_part(run: Path) -> None:
-    shutil.copytree(run / "encoder", run / "encoder-1", copy_function=_link_or_copy)
+    shutil.copytree(run / "encoder", run / "encoder-1", copy_function=link_or_copy)
     parts = [{"name": "sentence-transformers", "model_name_or_path": "encoder-1"}, {"name": "glove-bow"}]
     _run_config(lambda m: m.update(encoder="concat", encoder_kwargs={"parts": parts}))(run)
 
@@ -316,7 +286,7 @@ CRAFTED = {
     "config-tokenizer-class": (_config(tokenizer_class="TransfoXLTokenizer"), ("config.json", "tokenizer_class")),
     "tokenizer-auto-map": (_tokenizer_config(auto_map={"AutoTokenizer": ["evil.Tok", None]}), ("auto_map",)),
     # tokenizer.json
-    "tokenizer-not-json": (lambda run: _rewrite(run / "encoder" / "tokenizer.json", "{oops"), ("tokenizer.json",)),
+    "tokenizer-not-json": (lambda run: rewrite(run / "encoder" / "tokenizer.json", "{oops"), ("tokenizer.json",)),
     "regex-pre-tokenizer": (_tokenizer(lambda t: t.update(pre_tokenizer=_REGEX)), ("tokenizer.json", "Regex")),
     "replace-normalizer": (_tokenizer(_replace_normalizer), ("tokenizer.json", "normalizer", "Replace")),
     "unigram-model": (_tokenizer(lambda t: t["model"].update(type="Unigram")), ("tokenizer.json", "model")),
@@ -332,7 +302,7 @@ CRAFTED = {
     "pad-token-not-in-vocab": (_new_pad_token, ("tokenizer.json", "vocab")),
     # model.safetensors
     "truncated-weights": (
-        lambda run: _rewrite(run / "encoder" / "model.safetensors", b"\x08" + bytes(64)),
+        lambda run: rewrite(run / "encoder" / "model.safetensors", b"\x08" + bytes(64)),
         ("model.safetensors",),
     ),
     "nan-weight": (_weights(_nan), ("model.safetensors", "encoder.layer.0.output.dense.weight")),
@@ -347,14 +317,14 @@ CRAFTED = {
 @pytest.mark.parametrize("case", list(CRAFTED))
 def test_a_crafted_run_encoder_exits_2(adapted_run, tmp_path, capsys, case):
     tamper, names = CRAFTED[case]
-    run = _copy(adapted_run, tmp_path)
+    run = copy_run(adapted_run, tmp_path)
     tamper(run)
     _refused(run, tmp_path, capsys, *names)
 
 
 def test_the_untouched_run_places(adapted_run, tmp_path, capsys):
     """The control: a copy of the run as textkg wrote it places its term (every refusal above is the craft's)."""
-    run = _copy(adapted_run, tmp_path)
+    run = copy_run(adapted_run, tmp_path)
     assert sorted(p.name for p in (run / "encoder").iterdir()) == sorted(ENCODER_FILES)
     out = tmp_path / "placed.tsv"
     assert main(["place", str(run), "--terms", str(_terms(tmp_path)), "--out", str(out), "--top-k", "2"]) == 0
@@ -363,7 +333,7 @@ def test_the_untouched_run_places(adapted_run, tmp_path, capsys):
 
 def test_max_tokens_over_the_model_positions_exits_2(adapted_run, tmp_path, capsys):
     """``max_tokens`` 100,000 and a long description: eda3b01 stopped inside the model's position embeddings."""
-    run = _copy(adapted_run, tmp_path)
+    run = copy_run(adapted_run, tmp_path)
     _run_config(lambda m: m["encoder_kwargs"].update(max_tokens=100_000))(run)
     _refused(run, tmp_path, capsys, "max_tokens", "512", terms=_terms(tmp_path, "dog " * 2000))
 
@@ -375,21 +345,21 @@ def test_pickles_never_run_even_when_the_folder_asks(adapted_run, tmp_path, caps
 
     marker = tmp_path / "pickle-ran"
     monkeypatch.setenv("TRUST_REMOTE_CODE", "True")
-    run = _copy(adapted_run, tmp_path)
+    run = copy_run(adapted_run, tmp_path)
     outside = tmp_path / "vocab.pkl"
     outside.write_bytes(pickle.dumps(_Marker(marker)))
     (run / "encoder" / "tokenizer.json").unlink()
     _tokenizer_config(tokenizer_class="TransfoXLTokenizer", pretrained_vocab_file=str(outside))(run)
     _refused(run, tmp_path, capsys, "tokenizer_config.json")
     shutil.rmtree(run)
-    run = _copy(adapted_run, tmp_path)
+    run = copy_run(adapted_run, tmp_path)
     write_pickle_bomb(run / "encoder" / "pytorch_model.bin", marker)
     _refused(run, tmp_path, capsys, "pytorch_model.bin")
     assert not marker.exists()
 
 
 def test_oversized_files_are_refused_before_they_are_read(adapted_run, tmp_path, capsys, monkeypatch):
-    run = _copy(adapted_run, tmp_path)
+    run = copy_run(adapted_run, tmp_path)
     with monkeypatch.context() as patch:
         patch.setattr(cross_encoder, "MAX_WEIGHTS_BYTES", 1024)
         _refused(run, tmp_path, capsys, "model.safetensors", "MiB")
@@ -406,7 +376,7 @@ COMMANDS = {
 
 @pytest.mark.parametrize("command", sorted(COMMANDS))
 def test_every_command_that_opens_the_run_refuses_it(adapted_run, tmp_path, capsys, command):
-    run = _copy(adapted_run, tmp_path)
+    run = copy_run(adapted_run, tmp_path)
     _outside_tokenizer(run)
     capsys.readouterr()
     code = main(COMMANDS[command](run, tmp_path))
@@ -419,8 +389,8 @@ def test_a_concat_part_names_its_own_adapted_folder(adapted_run, tmp_path):
     """The control of the concat craft: a ``bert`` part naming ``encoder-1`` resolves to that folder of the run."""
     from textkg.pipeline.run_files import resolve_run_files
 
-    run = _copy(adapted_run, tmp_path)
-    shutil.copytree(run / "encoder", run / "encoder-1", copy_function=_link_or_copy)
+    run = copy_run(adapted_run, tmp_path)
+    shutil.copytree(run / "encoder", run / "encoder-1", copy_function=link_or_copy)
     parts = [{"name": "bert", "pooling": "mean", "model_name_or_path": "encoder-1"}, {"name": "glove-bow"}]
     stored = {"model": {"encoder": "concat", "encoder_kwargs": {"parts": parts}}}
     resolved = resolve_run_files(stored, run, run / "config.json")
@@ -430,7 +400,7 @@ def test_a_concat_part_names_its_own_adapted_folder(adapted_run, tmp_path):
 def test_a_release_bundle_carries_the_encoder_and_is_checked_again(adapted_run, toy, tmp_path, capsys):
     """``textkg release`` copies ``encoder/`` (its :data:`ENCODER_FILES`, byte for byte) and the bundle predicts;
     a crafted bundle's encoder is refused as a run's is, and a crafted run is not released."""
-    run = _copy(adapted_run, tmp_path)
+    run = copy_run(adapted_run, tmp_path)
     bundle = tmp_path / "bundle"
     assert main(["release", str(run), "--out", str(bundle), "--allow-simulation"]) == 0
     assert sorted(p.name for p in (bundle / "encoder").iterdir()) == sorted(ENCODER_FILES)
@@ -467,12 +437,12 @@ def test_the_cross_encoder_shares_the_tokenizer_checks(tmp_path):
     assert cross_encoder.load_cross_encoder(folder) is not None
     outside = tmp_path / "outside.json"
     shutil.copy(folder / "tokenizer.json", outside)
-    _edit_json(folder / "tokenizer_config.json", lambda c: c.update(tokenizer_file=str(outside)))
+    edit_json(folder / "tokenizer_config.json", lambda c: c.update(tokenizer_file=str(outside)))
     with pytest.raises(ConfigError, match="names a file") as err:
         cross_encoder.load_cross_encoder(folder)
     assert err.value.field == "tokenizer_file"
-    _edit_json(folder / "tokenizer_config.json", lambda c: c.pop("tokenizer_file"))
-    _edit_json(folder / "tokenizer.json", lambda t: t["post_processor"]["special_tokens"]["[SEP]"].update(ids=[10**6]))
+    edit_json(folder / "tokenizer_config.json", lambda c: c.pop("tokenizer_file"))
+    edit_json(folder / "tokenizer.json", lambda t: t["post_processor"]["special_tokens"]["[SEP]"].update(ids=[10**6]))
     with pytest.raises(ConfigError, match="outside the model") as err:
         cross_encoder.load_cross_encoder(folder)
     assert err.value.field == "post_processor"
