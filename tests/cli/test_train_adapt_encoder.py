@@ -61,7 +61,8 @@ class _FakeAdapt:
         out = self.root / f"adapted-{len(self.calls)}"
         out.mkdir(parents=True)
         (out / "textkg_adapt.json").write_text("{}")
-        return {"out": str(out), "steps": kwargs["max_steps"], "cached": False}
+        frozen = {"frozen_layers": kwargs["frozen_layers"]} if kwargs.get("frozen_layers") else {}  # as the real one
+        return {"out": str(out), "steps": kwargs["max_steps"], "cached": False, **frozen}
 
 
 @pytest.fixture()
@@ -118,6 +119,9 @@ def test_automatic_needs_enough_is_a_pairs(toy, fake, monkeypatch):
     cfg, _, record = adaptation.resolve_adaptation(_cfg(toy))
     (call,) = fake.calls
     assert call["max_steps"] == adaptation.AUTO_STEPS and call["sources"] == ("is_a",) and call["seed"] == 0
+    # the measured recipe: a learning rate above sentence-transformers' 2e-5, the lower layers as packaged
+    assert call["lr"] == adaptation.AUTO_LR == 2.4e-4 and call["frozen_layers"] == adaptation.AUTO_FROZEN_LAYERS == 3
+    assert record["frozen_layers"] == 3 and record["lr"] is None  # the fake's summary has no lr
     assert cfg.train.adapt_encoder_steps == adaptation.AUTO_STEPS and record["why"] == "automatic"
     assert cfg.model.encoder_kwargs["model_name_or_path"] == record["folder"] == str(fake.root / "adapted-1")
     # the fine-tuning reads the training partition only: every held-out entity is outside its training terms

@@ -205,13 +205,50 @@ def test_adapt_on_is_a_with_hard_negatives_is_bounded_and_keyed_by_content(hpo_s
         adapt_encoder(kg, split, sources=("parents",), **kwargs)
 
 
+def test_frozen_layers_stay_as_packaged_and_key_their_own_folder(hpo_small, tmp_path):
+    from safetensors.torch import load_file
+
+    from textkg.encoders.bert import default_minilm_path
+
+    kg, split = hpo_small
+    kwargs = dict(cache_dir=tmp_path / "cache", split_name="inductive", max_pairs=16, batch_size=8, max_steps=2)
+    frozen = adapt_encoder(kg, split, sources=("is_a",), lr=1e-3, frozen_layers=2, **kwargs)
+    trained = adapt_encoder(kg, split, sources=("is_a",), lr=1e-3, **kwargs)
+    assert frozen["frozen_layers"] == 2 and "frozen_layers" not in trained
+    assert frozen["out"] != trained["out"]  # the setting is part of the cache key
+    packaged = load_file(str(Path(default_minilm_path()) / "model.safetensors"))
+    after = {
+        name: load_file(str(Path(out["out"]) / "model.safetensors")) for name, out in (("f", frozen), ("t", trained))
+    }
+
+    def moved(name: str, part: str) -> bool:
+        keys = [k for k in packaged if part in k and k.endswith("weight")]
+        assert keys
+        found = {k.split(part, 1)[1]: v for k, v in after[name].items() if part in k}
+        return any(not torch.equal(found[k.split(part, 1)[1]], packaged[k]) for k in keys)
+
+    for part in ("embeddings.", "layer.0.", "layer.1."):  # frozen: as packaged; trained: moved
+        assert not moved("f", part) and moved("t", part)
+    for part in ("layer.2.", "layer.5."):  # above the frozen ones, both train
+        assert moved("f", part) and moved("t", part)
+    for bad in (-1, 6):
+        with pytest.raises(ConfigError, match="0 to 5"):
+            adapt_encoder(kg, split, sources=("is_a",), frozen_layers=bad, **kwargs)
+
+
 def test_cli_pairs_flag(monkeypatch, capsys, tmp_path):
     monkeypatch.setenv("TEXTKG_CACHE_DIR", str(tmp_path / "cache"))
     argv = ["encoders", "adapt", "--dataset", "hpo-small", "--max-pairs", "16", "--batch-size", "8", "--max-steps", "1"]
     assert main([*argv, "--pairs", "is_a,names", "--no-progress"]) == 0
     summary = json.loads(capsys.readouterr().out)
     assert summary["sources"] == ["is_a", "names"] and summary["steps"] == 1 and summary["planned_steps"] == 1
-    for bad, said in ((["--pairs", "parents"], "unknown pair source 'parents'"), (["--hard-negatives"], "add is_a")):
+    assert main([*argv, "--pairs", "is_a", "--frozen-layers", "3", "--no-progress"]) == 0
+    assert json.loads(capsys.readouterr().out)["frozen_layers"] == 3
+    for bad, said in (
+        (["--pairs", "parents"], "unknown pair source 'parents'"),
+        (["--hard-negatives"], "add is_a"),
+        (["--frozen-layers", "6"], "--frozen-layers"),
+    ):
         assert main([*argv, *bad]) == 2
         err = capsys.readouterr().err
         assert said in err and "Traceback" not in err

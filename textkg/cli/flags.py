@@ -172,6 +172,7 @@ NUMBERS: dict[str, NumberFlag] = {
     "private_size": NumberFlag(int, 1, 10**12),
     "unit_statements": NumberFlag(int, 1, 4096),  # --max-statements-per-unit (MAX_STATEMENTS_PER_UNIT)
     "steps": NumberFlag(int, 1, 10**9),
+    "frozen_layers": NumberFlag(int, 0, 5),  # of MiniLM's 6 (textkg encoders adapt --frozen-layers)
     "top_k": NumberFlag(int, 1, 10**6),
     "processes": NumberFlag(int, 1, 1024),
     "clients": NumberFlag(int, 1, 100_000),
@@ -404,8 +405,8 @@ TRAIN_FLAGS: tuple[Flag, ...] = (
         key="train.adapt_encoder_steps",
         metavar="STEPS",
         help="before encoding, fine-tune the packaged MiniLM on the ontology's training is_a pairs for STEPS "
-        "steps and encode every text with it (0: off; unset: 100 on a non-private inductive ontology run with "
-        "at least 1,000 training is_a pairs, else off; cached by content)",
+        "steps (its upper 3 layers) and encode every text with it (0: off; unset: 150 on a non-private "
+        "inductive ontology run with at least 1,000 training is_a pairs, else off; cached by content)",
     ),
     Flag(
         "--max-minutes",
