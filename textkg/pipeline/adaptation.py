@@ -4,8 +4,9 @@
 ``is_a`` pairs (child text -> parent description, in-batch negatives: sentence-transformers'
 ``MultipleNegativesRankingLoss``, Henderson et al. 2017, arXiv:1705.00652; the recipe of SimKGC, Wang et al.,
 ACL 2022, without its pre-batch negatives; the upper layers only, :data:`AUTO_FROZEN_LAYERS`) with
-:func:`textkg.training.adapt_encoder.adapt_encoder`, and the run then encodes every text with the adapted weights: the model's text features, description NN,
-parent-of-nearest, the vote and the re-ranker's description features, and ``textkg place``'s new terms.
+:func:`textkg.training.adapt_encoder.adapt_encoder`, and the run then encodes every text with the adapted
+weights: the model's text features, description NN, parent-of-nearest, the vote and the re-ranker's description
+features, and ``textkg place``'s new terms.
 No held-out term's text, and no statement that touches one, is read (the adaptation's own test).
 
 ``None`` (the default) resolves here, once per ``textkg train`` run, to :data:`AUTO_STEPS` or to 0, by public,
