@@ -257,6 +257,15 @@ CLAIMS = (
         ("main_command",),
     ),
     Claim(
+        r"and the adaptation's first recipe \(100 steps at learning rate 2e-5, every layer trained\) ([\d.]+) and "
+        r"([\d.]+)",
+        (
+            File("main_command_hpo.json", "/seeds/adapted_100_steps_before/combined_mrr/0"),
+            File("main_command_hpo.json", "/seeds/adapted_100_steps_before/names_only_combined_mrr/0"),
+        ),
+        ("main_command",),
+    ),
+    Claim(
         r"the (\d+) held-out terms with more than 10 statements go from MRR ([\d.]+) without their links to "
         r"([\d.]+) with 10, on the same queries",
         (
