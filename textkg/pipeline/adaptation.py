@@ -25,7 +25,7 @@ from textkg.pipeline.prepared import load_graph_units_and_split
 from textkg.training.adapt_encoder import SUMMARY_FILE, is_packaged
 from textkg.training.config import RunConfig
 
-#: the automatic adaptation's recipe, chosen on the README split's validation terms among eight (learning rate 2e-5 /
+#: the automatic adaptation's recipe, chosen on the README split's validation terms among seven (learning rate 2e-5 /
 #: 8e-5 / 2.4e-4, nothing / the word embeddings / the embeddings and 3 layers frozen, 100 or 150 steps;
 #: docs/results/placement.md, "A higher learning rate, the lower layers frozen"): 150 steps of batches of 64 pairs,
 #: a peak learning rate of 2.4e-4 (warm-up over the first tenth, then linear decay to 0), MiniLM's embeddings and
