@@ -100,12 +100,15 @@ def machine(*, load_at_end_key: bool = False) -> dict[str, Any]:
     try:
         import torch
     except ImportError:  # pragma: no cover - every textkg install has torch
-        record.update(torch=None, torch_threads=None, torch_interop_threads=None)
+        record.update(torch=None, torch_threads=None, torch_interop_threads=None, cpu_capability=None)
     else:
         record.update(
             torch=torch.__version__,
             torch_threads=torch.get_num_threads(),
             torch_interop_threads=torch.get_num_interop_threads(),
+            # the vector instructions torch's CPU kernels use ("AVX2", "AVX512", ...): two machines both named
+            # "AMD EPYC" ran the README job in 507 s (AVX-512) and 942 s (AVX2 only), 2026-12-06/07
+            cpu_capability=torch.backends.cpu.get_cpu_capability(),
         )
     record.update(git_commit=git_commit(), date=utc_now())
     if load_at_end_key:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 import time
@@ -157,6 +158,17 @@ def tfidf_order(placer, terms, top_k: int) -> dict[str, list[str]]:
     return {t.id: [names[c] for c in row] for t, row in zip(terms, top.tolist(), strict=True)}
 
 
+def train_env(environ: dict[str, str], threads: int | None) -> dict[str, str]:
+    """The ``textkg train`` run's environment: ``environ`` without the ``OMP_NUM_THREADS`` that ``--threads`` (the
+    placement's threads) put there, so that training runs as the README job does (torch's own choice), or with
+    ``threads`` where given. Until 2026-12-07 the train run inherited ``--threads`` (1 by default), and its
+    ``train_seconds`` were one-thread times."""
+    env = {k: v for k, v in environ.items() if k != "OMP_NUM_THREADS"}
+    if threads:
+        env["OMP_NUM_THREADS"] = str(threads)
+    return env
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--wheel", type=Path, required=True)
@@ -174,6 +186,19 @@ def main() -> None:
     )
     parser.add_argument("--work", type=Path, default=Path("runs/real_additions"))
     parser.add_argument("--train-args", default="", help="extra textkg train flags (default: none)")
+    parser.add_argument(
+        "--obo-only",
+        action="store_true",
+        help="write the older release as WORK/ONTOLOGY-OLD/old.obo, print its path and stop (the input of a "
+        "timing run: docs/results/placement.md)",
+    )
+    parser.add_argument(
+        "--train-threads",
+        type=int,
+        default=None,
+        help="OMP threads of the textkg train run (default: torch's own choice, as the README job runs; --threads "
+        "sets the placement's)",
+    )
     parser.add_argument(
         "--label",
         default="",
@@ -196,12 +221,15 @@ def main() -> None:
     work.mkdir(parents=True, exist_ok=True)
     obo = work / "old.obo"
     write_obo(old, obo)
+    if args.obo_only:
+        print(obo)
+        return
     run = work / "run"
     started = time.perf_counter()
     if not (run / "metrics.json").is_file():
         cmd = ["textkg", "train", "--dataset", str(obo), "--split", "inductive", "--model", "fused-transe"]
         cmd += [*args.train_args.split(), "--seed", str(args.seed), "--no-progress", "--out", str(run)]
-        subprocess.run(cmd, check=True)
+        subprocess.run(cmd, check=True, env=train_env(os.environ, args.train_threads))
     train_seconds = time.perf_counter() - started
     terms = [
         NewTerm(tid, t["label"], (t.get("description") or "").strip(), list(t.get("synonyms") or []))
@@ -254,6 +282,7 @@ def main() -> None:
         "terms_whose_parents_are_all_held_out": sum(1 for g in gold.values() if set(g) <= held),
         "parent_was_a_leaf": sum(1 for _, p in pairs if not any(p in t["parents"] for t in old.values())),
         "train_seconds": train_seconds,
+        "train_threads": args.train_threads or "torch's default",
         "train": metrics["train"].get("warning"),
         "methods": rows,
     }

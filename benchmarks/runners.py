@@ -152,16 +152,22 @@ class Runner:
 
 
 class CommandCost(Runner):
-    """The wall time, CPU time and peak memory of a whole command (the README's job, its memory estimate)."""
+    """The wall time, CPU time and peak memory of a whole command (the README's job, its memory estimate); one per
+    variant, one after the other on the same machine. ``obo_from``: ``real_additions.py`` flags that first write an
+    ontology's older release as OBO (``--obo-only``), the dataset a variant's ``train`` may name."""
 
     name = "command-cost"
     scripts = ("main_command", "memory_estimate")
 
     def steps(self, arguments: dict[str, Any]) -> list[Step]:
         name = self.pick(arguments)
-        train = arguments.pop("train", None)
-        step = script(name, arguments)
-        return [Step((*step.argv, "--", *flags(train))) if train else step]
+        obo_from = arguments.pop("obo_from", None)
+        out = [script("real_additions", {**obo_from, "obo_only": True})] if obo_from else []
+        for _, args in variants(arguments):
+            train = args.pop("train", None)
+            step = script(name, args)
+            out.append(Step((*step.argv, "--", *flags(train))) if train else step)
+        return out
 
 
 class StepCost(Runner):

@@ -191,6 +191,17 @@ def test_an_empty_cache_folder_is_printed_as_mktemp_and_made_fresh_when_run(cli,
     Path(second).rmdir()
 
 
+def test_a_command_cost_writes_the_ontology_first_then_times_each_job_in_a_fresh_cache(cli):
+    """``ontology_time``: the older release written as OBO (``--obo-only``), then the README job and the job on that
+    OBO, each from its own empty cache, so that the two times compare the same machine's cold runs."""
+    steps = [str(s) for s in sys.modules["runners"].load("ontology_time").steps()]
+    assert len(steps) == 3 and "benchmarks/real_additions.py" in steps[0] and steps[0].endswith("--obo-only")
+    readme, mondo = steps[1:]
+    assert all(s.startswith("TEXTKG_CACHE_DIR=$(mktemp -d) python benchmarks/main_command.py") for s in steps[1:])
+    assert readme.endswith("-- --dataset hpo --split inductive --model fused-transe --epochs 3")
+    assert "-- --dataset runs/ontology_time/MONDO-v2025-02-04/old.obo " in mondo
+
+
 def test_collect_sweep_writes_one_row_per_run_first_folder_first(cli, tmp_path):
     def run(folder: Path, name: str, mrr: float, audit: bool) -> None:
         (folder / name).mkdir(parents=True)

@@ -76,3 +76,12 @@ def test_the_recorded_command_names_the_wheel_without_its_folder():
     wheel = Path("/somewhere/wheels/cog-1.whl")
     argv = ["--wheel", str(wheel), "--ontology", "CL", f"--wheel={wheel}"]
     assert bench.recorded_argv(argv, wheel) == ["--wheel", "cog-1.whl", "--ontology", "CL", "--wheel=cog-1.whl"]
+
+
+def test_training_runs_with_the_readme_jobs_threads_not_the_placements():
+    """``--threads`` (1 by default) sets the placement's threads; the train run it times must not inherit it, or
+    its ``train_seconds`` compare a one-thread run with the README job's two threads."""
+    bench = _module()
+    env = bench.train_env({"OMP_NUM_THREADS": "1", "PATH": "/bin"}, None)
+    assert env == {"PATH": "/bin"}
+    assert bench.train_env({"OMP_NUM_THREADS": "1"}, 2) == {"OMP_NUM_THREADS": "2"}
