@@ -107,7 +107,7 @@ def machine(*, load_at_end_key: bool = False) -> dict[str, Any]:
             torch_threads=torch.get_num_threads(),
             torch_interop_threads=torch.get_num_interop_threads(),
             # the vector instructions torch's CPU kernels use ("AVX2", "AVX512", ...): two machines both named
-            # "AMD EPYC" ran the README job in 507 s (AVX-512) and 942 s (AVX2 only), 2026-12-06/07
+            # "AMD EPYC" ran the README job in 507 s and 942 s (AVX2, no AVX-512), 2026-12-06/07
             cpu_capability=torch.backends.cpu.get_cpu_capability(),
         )
     record.update(git_commit=git_commit(), date=utc_now())
