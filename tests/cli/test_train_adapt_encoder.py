@@ -206,3 +206,22 @@ def test_the_printed_summary_says_which_encoder_placed_the_terms(adapted_run, to
         out = tmp_path / f"steps-{steps}"
         assert main([*TRAIN, "--dataset", str(toy), "--adapt-encoder", steps, "--out", str(out)]) == 0
         assert json.loads(capsys.readouterr().out)["placement"]["encoder"] == reading
+
+
+def test_a_relative_cache_folder_is_read_once_so_the_run_keeps_its_adapted_encoder(monkeypatch, tmp_path):
+    """``TEXTKG_CACHE_DIR=cache textkg train ...`` once wrote the relative ``cache/adapted/...`` into the run's
+    config.json without copying the encoder into ``RUN/encoder``, and the run could not be opened again (a run
+    names only absolute, trusted folders): the cache root is made absolute where it is read."""
+    from textkg.pipeline.run_files import adapted_folder
+    from textkg.training.adapt_encoder import SUMMARY_FILE, cache_folder
+    from textkg.training.features import default_cache_dir
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("TEXTKG_CACHE_DIR", "cache")
+    assert default_cache_dir() == tmp_path / "cache"
+    folder = cache_folder(default_cache_dir(), "adapted", "hpo", "inductive", "0123456789abcdef")  # as adapt writes
+    folder.mkdir(parents=True)
+    (folder / SUMMARY_FILE).write_text("{}")
+    assert folder.is_absolute() and adapted_folder(str(folder))  # so the run copies it and names RUN/encoder
+    monkeypatch.setenv("TEXTKG_CACHE_DIR", "")  # set but empty: the default, as before
+    assert default_cache_dir() == Path.home() / ".cache" / "textkg"

@@ -37,8 +37,11 @@ _FIELDS = (
 
 
 def default_cache_dir() -> Path:
-    """``$TEXTKG_CACHE_DIR`` or ``~/.cache/textkg``."""
-    return Path(os.environ.get("TEXTKG_CACHE_DIR", Path.home() / ".cache" / "textkg"))
+    """``$TEXTKG_CACHE_DIR`` or ``~/.cache/textkg``, absolute: a relative ``$TEXTKG_CACHE_DIR`` is read from the
+    working folder once, here, so that a folder a run records in its ``config.json`` (its adapted encoder) is one a
+    later ``predict`` or ``place`` run from elsewhere can open (a run names only absolute, trusted folders:
+    :mod:`textkg.pipeline.run_files`)."""
+    return Path(os.environ.get("TEXTKG_CACHE_DIR") or Path.home() / ".cache" / "textkg").absolute()
 
 
 def cache_key(name: str, sources: dict[str, Path], **params) -> str:

@@ -32,12 +32,6 @@ DEFAULT_BATCH_SIZE = 64
 REPORT_MIN_TEXTS = 2048
 
 
-def default_cache_dir() -> Path:
-    """The textkg cache root: ``$TEXTKG_CACHE_DIR`` or ``~/.cache/textkg``."""
-    env = os.environ.get("TEXTKG_CACHE_DIR")
-    return Path(env) if env else Path.home() / ".cache" / "textkg"
-
-
 def is_blank(text: str) -> bool:
     """True when ``text`` holds only whitespace and invisible format characters."""
     return all(ch.isspace() or unicodedata.category(ch) == "Cf" for ch in text)

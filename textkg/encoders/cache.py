@@ -51,9 +51,10 @@ from typing import Literal
 import numpy as np
 import torch
 
+from textkg.data.cache import default_cache_dir
 from textkg.errors import DataError
 
-from .base import DEFAULT_BATCH_SIZE, TextEncoder, default_cache_dir, pad_stack, validate_texts
+from .base import DEFAULT_BATCH_SIZE, TextEncoder, pad_stack, validate_texts
 from .registry import get_encoder
 
 MAX_SHARDS = 16

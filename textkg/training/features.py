@@ -19,6 +19,7 @@ from pathlib import Path
 
 import torch
 
+from textkg.data.cache import default_cache_dir
 from textkg.data.graph import KnowledgeGraph
 from textkg.errors import ConfigError
 
@@ -29,10 +30,6 @@ MMAP_ENV = "TEXTKG_MMAP_FEATURES"
 FINETUNE_ENCODERS = ("bert",)
 #: The ``encoder_kwargs`` of ``bert`` that a fine-tuned module reads.
 FINETUNE_ENCODER_KWARGS = ("model_name_or_path", "pooling", "max_tokens")
-
-
-def default_cache_dir() -> Path:
-    return Path(os.environ.get("TEXTKG_CACHE_DIR", Path.home() / ".cache" / "textkg"))
 
 
 def mmap_features() -> bool:
