@@ -446,3 +446,23 @@ def test_the_cross_encoder_shares_the_tokenizer_checks(tmp_path):
     with pytest.raises(ConfigError, match="outside the model") as err:
         cross_encoder.load_cross_encoder(folder)
     assert err.value.field == "post_processor"
+
+
+def test_an_empty_or_relative_cache_setting_never_trusts_the_working_folder(monkeypatch, tmp_path):
+    """A run may name a folder in the user's textkg cache. ``TEXTKG_CACHE_DIR=""`` once made that cache ``Path("")``,
+    the working folder, so a crafted run could name any adapted-looking folder beside it; now an empty setting is
+    the default cache and a relative one is one absolute folder, fixed when read."""
+    from textkg.errors import ConfigError
+    from textkg.pipeline.run_files import _model_folder
+
+    monkeypatch.chdir(tmp_path)
+    planted = tmp_path / "planted"
+    planted.mkdir()
+    (planted / "textkg_adapt.json").write_text("{}")
+    for setting in ("", "."):
+        monkeypatch.setenv("TEXTKG_CACHE_DIR", setting)
+        if setting == ".":  # the user named this folder as the cache: trusted, as an absolute path only
+            assert _model_folder(str(planted), cfg_file=None, field="f") == str(planted)
+            continue
+        with pytest.raises(ConfigError, match="names the model folder"):
+            _model_folder(str(planted), cfg_file=None, field="f")
