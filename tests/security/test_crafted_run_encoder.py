@@ -466,3 +466,36 @@ def test_an_empty_or_relative_cache_setting_never_trusts_the_working_folder(monk
             continue
         with pytest.raises(ConfigError, match="names the model folder"):
             _model_folder(str(planted), cfg_file=None, field="f")
+
+
+@pytest.mark.parametrize("bad", ["a/b--c", "a/b..c", "a/b.git", "a/.", "/x\x00", "encoder\x00"])
+def test_a_model_name_the_hub_refuses_or_a_nul_is_a_clear_error_not_a_traceback(bad):
+    """Found by the adversary review of 2026-12-07: hub-id-shaped names Hugging Face refuses raised
+    ``HFValidationError`` from the cache lookup, and a NUL byte ``ValueError`` from ``realpath``, so ``predict``,
+    ``place`` and ``evaluate`` stopped with a traceback (exit 1) instead of exit 2."""
+    from textkg.errors import ConfigError
+    from textkg.pipeline.run_files import _inside_run, _model_folder
+
+    with pytest.raises(ConfigError):
+        _model_folder(bad, cfg_file=None, field="f")
+    with pytest.raises(ConfigError):
+        _inside_run("lm\x00.safetensors", Path("."), suffix=".safetensors", cfg_file=None, field="f")
+
+
+def test_model_dirs_expand_home_and_never_trust_a_relative_entry(monkeypatch, tmp_path):
+    """``TEXTKG_MODEL_DIRS='~/models'`` trusted ``<working folder>/~/models`` and ``' '`` the folder ``' '`` beside
+    whatever folder a run was opened from; ``~`` is now expanded and a relative entry ignored, with a warning."""
+    from textkg.errors import ConfigError
+    from textkg.pipeline.run_files import _model_folder
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    trusted = tmp_path / "home" / "models" / "m"
+    trusted.mkdir(parents=True)
+    monkeypatch.setenv("TEXTKG_MODEL_DIRS", "~/models")
+    assert _model_folder(str(trusted), cfg_file=None, field="f") == str(trusted)
+    planted = tmp_path / "rel" / "m"
+    planted.mkdir(parents=True)
+    monkeypatch.setenv("TEXTKG_MODEL_DIRS", "rel")
+    with pytest.warns(UserWarning, match="relative entries ignored"), pytest.raises(ConfigError):
+        _model_folder(str(planted), cfg_file=None, field="f")

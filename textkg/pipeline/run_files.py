@@ -80,7 +80,7 @@ def encoder_kwargs(model: dict) -> Iterator[tuple[str, dict]]:
 
 def _inside_run(value: Any, run: Path, *, suffix: str, cfg_file: Path | None, field: str) -> Path:
     """``run / value`` when ``value`` is a relative path to a regular file inside the run."""
-    if not isinstance(value, str) or not value:
+    if not isinstance(value, str) or not value or "\x00" in value:
         raise ConfigError(f"expected a relative path inside the run, got {value!r}", file=cfg_file, field=field)
     rel = Path(value)
     if rel.is_absolute() or ".." in rel.parts:
@@ -144,8 +144,13 @@ def _trusted_model_dirs() -> list[str]:
     """``$TEXTKG_MODEL_DIRS`` and the user's textkg cache (``textkg encoders adapt`` output), resolved."""
     from textkg.training.features import default_cache_dir
 
-    given = [d for d in os.environ.get(MODEL_DIRS_ENV, "").split(os.pathsep) if d]
-    return [os.path.realpath(d) for d in [*given, str(default_cache_dir())]]
+    given = [os.path.expanduser(d) for d in os.environ.get(MODEL_DIRS_ENV, "").split(os.pathsep) if d.strip()]
+    relative = [d for d in given if not os.path.isabs(d)]
+    if relative:  # it would trust a folder of whatever working folder a run is opened from
+        import warnings
+
+        warnings.warn(f"${MODEL_DIRS_ENV}: relative entries ignored: {relative}", UserWarning, stacklevel=2)
+    return [os.path.realpath(d) for d in [*given, str(default_cache_dir())] if os.path.isabs(d)]
 
 
 def _packaged_minilm() -> str | None:
@@ -161,7 +166,10 @@ def _cached_hub_folder(repo_id: str) -> str | None:
     """The local snapshot folder of a hub id in the Hugging Face cache, or None (nothing is fetched)."""
     from huggingface_hub import try_to_load_from_cache
 
-    found = try_to_load_from_cache(repo_id, "config.json")
+    try:
+        found = try_to_load_from_cache(repo_id, "config.json")
+    except ValueError:  # HFValidationError: an id the hub would refuse ("a/b--c", "a/b.git") is in no cache
+        return None
     return str(Path(found).parent) if isinstance(found, str) else None
 
 
@@ -173,7 +181,7 @@ def _model_folder(value: Any, *, cfg_file: Path | None, field: str, opening: boo
     """
     if value is None:
         return None
-    if isinstance(value, str):
+    if isinstance(value, str) and "\x00" not in value:
         real = os.path.realpath(value)
         trusted = os.path.isabs(value) and any(os.path.commonpath([real, d]) == d for d in _trusted_model_dirs())
         if trusted or real == _packaged_minilm():
