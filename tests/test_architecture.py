@@ -34,6 +34,7 @@ LAYERS = [
     ("textkg.errors", -1),
     ("textkg.versioning", -1),
     ("textkg.devices", -1),
+    ("textkg.cache_root", -1),
     ("textkg.progress", -1),
     ("textkg.schema", -1),
     ("textkg.registry", -1),

@@ -18,6 +18,7 @@ from typing import Any
 
 import torch
 
+from textkg.cache_root import default_cache_dir as default_cache_dir  # re-exported: cache.default_cache_dir()
 from textkg.data.graph import KnowledgeGraph
 
 #: Bump when a loader's output changes for the same source files.
@@ -34,14 +35,6 @@ _FIELDS = (
     "entity_types",
     "source",
 )
-
-
-def default_cache_dir() -> Path:
-    """``$TEXTKG_CACHE_DIR`` or ``~/.cache/textkg``, absolute: a relative ``$TEXTKG_CACHE_DIR`` is read from the
-    working folder once, here, so that a folder a run records in its ``config.json`` (its adapted encoder) is one a
-    later ``predict`` or ``place`` run from elsewhere can open (a run names only absolute, trusted folders:
-    :mod:`textkg.pipeline.run_files`)."""
-    return Path(os.environ.get("TEXTKG_CACHE_DIR") or Path.home() / ".cache" / "textkg").absolute()
 
 
 def cache_key(name: str, sources: dict[str, Path], **params) -> str:

@@ -24,6 +24,7 @@ from typing import Any
 
 import torch
 
+from textkg.cache_root import default_cache_dir as default_cache_dir  # re-exported: scripts import it here
 from textkg.errors import DataError
 from textkg.progress import count as report_progress
 

@@ -51,7 +51,7 @@ from typing import Literal
 import numpy as np
 import torch
 
-from textkg.data.cache import default_cache_dir
+from textkg.cache_root import default_cache_dir
 from textkg.errors import DataError
 
 from .base import DEFAULT_BATCH_SIZE, TextEncoder, pad_stack, validate_texts

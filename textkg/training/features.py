@@ -19,7 +19,7 @@ from pathlib import Path
 
 import torch
 
-from textkg.data.cache import default_cache_dir
+from textkg.cache_root import default_cache_dir
 from textkg.data.graph import KnowledgeGraph
 from textkg.errors import ConfigError
 
