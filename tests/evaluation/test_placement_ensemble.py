@@ -245,7 +245,13 @@ def test_evaluate_placement_reports_the_choice_made_on_validation():
     table = torch.randn(11, 11, generator=torch.Generator().manual_seed(3))
     out = evaluate_placement(TableModel(table), kg, split, text_features=_features(0), k=2)
     json.dumps(out)
-    assert set(out) == {"placement", "placement_baselines", "placement_combined", "placement_selection"}
+    assert set(out) == {
+        "placement",
+        "placement_baselines",
+        "placement_combined",
+        "placement_combined_without_parent_support",
+        "placement_selection",
+    }
     sel = out["placement_selection"]
     assert set(sel["valid"]) == {"model", "description-nn", "parent-of-nearest", "combined"}
     assert sel["chosen"] == max(sel["valid"], key=lambda m: sel["valid"][m]["mrr"])

@@ -130,7 +130,10 @@ def placement_parts(size: PlacementSize) -> dict[str, int]:
         4 * b * w + 2 * u,  # a TF-IDF product: the terms' dense (b, W) rows, the (c, b) product and its transpose
         3 * 4 * c * size.feature_dim + 4 * b * size.feature_dim + u,  # sibling_mean: centroids (c x D), its result
     )
-    scoring = (k + f) * u + one_feature
+    # parent support (textkg.evaluation.placement.parent_support): the standardised first stage, the parents'
+    # best and its result, (b, c) float64 each, and the (b, m) float64 parents' scores gathered per statement
+    support = 3 * 2 * u + 8 * b * m
+    scoring = (k + f) * u + one_feature + support
     # the grid: K scores and their gathered and stacked (K, q_b, c) rows; then the rows, two (K, q_b, c) masks,
     # (q_b, c) masks, the kept pairs (16 bytes each) and the weighted sums (four float32 blocks, (K, step) rows)
     ranking = max(k * u + 8 * k * q * c, (6 * k + 18) * q * c + (16 + 4 * k) * WEIGHTED_ENTRIES)

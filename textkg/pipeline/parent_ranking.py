@@ -261,6 +261,13 @@ class ParentRanker:
                 )
             components["rerank"] = self._rerank(features, *words)
         scorer = combined_scorer(components, weights)
+        support = combo.get("parent_support") or {}
+        if support.get("weight"):  # validation chose parent support (checked with metrics.json's schema)
+            from textkg.evaluation.placement.parent_support import parent_support_scorer
+
+            scorer = parent_support_scorer(
+                scorer, self.parent_edges, float(support["weight"]), root=float(support["root"])
+            )
         cross = combo.get("cross_encoder") or {}
         if cross.get("weight"):  # validation chose the cross-encoder over the shortlist: the run folder keeps it
             scorer = self._shortlist(scorer, cross, words[0])

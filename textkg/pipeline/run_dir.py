@@ -74,6 +74,16 @@ def run_choices_schema() -> Spec:
             "vote": vote,
             "valid_mrr": Num(low=0, high=1, nullable=True),
             "tried_valid_mrr": Obj(extra=Num(low=0, high=1, nullable=True), max_keys=100_000),
+            # a candidate's best parent's score added (textkg.evaluation.placement.parent_support)
+            "parent_support": Obj(
+                {
+                    "weight": Num(low=0, high=100),
+                    "root": Num(low=-100, high=100),
+                    "tried_valid_mrr": Obj(extra=Num(low=0, high=1, nullable=True), max_keys=1000),
+                },
+                required=("weight", "root"),
+                nullable=True,
+            ),
             # the placement cross-encoder over each term's top_k (textkg.evaluation.placement.shortlist)
             "cross_encoder": Obj(
                 {

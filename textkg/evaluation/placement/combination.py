@@ -53,6 +53,7 @@ from textkg.evaluation.placement.methods import (
     cosine_scorer,  # noqa: F401  (re-exported: callers and tests read combination.cosine_scorer)
     rank_placement,
 )
+from textkg.evaluation.placement.parent_support import ROOT, parent_support_scorer, tune_parent_support
 from textkg.evaluation.placement.parents import ChildParents
 from textkg.evaluation.placement.shortlist import Shortlist, shortlist_scorer, tune_shortlist_weight
 from textkg.evaluation.scoring import standardise, weighted_sum
@@ -436,6 +437,11 @@ def evaluate_combined(
             (``placement_combined_without_cross_encoder``) and its settings under
             ``placement_selection.combined.cross_encoder``.
 
+    With ``parent_edges``, parent support (:mod:`.parent_support`: a candidate's best parent's score, weight
+    chosen on ``valid``, 0 = not used) is added to the tuned combination before the shortlist; the
+    combination without it is reported beside it (``placement_combined_without_parent_support``) and its
+    settings under ``placement_selection.combined.parent_support``.
+
     Returns:
         ``{"placement_combined": test metrics of the combination,
         "placement_selection": {"chosen": name, "criterion": ..., "valid":
@@ -480,6 +486,18 @@ def evaluate_combined(
             tried={**tried, **added_tried},
         )
     final = combined_scorer(scorers, combo.weights)
+    support: dict | None = None
+    if parent_edges is not None and len(parent_edges):
+        weight_p, support_tried = tune_parent_support(
+            final, parent_edges, valid, num_entities=num_entities, batch_size=batch_size
+        )
+        out["placement_combined_without_parent_support"] = rank_placement(
+            final, test, num_entities=num_entities, batch_size=batch_size
+        ).to_dict()
+        if weight_p > 0:
+            final = parent_support_scorer(final, parent_edges, weight_p)
+            combo = replace(combo, valid=rank_placement(final, valid, num_entities=num_entities, batch_size=batch_size))
+        support = {"weight": weight_p, "root": ROOT, "tried_valid_mrr": support_tried}
     cross: dict | None = None
     if shortlist is not None:
         weight, cross_tried = tune_shortlist_weight(
@@ -524,7 +542,11 @@ def evaluate_combined(
             "criterion": "validation placement MRR",
             "valid": {name: m.to_dict() for name, m in on_valid.items()},
             **({"valid_reported_only": not_chosen} if not_chosen else {}),
-            "combined": {**combo.to_dict(), **({"cross_encoder": cross} if cross is not None else {})},
+            "combined": {
+                **combo.to_dict(),
+                **({"parent_support": support} if support is not None else {}),
+                **({"cross_encoder": cross} if cross is not None else {}),
+            },
         },
     }
 
