@@ -255,6 +255,16 @@ def main() -> None:
             "cpu_seconds_per_1000_terms": 1000 * (time.process_time() - c0) / len(terms),
         }
     assert placer is not None
+    support = (placer.selection or {}).get("combined", {}).get("parent_support") or {}
+    if support.get("weight"):  # the default without its last stage (docs/results/placement.md, "Parent support")
+        placer.method = "combined"
+        weight, support["weight"] = support["weight"], 0.0
+        placed = placer.place(terms, top_k=args.top_k, evidence=0)
+        order = {}
+        for r in placed:
+            order.setdefault(r["term"], []).append(r["parent"])
+        rows["combined without parent support"] = summarise(ranks_of(order, gold))
+        support["weight"] = weight  # the re-ranker's row below keeps it
     if placer.selection and placer.selection["combined"]["weights"].get("rerank", 0) > 0:  # the simplest alternative
         placer.method = "combined"
         placer.selection["combined"]["weights"]["rerank"] = 0.0
