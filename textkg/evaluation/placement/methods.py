@@ -443,9 +443,11 @@ def _method_label(name: str, selection: dict) -> str:
     used = {c: w for c, w in selection["combined"]["weights"].items() if w > 0}
     parts = [_COMPONENT_LABELS[c] for c in used]
     names = " and ".join(parts) if len(parts) < 3 else ", ".join(parts[:-1]) + " and " + parts[-1]
+    support = (selection["combined"].get("parent_support") or {}).get("weight", 0)
+    lifted = f", each candidate lifted by {support:g} x its best parent's score" if support else ""
     if len(used) == 1:
-        return names
-    return f"a weighted combination of {names} (weights {', '.join(f'{w:g}' for w in used.values())})"
+        return names + lifted
+    return f"a weighted combination of {names} (weights {', '.join(f'{w:g}' for w in used.values())}){lifted}"
 
 
 # ---------------------------------------------------------------- helpers
