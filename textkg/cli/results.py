@@ -1,6 +1,6 @@
 """Reading a finished run: ``evaluate`` it again, ``predict`` links of a new entity, ``plot`` its curves.
 
-* ``textkg evaluate RUN [--k-shot KS] [--link-rerank]``
+* ``textkg evaluate RUN [--k-shot KS] [--link-rerank] [--placement]``
 * ``textkg predict RUN --description TEXT | --batch FILE [--known-links FILE]``
 * ``textkg plot DIR [DIR ...] [--out DIR]``
 """
@@ -36,6 +36,13 @@ def add_evaluate(sub) -> None:
         action="store_true",
         help="also fit the link re-ranker on validation, rank the test split with and without it, and save "
         "the choice in the run's metrics.json for predict (inductive runs with the neighbour vote)",
+    )
+    ev.add_argument(
+        "--placement",
+        action="store_true",
+        help="also run the placement report (new terms' parents) again with this version's code and save it in "
+        "the run's metrics.json for place and predict: a run trained before a placement change gets it without "
+        "retraining (inductive runs of an ontology with is_a)",
     )
 
 
@@ -112,6 +119,7 @@ def evaluate(args) -> dict:
         device=args.device or "auto",
         k_shot=k_shot,
         link_rerank=bool(getattr(args, "link_rerank", False)),
+        placement=bool(getattr(args, "placement", False)),
     )
 
 

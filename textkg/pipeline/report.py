@@ -473,6 +473,7 @@ def evaluate_run(
     device: str | torch.device = "auto",
     k_shot: tuple[int, ...] | None = None,
     link_rerank: bool = False,
+    placement: bool = False,
 ) -> dict:
     """Re-evaluate a finished run's best model on its validation and test splits.
 
@@ -481,6 +482,8 @@ def evaluate_run(
     inductive runs only); the choice it makes on validation is saved in the run
     (:func:`save_k_shot_choice`), so ``predict --known-links`` uses it. ``link_rerank``: also fit and
     choose the link re-ranker (:mod:`textkg.pipeline.link_rerank`) and save its choice for ``predict``.
+    ``placement``: also run the placement report again (:func:`_placement`, this version's code) and save its
+    ``test.placement*`` blocks in the run's ``metrics.json`` (:func:`save_placement`), which ``place`` reads.
     ``device``: where to evaluate (a name as for ``--device``, or a :class:`torch.device`);
     not the run's ``train.device``, which may name a device this machine lacks.
     """
@@ -513,4 +516,33 @@ def evaluate_run(
         saved = (open_run(run_dir).metrics() or {}).get("test") or {}
         out["test"]["link_rerank"] = block = link_rerank_of(prep, cfg, saved.get("neighbour_vote"))
         out["saved_link_rerank"] = save_link_rerank(run_dir, block) if block and "skipped" not in block else None
+    if placement:
+        report = _placement(prep, cfg, run_dir, progress=progress)
+        if report is None:
+            raise ConfigError(
+                "--placement needs a run on an inductive split of an ontology with an is_a relation", field="placement"
+            )
+        out["test"].update(report)
+        out["saved_placement"] = save_placement(run_dir, report)
     return out
+
+
+def save_placement(run_dir: Path, report: dict) -> str | None:
+    """Write the placement report's blocks (``placement``, ``placement_selection``, ...) into the run's
+    ``metrics.json`` ``test`` (atomically, strict JSON; the blocks it replaces are the earlier report's), so that
+    ``textkg place`` uses the new choice; ``None`` (nothing written) for a run without ``metrics.json`` or a
+    release bundle (its files are listed with their hashes in ``RELEASE.json``)."""
+    from textkg.pipeline.run_dir import METRICS, open_run
+
+    metrics = open_run(run_dir).metrics()
+    if metrics is None or (Path(run_dir) / "RELEASE.json").is_file():
+        return None
+    earlier = {  # the earlier report's blocks go (one it made and this one does not would be stale)
+        k: v
+        for k, v in (metrics.get("test") or {}).items()
+        if not k.startswith("placement") or k == "placement_known_links"  # that block is not the report's
+    }
+    metrics["test"] = {**earlier, **report}
+    path = Path(run_dir) / METRICS
+    ckpt.atomic_write_json(path, metrics)
+    return str(path)
