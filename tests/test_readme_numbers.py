@@ -179,6 +179,7 @@ RELEASED = "… and what does that DP cost the released model?"
 CONFIDENTIAL_HPO, CONTROL = "/summary/confidential eps=1", "/summary/public-only continued"
 PATIENTS = "/mean/{}/model + phenotype similarity/{}"
 CROSS = "cross_encoder_shortlist.json"
+SUPPORT = "parent_support_hpo.json"
 MODEL_ALONE = "/mean/{}/model/{}"
 
 CLAIMS = (
@@ -365,6 +366,27 @@ CLAIMS = (
             File(CROSS, "/rows/[steps=400]/test/names-only-combined/mrr"),
         ),
         ("cross_encoder_shortlist",),
+    ),
+    Claim(
+        r"the first suggestion for (\d+ %) of these held-out terms",
+        (File("placement_errors.json", "/first_suggestion/without parent support/an ancestor of a true parent (too "
+              "general)"),),
+        (),
+        "an investigation (benchmarks/investigations/placement_errors.py), not an experiment",
+    ),
+    Claim(
+        r"re-evaluated with `textkg evaluate RUN --placement`, went from ([\d.]+) to ([\d.]+) \(top 1 (\d+ %) → "
+        r"(\d+ %)\) and names only from ([\d.]+) to ([\d.]+)",
+        (
+            File(SUPPORT, "/placement_test/combined-without-parent-support/mrr"),
+            File(SUPPORT, "/placement_test/combined/mrr"),
+            File(SUPPORT, "/placement_test/combined-without-parent-support/hits@1"),
+            File(SUPPORT, "/placement_test/combined/hits@1"),
+            File(SUPPORT, "/placement_test/names-only-combined-without-parent-support/mrr"),
+            File(SUPPORT, "/placement_test/names-only-combined/mrr"),
+        ),
+        (),
+        "a re-evaluation of a recorded run (textkg evaluate RUN --placement; its command is in the file)",
     ),
     Claim(
         r"with AVX2 but no AVX-512 the same job took (\d+ min \d+ s), and the same settings on an ontology of ([\d,]+) "

@@ -69,7 +69,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--run-dir", type=Path, required=True)
     parser.add_argument("--terms", type=int, default=0, help="a seeded draw of this many held-out terms; 0 = all")
-    _harness.add_common_flags(parser, out="benchmarks/results/placement_errors.json", seed=0)
+    _harness.add_common_flags(parser, out="benchmarks/results/placement_errors.json", seed=0, threads=2)
     args = parser.parse_args(argv)
     _harness.set_threads(args.threads)
     from textkg.place import NewTerm, Placer
