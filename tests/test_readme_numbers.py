@@ -369,8 +369,12 @@ CLAIMS = (
     ),
     Claim(
         r"the first suggestion for (\d+ %) of these held-out terms",
-        (File("placement_errors.json", "/first_suggestion/without parent support/an ancestor of a true parent (too "
-              "general)"),),
+        (
+            File(
+                "placement_errors.json",
+                "/first_suggestion/without parent support/an ancestor of a true parent (too general)",
+            ),
+        ),
         (),
         "an investigation (benchmarks/investigations/placement_errors.py), not an experiment",
     ),
