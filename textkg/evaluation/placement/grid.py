@@ -34,7 +34,13 @@ from collections.abc import Sequence
 import torch
 
 from textkg.errors import ConfigError
-from textkg.evaluation.placement.methods import PlacementQueries, PlacementScorer, check_scores, filtered_pairs
+from textkg.evaluation.placement.methods import (
+    PlacementMetrics,
+    PlacementQueries,
+    PlacementScorer,
+    check_scores,
+    filtered_pairs,
+)
 
 #: How far below the target's score, in every used component, a candidate must be to be skipped
 #: (component scores here are standardised: a few units across a row).
@@ -187,4 +193,26 @@ def _checked(components: Sequence[PlacementScorer], weightings: Sequence[Sequenc
     return w
 
 
-__all__ = ["DEFAULT_MARGIN", "WEIGHTED_ENTRIES", "weighting_ranks"]
+def tune_second_weight(
+    first: PlacementScorer,
+    second: PlacementScorer,
+    weights: Sequence[float],
+    valid: PlacementQueries,
+    *,
+    num_entities: int,
+    batch_size: int = 256,
+) -> tuple[float, dict[str, float]]:
+    """The ``w`` of ``weights`` whose ``first + w · second`` has the best validation MRR (the smallest on a tie, so
+    0 wins a tie when listed), and every weight's MRR (``{"w=0.5": mrr, ...}``), from one pass
+    (:func:`weighting_ranks`): the tuner of the cross-encoder's and of parent support's weight."""
+    ranks = weighting_ranks(
+        [first, second], [[1.0, w] for w in weights], valid, num_entities=num_entities, batch_size=batch_size
+    )
+    nan = torch.full((valid.num_queries,), float("nan"), dtype=torch.float64)
+    mrrs = [PlacementMetrics.from_ranks(r, nan).mrr for r in ranks]
+    tried = {f"w={w:g}": mrr for w, mrr in zip(weights, mrrs, strict=True)}
+    best = max(range(len(mrrs)), key=lambda i: (mrrs[i], -weights[i]))
+    return float(weights[best]), tried
+
+
+__all__ = ["DEFAULT_MARGIN", "WEIGHTED_ENTRIES", "tune_second_weight", "weighting_ranks"]

@@ -23,8 +23,8 @@ from __future__ import annotations
 
 import torch
 
-from textkg.evaluation.placement.grid import weighting_ranks
-from textkg.evaluation.placement.methods import STANDARDISE, PlacementMetrics, PlacementQueries, PlacementScorer
+from textkg.evaluation.placement.grid import tune_second_weight
+from textkg.evaluation.placement.methods import STANDARDISE, PlacementQueries, PlacementScorer
 from textkg.evaluation.placement.text import last_call_memo
 from textkg.evaluation.scoring import standardise
 
@@ -89,14 +89,7 @@ def tune_parent_support(
     """The weight with the best validation MRR (the smallest on a tie), and every weight's MRR
     (``{"w=0.1": mrr, ...}``), from one pass over the validation terms."""
     a, p = parent_support_parts(first, parent_edges)
-    ranks = weighting_ranks(
-        [a, p], [[1.0, w] for w in WEIGHTS], valid, num_entities=num_entities, batch_size=batch_size
-    )
-    nan = torch.full((valid.num_queries,), float("nan"), dtype=torch.float64)
-    mrrs = [PlacementMetrics.from_ranks(r, nan).mrr for r in ranks]
-    tried = {f"w={w:g}": mrr for w, mrr in zip(WEIGHTS, mrrs, strict=True)}
-    best = max(range(len(mrrs)), key=lambda i: (mrrs[i], -WEIGHTS[i]))
-    return float(WEIGHTS[best]), tried
+    return tune_second_weight(a, p, WEIGHTS, valid, num_entities=num_entities, batch_size=batch_size)
 
 
 __all__ = ["ROOT", "WEIGHTS", "parent_support_parts", "parent_support_scorer", "tune_parent_support"]

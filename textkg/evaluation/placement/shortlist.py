@@ -29,10 +29,9 @@ from dataclasses import dataclass
 import torch
 
 from textkg.errors import ConfigError
-from textkg.evaluation.placement.grid import weighting_ranks
+from textkg.evaluation.placement.grid import tune_second_weight
 from textkg.evaluation.placement.methods import (
     STANDARDISE,
-    PlacementMetrics,
     PlacementQueries,
     PlacementScorer,
 )
@@ -135,14 +134,7 @@ def tune_shortlist_weight(
     """The cross-encoder's weight with the best validation MRR (the smallest on a tie), and every weight's MRR
     (``{"w=0.5": mrr, ...}``), from one pass over the validation terms."""
     a, b = shortlist_parts(first, shortlist)
-    ranks = weighting_ranks(
-        [a, b], [[1.0, w] for w in shortlist.weights], valid, num_entities=num_entities, batch_size=batch_size
-    )
-    nan = torch.full((valid.num_queries,), float("nan"), dtype=torch.float64)
-    mrrs = [PlacementMetrics.from_ranks(r, nan).mrr for r in ranks]
-    tried = {f"w={w:g}": mrr for w, mrr in zip(shortlist.weights, mrrs, strict=True)}
-    best = max(range(len(mrrs)), key=lambda i: (mrrs[i], -shortlist.weights[i]))
-    return float(shortlist.weights[best]), tried
+    return tune_second_weight(a, b, shortlist.weights, valid, num_entities=num_entities, batch_size=batch_size)
 
 
 __all__ = [
