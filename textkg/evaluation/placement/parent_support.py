@@ -12,11 +12,11 @@ candidate's standardised score, its best parent's::
     P(t, c) = max over c's parents p among the candidates of A(t, p);   ROOT for a candidate with none
 
 ``w`` is chosen on validation terms from :data:`WEIGHTS` (:func:`tune_parent_support`, every value ranked in
-one pass by :func:`.grid.weighting_ranks`; on a tie the smaller, so ``0``, the first stage exactly, wins a
+one pass by :func:`.grid.tune_second_weight`; on a tie the smaller, so ``0``, the first stage exactly, wins a
 tie). The parents are the caller's ``(child, parent)`` training statements (under privacy, the public ones),
-the same ones the vote reads. It is the message-passing idea of hierarchy-aware re-ranking in concept
-placement (Dong et al. 2024, ESWC, rank candidate *edges* (parent, child) rather than single terms), reduced
-to one max over each candidate's parents.
+the same ones the vote reads. Dong et al. (2024, ESWC, "A language model based framework for new concept
+placement in ontologies") score a candidate *edge* (parent, child) rather than a single term; this stage reads
+one cheap piece of that idea, a candidate together with its best parent.
 """
 
 from __future__ import annotations
