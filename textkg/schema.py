@@ -262,6 +262,8 @@ def _show(value: Any) -> str:
 
 
 def _join(path: str, key: str) -> str:
+    if not key.isprintable():  # a crafted key's escape sequences never reach the terminal that prints the error
+        key = repr(key)[1:-1]
     key = key if len(key) <= 60 else key[:57] + "..."
     return f"{path}.{key}" if path else key
 
@@ -296,6 +298,18 @@ def _no_constant(name: str) -> Any:
     raise ValueError(f"{name} is not JSON")
 
 
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict:
+    """An object's pairs as a dict, refusing a key given twice: the parser would keep the last silently, so a
+    crafted ``{"weight": 0.3, "weight": 0}`` would read as another value than a reader who stops at the first
+    sees."""
+    out = dict(pairs)
+    if len(out) != len(pairs):
+        seen: set[str] = set()
+        twice = next(k for k, _ in pairs if k in seen or seen.add(k))  # type: ignore[func-returns-value]
+        raise ValueError(f"the key {twice!r} is given twice in one object")
+    return out
+
+
 def load_json(
     raw: bytes | str,
     spec: Spec | None = None,
@@ -309,7 +323,7 @@ def load_json(
 
     The size is checked before parsing; a nesting deeper than Python's parser goes is refused as its
     ``RecursionError``, and any deeper than ``max_depth`` by :func:`validate` right after, before
-    anything recursive reads it; ``NaN``, ``Infinity`` and invalid UTF-8 are refused.
+    anything recursive reads it; ``NaN``, ``Infinity``, invalid UTF-8 and a key given twice in one object are refused.
 
     Raises:
         SchemaError: larger than ``max_bytes``, nested deeper than ``max_depth``, not JSON, or not
@@ -319,7 +333,7 @@ def load_json(
     if len(data) > max_bytes:
         raise SchemaError(f"larger than {max_bytes} bytes ({len(data)})", file=file, field=path or None)
     try:
-        value = json.loads(data.decode("utf-8"), parse_constant=_no_constant)
+        value = json.loads(data.decode("utf-8"), parse_constant=_no_constant, object_pairs_hook=_unique_keys)
     except UnicodeDecodeError:
         raise SchemaError("not valid UTF-8", file=file) from None
     except json.JSONDecodeError as exc:

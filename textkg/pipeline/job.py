@@ -266,7 +266,7 @@ def run(
             ckpt.atomic_write_json(out_dir / "audit_split.json", audit, private=True)  # names member statements
         if init is not None:
             ckpt.atomic_write_json(out_dir / INIT_RECORD, init)
-    stage(f"training {cfg.train.epochs} epochs", progress=progress)
+    stage(f"training {cfg.train.epochs} epoch{'' if cfg.train.epochs == 1 else 's'}", progress=progress)
     state = trainer.fit(progress=progress)
     if isinstance(private, CentroidRelease) and not (
         released and private.applied == file_sha256(out_dir / ckpt.BEST_MODEL)  # resumed after the release
@@ -451,7 +451,7 @@ def _recorded_init(out_dir: Path) -> dict | None:
     from textkg.pipeline.run_dir import read_run_json
 
     path = out_dir / INIT_RECORD
-    return read_run_json(path) if path.is_file() else None
+    return read_run_json(path) if path.is_file() or path.is_symlink() else None
 
 
 def _privacy_block(prep: Prepared, cfg: RunConfig, private) -> dict | None:

@@ -75,11 +75,11 @@ def save_k_shot_choice(run_dir: Path, report: dict, ks: tuple[int, ...]) -> str 
     Returns the file written, or ``None`` when there was no choice to save (no ``k >= 1`` was asked, the
     run has no ``metrics.json``: it has not finished) or the folder is a release bundle (its files are
     listed with their hashes in ``RELEASE.json``, so it is never changed)."""
-    from textkg.pipeline.run_dir import METRICS, open_run
+    from textkg.pipeline.run_dir import METRICS, is_bundle, open_run
 
     selection = report.get("k_shot_selection") or {}
     metrics = open_run(run_dir).metrics()
-    if metrics is None or not selection.get("valid_mrr") or (Path(run_dir) / "RELEASE.json").is_file():
+    if metrics is None or not selection.get("valid_mrr") or is_bundle(run_dir):
         return None
     selection = {**selection, "made_by": f"textkg evaluate --k-shot {','.join(map(str, ks))}"}
     metrics["test"] = {**(metrics.get("test") or {}), "k_shot": report["k_shot"], "k_shot_selection": selection}

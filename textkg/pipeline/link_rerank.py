@@ -188,11 +188,11 @@ def save_link_rerank(run_dir: Path, block: dict) -> str | None:
     """Write ``block`` as ``test.link_rerank`` into the run's ``metrics.json`` (atomically, strict JSON), so that
     ``textkg predict`` uses the choice; ``None`` (nothing written) for a run without ``metrics.json`` or a
     release bundle (its files are listed with their hashes in ``RELEASE.json``)."""
-    from textkg.pipeline.run_dir import METRICS, open_run
+    from textkg.pipeline.run_dir import METRICS, is_bundle, open_run
     from textkg.training import checkpoint as ckpt
 
     metrics = open_run(run_dir).metrics()
-    if metrics is None or (Path(run_dir) / "RELEASE.json").is_file():
+    if metrics is None or is_bundle(run_dir):
         return None
     metrics["test"] = {**(metrics.get("test") or {}), "link_rerank": block}
     path = Path(run_dir) / METRICS

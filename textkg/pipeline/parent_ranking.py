@@ -190,10 +190,12 @@ class ParentRanker:
             )
         if not selection:
             return f"{self.method}: the trained model (this run tuned no combination)"
-        valid = selection["valid"].get(self.method, {})
+        mrr = (selection["valid"].get(self.method) or {}).get("mrr")  # schema-checked: a number in [0, 1] or null
+        support = (selection["combined"].get("parent_support") or {}).get("weight") if self.method == "combined" else 0
+        lifted = f"; each candidate lifted by {support:g} x its best parent's score" if support else ""
         return (
             f"{self.method}: the best of {', '.join(selection['valid'])} on this run's validation terms "
-            f"(placement MRR {valid.get('mrr', float('nan')):.3f})"
+            f"(placement MRR {'not recorded' if mrr is None else format(mrr, '.3f')}){lifted}"
         )
 
     def _description_features(self, texts: list[str]) -> tuple[torch.Tensor, torch.Tensor]:
@@ -260,7 +262,11 @@ class ParentRanker:
                     field="test.placement_rerank",
                 )
             components["rerank"] = self._rerank(features, *words)
-        scorer = combined_scorer(components, weights)
+        try:
+            scorer = combined_scorer(components, weights)
+        except ConfigError as exc:  # weights the schema allows but no scorer takes (a vote weight without its vote)
+            block = "test.placement_names_only.placement_selection" if names_only else "test.placement_selection"
+            raise ConfigError(exc.message, file=self.run_dir / "metrics.json", field=f"{block}.combined.weights") from None
         support = combo.get("parent_support") or {}
         if support.get("weight"):  # validation chose parent support (checked with metrics.json's schema)
             from textkg.evaluation.placement.parent_support import parent_support_scorer

@@ -245,12 +245,17 @@ def placement_cross_encoder(
     )
     folder = Path(summary["out"])
     if run_dir is not None:
-        target = Path(run_dir) / CROSS_ENCODER_DIR
-        tmp = target.with_name(target.name + ".tmp")
-        shutil.rmtree(tmp, ignore_errors=True)
+        # a received run may hold links here: never copy into, nor delete through, one (checked before writing)
+        target = ckpt.folder_in_run(run_dir, CROSS_ENCODER_DIR)
+        tmp = ckpt.folder_in_run(run_dir, CROSS_ENCODER_DIR + ".tmp")
+        old = ckpt.folder_in_run(run_dir, CROSS_ENCODER_DIR + ".old")
+        for leftover in (tmp, old):
+            shutil.rmtree(leftover, ignore_errors=True)
         shutil.copytree(folder, tmp)
-        shutil.rmtree(target, ignore_errors=True)
+        if target.exists():  # set aside, then swapped in: an interruption leaves the old folder or the new one
+            target.rename(old)
         tmp.rename(target)
+        shutil.rmtree(old, ignore_errors=True)
         folder = target
     scorer = load_cross_encoder(folder)
     kept = ("steps", "planned_steps", "stopped", "loss_first_25", "loss_last_25", "train_seconds", "cached")
@@ -489,12 +494,14 @@ def evaluate_run(
     """
     if not isinstance(device, torch.device):
         device = resolve_device(device, field="device")
-    from textkg.pipeline.run_dir import open_run
+    from textkg.pipeline.run_dir import METRICS, is_bundle, open_run
 
     run_dir = Path(run_dir)
     cfg = open_run(run_dir).config
     if exclude_query is not None:  # an evaluation protocol choice, not a training one
         cfg = dataclasses.replace(cfg, train=dataclasses.replace(cfg.train, exclude_query=exclude_query))
+    if k_shot is not None or link_rerank or placement:  # each writes its choice back into metrics.json
+        ckpt.folder_in_run(run_dir, files=[METRICS])  # a link there is refused before the work, not after it
     prep = prepare(cfg, run_dir, device=device)
     state = ckpt.load_weights(run_dir)
     prep.model.load_state_dict(state)
@@ -504,26 +511,36 @@ def evaluate_run(
         "valid": _flat(evaluate_split(prep, cfg, "valid", progress=progress)) if len(prep.split.valid) else None,
         "test": evaluate_split(prep, cfg, "test", progress=progress).to_dict(),
     }
+    if placement:
+        from textkg.evaluation.placement.methods import placement_queries
+
+        if placement_queries(prep.kg, prep.split) is None:  # before anything is computed or saved
+            raise ConfigError(
+                "--placement needs a run on an inductive split of an ontology with an is_a relation", field="placement"
+            )
+    # every report first, then every save: an error (or Ctrl-C) in a report leaves metrics.json as it was
+    saves: list = []
     if k_shot is not None:
-        report = k_shot_report(prep, cfg, k_shot)
-        if report is None:
+        k_report = k_shot_report(prep, cfg, k_shot)
+        if k_report is None:
             raise ConfigError("--k-shot needs a run on an inductive split (new entities)", field="k_shot")
-        out["test"].update(report)
-        out["saved_k_shot_choice"] = save_k_shot_choice(run_dir, report, k_shot)
+        out["test"].update(k_report)
+        saves.append(("saved_k_shot_choice", lambda: save_k_shot_choice(run_dir, k_report, k_shot)))
     if link_rerank:
         from textkg.pipeline.link_rerank import save_link_rerank
 
         saved = (open_run(run_dir).metrics() or {}).get("test") or {}
         out["test"]["link_rerank"] = block = link_rerank_of(prep, cfg, saved.get("neighbour_vote"))
-        out["saved_link_rerank"] = save_link_rerank(run_dir, block) if block and "skipped" not in block else None
+        keep = bool(block) and "skipped" not in block
+        saves.append(("saved_link_rerank", lambda: save_link_rerank(run_dir, block) if keep else None))
     if placement:
-        report = _placement(prep, cfg, run_dir, progress=progress)
-        if report is None:
-            raise ConfigError(
-                "--placement needs a run on an inductive split of an ontology with an is_a relation", field="placement"
-            )
+        # a release bundle's files are listed with their hashes in RELEASE.json: its cross_encoder/ is not replaced
+        report = _placement(prep, cfg, None if is_bundle(run_dir) else run_dir, progress=progress)
+        assert report is not None  # placement_queries was checked above
         out["test"].update(report)
-        out["saved_placement"] = save_placement(run_dir, report)
+        saves.append(("saved_placement", lambda: save_placement(run_dir, report)))
+    for key, save in saves:
+        out[key] = save()
     return out
 
 
@@ -534,8 +551,10 @@ def save_placement(run_dir: Path, report: dict) -> str | None:
     release bundle (its files are listed with their hashes in ``RELEASE.json``)."""
     from textkg.pipeline.run_dir import METRICS, open_run
 
+    from textkg.pipeline.run_dir import is_bundle
+
     metrics = open_run(run_dir).metrics()
-    if metrics is None or (Path(run_dir) / "RELEASE.json").is_file():
+    if metrics is None or is_bundle(run_dir):
         return None
     earlier = {  # the earlier report's blocks go (one it made and this one does not would be stale)
         k: v

@@ -32,13 +32,24 @@ METRICS = "metrics.json"
 BUNDLE_MANIFEST = "RELEASE.json"
 
 
+#: the largest JSON file of a run read (the bound :func:`textkg.schema.load_json` applies after reading)
+RUN_JSON_MAX_BYTES = 64 * 1024 * 1024
+
+
 def read_run_json(path: Path) -> dict:
     """A JSON object file of a run (``config.json``, ``metrics.json``, ``federated.json``, ...).
 
     Raises:
         ConfigError: not a regular file within the data-file size limit, not UTF-8 JSON (``NaN`` is
-            not JSON), nested deeper than :data:`textkg.schema.MAX_DEPTH`, or not an object (naming the file).
+            not JSON), nested deeper than :data:`textkg.schema.MAX_DEPTH`, not an object, or a symbolic link
+            (naming the file).
     """
+    if Path(path).is_symlink():  # a received run's link to a file outside it (a credentials file): never read, so
+        # never copied into the run by a command that writes the file back (evaluate --placement); textkg writes none
+        raise ConfigError("a symbolic link is refused: a run's files are regular files inside it", file=path)
+    size = Path(path).stat().st_size if Path(path).is_file() else 0
+    if size > RUN_JSON_MAX_BYTES:  # refused before it is read (textkg writes a metrics.json of tens of kilobytes)
+        raise ConfigError(f"{size:,} bytes, over the {RUN_JSON_MAX_BYTES:,} a run's JSON file may hold", file=path)
     raw = read_bytes(path, line_limit=False)  # a regular file within the data-file size limit
     return load_json(raw, Obj(extra=AnyJSON(max_str=len(raw), max_len=len(raw)), max_keys=len(raw)), file=path)
 
@@ -77,8 +88,9 @@ def run_choices_schema() -> Spec:
             # a candidate's best parent's score added (textkg.evaluation.placement.parent_support)
             "parent_support": Obj(
                 {
-                    "weight": Num(low=0, high=100),
-                    "root": Num(low=-100, high=100),
+                    # training writes at most 0.3 and -2 (parent_support.WEIGHTS, ROOT): a crafted 100 is refused
+                    "weight": Num(low=0, high=10),
+                    "root": Num(low=-10, high=10),
                     "tried_valid_mrr": Obj(extra=Num(low=0, high=1, nullable=True), max_keys=1000),
                 },
                 required=("weight", "root"),
@@ -99,15 +111,17 @@ def run_choices_schema() -> Spec:
         },
         required=("weights",),
     )
+    # each method's validation metrics: the printed reading quotes the chosen one's MRR
+    valid = Obj(extra=Obj({"mrr": Num(low=0, high=1, nullable=True)}, extra=_REPORT, required=("mrr",)), max_keys=100)
     selection = Obj(
         {
             "chosen": Str(choices=SELECTABLE_METHODS),
             "criterion": Str(),
-            "valid": _REPORT,
+            "valid": valid,
             "valid_reported_only": _REPORT,
             "combined": combined,
         },
-        required=("chosen", "combined"),
+        required=("chosen", "valid", "combined"),
         nullable=True,
     )
     link_methods = (NO_LINKS.key, *(LinkMethod(m, p).key for m, ps in PRIOR_WEIGHTS.items() for p in ps))
@@ -183,7 +197,7 @@ class RunDir:
     def read(self, name: str) -> dict | None:
         """The run's JSON file ``name`` (:func:`read_run_json`), or ``None`` when it has none."""
         path = self.path / name
-        return read_run_json(path) if path.is_file() else None
+        return read_run_json(path) if path.is_file() or path.is_symlink() else None
 
     def weights(self) -> dict:
         """The selected model's state dict, read without running code (:func:`ckpt.load_weights`)."""
@@ -229,7 +243,7 @@ def open_record(run_dir: str | Path, name: str = CONFIG, *, what: str = "a textk
         ConfigError: no such file, bad JSON, or another (or no) major version, naming the file.
     """
     path = Path(run_dir) / name
-    if not path.is_file():
+    if not path.is_file() and not path.is_symlink():
         raise ConfigError(f"not {what} (no {name})", file=run_dir)
     stored = read_run_json(path)
     check_run_version(stored, path)

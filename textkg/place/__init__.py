@@ -314,6 +314,7 @@ def place_command(
     if "obo_fragment" in paths:
         remark = f"textkg place suggestions from {run_dir} ({placer.method}); review before merging"
         texts[paths["obo_fragment"]] = render_obo(rows, new, remark=remark)
+    reading = placer.method_reading()  # before anything is written: it reads the run's choices
     write_all(texts)
     # placeable: a term whose file lists a parent in the training graph (a new parent cannot be suggested)
     placeable = {t.id for t in new if any(p in known for p in t.listed_parents)}
@@ -322,7 +323,7 @@ def place_command(
         "out": str(out),
         **{k: str(v) for k, v in paths.items() if k != "out"},
         "method": placer.method,
-        "method_reading": placer.method_reading(),
+        "method_reading": reading,
         "terms_read": len(terms),
         "terms_placed": len(new),
         "terms_in_training_graph": len(terms) - len(new),

@@ -115,6 +115,7 @@ class DataConfig:
         _check_choice("split", self.split, list_splits(), prefix="data")
         _check_choice("vocabulary", self.vocabulary, VOCABULARY_CHOICES, prefix="data")
         _check_choice("valid_holdout", self.valid_holdout, ("auto", *VALID_HOLDOUTS), prefix="data")
+        check_seed(self.split_seed, "data.split_seed")
 
 
 @dataclass(frozen=True)
@@ -263,6 +264,7 @@ class TrainConfig:
 
     def __post_init__(self) -> None:
         check_device_name(self.device, field="train.device")
+        check_seed(self.seed, "train.seed")
         _check_choice("loss", self.loss, list_losses(), prefix="train")
         _check_choice("neighbour_vote", self.neighbour_vote, ("auto", "on", "off"), prefix="train")
         _check_choice("placement_extras", self.placement_extras, ("on", "off"), prefix="train")
@@ -792,6 +794,17 @@ class RunConfig:
             if exc.file is None and source != "config":
                 exc.file = str(source)
             raise
+
+
+#: the largest seed: torch's generators take 64 bits, numpy's no negative one
+MAX_SEED = 2**63 - 1
+
+
+def check_seed(value: Any, field: str) -> None:
+    """Refuse a seed that is not a whole number in ``[0, MAX_SEED]`` (a crafted ``10**30`` made
+    ``torch.manual_seed`` raise an overflow in every command that opened the run)."""
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_SEED:
+        raise ConfigError(f"must be a whole number from 0 to 2**63 - 1, got {value!r}", field=field)
 
 
 def _check_choice(name: str, value: str, choices: tuple[str, ...], prefix: str = "") -> None:
