@@ -25,9 +25,9 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "cli"))
-from test_place import _toy_ontology, toy_run  # noqa: E402,F401  (the module fixture)
+from test_place import _toy_ontology, toy_run  # noqa: F401  (the module fixture)
 
-from textkg.cli.main import main  # noqa: E402
+from textkg.cli.main import main
 
 
 def _copy(run: Path, tmp_path: Path, name: str = "run") -> Path:
@@ -85,7 +85,17 @@ def test_a_failing_placement_leaves_metrics_json_as_it_was(tmp_path, capsys):
     for f in data.iterdir():  # no is_a: the run has no placement task
         f.write_text(f.read_text().replace("\tis_a\t", "\tmember_of\t"))
     run = tmp_path / "run"
-    argv = ["train", "--dataset", str(data), "--split", "inductive", "--model", "fused-transe", "--encoder", "glove-bow"]
+    argv = [
+        "train",
+        "--dataset",
+        str(data),
+        "--split",
+        "inductive",
+        "--model",
+        "fused-transe",
+        "--encoder",
+        "glove-bow",
+    ]
     argv += ["--dim", "16", "--epochs", "2", "--batch-size", "8", "--seed", "0", "--no-progress", "--out", str(run)]
     assert main(argv) == 0
     before = (run / "metrics.json").read_bytes()

@@ -266,7 +266,9 @@ class ParentRanker:
             scorer = combined_scorer(components, weights)
         except ConfigError as exc:  # weights the schema allows but no scorer takes (a vote weight without its vote)
             block = "test.placement_names_only.placement_selection" if names_only else "test.placement_selection"
-            raise ConfigError(exc.message, file=self.run_dir / "metrics.json", field=f"{block}.combined.weights") from None
+            raise ConfigError(
+                exc.message, file=self.run_dir / "metrics.json", field=f"{block}.combined.weights"
+            ) from None
         support = combo.get("parent_support") or {}
         if support.get("weight"):  # validation chose parent support (checked with metrics.json's schema)
             from textkg.evaluation.placement.parent_support import parent_support_scorer

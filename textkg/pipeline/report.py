@@ -531,8 +531,11 @@ def evaluate_run(
 
         saved = (open_run(run_dir).metrics() or {}).get("test") or {}
         out["test"]["link_rerank"] = block = link_rerank_of(prep, cfg, saved.get("neighbour_vote"))
-        keep = bool(block) and "skipped" not in block
-        saves.append(("saved_link_rerank", lambda: save_link_rerank(run_dir, block) if keep else None))
+        if block and "skipped" not in block:
+            chosen: dict = block
+            saves.append(("saved_link_rerank", lambda: save_link_rerank(run_dir, chosen)))
+        else:
+            out["saved_link_rerank"] = None
     if placement:
         # a release bundle's files are listed with their hashes in RELEASE.json: its cross_encoder/ is not replaced
         report = _placement(prep, cfg, None if is_bundle(run_dir) else run_dir, progress=progress)
@@ -549,9 +552,7 @@ def save_placement(run_dir: Path, report: dict) -> str | None:
     ``metrics.json`` ``test`` (atomically, strict JSON; the blocks it replaces are the earlier report's), so that
     ``textkg place`` uses the new choice; ``None`` (nothing written) for a run without ``metrics.json`` or a
     release bundle (its files are listed with their hashes in ``RELEASE.json``)."""
-    from textkg.pipeline.run_dir import METRICS, open_run
-
-    from textkg.pipeline.run_dir import is_bundle
+    from textkg.pipeline.run_dir import METRICS, is_bundle, open_run
 
     metrics = open_run(run_dir).metrics()
     if metrics is None or is_bundle(run_dir):
