@@ -179,7 +179,9 @@ RELEASED = "… and what does that DP cost the released model?"
 CONFIDENTIAL_HPO, CONTROL = "/summary/confidential eps=1", "/summary/public-only continued"
 PATIENTS = "/mean/{}/model + phenotype similarity/{}"
 CROSS = "cross_encoder_shortlist.json"
-SUPPORT = "parent_support_hpo.json"
+MONDO_SUPPORT = "MONDO:v2025-02-04->v2026-05-05 [parent support, 2026-12-07]"
+SUPPORT_TIMED = "parent support (issue 54), adapted encoder as 2026-12-06, empty caches, 2026-12-07"
+TIMED_2026_12_06 = "adapted encoder, 2.4e-4, 3 layers frozen, 150 steps, empty caches, 2026-12-06"
 MODEL_ALONE = "/mean/{}/model/{}"
 
 CLAIMS = (
@@ -194,7 +196,7 @@ CLAIMS = (
             TIME_TEST,
             TIME_TEST,
             TIME_TEST,
-            (File("main_command_hpo.json", "/peak_rss_gib"), TIME_TEST),
+            (File("main_command.json", f"/rows/[label={TIMED_2026_12_06}]/peak_rss_gib"), TIME_TEST),
         ),
         ("main_command",),
     ),
@@ -224,7 +226,7 @@ CLAIMS = (
     ),
     Claim(
         r"validation weighted them model ([\d.]+), description ([\d.]+), vote ([\d.]+), re-ranker ([\d.]+) "
-        r"\(validation MRR ([\d.]+)\)",
+        r"\(validation MRR ([\d.]+) with parent support\)",
         (
             File("main_command_hpo.json", "/placement_valid/combined/weights/model"),
             File("main_command_hpo.json", "/placement_valid/combined/weights/description"),
@@ -241,8 +243,8 @@ CLAIMS = (
             RANGES_TEST,
             RANGES_TEST,
             RANGES_TEST,
-            File("main_command_hpo.json", "/seeds/combined_hits@10/2"),
             File("main_command_hpo.json", "/seeds/combined_hits@10/0"),
+            File("main_command_hpo.json", "/seeds/combined_hits@10/1"),
             *(RANGES_TEST,) * 3,
             *(File("main_command_hpo.json", f"/seeds/model_mrr/{seed}") for seed in "012"),
         ),
@@ -379,18 +381,38 @@ CLAIMS = (
         "an investigation (benchmarks/investigations/placement_errors.py), not an experiment",
     ),
     Claim(
-        r"re-evaluated with `textkg evaluate RUN --placement`, went from ([\d.]+) to ([\d.]+) \(top 1 (\d+ %) → "
-        r"(\d+ %)\) and names only from ([\d.]+) to ([\d.]+)",
+        r"with the share validation chooses \(0 leaves it out; ([\d.]+) on this run\)",
+        (File("main_command_hpo.json", "/placement_valid/combined/parent_support_weight"),),
+        ("main_command",),
+    ),
+    Claim(
+        r"Without parent support the same three runs gave ([\d.]+) / ([\d.]+) / ([\d.]+) and names only ([\d.]+) / "
+        r"([\d.]+) / ([\d.]+)",
         (
-            File(SUPPORT, "/placement_test/combined-without-parent-support/mrr"),
-            File(SUPPORT, "/placement_test/combined/mrr"),
-            File(SUPPORT, "/placement_test/combined-without-parent-support/hits@1"),
-            File(SUPPORT, "/placement_test/combined/hits@1"),
-            File(SUPPORT, "/placement_test/names-only-combined-without-parent-support/mrr"),
-            File(SUPPORT, "/placement_test/names-only-combined/mrr"),
+            *(File("main_command_hpo.json", f"/seeds/combined_without_parent_support_mrr/{seed}") for seed in "012"),
+            *(
+                File("main_command_hpo.json", f"/seeds/names_only_combined_without_parent_support_mrr/{seed}")
+                for seed in "012"
+            ),
         ),
-        (),
-        "a re-evaluation of a recorded run (textkg evaluate RUN --placement; its command is in the file)",
+        ("main_command",),
+    ),
+    Claim(
+        r"parent support lifted MONDO's placement \(([\d.]+) → ([\d.]+)\)",
+        (
+            File("real_additions.json", f"/runs/{MONDO_SUPPORT}/methods/combined without parent support/mrr"),
+            File("real_additions.json", f"/runs/{MONDO_SUPPORT}/methods/combined/mrr"),
+        ),
+        ("real_additions_parent_support",),
+    ),
+    Claim(
+        r"With parent support \(2026-12-07's code\) the job took (\d+ min \d+ s) there \(empty caches; short test runs "
+        r"beside it for a minute or two\) and ([\d.]+) GiB",
+        (
+            File("main_command.json", f"/rows/[label={SUPPORT_TIMED}]/wall_s"),
+            File("main_command.json", f"/rows/[label={SUPPORT_TIMED}]/peak_rss_gib"),
+        ),
+        ("main_command",),
     ),
     Claim(
         r"with AVX2 but no AVX-512 the same job took (\d+ min \d+ s), and the same settings on an ontology of ([\d,]+) "
