@@ -202,13 +202,22 @@ def test_an_oversized_run_json_is_refused_before_it_is_read(toy_run, tmp_path, c
     assert code == 2 and "metrics.json" in err and "a run's JSON file may hold" in err and not out.exists()
 
 
-@pytest.mark.parametrize("where, seed", [("train", 10**30), ("train", 2**64), ("train", -1), ("data", 2**64)])
-def test_a_crafted_seed_exits_2(toy_run, tmp_path, capsys, where, seed):  # noqa: F811
+@pytest.mark.parametrize(
+    "where, key, value",
+    [
+        ("train", "seed", 10**30),
+        ("train", "seed", 2**64),
+        ("train", "seed", -1),
+        ("data", "split_seed", 2**64),
+        ("train", "valid_max_triples", -1),  # was accepted silently
+        ("train", "eval_batch_size", 0),  # was refused as field 'batch_size', no file, deep in the evaluation
+    ],
+)
+def test_a_crafted_seed_or_count_exits_2(toy_run, tmp_path, capsys, where, key, value):  # noqa: F811
     run = _copy(toy_run, tmp_path)
-    key = "seed" if where == "train" else "split_seed"
-    _edit(run / "config.json", lambda c: c[where].__setitem__(key, seed))
+    _edit(run / "config.json", lambda c: c[where].__setitem__(key, value))
     code, err, out = _place(run, tmp_path, capsys)
-    assert code == 2 and f"{where}.{key}" in err and not out.exists()
+    assert code == 2 and f"{where}.{key}" in err and "config.json" in err and not out.exists(), err
 
 
 def test_evaluate_placement_never_writes_through_a_cross_encoder_link(toy_run, tmp_path, capsys):  # noqa: F811

@@ -46,7 +46,13 @@ DEFAULT_MAX_STATEMENTS_PER_UNIT = 16
 MAX_STATEMENTS_PER_UNIT = 4096
 #: upper bounds on counts a config may ask for: beyond them a run would overflow or exhaust memory
 #: before doing anything useful, so it is refused up front (issue 36, item 11)
-MAX_COUNTS = {"epochs": 10**6, "batch_size": 10**8, "num_negatives": 10**6, "eval_every": 10**6}
+MAX_COUNTS = {
+    "epochs": 10**6,
+    "batch_size": 10**8,
+    "num_negatives": 10**6,
+    "eval_every": 10**6,
+    "eval_batch_size": 10**6,
+}
 #: the most private steps in one epoch (N̄/B, or 1/q): the epoch's step plan is a list of this length
 MAX_PRIVATE_STEPS_PER_EPOCH = 10**7
 
@@ -310,8 +316,10 @@ class TrainConfig:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= high:
                 raise ConfigError(f"must be an integer in [1, {high:,}], got {value!r}", field=f"train.{name}")
-        if isinstance(self.min_steps, bool) or not isinstance(self.min_steps, int) or not 0 <= self.min_steps <= 10**6:
-            raise ConfigError(f"must be an integer in [0, 1,000,000], got {self.min_steps!r}", field="train.min_steps")
+        for name, high in (("min_steps", 10**6), ("valid_max_triples", 10**9)):  # 0: none / all of them
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= high:
+                raise ConfigError(f"must be an integer in [0, {high:,}], got {value!r}", field=f"train.{name}")
         check_number(self.lr, "train.lr")
         check_number(self.temperature, "train.temperature")
         check_number(self.margin, "train.margin", closed=True)
