@@ -41,7 +41,16 @@ class TextKGError(Exception):
         if self.field is not None:
             where.append(f"field '{self.field}'")
         prefix = ", ".join(where)
-        return f"{prefix}: {self.message}" if prefix else self.message
+        return _printable(f"{prefix}: {self.message}" if prefix else self.message)
+
+
+def _printable(text: str) -> str:
+    """``text`` with every character a terminal would act on (escape sequences, a direction override, a line
+    separator) written as its escape: a message quotes names from files that may be crafted (a run's config key
+    ``"\x1b]0;...\x07"`` would retitle the user's terminal). Line breaks and tabs stay."""
+    if text.isprintable():
+        return text
+    return "".join(ch if ch.isprintable() or ch in "\n\t" else ascii(ch)[1:-1] for ch in text)
 
 
 class DataError(TextKGError):

@@ -66,7 +66,7 @@ class Predictor:
             kg, split = self.prepared.kg, self.prepared.split
             opened.check_vocabulary(list(kg.entities), list(kg.relations), split.train_entities.tolist())
         self.model = self.prepared.model
-        self.model.load_state_dict(ckpt.load_weights(self.run_dir))
+        ckpt.load_run_weights(self.model, self.run_dir)
         self.model.eval()
         self.kg = self.prepared.kg
         self._tokenizer = None  # loaded on first use (fine-tuned runs only)

@@ -230,7 +230,7 @@ def test_evaluate_placement_never_writes_through_a_cross_encoder_link(toy_run, t
     assert main(["evaluate", str(run), "--placement", "--device", "cpu"]) == 2
     err = capsys.readouterr().err
     assert "symbolic link" in err and "cross_encoder" in err and "Traceback" not in err
-    assert list(outside.iterdir()) == [] and not (run / "cross_encoder.tmp").exists()
+    assert list(outside.iterdir()) == [] and not [p for p in run.iterdir() if p.name.startswith(".cross_encoder")]
     assert (run / "metrics.json").read_bytes() == before
 
 
@@ -276,3 +276,69 @@ def test_a_names_only_vote_weight_without_its_vote_names_the_file_and_field(toy_
     err = capsys.readouterr().err
     assert "metrics.json" in err and "test.placement_names_only.placement_selection.combined.weights" in err, err
     assert not out.exists() and "Traceback" not in err
+
+
+# ---- a second pass over the fixes (the adversary again, 2026-12-07): the config's own values ----------------------
+
+ESCAPES = "x\x1b]0;PWNED\x07\x1b[2J\u202eevil\u2028y"
+
+
+def _evaluate(run: Path, capsys) -> tuple[int, str]:
+    code = main(["evaluate", str(run), "--device", "cpu"])
+    err = capsys.readouterr().err
+    assert "Traceback" not in err
+    return code, err
+
+
+@pytest.mark.parametrize("where", ["train", "data", "privacy", "model", "encoder_kwargs", "value"])
+def test_terminal_escapes_in_a_crafted_config_never_reach_the_terminal(toy_run, tmp_path, capsys, where):  # noqa: F811
+    """An unknown key (or a path value) with escape sequences was printed raw in the error: a crafted run could
+    retitle or clear the user's terminal, or reverse its text (U+202E)."""
+    run = _copy(toy_run, tmp_path)
+
+    def edit(config):
+        if where == "value":
+            config["data"]["inductive_dir"] = ESCAPES
+        elif where == "encoder_kwargs":
+            config["model"]["encoder_kwargs"][ESCAPES] = 1
+        else:
+            config[where][ESCAPES] = 1
+
+    _edit(run / "config.json", edit)
+    code, err = _evaluate(run, capsys)
+    assert code == 2 and "\x1b" not in err and "\u202e" not in err and "\u2028" not in err, ascii(err)
+    assert "\\x1b" in err
+
+
+@pytest.mark.parametrize(
+    "model",
+    [
+        {"fusion_kwargs": {"init": 10**30}},
+        {"fusion_kwargs": {"init": [10**400, 0]}},
+        {"fusion_kwargs": {"init": []}},
+        {"fusion_kwargs": {"init": "ab"}},
+        {"encoder": "char-ngrams", "encoder_kwargs": {"dim": 10**30}},
+        {"encoder": "char-ngrams", "encoder_kwargs": {"dim": 10**12}},
+        {"text_module": "lstm-ae", "text_module_kwargs": {"code_dim": 10**30}},
+        {"text_module": "lstm-ae", "text_module_kwargs": {"epochs": 10**12}},  # pre-trained on opening: ran for ever
+        {"text_module": "lstm-ae", "text_module_kwargs": {"num_layers": 10**30}},
+        {"encoder": "char-ngrams", "encoder_kwargs": {"ns": [3]}},  # weights that do not fit the model it builds
+    ],
+    ids=[
+        "init_int",
+        "init_huge",
+        "init_empty",
+        "init_str",
+        "ngrams_overflow",
+        "ngrams_148TB",
+        "ae_code_dim",
+        "ae_epochs",
+        "ae_layers",
+        "weights_misfit",
+    ],
+)
+def test_a_crafted_model_config_exits_2_promptly(toy_run, tmp_path, capsys, model):  # noqa: F811
+    run = _copy(toy_run, tmp_path)
+    _edit(run / "config.json", lambda c: c["model"].update(model))
+    code, err = _evaluate(run, capsys)
+    assert code == 2 and any(where in err for where in ("config.json", "model.", "encoder_kwargs", "best_model")), err

@@ -69,8 +69,10 @@ class CharNgramEncoder(TextEncoder):
         separators: Sequence[str] = DEFAULT_SEPARATORS,
         device: str | torch.device = "cpu",
     ) -> None:
-        if not isinstance(dim, int) or isinstance(dim, bool) or dim < 2:
-            raise ConfigError(f"char-ngrams dim must be an integer ≥ 2, got {dim!r}", field="encoder_kwargs.dim")
+        if not isinstance(dim, int) or isinstance(dim, bool) or not 2 <= dim <= 1 << 20:  # a crafted run: bounded
+            raise ConfigError(
+                f"char-ngrams dim must be an integer in [2, 1,048,576], got {dim!r}", field="encoder_kwargs.dim"
+            )
         if (
             isinstance(ns, (str, bytes))
             or not list(ns)

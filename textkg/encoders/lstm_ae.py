@@ -151,9 +151,17 @@ def pretrain_autoencoder(
             field="tokens",
         )
     _lengths(mask)
-    for field, value in (("code_dim", code_dim), ("epochs", epochs), ("batch_size", batch_size)):
-        if not isinstance(value, int) or value < 1:
-            raise ConfigError(f"{field} must be a positive integer, got {value!r}", field=field)
+    # bounded: a crafted run's config pre-trains here when it is opened (10**12 epochs ran until killed)
+    limits = {"code_dim": 65_536, "epochs": 10_000, "batch_size": 10**6, "num_layers": 16}
+    given = {"code_dim": code_dim, "epochs": epochs, "batch_size": batch_size, "num_layers": num_layers}
+    for field, value in given.items():
+        if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= limits[field]:
+            raise ConfigError(
+                f"{field} must be an integer in [1, {limits[field]:,}], got {value!r}",
+                field=f"model.text_module_kwargs.{field}",
+            )
+    if isinstance(lr, bool) or not isinstance(lr, (int, float)) or not 0 < lr <= 10:
+        raise ConfigError(f"lr must be a number in (0, 10], got {lr!r}", field="model.text_module_kwargs.lr")
     with torch.random.fork_rng():
         torch.manual_seed(seed)
         module = LSTMAutoencoder(tokens.shape[-1], code_dim, num_layers=num_layers)

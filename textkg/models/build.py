@@ -68,8 +68,13 @@ def build_model(
         raise ConfigError(f"num_entities must be a positive integer, got {num_entities!r}", field="num_entities")
     interaction = get_interaction(config.interaction, **config.interaction_kwargs)
     fusion_kwargs = dict(config.fusion_kwargs)
-    if "init" in fusion_kwargs:
-        fusion_kwargs["init"] = tuple(fusion_kwargs["init"])
+    if "init" in fusion_kwargs:  # two finite starting weights (a run's config may be crafted)
+        init = fusion_kwargs["init"]
+        ok = isinstance(init, (list, tuple)) and len(init) == 2
+        ok = ok and all(not isinstance(v, bool) and isinstance(v, (int, float)) and abs(v) <= 1e6 for v in init)
+        if not ok:
+            raise ConfigError(f"must be two numbers in [-1e6, 1e6], got {init!r}", field="model.fusion_kwargs.init")
+        fusion_kwargs["init"] = tuple(float(v) for v in init)
     fusion = get_fusion(config.fusion, dim=config.dim, **fusion_kwargs)
     inputs = _text_inputs(
         text_features=text_features,

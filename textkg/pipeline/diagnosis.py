@@ -240,7 +240,9 @@ def _unit_file(given, configured, folder: Path) -> Path:
 
 def _model_scores(prep, run, view: CohortView) -> torch.Tensor:
     """The run's model, its best weights loaded, scoring the held-out patients."""
-    prep.model.load_state_dict(run.weights())
+    from textkg.training import checkpoint as ckpt
+
+    ckpt.load_run_weights(prep.model, run.path)
     prep.model.eval()
     relations = {r: i for i, r in enumerate(prep.kg.relations)}
     for r in (HAS_PHENOTYPE, DIAGNOSED_WITH):

@@ -246,15 +246,19 @@ def placement_cross_encoder(
     folder = Path(summary["out"])
     if run_dir is not None:
         # a received run may hold links here: never copy into, nor delete through, one (checked before writing)
+        import tempfile
+
         target = ckpt.folder_in_run(run_dir, CROSS_ENCODER_DIR)
-        tmp = ckpt.folder_in_run(run_dir, CROSS_ENCODER_DIR + ".tmp")
         old = ckpt.folder_in_run(run_dir, CROSS_ENCODER_DIR + ".old")
-        for leftover in (tmp, old):
-            shutil.rmtree(leftover, ignore_errors=True)
-        shutil.copytree(folder, tmp)
-        if target.exists():  # set aside, then swapped in: an interruption leaves the old folder or the new one
-            target.rename(old)
-        tmp.rename(target)
+        shutil.rmtree(old, ignore_errors=True)  # rmtree refuses a link: folder_in_run refused one already
+        tmp = Path(tempfile.mkdtemp(dir=run_dir, prefix=".cross_encoder-"))  # new, private: nothing swapped in
+        try:
+            shutil.copytree(folder, tmp, dirs_exist_ok=True)
+            if target.exists():  # set aside, then swapped in: an interruption leaves the old folder or the new one
+                target.rename(old)
+            tmp.rename(target)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)  # only when the swap did not happen
         shutil.rmtree(old, ignore_errors=True)
         folder = target
     scorer = load_cross_encoder(folder)
@@ -503,8 +507,7 @@ def evaluate_run(
     if k_shot is not None or link_rerank or placement:  # each writes its choice back into metrics.json
         ckpt.folder_in_run(run_dir, files=[METRICS])  # a link there is refused before the work, not after it
     prep = prepare(cfg, run_dir, device=device)
-    state = ckpt.load_weights(run_dir)
-    prep.model.load_state_dict(state)
+    ckpt.load_run_weights(prep.model, run_dir)
     out = {
         "device": describe_device(device),
         "exclude_query": cfg.train.exclude_query,

@@ -18,7 +18,7 @@ import functools
 from dataclasses import dataclass
 from pathlib import Path
 
-from textkg.data.io import read_bytes
+from textkg.data.io import max_file_bytes
 from textkg.errors import ConfigError
 from textkg.pipeline.run_files import resolve_run_files
 from textkg.schema import MAX_DEPTH, AnyJSON, Bool, Num, Obj, Spec, Str, load_json, validate
@@ -30,6 +30,37 @@ CONFIG = "config.json"
 METRICS = "metrics.json"
 #: a release bundle's manifest (``textkg release``): a folder holding it is a bundle
 BUNDLE_MANIFEST = "RELEASE.json"
+
+
+def _read_regular(path: Path) -> bytes:
+    """The bytes of a run's regular file, opened without following a link (``O_NOFOLLOW``: checked and read
+    through one descriptor, so a link swapped in after a check is never followed) and without blocking on a FIFO,
+    at most :data:`RUN_JSON_MAX_BYTES` read. A received run's link to a file outside it (a credentials file) is
+    never read, so never copied into the run by a command that writes the file back (``evaluate --placement``);
+    textkg writes no links."""
+    import os
+    import stat
+
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
+    except FileNotFoundError:
+        raise ConfigError("file not found", file=path) from None
+    except OSError:  # ELOOP: the name is a symbolic link
+        if path.is_symlink():
+            refused = "a symbolic link is refused: a run's files are regular files inside it"
+            raise ConfigError(refused, file=path) from None
+        raise ConfigError("cannot be opened", file=path) from None
+    limit = min(RUN_JSON_MAX_BYTES, max_file_bytes())  # and within the data-file limit ($TEXTKG_MAX_FILE_BYTES)
+    with os.fdopen(fd, "rb") as fh:
+        info = os.fstat(fh.fileno())
+        if not stat.S_ISREG(info.st_mode):
+            raise ConfigError("not a regular file", file=path)
+        if info.st_size > limit:  # refused before it is read (textkg writes tens of kilobytes)
+            raise ConfigError(f"{info.st_size:,} bytes, over the {limit:,} a run's JSON file may hold", file=path)
+        raw = fh.read(limit + 1)
+    if len(raw) > limit:  # grew since fstat
+        raise ConfigError(f"over the {limit:,} bytes a run's JSON file may hold", file=path)
+    return raw
 
 
 #: the largest JSON file of a run read (the bound :func:`textkg.schema.load_json` applies after reading)
@@ -44,13 +75,7 @@ def read_run_json(path: Path) -> dict:
             not JSON), nested deeper than :data:`textkg.schema.MAX_DEPTH`, not an object, or a symbolic link
             (naming the file).
     """
-    if Path(path).is_symlink():  # a received run's link to a file outside it (a credentials file): never read, so
-        # never copied into the run by a command that writes the file back (evaluate --placement); textkg writes none
-        raise ConfigError("a symbolic link is refused: a run's files are regular files inside it", file=path)
-    size = Path(path).stat().st_size if Path(path).is_file() else 0
-    if size > RUN_JSON_MAX_BYTES:  # refused before it is read (textkg writes a metrics.json of tens of kilobytes)
-        raise ConfigError(f"{size:,} bytes, over the {RUN_JSON_MAX_BYTES:,} a run's JSON file may hold", file=path)
-    raw = read_bytes(path, line_limit=False)  # a regular file within the data-file size limit
+    raw = _read_regular(Path(path))
     return load_json(raw, Obj(extra=AnyJSON(max_str=len(raw), max_len=len(raw)), max_keys=len(raw)), file=path)
 
 

@@ -187,6 +187,20 @@ def load_weights(run_dir: Path) -> dict:
     return load(path)
 
 
+def load_run_weights(model: torch.nn.Module, run_dir: Path) -> None:
+    """:func:`load_weights` into ``model``; weights whose names or shapes are not the model's (a run whose
+    ``config.json`` was edited, or crafted, after training) exit 2 naming both files, not a traceback."""
+    state = load_weights(run_dir)
+    try:
+        model.load_state_dict(state)
+    except (RuntimeError, KeyError, TypeError) as exc:
+        first = str(exc).strip().splitlines()[:3]
+        raise ConfigError(
+            "the weights do not fit the model config.json builds (" + " ".join(first)[:300] + ")",
+            file=weights_file(Path(run_dir)) or Path(run_dir),
+        ) from None
+
+
 def save_safetensors(path: Path, state: dict) -> None:
     """Write a state dict of tensors as safetensors, atomically (contiguous, unshared copies)."""
     from safetensors.torch import save
