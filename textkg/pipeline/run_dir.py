@@ -32,6 +32,10 @@ METRICS = "metrics.json"
 BUNDLE_MANIFEST = "RELEASE.json"
 
 
+#: the largest JSON file of a run read (the bound :func:`textkg.schema.load_json` applies after reading)
+RUN_JSON_MAX_BYTES = 64 * 1024 * 1024
+
+
 def _read_regular(path: Path) -> bytes:
     """The bytes of a run's regular file, opened without following a link (``O_NOFOLLOW``: checked and read
     through one descriptor, so a link swapped in after a check is never followed) and without blocking on a FIFO,
@@ -61,10 +65,6 @@ def _read_regular(path: Path) -> bytes:
     if len(raw) > limit:  # grew since fstat
         raise ConfigError(f"over the {limit:,} bytes a run's JSON file may hold", file=path)
     return raw
-
-
-#: the largest JSON file of a run read (the bound :func:`textkg.schema.load_json` applies after reading)
-RUN_JSON_MAX_BYTES = 64 * 1024 * 1024
 
 
 def read_run_json(path: Path) -> dict:
