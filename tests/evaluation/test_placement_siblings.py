@@ -115,8 +115,9 @@ def test_a_reranker_with_sibling_features_is_fitted_saved_and_read_back():
 
 
 def test_the_default_reranker_reads_the_sibling_centroid_words_and_word_vectors():
-    """Chosen on the README split's validation terms (docs/results/placement.md, 2026-11-28)."""
+    """Chosen on the README split's validation terms (docs/results/placement.md, 2026-11-28; the candidates'
+    synonyms joined on 2026-12-07)."""
     from textkg.evaluation.placement.rerank import RerankConfig, feature_names
 
-    assert RerankConfig().extra == ("sibling_mean", "maxsim", "tfidf_vote")
+    assert RerankConfig().extra == ("sibling_mean", "maxsim", "tfidf_vote", "synonym_containment")
     assert "sibling_mean" in feature_names(RerankConfig().extra)

@@ -22,8 +22,9 @@ from textkg.cache_root import default_cache_dir as default_cache_dir  # re-expor
 from textkg.data.graph import KnowledgeGraph
 
 #: Bump when a loader's output changes for the same source files.
-#: 2: an ontology file's info names its valid_holdout (issue 37); 3: the Turtle/N3 and XML-depth guards (issue 51)
-LOADER_VERSION = 3
+#: 2: an ontology file's info names its valid_holdout (issue 37); 3: the Turtle/N3 and XML-depth guards (issue 51);
+#: 4: an ontology's synonyms kept per entity (issue 54)
+LOADER_VERSION = 4
 
 _FIELDS = (
     "name",
@@ -54,6 +55,7 @@ def save_graph(kg: KnowledgeGraph, path: Path) -> None:
     state["triples"] = {k: v.contiguous() for k, v in kg.triples.items()}
     state["entity_splits"] = None if kg.entity_splits is None else dict(kg.entity_splits)
     state["info"] = json.dumps(kg.info, sort_keys=True)
+    state["entity_synonyms"] = None if kg.entity_synonyms is None else [list(s) for s in kg.entity_synonyms]
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=path.name + ".", suffix=".tmp", dir=path.parent)
     try:
@@ -78,6 +80,9 @@ def load_graph(path: Path) -> KnowledgeGraph | None:
             triples=dict(state["triples"]),
             entity_splits=state["entity_splits"],
             info=json.loads(state["info"]),
+            entity_synonyms=None
+            if state["entity_synonyms"] is None
+            else tuple(tuple(s) for s in state["entity_synonyms"]),
         )
     except FileNotFoundError:
         return None

@@ -42,6 +42,8 @@ class KnowledgeGraph:
             ``"ind-train"``, ``"ind-valid"``, ``"ind-test"`` (sorted long
             tensors), or ``None`` when the dataset ships no inductive split.
         info: Loader details (files read, text sources), JSON-serialisable.
+        entity_synonyms: Optional synonyms per entity (an ontology's ``synonym:`` lines, the name left out),
+            read by the placement re-ranker's ``synonym_containment`` feature; ``None`` when the source has none.
     """
 
     name: str
@@ -55,6 +57,7 @@ class KnowledgeGraph:
     source: str = ""
     entity_splits: Mapping[str, torch.Tensor] | None = None
     info: Mapping[str, object] = field(default_factory=dict)
+    entity_synonyms: tuple[tuple[str, ...], ...] | None = None
 
     @property
     def num_entities(self) -> int:

@@ -37,7 +37,7 @@ import torch
 
 from textkg.data.graph import KnowledgeGraph
 from textkg.data.io import read_text
-from textkg.data.ontology import OntologyTerm, read_obo, term_description
+from textkg.data.ontology import OntologyTerm, read_obo, term_description, term_synonyms
 from textkg.errors import DataError
 
 HPO_FILES = ("hp.obo", "phenotype.hpoa", "genes_to_phenotype.txt")
@@ -180,9 +180,10 @@ def _entity_type(entity: str) -> str:
 
 def _assemble(root, entity_ids, triples, terms, disease_names, gene_symbols, dropped) -> KnowledgeGraph:
     entities = tuple(sorted(entity_ids))
-    names, descriptions, types = [], [], []
+    names, descriptions, types, synonyms = [], [], [], []
     for e in entities:
         kind = _entity_type(e)
+        synonyms.append(term_synonyms(terms[e]) if kind == "phenotype" else ())
         if kind == "phenotype":
             name, desc = terms[e].name, term_description(terms[e])
         elif kind == "gene":
@@ -209,4 +210,5 @@ def _assemble(root, entity_ids, triples, terms, disease_names, gene_symbols, dro
         source=str(source_paths()["hp.obo"].parent),
         # New ontology releases add TERMS: inductive splits hold out phenotypes only.
         info={"root": root, "dropped_rows": dropped, "holdout_types": ["phenotype"]},
+        entity_synonyms=tuple(synonyms),
     )

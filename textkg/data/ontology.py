@@ -102,8 +102,13 @@ def term_description(term: _Describable) -> str:
     text would give away the answer, and a new term given to ``textkg place`` has none either."""
     if term.definition:
         return f"{term.name}: {term.definition}"
-    synonyms = [s for s in dict.fromkeys(term.synonyms) if s and s != term.name]
+    synonyms = term_synonyms(term)
     return term.name + (". Synonyms: " + "; ".join(synonyms) + "." if synonyms else "")
+
+
+def term_synonyms(term: _Describable) -> tuple[str, ...]:
+    """A term's distinct synonyms, in file order, without its name or empty ones."""
+    return tuple(s for s in dict.fromkeys(term.synonyms) if s and s != term.name)
 
 
 def build_graph(
@@ -169,6 +174,7 @@ def build_graph(
         entity_types=None if types is None else tuple(types[e] for e in entities),
         source=onto.source,
         info=info,
+        entity_synonyms=tuple(term_synonyms(live[e]) for e in entities),
     )
 
 

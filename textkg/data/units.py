@@ -220,6 +220,7 @@ def split_units(kg: KnowledgeGraph, unit_ids: Sequence[str]) -> tuple[KnowledgeG
         entity_names=tuple(kg.entity_names[i] for i in names),
         entity_descriptions=tuple(kg.entity_descriptions[i] for i in names),
         entity_types=None if kg.entity_types is None else tuple(kg.entity_types[i] for i in names),
+        entity_synonyms=None if kg.entity_synonyms is None else tuple(kg.entity_synonyms[i] for i in names),
         triples=triples,
         entity_splits=entity_splits,
     )

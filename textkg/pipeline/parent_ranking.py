@@ -331,6 +331,7 @@ class ParentRanker:
             names=names,
             fit_on=train,
             file=str(self.run_dir / "metrics.json"),
+            synonyms=self.predictor.kg.entity_synonyms,
         )  # the packaged MiniLM's word vectors, read only when the saved re-ranker weighs maxsim
 
 

@@ -145,6 +145,7 @@ def evaluate_placement(
             candidates=max(queries.groups, key=len),
             fit_on=split.train_entities,
             word_encoder=minilm_word_encoder() if word_encoder is None else word_encoder,
+            synonyms=kg.entity_synonyms,
         )
         added = ("rerank", scorer)
         out["placement_rerank"] = reranker.to_dict()
@@ -182,10 +183,12 @@ def saved_reranker(
     fit_on: torch.Tensor,
     file: str | None = None,
     word_encoder: WordEncoder | None = None,
+    synonyms: Sequence[Sequence[str]] | None = None,
 ):
     """The scorer of a re-ranker saved in a run's ``metrics.json`` (``test.placement_rerank``, checked by
     :meth:`Reranker.from_dict`), over the same pair features :func:`evaluate_placement` fitted it on
-    (``textkg place``: existing + new terms); ``word_encoder`` as in :func:`evaluate_placement`."""
+    (``textkg place``: existing + new terms); ``word_encoder`` as in :func:`evaluate_placement`; ``synonyms``:
+    the existing terms' (``KnowledgeGraph.entity_synonyms``; a new term is read on its name)."""
     description = last_call_memo(cosine_scorer(features))  # computed once per batch for both features
     vote = neighbour_vote_scorer(features, parent_edges, vote=RERANK_VOTE, similarity=description)
     return fitted_reranker(
@@ -196,6 +199,7 @@ def saved_reranker(
         parent_edges=parent_edges,
         fit_on=fit_on,
         word_encoder=minilm_word_encoder() if word_encoder is None else word_encoder,
+        synonyms=synonyms,
     )[1]
 
 

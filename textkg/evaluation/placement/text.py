@@ -195,6 +195,45 @@ def containment_scorer(texts: Sequence[str], names: Sequence[str], fit_on: torch
     return pairwise_scorer(present, name_weights(model, names))
 
 
+def synonym_containment_scorer(
+    texts: Sequence[str], names: Sequence[str], synonyms: Sequence[Sequence[str]], fit_on: torch.Tensor
+) -> PlacementScorer:
+    """:func:`containment_scorer` read on the candidate's name **and each of its synonyms**, the best of them: an
+    ontology names a parent one way and its children may use a synonym (HPO's "Dyschromatopsia", exact synonym
+    "Color blindness"). The IDF is fitted on the names and synonyms of ``fit_on``; an entity without synonyms
+    (``synonyms[i]`` empty, or ``i`` past its end: a new term) is read on its name alone, as ``containment``.
+
+    Args:
+        texts: What each entity id's new term is read from.
+        names: Each entity id's name.
+        synonyms: Each entity id's synonyms (``KnowledgeGraph.entity_synonyms``).
+        fit_on: Entity ids whose names and synonyms fit the IDF (the candidates: public training terms).
+    """
+    strings: list[str] = []
+    starts = [0]
+    for i, name in enumerate(names):
+        own = synonyms[i] if i < len(synonyms) else ()
+        strings += [name, *own]
+        starts.append(len(strings))
+    begin = torch.tensor(starts, dtype=torch.long)
+    fit = fit_on.long()
+    model = TfIdf.fit([strings[j] for i in fit.tolist() for j in range(starts[i], starts[i + 1])])
+    present = model.transform(texts, binary=True)
+    present = torch.sparse_coo_tensor(
+        present.indices(), torch.ones_like(present.values()), present.shape, check_invariants=False
+    ).coalesce()
+    term_rows, string_rows = SparseRows(present), SparseRows(name_weights(model, strings))
+
+    def score(terms: torch.Tensor, cands: torch.Tensor) -> torch.Tensor:
+        owner, at = row_entries(begin, cands.long())  # each candidate's strings: (its column, the string's row)
+        dense = term_rows.dense(terms).T.contiguous()  # (V, b)
+        shares = torch.sparse.mm(string_rows.sparse(at), dense).T  # (b, strings): each string's share
+        out = torch.zeros(len(terms), len(cands), dtype=shares.dtype)
+        return out.scatter_reduce(1, owner.expand(len(terms), -1), shares, reduce="amax", include_self=True)
+
+    return score
+
+
 def name_weights(model: TfIdf, names: Sequence[str]) -> torch.Tensor:
     """``(n, V)`` sparse: each name's words weighted ``idf^2 / sum idf^2`` (the share of the name's weight)."""
     squared = model.idf.pow(2)
@@ -221,6 +260,7 @@ __all__ = [
     "pairwise_scorer",
     "row_entries",
     "sparse_rows",
+    "synonym_containment_scorer",
     "tfidf_scorer",
     "words",
 ]
