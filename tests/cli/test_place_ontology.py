@@ -12,6 +12,7 @@ from pathlib import Path
 
 import fastobo
 import pytest
+import torch
 
 from textkg.cli.main import main
 from textkg.place.outputs import ROBOT_COLUMNS
@@ -102,3 +103,32 @@ def test_file_without_term_stanza_exits_2_and_writes_nothing(transductive_run, t
     err = capsys.readouterr().err
     assert err.startswith(f"error: {bad}") and "Traceback" not in err
     assert not out.exists() and not frag.exists() and not list(tmp_path.glob(".*.tmp"))
+
+
+def test_place_reads_the_graphs_synonyms_for_the_synonym_feature(inductive_run, monkeypatch):
+    """The run's re-ranker lists ``synonym_containment`` (a default feature); ``place`` builds its scorer from the
+    training ontology's own ``synonym:`` lines (issue 54), read again with the dataset, not from the run folder.
+    (This small run's validation gives the re-ranker weight 0, so its scorer is built here as ``place`` builds it
+    for a run that weighs it.)"""
+    import textkg.evaluation.placement.text as text
+    from textkg.place import Placer
+
+    metrics = json.loads((inductive_run / "metrics.json").read_text())
+    assert "synonym_containment" in metrics["test"]["placement_rerank"]["weights"]
+    seen = []
+    real = text.synonym_containment_scorer
+
+    def spy(texts, names, synonyms, fit_on):
+        seen.append({names[i]: tuple(s) for i, s in enumerate(synonyms) if s})
+        return real(texts, names, synonyms, fit_on)
+
+    monkeypatch.setattr(text, "synonym_containment_scorer", spy)
+    placer = Placer(inductive_run)
+    kg = placer.predictor.kg
+    n = kg.num_entities
+    features = placer._description_features([])[0]
+    scorer = placer._rerank(features, list(kg.entity_descriptions), list(kg.entity_names))
+    assert scorer(torch.arange(2), placer.candidates).shape == (2, len(placer.candidates))
+    assert seen == [{kg.entity_names[i]: s for i, s in enumerate(kg.entity_synonyms or ()) if s}]
+    assert {"foliage", "frond"} <= {w for syns in seen[0].values() for w in syns}
+    assert n == len(features)

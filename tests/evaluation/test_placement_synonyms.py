@@ -62,8 +62,9 @@ def test_without_synonyms_it_is_containment():
     none = synonym_containment_scorer(TEXTS, NAMES, [()] * len(NAMES), fit_on)(terms, cands)
     torch.testing.assert_close(none, containment_scorer(TEXTS, NAMES, fit_on)(terms, cands))
     # a new term past the synonyms' end (textkg place: existing + new ids) is read on its name
-    short = synonym_containment_scorer(TEXTS, NAMES, SYNONYMS[:4], fit_on)(terms, torch.tensor([4]))
-    torch.testing.assert_close(short, synonym_containment_scorer(TEXTS, NAMES, SYNONYMS, fit_on)(terms, torch.tensor([4])))
+    last = torch.tensor([4])
+    short = synonym_containment_scorer(TEXTS, NAMES, SYNONYMS[:4], fit_on)(terms, last)
+    torch.testing.assert_close(short, synonym_containment_scorer(TEXTS, NAMES, SYNONYMS, fit_on)(terms, last))
 
 
 def test_it_is_an_optional_text_feature_read_from_the_synonyms_given():

@@ -146,7 +146,14 @@ def owner_metrics(prep: Prepared, cfg: RunConfig) -> dict:
     return owner
 
 
-def _placement(prep: Prepared, cfg: RunConfig, run_dir: Path | None = None, *, progress: bool = False) -> dict | None:
+def _placement(
+    prep: Prepared,
+    cfg: RunConfig,
+    run_dir: Path | None = None,
+    *,
+    progress: bool = False,
+    rerank_extra: tuple[str, ...] | None = None,
+) -> dict | None:
     """Placement of the test split's new terms under existing ones
     (:mod:`textkg.evaluation.placement.methods`), with its description baselines; ``None``
     unless the split is inductive and the graph has an ``is_a`` relation.
@@ -158,7 +165,9 @@ def _placement(prep: Prepared, cfg: RunConfig, run_dir: Path | None = None, *, p
 
     With ``train.placement_cross_encoder`` the cross-encoder is fine-tuned (or read from the cache), copied into
     ``run_dir`` for ``textkg place`` (:data:`CROSS_ENCODER_DIR`) and re-ranks each term's shortlist
-    (:mod:`textkg.evaluation.placement.shortlist`); ``test.placement_cross_encoder`` says what it cost."""
+    (:mod:`textkg.evaluation.placement.shortlist`); ``test.placement_cross_encoder`` says what it cost.
+    ``rerank_extra``: the re-ranker's optional features instead of :func:`rerank_features`'s (an ablation:
+    ``benchmarks/investigations/rerank_ablation.py``)."""
     from textkg.evaluation.placement.evaluate import evaluate_placement
     from textkg.evaluation.placement.methods import placement_queries
 
@@ -176,6 +185,7 @@ def _placement(prep: Prepared, cfg: RunConfig, run_dir: Path | None = None, *, p
     prep.model.eval()
     features = description_features(prep)
     batch_size = max(1, min(cfg.train.eval_batch_size, 256))
+    extra = rerank_features(cfg) if rerank_extra is None else rerank_extra
     with torch.no_grad():
         out = evaluate_placement(
             prep.model,
@@ -185,7 +195,7 @@ def _placement(prep: Prepared, cfg: RunConfig, run_dir: Path | None = None, *, p
             batch_size=batch_size,
             hierarchy=hierarchy,
             texts=texts,
-            rerank=RerankConfig(seed=cfg.train.seed, extra=rerank_features(cfg)),
+            rerank=RerankConfig(seed=cfg.train.seed, extra=extra),
             shortlist=None if pair_scorer is None else Shortlist(PairScores(pair_scorer, texts)),
         )
         extras = cfg.train.placement_extras == "on"
