@@ -180,7 +180,7 @@ CONFIDENTIAL_HPO, CONTROL = "/summary/confidential eps=1", "/summary/public-only
 PATIENTS = "/mean/{}/model + phenotype similarity/{}"
 CROSS = "cross_encoder_shortlist.json"
 MONDO_SUPPORT = "MONDO:v2025-02-04->v2026-05-05 [parent support, 2026-12-07]"
-SUPPORT_TIMED = "parent support (issue 54), adapted encoder as 2026-12-06, empty caches, 2026-12-07"
+SYNONYMS_TIMED = "synonym containment (issue 54), empty caches, 2026-12-07"
 TIMED_2026_12_06 = "adapted encoder, 2.4e-4, 3 layers frozen, 150 steps, empty caches, 2026-12-06"
 MODEL_ALONE = "/mean/{}/model/{}"
 
@@ -398,6 +398,20 @@ CLAIMS = (
         ("main_command",),
     ),
     Claim(
+        r"With the synonyms seeds 0 and 1 gave ([\d.]+) / ([\d.]+) \(names only ([\d.]+) / ([\d.]+)\), and the same "
+        r"checkpoints' reports without them ([\d.]+) / ([\d.]+) \(names only ([\d.]+) / ([\d.]+)\)",
+        (
+            *(File("main_command_hpo.json", f"/synonym_seeds/combined_mrr/{seed}") for seed in "01"),
+            *(File("main_command_hpo.json", f"/synonym_seeds/names_only_combined_mrr/{seed}") for seed in "01"),
+            *(File("main_command_hpo.json", f"/synonym_seeds/combined_without_synonyms_mrr/{seed}") for seed in "01"),
+            *(
+                File("main_command_hpo.json", f"/synonym_seeds/names_only_combined_without_synonyms_mrr/{seed}")
+                for seed in "01"
+            ),
+        ),
+        ("main_command",),
+    ),
+    Claim(
         r"parent support lifted MONDO's placement \(([\d.]+) → ([\d.]+)\)",
         (
             File("real_additions.json", f"/runs/{MONDO_SUPPORT}/methods/combined without parent support/mrr"),
@@ -406,11 +420,11 @@ CLAIMS = (
         ("real_additions_parent_support",),
     ),
     Claim(
-        r"With parent support \(2026-12-07's code\) the job took (\d+ min \d+ s) there \(empty caches; short test runs "
-        r"beside it for a minute or two\) and ([\d.]+) GiB",
+        r"With the candidates' synonyms \(2026-12-07's code\) the job took (\d+ min \d+ s) there "
+        r"\(empty caches, idle\) and ([\d.]+) GiB",
         (
-            File("main_command.json", f"/rows/[label={SUPPORT_TIMED}]/wall_s"),
-            File("main_command.json", f"/rows/[label={SUPPORT_TIMED}]/peak_rss_gib"),
+            File("main_command.json", f"/rows/[label={SYNONYMS_TIMED}]/wall_s"),
+            File("main_command.json", f"/rows/[label={SYNONYMS_TIMED}]/peak_rss_gib"),
         ),
         ("main_command",),
     ),
