@@ -113,3 +113,16 @@ def test_an_obo_files_synonyms_reach_the_graph_and_survive_its_cache(tmp_path):
     cache.save_graph(kg, tmp_path / "g.pt")
     again = cache.load_graph(tmp_path / "g.pt")
     assert again is not None and again.entity_synonyms == kg.entity_synonyms
+
+
+def test_candidates_scored_in_blocks_give_the_same_scores(monkeypatch):
+    """A file with many synonyms does not set the memory: candidates are compared in blocks of at most
+    ``SYNONYM_BLOCK`` strings (a candidate with more is a block of its own), and the scores are the same."""
+    import textkg.evaluation.placement.text as text
+
+    fit_on = torch.tensor([1, 2, 3, 4])
+    terms, cands = torch.tensor([0, 4, 1]), torch.tensor([3, 1, 2, 4, 1])
+    whole = synonym_containment_scorer(TEXTS, NAMES, SYNONYMS, fit_on)(terms, cands)
+    for block in (1, 2, 3):
+        monkeypatch.setattr(text, "SYNONYM_BLOCK", block)
+        torch.testing.assert_close(synonym_containment_scorer(TEXTS, NAMES, SYNONYMS, fit_on)(terms, cands), whole)

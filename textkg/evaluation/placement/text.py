@@ -195,6 +195,10 @@ def containment_scorer(texts: Sequence[str], names: Sequence[str], fit_on: torch
     return pairwise_scorer(present, name_weights(model, names))
 
 
+#: Candidate names and synonyms compared at once by :func:`synonym_containment_scorer` (its ``(b, strings)`` block).
+SYNONYM_BLOCK = 1 << 16
+
+
 def synonym_containment_scorer(
     texts: Sequence[str], names: Sequence[str], synonyms: Sequence[Sequence[str]], fit_on: torch.Tensor
 ) -> PlacementScorer:
@@ -224,12 +228,25 @@ def synonym_containment_scorer(
     ).coalesce()
     term_rows, string_rows = SparseRows(present), SparseRows(name_weights(model, strings))
 
+    per = begin[1:] - begin[:-1]
+
     def score(terms: torch.Tensor, cands: torch.Tensor) -> torch.Tensor:
-        owner, at = row_entries(begin, cands.long())  # each candidate's strings: (its column, the string's row)
         dense = term_rows.dense(terms).T.contiguous()  # (V, b)
-        shares = torch.sparse.mm(string_rows.sparse(at), dense).T  # (b, strings): each string's share
-        out = torch.zeros(len(terms), len(cands), dtype=shares.dtype)
-        return out.scatter_reduce(1, owner.expand(len(terms), -1), shares, reduce="amax", include_self=True)
+        out = torch.zeros(len(terms), len(cands), dtype=dense.dtype)
+        # candidates in blocks of at most SYNONYM_BLOCK strings: a file's synonym count does not set the memory
+        ends = torch.cumsum(per[cands.long()], 0)
+        start = 0
+        while start < len(cands):
+            room = int(ends[start]) - int(per[cands[start]]) + SYNONYM_BLOCK  # strings before the block + the block
+            stop = max(start + 1, int(torch.searchsorted(ends, room, right=True)))
+            block = cands[start:stop].long()
+            owner, at = row_entries(begin, block)  # each candidate's strings: (its column in the block, the row)
+            shares = torch.sparse.mm(string_rows.sparse(at), dense).T  # (b, strings): each string's share
+            out[:, start:stop] = torch.zeros(len(terms), len(block), dtype=shares.dtype).scatter_reduce(
+                1, owner.expand(len(terms), -1), shares, reduce="amax", include_self=True
+            )
+            start = stop
+        return out
 
     return score
 
