@@ -126,3 +126,37 @@ def test_candidates_scored_in_blocks_give_the_same_scores(monkeypatch):
     for block in (1, 2, 3):
         monkeypatch.setattr(text, "SYNONYM_BLOCK", block)
         torch.testing.assert_close(synonym_containment_scorer(TEXTS, NAMES, SYNONYMS, fit_on)(terms, cands), whole)
+
+
+def test_one_candidates_many_synonyms_are_split_too(monkeypatch):
+    """A block holds at most ``SYNONYM_BLOCK`` strings even when one candidate has more (a crafted file's term with
+    a million synonyms): its best string is found across blocks."""
+    import textkg.evaluation.placement.text as text
+
+    synonyms = [(), tuple(f"x{i} y{i}" for i in range(9)) + ("color blindness",), (), (), ()]
+    fit_on = torch.tensor([1, 2, 3, 4])
+    whole = synonym_containment_scorer(TEXTS, NAMES, synonyms, fit_on)(torch.tensor([0]), torch.tensor([1, 2]))
+    sizes = []
+    real = text.SparseRows.sparse
+
+    def spy(self, ids):
+        sizes.append(len(ids))
+        return real(self, ids)
+
+    monkeypatch.setattr(text, "SYNONYM_BLOCK", 3)
+    monkeypatch.setattr(text.SparseRows, "sparse", spy)
+    got = synonym_containment_scorer(TEXTS, NAMES, synonyms, fit_on)(torch.tensor([0]), torch.tensor([1, 2]))
+    torch.testing.assert_close(got, whole)
+    assert got[0, 0] == 1.0 and max(sizes) <= 3 and sum(sizes) == 12  # 11 strings of candidate 1, 1 of candidate 2
+
+
+def test_a_cached_graph_with_misfit_synonyms_is_built_again(tmp_path):
+    path = tmp_path / "t.obo"
+    path.write_text(OBO)
+    kg = build_graph(read_obo(path))
+    for bad in ([["x"]] * 5, ["abc", "d", "e"], [[1], [], []], "abc"):
+        cache.save_graph(kg, tmp_path / "g.pt")
+        state = torch.load(tmp_path / "g.pt", weights_only=True)
+        state["entity_synonyms"] = bad
+        torch.save(state, tmp_path / "g.pt")
+        assert cache.load_graph(tmp_path / "g.pt") is None, bad

@@ -80,14 +80,24 @@ def load_graph(path: Path) -> KnowledgeGraph | None:
             triples=dict(state["triples"]),
             entity_splits=state["entity_splits"],
             info=json.loads(state["info"]),
-            entity_synonyms=None
-            if state["entity_synonyms"] is None
-            else tuple(tuple(s) for s in state["entity_synonyms"]),
+            entity_synonyms=_synonyms(state["entity_synonyms"], len(fields["entities"])),
         )
     except FileNotFoundError:
         return None
     except Exception:
         return None
+
+
+def _synonyms(saved: Any, entities: int) -> tuple[tuple[str, ...], ...] | None:
+    """A cached graph's synonyms as saved (``None``, or one list of strings per entity); anything else raises, so
+    :func:`load_graph` builds the graph again rather than give synonyms to the wrong entities."""
+    if saved is None:
+        return None
+    if not isinstance(saved, list) or len(saved) != entities:
+        raise ValueError("entity_synonyms: one list per entity")
+    if not all(isinstance(s, list) and all(isinstance(x, str) for x in s) for s in saved):
+        raise ValueError("entity_synonyms: lists of strings")
+    return tuple(tuple(s) for s in saved)
 
 
 def _plain(value):

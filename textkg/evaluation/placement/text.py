@@ -228,24 +228,16 @@ def synonym_containment_scorer(
     ).coalesce()
     term_rows, string_rows = SparseRows(present), SparseRows(name_weights(model, strings))
 
-    per = begin[1:] - begin[:-1]
-
     def score(terms: torch.Tensor, cands: torch.Tensor) -> torch.Tensor:
         dense = term_rows.dense(terms).T.contiguous()  # (V, b)
         out = torch.zeros(len(terms), len(cands), dtype=dense.dtype)
-        # candidates in blocks of at most SYNONYM_BLOCK strings: a file's synonym count does not set the memory
-        ends = torch.cumsum(per[cands.long()], 0)
-        start = 0
-        while start < len(cands):
-            room = int(ends[start]) - int(per[cands[start]]) + SYNONYM_BLOCK  # strings before the block + the block
-            stop = max(start + 1, int(torch.searchsorted(ends, room, right=True)))
-            block = cands[start:stop].long()
-            owner, at = row_entries(begin, block)  # each candidate's strings: (its column in the block, the row)
-            shares = torch.sparse.mm(string_rows.sparse(at), dense).T  # (b, strings): each string's share
-            out[:, start:stop] = torch.zeros(len(terms), len(block), dtype=shares.dtype).scatter_reduce(
-                1, owner.expand(len(terms), -1), shares, reduce="amax", include_self=True
-            )
-            start = stop
+        owner, at = row_entries(begin, cands.long())  # each candidate's strings: (its column, the string's row)
+        # at most SYNONYM_BLOCK strings at once (one candidate's may span blocks): a file's synonym count does not
+        # set the (b, strings) block's memory
+        for start in range(0, len(at), SYNONYM_BLOCK):
+            cols, rows = owner[start : start + SYNONYM_BLOCK], at[start : start + SYNONYM_BLOCK]
+            shares = torch.sparse.mm(string_rows.sparse(rows), dense).T  # (b, block): each string's share
+            out.scatter_reduce_(1, cols.expand(len(terms), -1), shares, reduce="amax", include_self=True)
         return out
 
     return score
