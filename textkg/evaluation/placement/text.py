@@ -188,10 +188,7 @@ def containment_scorer(texts: Sequence[str], names: Sequence[str], fit_on: torch
         fit_on: Entity ids whose names fit the IDF (the candidates: public training terms).
     """
     model = TfIdf.fit([names[i] for i in fit_on.tolist()])
-    present = model.transform(texts, binary=True)
-    present = torch.sparse_coo_tensor(
-        present.indices(), torch.ones_like(present.values()), present.shape, check_invariants=False
-    ).coalesce()  # 1 where the word occurs in the new term's text
+    present = _presence(model, texts)
     return pairwise_scorer(present, name_weights(model, names))
 
 
@@ -222,10 +219,7 @@ def synonym_containment_scorer(
     begin = torch.tensor(starts, dtype=torch.long)
     fit = fit_on.long()
     model = TfIdf.fit([strings[j] for i in fit.tolist() for j in range(starts[i], starts[i + 1])])
-    present = model.transform(texts, binary=True)
-    present = torch.sparse_coo_tensor(
-        present.indices(), torch.ones_like(present.values()), present.shape, check_invariants=False
-    ).coalesce()
+    present = _presence(model, texts)
     term_rows, string_rows = SparseRows(present), SparseRows(name_weights(model, strings))
 
     def score(terms: torch.Tensor, cands: torch.Tensor) -> torch.Tensor:
@@ -241,6 +235,14 @@ def synonym_containment_scorer(
         return out
 
     return score
+
+
+def _presence(model: TfIdf, texts: Sequence[str]) -> torch.Tensor:
+    """``(n, V)`` sparse: 1 where a vocabulary word occurs in the text."""
+    present = model.transform(texts, binary=True)
+    return torch.sparse_coo_tensor(
+        present.indices(), torch.ones_like(present.values()), present.shape, check_invariants=False
+    ).coalesce()
 
 
 def name_weights(model: TfIdf, names: Sequence[str]) -> torch.Tensor:
