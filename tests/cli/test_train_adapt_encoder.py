@@ -100,6 +100,27 @@ def test_the_run_keeps_its_adapted_encoder_and_place_reads_it(adapted_run, tmp_p
         shutil.move(saved, cached)
 
 
+def test_place_reads_the_descriptions_training_encoded(adapted_run, tmp_path, monkeypatch):
+    """The run's ``encoder/`` copy has the adapted folder's content, so its features come from the cache the
+    training filled: only the new term's texts are encoded (before, every existing term's again)."""
+    from textkg.encoders.bert import BertEncoder
+
+    encode = BertEncoder._encode_batch
+    seen: list[str] = []
+
+    def spy(self, texts):
+        if self._explicit_path is not None:  # the adapted MiniLM, not the packaged one of the word vectors
+            seen.extend(texts)
+        return encode(self, texts)
+
+    monkeypatch.setattr(BertEncoder, "_encode_batch", spy)
+    terms = tmp_path / "new.tsv"
+    terms.write_text("NEW:1\tdachshund\ta domestic dog breed, a loyal dog that barks\n")
+    code, rows = _place(adapted_run, tmp_path, "--terms", str(terms), "--top-k", "3")
+    assert code == 0 and len(rows) == 3
+    assert seen and all("dachshund" in t or "loyal dog" in t for t in seen), seen
+
+
 def test_an_opened_run_reads_its_own_encoder_and_fine_tunes_nothing(adapted_run, monkeypatch):
     from textkg.pipeline.prepared import prepare
     from textkg.pipeline.run_dir import open_run

@@ -10,6 +10,7 @@ folder works, e.g. for biomedical text when online:
 
 from __future__ import annotations
 
+import hashlib
 import os
 from pathlib import Path
 from typing import Any
@@ -25,6 +26,7 @@ __all__ = [
     "BertEncoder",
     "check_model_folder",
     "default_minilm_path",
+    "folder_content_identity",
     "load_pretrained",
     "max_positions",
     "weights_identity",
@@ -32,6 +34,21 @@ __all__ = [
 
 POOLINGS = ("cls", "mean")
 _WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin")
+#: what a local folder's features depend on besides its weights: transformers' settings and the tokenizer's
+#: files (:class:`BertEncoder` pools itself and reads nothing else there)
+ENCODING_FILES = (
+    "config.json",
+    "tokenizer.json",
+    "tokenizer_config.json",
+    "special_tokens_map.json",
+    "added_tokens.json",
+    "vocab.txt",
+    "vocab.json",
+    "merges.txt",
+    "spiece.model",
+    "sentencepiece.bpe.model",
+    "tokenizer.model",
+)
 
 
 def default_minilm_path() -> str:
@@ -122,6 +139,21 @@ def weights_identity(name: str, config: Any) -> str:
     return f"commit:{commit}" if commit else "unversioned"
 
 
+def folder_content_identity(name: str) -> str | None:
+    """``content:<hash>`` of a local model folder's :data:`ENCODING_FILES` (which of them it has, and their
+    bytes), or ``None`` for a hub name or a folder whose weights are not one file of ``_WEIGHT_FILES`` (those
+    keep their path). With :func:`weights_identity`'s hash it names what the folder encodes with, not where
+    it lies: a run's ``encoder/`` copy of an adapted model reads the features its training cached."""
+    folder = Path(name)
+    if not folder.is_dir() or not any((folder / f).is_file() for f in _WEIGHT_FILES):
+        return None
+    h = hashlib.sha256()
+    for fname in ENCODING_FILES:
+        if (folder / fname).is_file():
+            h.update(f"{fname}={file_fingerprint(folder / fname)};".encode())
+    return f"content:{h.hexdigest()[:16]}"
+
+
 class BertEncoder(TextEncoder):
     """Transformer encoder with CLS or mean pooling, truncated to ``max_tokens``.
 
@@ -172,6 +204,7 @@ class BertEncoder(TextEncoder):
         self.module.eval()
         self.module.requires_grad_(trainable)
         self._weights = weights_identity(self._name_or_path, self.module.config)
+        self._content = folder_content_identity(self._name_or_path)
 
     @property
     def dim(self) -> int:
@@ -183,7 +216,7 @@ class BertEncoder(TextEncoder):
 
     @property
     def identity(self) -> str:
-        model = "minilm-l6-v2(packaged)" if self._explicit_path is None else self._name_or_path
+        model = "minilm-l6-v2(packaged)" if self._explicit_path is None else (self._content or self._name_or_path)
         return f"bert(model={model},weights={self._weights},pooling={self.pooling},max_tokens={self.max_tokens})"
 
     @property
