@@ -115,10 +115,10 @@ def test_place_reads_the_descriptions_training_encoded(adapted_run, tmp_path, mo
 
     monkeypatch.setattr(BertEncoder, "_encode_batch", spy)
     terms = tmp_path / "new.tsv"
-    terms.write_text("NEW:1\tdachshund\ta domestic dog breed, a loyal dog that barks\n")
+    terms.write_text("NEW:9\tbasset\ta short-legged hound with long ears that bays\n")  # in no other test
     code, rows = _place(adapted_run, tmp_path, "--terms", str(terms), "--top-k", "3")
     assert code == 0 and len(rows) == 3
-    assert seen and all("dachshund" in t or "loyal dog" in t for t in seen), seen
+    assert seen and all("basset" in t or "long ears" in t for t in seen), seen
 
 
 def test_an_opened_run_reads_its_own_encoder_and_fine_tunes_nothing(adapted_run, monkeypatch):
