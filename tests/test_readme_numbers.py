@@ -282,7 +282,7 @@ CLAIMS = (
         ("k_shot_cli",),
     ),
     Claim(
-        r"recorded in `benchmarks/results/readme_place\.json`; (\d+ s) on busy cores",
+        r"recorded in `benchmarks/results/readme_place\.json`; (\d+ s) on idle cores",
         (CheckedBy("tests/test_docs_numbers.py::test_readme_place_example_equals_the_recorded_place_run"),),
         ("readme_place",),
     ),
