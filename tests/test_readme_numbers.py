@@ -398,15 +398,16 @@ CLAIMS = (
         ("main_command",),
     ),
     Claim(
-        r"With the synonyms seeds 0 and 1 gave ([\d.]+) / ([\d.]+) \(names only ([\d.]+) / ([\d.]+)\), and the same "
-        r"checkpoints' reports without them ([\d.]+) / ([\d.]+) \(names only ([\d.]+) / ([\d.]+)\)",
+        r"With the synonyms seeds 0, 1 and 2 gave ([\d.]+) / ([\d.]+) / ([\d.]+) \(names only ([\d.]+) / ([\d.]+) / "
+        r"([\d.]+)\), and the same checkpoints' reports without them ([\d.]+) / ([\d.]+) / ([\d.]+) \(names only "
+        r"([\d.]+) / ([\d.]+) / ([\d.]+)\)",
         (
-            *(File("main_command_hpo.json", f"/synonym_seeds/combined_mrr/{seed}") for seed in "01"),
-            *(File("main_command_hpo.json", f"/synonym_seeds/names_only_combined_mrr/{seed}") for seed in "01"),
-            *(File("main_command_hpo.json", f"/synonym_seeds/combined_without_synonyms_mrr/{seed}") for seed in "01"),
+            *(File("main_command_hpo.json", f"/synonym_seeds/combined_mrr/{seed}") for seed in "012"),
+            *(File("main_command_hpo.json", f"/synonym_seeds/names_only_combined_mrr/{seed}") for seed in "012"),
+            *(File("main_command_hpo.json", f"/synonym_seeds/combined_without_synonyms_mrr/{seed}") for seed in "012"),
             *(
                 File("main_command_hpo.json", f"/synonym_seeds/names_only_combined_without_synonyms_mrr/{seed}")
-                for seed in "01"
+                for seed in "012"
             ),
         ),
         ("main_command",),
