@@ -60,6 +60,7 @@ def test_other_weights_are_another_identity(folders, tmp_path):
     a = get_encoder("bert", model_name_or_path=str(folders[0]), pooling="mean")
     b = get_encoder("bert", model_name_or_path=str(changed), pooling="mean")
     assert a.identity != b.identity
+    assert folder_content_identity(str(changed)) != folder_content_identity(str(folders[0]))  # the content alone too
 
 
 def test_files_the_encoder_does_not_read_leave_it_alone(folders, tmp_path):

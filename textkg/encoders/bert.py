@@ -140,18 +140,19 @@ def weights_identity(name: str, config: Any) -> str:
 
 
 def folder_content_identity(name: str) -> str | None:
-    """``content:<hash>`` of a local model folder's :data:`ENCODING_FILES` (which of them it has, and their
-    bytes), or ``None`` for a hub name or a folder whose weights are not one file of ``_WEIGHT_FILES`` (those
-    keep their path). With :func:`weights_identity`'s hash it names what the folder encodes with, not where
-    it lies: a run's ``encoder/`` copy of an adapted model reads the features its training cached."""
+    """``content:<hash>`` of a local model folder's weights file and :data:`ENCODING_FILES` (which of them it
+    has, and the full sha256 of each; 128 bits kept), or ``None`` for a hub name or a folder whose weights are not
+    one file of ``_WEIGHT_FILES`` (those keep their path). It names what the folder encodes with, not where it
+    lies: a run's ``encoder/`` copy of an adapted model reads the features its training cached."""
     folder = Path(name)
-    if not folder.is_dir() or not any((folder / f).is_file() for f in _WEIGHT_FILES):
+    weights = next((folder / f for f in _WEIGHT_FILES if (folder / f).is_file()), None) if folder.is_dir() else None
+    if weights is None:
         return None
     h = hashlib.sha256()
-    for fname in ENCODING_FILES:
-        if (folder / fname).is_file():
-            h.update(f"{fname}={file_fingerprint(folder / fname)};".encode())
-    return f"content:{h.hexdigest()[:16]}"
+    for path in (weights, *(folder / f for f in ENCODING_FILES)):
+        if path.is_file():
+            h.update(f"{path.name}={file_fingerprint(path, length=64)};".encode())
+    return f"content:{h.hexdigest()[:32]}"
 
 
 class BertEncoder(TextEncoder):
