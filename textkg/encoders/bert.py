@@ -11,6 +11,7 @@ folder works, e.g. for biomedical text when online:
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 from pathlib import Path
 from typing import Any
@@ -26,7 +27,7 @@ __all__ = [
     "BertEncoder",
     "check_model_folder",
     "default_minilm_path",
-    "folder_content_identity",
+    "loaded_content_identity",
     "load_pretrained",
     "max_positions",
     "weights_identity",
@@ -34,21 +35,8 @@ __all__ = [
 
 POOLINGS = ("cls", "mean")
 _WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin")
-#: what a local folder's features depend on besides its weights: transformers' settings and the tokenizer's
-#: files (:class:`BertEncoder` pools itself and reads nothing else there)
-ENCODING_FILES = (
-    "config.json",
-    "tokenizer.json",
-    "tokenizer_config.json",
-    "special_tokens_map.json",
-    "added_tokens.json",
-    "vocab.txt",
-    "vocab.json",
-    "merges.txt",
-    "spiece.model",
-    "sentencepiece.bpe.model",
-    "tokenizer.model",
-)
+#: tokenizer settings that name where it was read from, left out of :func:`loaded_content_identity`
+_TOKENIZER_PATH_KEYS = ("name_or_path", "vocab_file", "tokenizer_file", "special_tokens_map_file", "merges_file")
 
 
 def default_minilm_path() -> str:
@@ -139,20 +127,36 @@ def weights_identity(name: str, config: Any) -> str:
     return f"commit:{commit}" if commit else "unversioned"
 
 
-def folder_content_identity(name: str) -> str | None:
-    """``content:<hash>`` of a local model folder's weights file and :data:`ENCODING_FILES` (which of them it
-    has, and the full sha256 of each; 128 bits kept), or ``None`` for a hub name or a folder whose weights are not
-    one file of ``_WEIGHT_FILES`` (those keep their path). It names what the folder encodes with, not where it
-    lies: a run's ``encoder/`` copy of an adapted model reads the features its training cached."""
-    folder = Path(name)
-    weights = next((folder / f for f in _WEIGHT_FILES if (folder / f).is_file()), None) if folder.is_dir() else None
-    if weights is None:
+def loaded_content_identity(module: Any, tokenizer: Any) -> str | None:
+    """``content:<hash>`` of what a model folder's loader produced: every parameter's and buffer's bytes, the
+    model's settings and the fast tokenizer's whole definition and settings, less where they were read from
+    (128 bits of sha256 kept); ``None`` for a slow tokenizer (no serialised form: its folder keeps its path).
+
+    Computed from the loaded objects, not the files: two folders share it exactly when they encode alike, whatever
+    files they hold besides (a shard index, an unread ``pytorch_model.bin`` or ``merges.txt``), where they lie, or
+    what is written into them after the load (the caller holds the weights in memory, :func:`_in_memory`)."""
+    backend = getattr(tokenizer, "backend_tokenizer", None)
+    if backend is None:
         return None
     h = hashlib.sha256()
-    for path in (weights, *(folder / f for f in ENCODING_FILES)):
-        if path.is_file():
-            h.update(f"{path.name}={file_fingerprint(path, length=64)};".encode())
+    config = {k: v for k, v in module.config.to_dict().items() if k != "_name_or_path"}
+    settings = {k: v for k, v in tokenizer.init_kwargs.items() if k not in _TOKENIZER_PATH_KEYS}
+    sides = {"padding_side": tokenizer.padding_side, "truncation_side": tokenizer.truncation_side}
+    for part in (config, settings, sides):
+        h.update(json.dumps(part, sort_keys=True, default=repr).encode())
+    h.update(backend.to_str().encode())
+    for name, tensor in sorted(module.state_dict().items()):
+        h.update(f"{name}:{tensor.dtype}:{tuple(tensor.shape)};".encode())
+        h.update(tensor.detach().cpu().contiguous().view(-1).view(torch.uint8).numpy())
     return f"content:{h.hexdigest()[:32]}"
+
+
+def _in_memory(module: Any) -> None:
+    """Give every parameter and buffer its own memory: a safetensors load maps them onto the weights file, so
+    a file rewritten in place after the load would change the model (and no longer match its identity)."""
+    with torch.no_grad():
+        for tensor in (*module.parameters(), *module.buffers()):
+            tensor.data = tensor.data.clone()
 
 
 class BertEncoder(TextEncoder):
@@ -204,8 +208,10 @@ class BertEncoder(TextEncoder):
             )
         self.module.eval()
         self.module.requires_grad_(trainable)
-        self._weights = weights_identity(self._name_or_path, self.module.config)
-        self._content = folder_content_identity(self._name_or_path)
+        _in_memory(self.module)
+        local = self._explicit_path is not None and Path(self._name_or_path).is_dir()
+        self._content = loaded_content_identity(self.module, self.tokenizer) if local else None
+        self._weights = None if self._content else weights_identity(self._name_or_path, self.module.config)
 
     @property
     def dim(self) -> int:
@@ -217,7 +223,9 @@ class BertEncoder(TextEncoder):
 
     @property
     def identity(self) -> str:
-        model = "minilm-l6-v2(packaged)" if self._explicit_path is None else (self._content or self._name_or_path)
+        if self._content:  # a local folder: what it loaded, wherever it lies (:func:`loaded_content_identity`)
+            return f"bert(model={self._content},pooling={self.pooling},max_tokens={self.max_tokens})"
+        model = "minilm-l6-v2(packaged)" if self._explicit_path is None else self._name_or_path
         return f"bert(model={model},weights={self._weights},pooling={self.pooling},max_tokens={self.max_tokens})"
 
     @property
