@@ -91,8 +91,9 @@ def test_other_weights_are_another_identity(folders, tmp_path):
 
 
 def test_sharded_weights_are_read_for_the_identity(folders, tmp_path):
-    """A folder with its weights in shards (``model.safetensors.index.json``): the shards it loads count (an
-    adversary review found a file hash that read ``pytorch_model.bin`` and not the shards transformers loads)."""
+    """A folder with its weights in shards (``model.safetensors.index.json``) and a ``pytorch_model.bin`` beside
+    them, as a full hub snapshot holds it: the shards it loads count (an adversary review found that 23e5cde's file
+    hash read the ``.bin``, which transformers never opens under ``use_safetensors``, and not the shards)."""
     from transformers import AutoModel
 
     def sharded(to: Path, scale: float) -> Path:
@@ -103,6 +104,7 @@ def test_sharded_weights_are_read_for_the_identity(folders, tmp_path):
         for name in FILES[2:]:
             shutil.copyfile(folders[0] / name, to / name)
         assert (to / "model.safetensors.index.json").is_file() and not (to / "model.safetensors").exists()
+        (to / "pytorch_model.bin").write_bytes(b"the same bytes in both folders, never loaded")  # a full snapshot's
         return to
 
     legit, crafted = sharded(tmp_path / "legit", 1.0), sharded(tmp_path / "crafted", -3.0)
