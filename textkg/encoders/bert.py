@@ -102,7 +102,7 @@ def load_pretrained(loader: Any, name: str, what: str, **kwargs: Any) -> Any:
     safe = SAFE_KWARGS if loader is AutoTokenizer else SAFE_WEIGHTS_KWARGS
     try:
         return loader.from_pretrained(str(folder), **kwargs, **safe)
-    except (OSError, ValueError) as exc:
+    except (OSError, ValueError, ImportError) as exc:  # ImportError: a setting that needs a package not installed
         raise _not_found(name, what, exc) from exc
 
 
@@ -141,11 +141,20 @@ def loaded_content_identity(module: Any, tokenizer: Any) -> str | None:
     h = hashlib.sha256()
     config = {k: v for k, v in module.config.to_dict().items() if k != "_name_or_path"}
     settings = {k: v for k, v in tokenizer.init_kwargs.items() if k not in _TOKENIZER_PATH_KEYS}
-    sides = {"padding_side": tokenizer.padding_side, "truncation_side": tokenizer.truncation_side}
-    for part in (config, settings, sides):
+    classes = {  # what to_dict and init_kwargs leave out (an adversary review: each changed the features)
+        "model": type(module).__qualname__,
+        "attention": getattr(module.config, "_attn_implementation", None),
+        "tokenizer": type(tokenizer).__qualname__,
+        "inputs": list(tokenizer.model_input_names),
+        "padding_side": tokenizer.padding_side,
+        "truncation_side": tokenizer.truncation_side,
+    }
+    for part in (config, settings, classes):
         h.update(json.dumps(part, sort_keys=True, default=repr).encode())
     h.update(backend.to_str().encode())
     for name, tensor in sorted(module.state_dict().items()):
+        if name.startswith("pooler."):  # never read (pooling is textkg's), and drawn at random when a folder lacks it
+            continue
         h.update(f"{name}:{tensor.dtype}:{tuple(tensor.shape)};".encode())
         h.update(tensor.detach().cpu().contiguous().view(-1).view(torch.uint8).numpy())
     return f"content:{h.hexdigest()[:32]}"
@@ -200,6 +209,9 @@ class BertEncoder(TextEncoder):
         self.trainable = trainable
         self.device = torch.device(device)
         self.tokenizer = load_pretrained(AutoTokenizer, self._name_or_path, "tokenizer")
+        # padded on the right whatever the folder says: on the left, a row's positions would shift with the longest
+        # text of its batch (the cache keeps one row per text)
+        self.tokenizer.padding_side = "right"
         self.module = load_pretrained(AutoModel, self._name_or_path, "model").to(self.device)
         limit = max_positions(self.module.config)
         if max_tokens > limit:  # a longer text would fail inside the model, not here
@@ -241,7 +253,12 @@ class BertEncoder(TextEncoder):
     def tokenize(self, texts: list[str]) -> dict[str, torch.Tensor]:
         """Word-piece ids for :attr:`module`: ``input_ids``/``attention_mask`` (n, L) on :attr:`device`."""
         batch = self.tokenizer(
-            list(texts), padding=True, truncation=True, max_length=self.max_tokens, return_tensors="pt"
+            list(texts),
+            padding=True,
+            truncation=True,
+            max_length=self.max_tokens,
+            return_tensors="pt",
+            return_attention_mask=True,  # pooling reads it, whatever the folder's model_input_names say
         )
         return {k: v.to(self.device) for k, v in batch.items()}
 

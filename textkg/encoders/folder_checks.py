@@ -140,6 +140,13 @@ def _check_tokenizer_json(data: dict, path: Path) -> None:
                     field=part,
                 )
     model = data["model"] if isinstance(data.get("model"), dict) else {}
+    if model.get("type") == "BPE" and model.get("dropout") not in (None, 0, 0.0):
+        raise ConfigError(
+            "a BPE tokenizer with dropout splits a text at random on every call (one text, many feature rows); "
+            "textkg reads a text one way",
+            file=path,
+            field="model.dropout",
+        )
     if model.get("type") == "WordPiece":
         longest = model.get("max_input_chars_per_word", MAX_WORDPIECE_CHARS)
         if not (isinstance(longest, int) and 0 < longest <= MAX_WORDPIECE_CHARS):

@@ -259,7 +259,7 @@ def _check_transformers_config(path: Path) -> None:
                 file=path,
                 field=key,
             )
-        if key in _ATTENTION_KEYS and value not in _ATTENTIONS:
+        if (key in _ATTENTION_KEYS or str(key).startswith("_attn_implementation")) and value not in _ATTENTIONS:
             raise ConfigError(f"attention implementation {value!r} is refused (eager or sdpa)", file=path, field=key)
 
 
