@@ -180,6 +180,9 @@ CONFIDENTIAL_HPO, CONTROL = "/summary/confidential eps=1", "/summary/public-only
 PATIENTS = "/mean/{}/model + phenotype similarity/{}"
 CROSS = "cross_encoder_shortlist.json"
 MONDO_SUPPORT = "MONDO:v2025-02-04->v2026-05-05 [parent support, 2026-12-07]"
+CL_SUPPORT = "CL:v2025-02-13->v2025-07-30 [parent support, 2026-12-07]"
+CL_SYNONYMS = "CL:v2025-02-13->v2025-07-30 [synonym containment, 2026-12-07]"
+MONDO_SYNONYMS = "MONDO:v2025-02-04->v2026-05-05 [synonym containment, 2026-12-07]"
 SYNONYMS_TIMED = "synonym containment (issue 54), empty caches, 2026-12-07"
 TIMED_2026_12_06 = "adapted encoder, 2.4e-4, 3 layers frozen, 150 steps, empty caches, 2026-12-06"
 MODEL_ALONE = "/mean/{}/model/{}"
@@ -411,6 +414,16 @@ CLAIMS = (
             ),
         ),
         ("main_command",),
+    ),
+    Claim(
+        r"on the same checkpoints CL ([\d.]+) → ([\d.]+) and MONDO ([\d.]+) → ([\d.]+)",
+        (
+            File("real_additions.json", f"/runs/{CL_SUPPORT}/methods/combined/mrr"),
+            File("real_additions.json", f"/runs/{CL_SYNONYMS}/methods/combined/mrr"),
+            File("real_additions.json", f"/runs/{MONDO_SUPPORT}/methods/combined/mrr"),
+            File("real_additions.json", f"/runs/{MONDO_SYNONYMS}/methods/combined/mrr"),
+        ),
+        ("real_additions_synonyms", "real_additions_parent_support"),
     ),
     Claim(
         r"parent support lifted MONDO's placement \(([\d.]+) → ([\d.]+)\)",
