@@ -74,9 +74,8 @@ def check_batch_size(batch_size: int) -> int:
     return batch_size
 
 
-def file_fingerprint(path: str | os.PathLike[str], *, length: int = 16) -> str:
-    """The first ``length`` hex digits (64 for all) of the sha256 of a file's bytes (memoised on path, size and
-    mtime)."""
+def file_fingerprint(path: str | os.PathLike[str]) -> str:
+    """sha256 of a file's bytes (memoised on path, size and mtime)."""
     p = Path(path)
     st = p.stat()
     key = (str(p.resolve()), st.st_size, st.st_mtime_ns)
@@ -85,8 +84,8 @@ def file_fingerprint(path: str | os.PathLike[str], *, length: int = 16) -> str:
         with p.open("rb") as f:
             for block in iter(lambda: f.read(1 << 20), b""):
                 h.update(block)
-        _FINGERPRINTS[key] = h.hexdigest()
-    return _FINGERPRINTS[key][:length]
+        _FINGERPRINTS[key] = h.hexdigest()[:16]
+    return _FINGERPRINTS[key]
 
 
 _FINGERPRINTS: dict[tuple[str, int, int], str] = {}
