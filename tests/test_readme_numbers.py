@@ -184,6 +184,8 @@ CL_SUPPORT = "CL:v2025-02-13->v2025-07-30 [parent support, 2026-12-07]"
 CL_SYNONYMS = "CL:v2025-02-13->v2025-07-30 [synonym containment, 2026-12-07]"
 MONDO_SYNONYMS = "MONDO:v2025-02-04->v2026-05-05 [synonym containment, 2026-12-07]"
 SYNONYMS_TIMED = "synonym containment (issue 54), empty caches, 2026-12-07"
+BATCHES_TIMED = "batches of 128, seed 0, empty caches, 2026-12-07"
+BEFORE_BATCHES_TIMED = "AVX-512 check, c65b401, empty caches, 2026-12-07"
 TIMED_2026_12_06 = "adapted encoder, 2.4e-4, 3 layers frozen, 150 steps, empty caches, 2026-12-06"
 MODEL_ALONE = "/mean/{}/model/{}"
 
@@ -439,6 +441,26 @@ CLAIMS = (
         (
             File("main_command.json", f"/rows/[label={SYNONYMS_TIMED}]/wall_s"),
             File("main_command.json", f"/rows/[label={SYNONYMS_TIMED}]/peak_rss_gib"),
+        ),
+        ("main_command",),
+    ),
+    Claim(
+        r"With the adaptation in batches of 128 seeds 0 and 1 gave ([\d.]+) / ([\d.]+) \(names only ([\d.]+) / ([\d.]+), "
+        r"validation ([\d.]+) / ([\d.]+)\)",
+        (
+            *(File("main_command_hpo.json", f"/batch_seeds/combined_mrr/{seed}") for seed in "01"),
+            *(File("main_command_hpo.json", f"/batch_seeds/names_only_combined_mrr/{seed}") for seed in "01"),
+            *(File("main_command_hpo.json", f"/batch_seeds/valid_combined_mrr/{seed}") for seed in "01"),
+        ),
+        ("main_command",),
+    ),
+    Claim(
+        r"With the adaptation in batches of 128 \(2026-12-07's later code\) it took (\d+ min \d+ s) and ([\d.]+) GiB on "
+        r"another machine with AVX-512, where the code before it took (\d+ min \d+ s) the same day",
+        (
+            File("main_command.json", f"/rows/[label={BATCHES_TIMED}]/wall_s"),
+            File("main_command.json", f"/rows/[label={BATCHES_TIMED}]/peak_rss_gib"),
+            File("main_command.json", f"/rows/[label={BEFORE_BATCHES_TIMED}]/wall_s"),
         ),
         ("main_command",),
     ),
