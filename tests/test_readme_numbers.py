@@ -185,6 +185,24 @@ CL_SYNONYMS = "CL:v2025-02-13->v2025-07-30 [synonym containment, 2026-12-07]"
 MONDO_SYNONYMS = "MONDO:v2025-02-04->v2026-05-05 [synonym containment, 2026-12-07]"
 SYNONYMS_TIMED = "synonym containment (issue 54), empty caches, 2026-12-07"
 BATCHES_TIMED = "batches of 128, seed 0, empty caches, 2026-12-07"
+BATCHES_RA = "{} [adaptation in batches of 128, 2026-12-07]"
+SYNONYMS_RA = "{} [synonym containment, 2026-12-07]"
+RA_PAIRS = {
+    "CL": "CL:v2025-02-13->v2025-07-30",
+    "EFO": "EFO:v3.75.0->v3.90.0",
+    "UBERON": "UBERON:v2025-01-15->v2026-04-01",
+    "MONDO": "MONDO:v2025-02-04->v2026-05-05",
+}
+
+
+def ra_change(name: str) -> Computed:
+    """A real-additions MRR with batches of 128 minus the same ontology's with batches of 64 (issue 54)."""
+    path = RESULTS / "real_additions.json"
+    runs = json.loads(path.read_text(encoding="utf-8"))["runs"]
+    key = RA_PAIRS[name]
+    new = runs[BATCHES_RA.format(key)]["methods"]["combined"]["mrr"]
+    old = runs[SYNONYMS_RA.format(key)]["methods"]["combined"]["mrr"]
+    return Computed(f"{name}: batches of 128 minus 64", new - old)
 BEFORE_BATCHES_TIMED = "AVX-512 check, c65b401, empty caches, 2026-12-07"
 TIMED_2026_12_06 = "adapted encoder, 2.4e-4, 3 layers frozen, 150 steps, empty caches, 2026-12-06"
 MODEL_ALONE = "/mean/{}/model/{}"
@@ -443,6 +461,19 @@ CLAIMS = (
             File("main_command.json", f"/rows/[label={SYNONYMS_TIMED}]/peak_rss_gib"),
         ),
         ("main_command",),
+    ),
+    Claim(
+        r"The adaptation in batches of 128 moved them by ([+−][\d.]+) \(CL, ([\d.]+)\),\s+([+−][\d.]+) \(EFO\), "
+        r"([+−][\d.]+) \(UBERON, ([\d.]+)\) and ([+−][\d.]+) \(MONDO\)",
+        (
+            ra_change("CL"),
+            File("real_additions.json", f"/runs/{BATCHES_RA.format(RA_PAIRS['CL'])}/methods/combined/mrr"),
+            ra_change("EFO"),
+            ra_change("UBERON"),
+            File("real_additions.json", f"/runs/{BATCHES_RA.format(RA_PAIRS['UBERON'])}/methods/combined/mrr"),
+            ra_change("MONDO"),
+        ),
+        ("real_additions_batches", "real_additions_synonyms"),
     ),
     Claim(
         r"With the adaptation in batches of 128 seeds 0 and 1 gave ([\d.]+) / ([\d.]+) \(names only ([\d.]+) / ([\d.]+), "
