@@ -185,6 +185,7 @@ CL_SYNONYMS = "CL:v2025-02-13->v2025-07-30 [synonym containment, 2026-12-07]"
 MONDO_SYNONYMS = "MONDO:v2025-02-04->v2026-05-05 [synonym containment, 2026-12-07]"
 SYNONYMS_TIMED = "synonym containment (issue 54), empty caches, 2026-12-07"
 BATCHES_TIMED = "batches of 128, seed 0, empty caches, 2026-12-07"
+BEFORE_BATCHES_TIMED = "AVX-512 check, c65b401, empty caches, 2026-12-07"
 BATCHES_RA = "{} [adaptation in batches of 128, 2026-12-07]"
 SYNONYMS_RA = "{} [synonym containment, 2026-12-07]"
 RA_PAIRS = {
@@ -203,7 +204,8 @@ def ra_change(name: str) -> Computed:
     new = runs[BATCHES_RA.format(key)]["methods"]["combined"]["mrr"]
     old = runs[SYNONYMS_RA.format(key)]["methods"]["combined"]["mrr"]
     return Computed(f"{name}: batches of 128 minus 64", new - old)
-BEFORE_BATCHES_TIMED = "AVX-512 check, c65b401, empty caches, 2026-12-07"
+
+
 TIMED_2026_12_06 = "adapted encoder, 2.4e-4, 3 layers frozen, 150 steps, empty caches, 2026-12-06"
 MODEL_ALONE = "/mean/{}/model/{}"
 
@@ -476,8 +478,8 @@ CLAIMS = (
         ("real_additions_batches", "real_additions_synonyms"),
     ),
     Claim(
-        r"With the adaptation in batches of 128 seeds 0 and 1 gave ([\d.]+) / ([\d.]+) \(names only ([\d.]+) / ([\d.]+), "
-        r"validation ([\d.]+) / ([\d.]+)\)",
+        r"With the adaptation in batches of 128 seeds 0 and 1 gave ([\d.]+) / ([\d.]+) "
+        r"\(names only ([\d.]+) / ([\d.]+), validation ([\d.]+) / ([\d.]+)\)",
         (
             *(File("main_command_hpo.json", f"/batch_seeds/combined_mrr/{seed}") for seed in "01"),
             *(File("main_command_hpo.json", f"/batch_seeds/names_only_combined_mrr/{seed}") for seed in "01"),
@@ -486,8 +488,8 @@ CLAIMS = (
         ("main_command",),
     ),
     Claim(
-        r"With the adaptation in batches of 128 \(2026-12-07's later code\) it took (\d+ min \d+ s) and ([\d.]+) GiB on "
-        r"another machine with AVX-512, where the code before it took (\d+ min \d+ s) the same day",
+        r"With the adaptation in batches of 128 \(2026-12-07's later code\) it took (\d+ min \d+ s) and ([\d.]+) GiB "
+        r"on another machine with AVX-512, where the code before it took (\d+ min \d+ s) the same day",
         (
             File("main_command.json", f"/rows/[label={BATCHES_TIMED}]/wall_s"),
             File("main_command.json", f"/rows/[label={BATCHES_TIMED}]/peak_rss_gib"),
