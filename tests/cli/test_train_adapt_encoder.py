@@ -142,7 +142,7 @@ def test_automatic_needs_enough_is_a_pairs(toy, fake, monkeypatch):
     assert call["max_steps"] == adaptation.AUTO_STEPS and call["sources"] == ("is_a",) and call["seed"] == 0
     # the measured recipe: a learning rate above sentence-transformers' 2e-5, the lower layers as packaged
     assert call["lr"] == adaptation.AUTO_LR == 2.4e-4 and call["frozen_layers"] == adaptation.AUTO_FROZEN_LAYERS == 3
-    assert call["batch_size"] == adaptation.AUTO_BATCH_SIZE == 128  # 127 in-batch negatives per pair
+    assert call["batch_size"] == adaptation.AUTO_BATCH_SIZE == 64  # 128 lowered real additions (UBERON)
     assert record["frozen_layers"] == 3 and record["lr"] is None  # the fake's summary has no lr
     assert cfg.train.adapt_encoder_steps == adaptation.AUTO_STEPS and record["why"] == "automatic"
     assert cfg.model.encoder_kwargs["model_name_or_path"] == record["folder"] == str(fake.root / "adapted-1")

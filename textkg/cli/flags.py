@@ -405,7 +405,7 @@ TRAIN_FLAGS: tuple[Flag, ...] = (
         key="train.adapt_encoder_steps",
         metavar="STEPS",
         help="before encoding, fine-tune the packaged MiniLM on the ontology's training is_a pairs for STEPS "
-        "steps of 128 pairs (its upper 3 layers) and encode every text with it (0: off; unset: 75 on a non-private "
+        "steps of 64 pairs (its upper 3 layers) and encode every text with it (0: off; unset: 150 on a non-private "
         "inductive ontology run with at least 1,000 training is_a pairs, else off; cached by content)",
     ),
     Flag(
