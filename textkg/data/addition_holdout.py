@@ -47,6 +47,16 @@ def sibling_batches(
     Returns:
         Entity ids, grouped (each group's members adjacent, in id order).
     """
+    return [
+        c for group in sibling_groups(triples, parent_relation, candidates, seed=seed, min_size=min_size) for c in group
+    ]
+
+
+def sibling_groups(
+    triples: torch.Tensor, parent_relation: int, candidates: torch.Tensor, *, seed: int, min_size: int = 2
+) -> list[list[int]]:
+    """:func:`sibling_batches`' groups, one list each, in its order (a group whose terms all came in an earlier
+    group is left out)."""
     edges = triples[triples[:, 1] == parent_relation]
     children: dict[int, set[int]] = {}
     for child, parent in zip(edges[:, 0].tolist(), edges[:, 2].tolist(), strict=True):
@@ -61,11 +71,12 @@ def sibling_batches(
         elif len(leaves) >= min_size:
             other.append(leaves)
     g = torch.Generator().manual_seed(seed)
-    order: list[int] = []
+    groups: list[list[int]] = []
     seen: set[int] = set()
     for part in (emptying, other):
         for i in torch.randperm(len(part), generator=g).tolist():
             fresh = [c for c in part[i] if c not in seen]
             seen.update(fresh)
-            order.extend(fresh)
-    return order
+            if fresh:
+                groups.append(fresh)
+    return groups

@@ -153,6 +153,7 @@ def _placement(
     *,
     progress: bool = False,
     rerank_extra: tuple[str, ...] | None = None,
+    rerank_sibling_share: float = 0.0,
 ) -> dict | None:
     """Placement of the test split's new terms under existing ones
     (:mod:`textkg.evaluation.placement.methods`), with its description baselines; ``None``
@@ -167,7 +168,9 @@ def _placement(
     ``run_dir`` for ``textkg place`` (:data:`CROSS_ENCODER_DIR`) and re-ranks each term's shortlist
     (:mod:`textkg.evaluation.placement.shortlist`); ``test.placement_cross_encoder`` says what it cost.
     ``rerank_extra``: the re-ranker's optional features instead of :func:`rerank_features`'s (an ablation:
-    ``benchmarks/investigations/rerank_ablation.py``)."""
+    ``benchmarks/investigations/rerank_ablation.py``); ``rerank_sibling_share``: the share of the re-ranker's fitted
+    terms drawn in whole sibling batches (:class:`~textkg.evaluation.placement.rerank.RerankConfig`; 0, every term at
+    random, is the default: ``benchmarks/investigations/rerank_sibling_fit.py`` measures others)."""
     from textkg.evaluation.placement.evaluate import evaluate_placement
     from textkg.evaluation.placement.methods import placement_queries
 
@@ -195,7 +198,7 @@ def _placement(
             batch_size=batch_size,
             hierarchy=hierarchy,
             texts=texts,
-            rerank=RerankConfig(seed=cfg.train.seed, extra=extra),
+            rerank=RerankConfig(seed=cfg.train.seed, extra=extra, sibling_share=rerank_sibling_share),
             shortlist=None if pair_scorer is None else Shortlist(PairScores(pair_scorer, texts)),
         )
         extras = cfg.train.placement_extras == "on"
