@@ -365,10 +365,12 @@ def sibling_batch_lists(
 
     triples = torch.stack([edges[:, 0], torch.zeros(len(edges), dtype=torch.long), edges[:, 1]], dim=1)
     groups: list[list[int]] = []
+    listed = 0
     for group in sibling_groups(triples, 0, terms, seed=config.seed):
-        if sum(map(len, groups)) >= count:
+        if listed >= count:
             break
         groups.append(group)
+        listed += len(group)
     batches: list[list[int]] = []
     for group in groups:
         if batches and len(batches[-1]) + len(group) <= config.batch_size:
