@@ -68,10 +68,17 @@ def test_the_placement_estimate_grows_with_what_it_allocates(field):
 
 
 def test_a_batch_of_terms_is_counted_once_however_many_terms_there_are():
-    """Held-out terms are scored ``b`` at a time and each batch is freed before the next: the validation queries
-    move nothing, the batch and the candidates move the transient part."""
+    """Held-out terms are scored ``b`` at a time and each batch is freed before the next: past the budget of the
+    re-ranker's kept results, the validation queries move nothing; the batch and the candidates move the transient
+    part."""
+    from textkg.evaluation.placement.text import KEPT_SCORES_BYTES
+
+    kept = "re-ranker scores kept between passes (terms x c float32, bounded)"
     more_terms = dataclasses.replace(HPO, queries=10 * HPO.queries)
-    assert placement_parts(more_terms) == placement_parts(HPO)
+    assert placement_parts(more_terms)[kept] == KEPT_SCORES_BYTES
+    assert placement_parts(dataclasses.replace(more_terms, queries=100 * HPO.queries)) == placement_parts(more_terms)
+    few = dataclasses.replace(HPO, queries=10)
+    assert placement_parts(few)[kept] == 2 * 4 * HPO.candidates * 10  # a small run is not charged the budget
     half = dataclasses.replace(HPO, batch=128, batch_queries=240)
     assert placement_parts(half)[TRANSIENT] < placement_parts(HPO)[TRANSIENT]
 

@@ -41,7 +41,10 @@ estimate counts the largest of them once, and once more for what the allocator k
 
 Nothing in a batch grows with the number of held-out terms: they are scored ``b`` at a time, and every
 batch's tensors are freed before the next one is scored (``del`` at the end of each batch in
-:mod:`textkg.evaluation.placement.methods` and :mod:`textkg.evaluation.placement.grid`).
+:mod:`textkg.evaluation.placement.methods` and :mod:`textkg.evaluation.placement.grid`). The one part that does
+is bounded: the re-ranker's results kept between passes over the same batches
+(:func:`textkg.evaluation.placement.text.kept_scorer`, at most
+:data:`~textkg.evaluation.placement.text.KEPT_SCORES_BYTES`).
 """
 
 from __future__ import annotations
@@ -120,8 +123,10 @@ def placement_parts(size: PlacementSize) -> dict[str, int]:
     """The placement evaluation's peak in named parts (module docstring), bytes each."""
     from textkg.evaluation.placement.grid import WEIGHTED_ENTRIES
     from textkg.evaluation.placement.late import MATCH_BLOCK, TOP_WORDS
+    from textkg.evaluation.placement.text import KEPT_SCORES_BYTES
 
     b, c, n, q = size.batch, size.candidates, size.entities, size.batch_queries
+    q_all = size.queries
     k, f, m, w = size.components, size.rerank_features, size.parent_edges, size.vocabulary
     u = 4 * b * c
     one_feature = max(
@@ -145,6 +150,9 @@ def placement_parts(size: PlacementSize) -> dict[str, int]:
         * (TEXT_MATRICES + TOP_WORDS + 1)
         * size.text_words,
         "word vectors for MaxSim (W x 384 float32)": 4 * w * MINILM_DIM,
+        # the re-ranker's (b, c) float32 results kept between the report's passes (text.kept_scorer): at most its
+        # budget, else every validation and test term's row (the test terms counted as many as the validation's)
+        "re-ranker scores kept between passes (terms x c float32, bounded)": min(KEPT_SCORES_BYTES, 2 * 4 * c * q_all),
         TRANSIENT: int(max(scoring, ranking, matching)),
     }
 

@@ -32,7 +32,7 @@ from textkg.evaluation.placement.methods import (
 from textkg.evaluation.placement.rerank import RerankConfig, Reranker, fitted_reranker
 from textkg.evaluation.placement.shortlist import Shortlist
 from textkg.evaluation.placement.siblings import REDUCTIONS, children_scorer
-from textkg.evaluation.placement.text import last_call_memo, tfidf_scorer
+from textkg.evaluation.placement.text import kept_scorer, last_call_memo, tfidf_scorer
 
 #: The vote the re-ranker reads (the best on ``hpo``'s validation terms, docs/results/placement.md), and the
 #: first stage whose top candidates are its hard negatives: description + 0.1 x vote, standardised.
@@ -147,7 +147,7 @@ def evaluate_placement(
             word_encoder=minilm_word_encoder() if word_encoder is None else word_encoder,
             synonyms=kg.entity_synonyms,
         )
-        added = ("rerank", scorer)
+        added = ("rerank", kept_scorer(scorer))  # ranked in several passes over the same batches
         out["placement_rerank"] = reranker.to_dict()
     out.update(
         evaluate_combined(

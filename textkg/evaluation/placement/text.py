@@ -172,6 +172,36 @@ def last_call_memo(scorer: PlacementScorer) -> PlacementScorer:
     return score
 
 
+#: Bytes of results :func:`kept_scorer` keeps at most (the report's memory estimate counts them:
+#: :func:`textkg.pipeline.memory_report.placement_parts`).
+KEPT_SCORES_BYTES = 256 << 20
+
+
+def kept_scorer(scorer: PlacementScorer, *, budget: int = KEPT_SCORES_BYTES) -> PlacementScorer:
+    """``scorer``, keeping its results for batches it may be asked again, up to ``budget`` bytes (the oldest
+    dropped first). The post-run report ranks the same validation and test batches with the re-ranker in several
+    passes (the added weight's grid, parent support's tuning and its rows, the final ranks: four to eight calls per
+    batch on the README split); its pair features are most of each call's cost. Each call returns a copy, so a
+    caller may write into it; a batch is the same when its terms and its candidates hold the same ids (compared by
+    content, as :func:`last_call_memo` does)."""
+    kept: dict[tuple, torch.Tensor] = {}
+
+    def score(terms: torch.Tensor, candidates: torch.Tensor) -> torch.Tensor:
+        key = (tuple(terms.tolist()), tuple(candidates.shape), hash(candidates.cpu().contiguous().numpy().tobytes()))
+        if key in kept:
+            kept[key] = kept.pop(key)  # the most recent last
+            return kept[key].clone()
+        result = scorer(terms, candidates)
+        size = result.element_size() * result.nelement()
+        while kept and sum(t.element_size() * t.nelement() for t in kept.values()) + size > budget:
+            kept.pop(next(iter(kept)))
+        if size <= budget:
+            kept[key] = result.clone()
+        return result
+
+    return score
+
+
 def tfidf_scorer(texts: Sequence[str], fit_on: torch.Tensor) -> PlacementScorer:
     """``tfidf-nn``: cosine of TF-IDF vectors of ``texts`` (one per entity id), IDF fitted on ``fit_on`` ids' texts."""
     model = TfIdf.fit([texts[i] for i in fit_on.tolist()])
@@ -266,6 +296,7 @@ __all__ = [
     "TfIdf",
     "containment_scorer",
     "dense_rows",
+    "kept_scorer",
     "last_call_memo",
     "name_weights",
     "pairwise_scorer",
