@@ -41,10 +41,13 @@ def main(argv: list[str] | None = None) -> int:
     from textkg.pipeline.run_dir import open_run
     from textkg.training import checkpoint as ckpt
 
-    cfg = open_run(args.run_dir).config
-    saved = json.loads((args.run_dir / "metrics.json").read_text(encoding="utf-8"))["test"]
+    metrics = args.run_dir / "metrics.json"
+    if not metrics.is_file():
+        parser.error(f"{args.run_dir}: no metrics.json (not a finished run)")
+    saved = json.loads(metrics.read_text(encoding="utf-8")).get("test") or {}
     if not saved.get("placement_selection"):
         parser.error(f"{args.run_dir}: the run has no placement task to report")
+    cfg = open_run(args.run_dir).config
     prep = prepare(cfg, args.run_dir)
     ckpt.load_run_weights(prep.model, args.run_dir)
     before, start = resource.getrusage(resource.RUSAGE_SELF), time.perf_counter()
@@ -52,7 +55,8 @@ def main(argv: list[str] | None = None) -> int:
     wall, after = time.perf_counter() - start, resource.getrusage(resource.RUSAGE_SELF)
     assert out is not None
     blocks = sorted(k for k in out if k.startswith("placement"))
-    same = {k: json.dumps(out[k], sort_keys=True) == json.dumps(saved.get(k), sort_keys=True) for k in blocks}
+    canonical = json.JSONEncoder(sort_keys=True).encode  # json.dumps(obj, sort_keys=True): compared and hashed only
+    same = {k: canonical(out[k]) == canonical(saved.get(k)) for k in blocks}
     row = {
         "wall_s": round(wall, 1),
         "cpu_s": round(after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime, 1),
@@ -60,7 +64,7 @@ def main(argv: list[str] | None = None) -> int:
         **summary(out),
         "blocks_equal_to_the_saved_run": same,
         # two rows with the same sha256 reported the same numbers, weights included, to the last bit
-        "sha256": hashlib.sha256(json.dumps({k: out[k] for k in blocks}, sort_keys=True).encode()).hexdigest(),
+        "sha256": hashlib.sha256(canonical({k: out[k] for k in blocks}).encode()).hexdigest(),
     }
     command = shlex.join(
         ["python", "benchmarks/investigations/placement_report_cost.py", *(sys.argv[1:] if argv is None else argv)]
