@@ -126,7 +126,6 @@ def placement_parts(size: PlacementSize) -> dict[str, int]:
     from textkg.evaluation.placement.text import KEPT_SCORES_BYTES
 
     b, c, n, q = size.batch, size.candidates, size.entities, size.batch_queries
-    q_all = size.queries
     k, f, m, w = size.components, size.rerank_features, size.parent_edges, size.vocabulary
     u = 4 * b * c
     one_feature = max(
@@ -152,7 +151,9 @@ def placement_parts(size: PlacementSize) -> dict[str, int]:
         "word vectors for MaxSim (W x 384 float32)": 4 * w * MINILM_DIM,
         # the re-ranker's (b, c) float32 results kept between the report's passes (text.kept_scorer): at most its
         # budget, else every validation and test term's row (the test terms counted as many as the validation's)
-        "re-ranker scores kept between passes (terms x c float32, bounded)": min(KEPT_SCORES_BYTES, 2 * 4 * c * q_all),
+        "re-ranker scores kept between passes (terms x c float32, bounded)": min(
+            KEPT_SCORES_BYTES, 2 * 4 * c * size.queries
+        ),
         TRANSIENT: int(max(scoring, ranking, matching)),
     }
 

@@ -155,6 +155,12 @@ def pairwise_scorer(queries: torch.Tensor, candidates: torch.Tensor) -> Placemen
     return score
 
 
+def _batch_key(terms: torch.Tensor, candidates: torch.Tensor) -> tuple:
+    """A batch's identity by content: its term ids, and its candidates' shape and ids (a freed tensor's memory may
+    hold the next one, so never its address)."""
+    return tuple(terms.tolist()), tuple(candidates.shape), hash(candidates.cpu().contiguous().numpy().tobytes())
+
+
 def last_call_memo(scorer: PlacementScorer) -> PlacementScorer:
     """``scorer``, keeping its last result: two features that read the same scores (the re-ranker's ``tfidf`` and
     the vote over TF-IDF neighbours; the description cosine and the neighbour votes) compute them once per batch of
@@ -163,7 +169,7 @@ def last_call_memo(scorer: PlacementScorer) -> PlacementScorer:
     last: dict[tuple, torch.Tensor] = {}
 
     def score(terms: torch.Tensor, candidates: torch.Tensor) -> torch.Tensor:
-        key = (tuple(terms.tolist()), tuple(candidates.shape), hash(candidates.cpu().contiguous().numpy().tobytes()))
+        key = _batch_key(terms, candidates)
         if key not in last:
             last.clear()
             last[key] = scorer(terms, candidates)
@@ -185,21 +191,27 @@ def kept_scorer(scorer: PlacementScorer, *, budget: int = KEPT_SCORES_BYTES) -> 
     caller may write into it; a batch is the same when its terms and its candidates hold the same ids (compared by
     content, as :func:`last_call_memo` does)."""
     kept: dict[tuple, torch.Tensor] = {}
+    held = [0]  # bytes in kept
 
     def score(terms: torch.Tensor, candidates: torch.Tensor) -> torch.Tensor:
-        key = (tuple(terms.tolist()), tuple(candidates.shape), hash(candidates.cpu().contiguous().numpy().tobytes()))
+        key = _batch_key(terms, candidates)
         if key in kept:
             kept[key] = kept.pop(key)  # the most recent last
             return kept[key].clone()
         result = scorer(terms, candidates)
-        size = result.element_size() * result.nelement()
-        while kept and sum(t.element_size() * t.nelement() for t in kept.values()) + size > budget:
-            kept.pop(next(iter(kept)))
+        size = _nbytes(result)
         if size <= budget:
+            while held[0] + size > budget:
+                held[0] -= _nbytes(kept.pop(next(iter(kept))))
             kept[key] = result.clone()
+            held[0] += size
         return result
 
     return score
+
+
+def _nbytes(t: torch.Tensor) -> int:
+    return t.element_size() * t.nelement()
 
 
 def tfidf_scorer(texts: Sequence[str], fit_on: torch.Tensor) -> PlacementScorer:
